@@ -1,0 +1,82 @@
+// Dataset (granary.io/v1alpha1): what to cache and where. Mirrors crds/granary.io_datasets.yaml;
+// decodeValue applies the same defaults and the same cross-field rules as the CRD's schema
+// and CEL validations, so a manifest that granaryctl accepts is one the API server accepts.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/api/object_meta.h"
+#include "common/api/scheduling.h"
+#include "common/config.h"
+#include "common/quantity.h"
+
+namespace granary::api {
+
+// The kind of origin, from the URI scheme.
+enum class SourceKind { kS3, kHttp, kFile, kPvc };
+
+// Returns the kind for s3://, http://, https://, file:// and pvc:// URIs; InvalidArgument
+// naming the supported schemes otherwise.
+Result<SourceKind> sourceKindOf(std::string_view uri);
+
+struct SecretRef {
+  std::string name;  // a Secret in the Dataset's namespace
+};
+
+struct Source {
+  std::string uri;
+  std::string endpoint;  // s3 only
+  std::string region;    // s3 only
+  std::optional<SecretRef> secretRef;
+  std::map<std::string, std::string> options;
+};
+
+// A source shown as a sub-directory of the dataset; name "" is the dataset root.
+struct Mount {
+  std::string name;
+  Source source;
+};
+
+enum class EvictionPolicy { kPin, kLru };
+enum class WarmPolicy { kOnCreate, kOnJob, kNever };
+
+struct CacheSpec {
+  int32_t replicas = 1;                   // copies of each file across nodes, 1..16
+  std::optional<ByteSize> capacityPerNode;  // unset: the node's default quota
+  std::map<std::string, std::string> nodeSelector;
+  std::optional<NodeAffinity> nodeAffinity;
+  std::vector<Toleration> tolerations;
+  EvictionPolicy policy = EvictionPolicy::kPin;
+  WarmPolicy warm = WarmPolicy::kOnCreate;
+  std::optional<ByteSize> bandwidthLimit;  // origin bytes/s per node; unset: unlimited
+  ByteSize chunkSize{16 << 20};            // 1Mi..1Gi
+};
+
+struct DatasetSpec {
+  // spec.source becomes the single mount named ""; spec.mounts[] are taken as they are.
+  std::vector<Mount> mounts;
+  CacheSpec cache;
+};
+
+struct Dataset {
+  ObjectMeta metadata;
+  DatasetSpec spec;
+};
+
+// Decodes `spec` of a Dataset (defaults applied, every rule checked).
+Status decodeValue(const config::Node& node, SecretRef& out);
+Status decodeValue(const config::Node& node, Source& out);
+Status decodeValue(const config::Node& node, Mount& out);
+Status decodeValue(const config::Node& node, EvictionPolicy& out);
+Status decodeValue(const config::Node& node, WarmPolicy& out);
+Status decodeValue(const config::Node& node, CacheSpec& out);
+Status decodeValue(const config::Node& node, DatasetSpec& out);
+
+std::string_view sourceKindName(SourceKind kind);
+std::string_view evictionPolicyName(EvictionPolicy policy);
+std::string_view warmPolicyName(WarmPolicy policy);
+
+}  // namespace granary::api

@@ -1,0 +1,68 @@
+// TrainingJob (granary.io/v1alpha1): workers that read Datasets. Mirrors
+// crds/granary.io_trainingjobs.yaml; the pod template is kept as a document for the operator.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/api/object_meta.h"
+#include "common/config.h"
+
+namespace granary::api {
+
+struct DatasetMount {
+  std::string name;       // a Dataset in the job's namespace
+  std::string mountPath;  // absolute path inside the workers
+};
+
+enum class WarmStart { kParallel, kBeforeStart, kNone };
+enum class Locality { kPreferred, kRequired };
+enum class CleanPodPolicy { kAll, kRunning, kNone };
+enum class RestartPolicy { kOnFailure, kExitCode, kNever };
+
+struct Scheduling {
+  Locality locality = Locality::kPreferred;
+  bool gang = true;
+  std::string schedulerName = "granary-scheduler";
+  std::string priorityClassName;
+};
+
+struct RunPolicy {
+  int32_t backoffLimit = 3;  // gang restarts before the job fails
+  std::optional<int64_t> activeDeadlineSeconds;
+  int64_t startDeadlineSeconds = 600;  // workers Pending or failing to pull this long fail the job
+  std::optional<int64_t> ttlSecondsAfterFinished;
+  CleanPodPolicy cleanPodPolicy = CleanPodPolicy::kRunning;
+  RestartPolicy restartPolicy = RestartPolicy::kOnFailure;
+};
+
+struct TrainingJobSpec {
+  std::vector<DatasetMount> datasets;
+  int32_t workers = 1;        // 1..4096
+  int32_t gpusPerWorker = 1;  // 0..64
+  int32_t masterPort = 29500;
+  config::Node template_;     // a PodTemplateSpec; must have at least one container
+  WarmStart warmPolicy = WarmStart::kParallel;
+  Scheduling scheduling;
+  RunPolicy runPolicy;
+  bool suspend = false;
+};
+
+struct TrainingJob {
+  ObjectMeta metadata;
+  TrainingJobSpec spec;
+};
+
+Status decodeValue(const config::Node& node, DatasetMount& out);
+Status decodeValue(const config::Node& node, WarmStart& out);
+Status decodeValue(const config::Node& node, Locality& out);
+Status decodeValue(const config::Node& node, CleanPodPolicy& out);
+Status decodeValue(const config::Node& node, RestartPolicy& out);
+Status decodeValue(const config::Node& node, Scheduling& out);
+Status decodeValue(const config::Node& node, RunPolicy& out);
+Status decodeValue(const config::Node& node, TrainingJobSpec& out);
+
+std::string_view warmStartName(WarmStart policy);
+
+}  // namespace granary::api

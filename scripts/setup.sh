@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything granary needs to build and test, from Debian's packages.
+# Idempotent: packages already present are not fetched again. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git curl ca-certificates
+  libcpprest-dev libyaml-cpp-dev prometheus-cpp-dev librocksdb-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-jsonschema python3-yaml
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]})); then
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#packages[@]} packages present"
+fi

@@ -1,0 +1,58 @@
+#include "common/metrics_server.h"
+
+#include <curl/curl.h>
+#include <gtest/gtest.h>
+
+namespace granary {
+namespace {
+
+size_t appendBody(char* data, size_t size, size_t count, void* out) {
+  static_cast<std::string*>(out)->append(data, size * count);
+  return size * count;
+}
+
+// GETs a URL on loopback; returns the HTTP status and fills `body`.
+long httpGet(const std::string& url, std::string& body) {
+  CURL* curl = curl_easy_init();
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+  long code = 0;
+  if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_cleanup(curl);
+  return code;
+}
+
+TEST(MetricsServer, ServesTheRegistryOverHttp) {
+  MetricsRegistry registry;
+  auto warmed = registry.addCounter({.name = "granary_warm_bytes_total",
+                                     .type = MetricType::kCounter,
+                                     .unit = MetricUnit::kBytes,
+                                     .help = "Bytes warmed from origins and peers."});
+  ASSERT_TRUE(warmed.isOk());
+  warmed->with({}).increment(12345);
+
+  auto server = MetricsServer::start("127.0.0.1:0", registry);
+  ASSERT_TRUE(server.isOk()) << server.status();
+  ASSERT_NE((*server)->port(), 0);
+
+  std::string body;
+  const std::string url = "http://127.0.0.1:" + std::to_string((*server)->port()) + "/metrics";
+  EXPECT_EQ(httpGet(url, body), 200);
+  EXPECT_NE(body.find("granary_warm_bytes_total 12345"), std::string::npos) << body;
+}
+
+TEST(MetricsServer, ABusyPortIsAnErrorNotACrash) {
+  MetricsRegistry registry;
+  auto first = MetricsServer::start("127.0.0.1:0", registry);
+  ASSERT_TRUE(first.isOk()) << first.status();
+  const std::string address = "127.0.0.1:" + std::to_string((*first)->port());
+  auto second = MetricsServer::start(address, registry);
+  ASSERT_FALSE(second.isOk());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find(address), std::string::npos);
+}
+
+}  // namespace
+}  // namespace granary
