@@ -1,0 +1,121 @@
+#include "common/api/manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+namespace granary::api {
+namespace {
+
+Result<Object> decodeText(std::string_view text) {
+  GRANARY_ASSIGN_OR_RETURN(auto node, config::parse(text, "test.yaml"));
+  return decodeObject(node);
+}
+
+TEST(Manifest, DatasetDefaultsMatchTheCrd) {
+  auto object = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: Dataset
+metadata: {name: imagenet, namespace: ml}
+spec:
+  source: {uri: "s3://bucket/imagenet/"}
+)");
+  ASSERT_TRUE(object.isOk()) << object.status();
+  const auto& ds = std::get<Dataset>(*object);
+  EXPECT_EQ(ds.metadata.namespace_, "ml");
+  ASSERT_EQ(ds.spec.mounts.size(), 1u);
+  EXPECT_EQ(ds.spec.mounts[0].name, "");
+  EXPECT_EQ(*sourceKindOf(ds.spec.mounts[0].source.uri), SourceKind::kS3);
+  EXPECT_EQ(ds.spec.cache.replicas, 1);
+  EXPECT_EQ(ds.spec.cache.policy, EvictionPolicy::kPin);
+  EXPECT_EQ(ds.spec.cache.warm, WarmPolicy::kOnCreate);
+  EXPECT_EQ(ds.spec.cache.chunkSize.bytes, 16 << 20);
+  EXPECT_FALSE(ds.spec.cache.capacityPerNode.has_value());
+}
+
+TEST(Manifest, TrainingJobDefaultsMatchTheCrd) {
+  auto object = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: TrainingJob
+metadata: {name: resnet}
+spec:
+  template: {spec: {containers: [{name: trainer}]}}
+)");
+  ASSERT_TRUE(object.isOk()) << object.status();
+  const auto& job = std::get<TrainingJob>(*object);
+  EXPECT_EQ(job.spec.workers, 1);
+  EXPECT_EQ(job.spec.gpusPerWorker, 1);
+  EXPECT_EQ(job.spec.masterPort, 29500);
+  EXPECT_EQ(job.spec.warmPolicy, WarmStart::kParallel);
+  EXPECT_EQ(job.spec.scheduling.schedulerName, "granary-scheduler");
+  EXPECT_TRUE(job.spec.scheduling.gang);
+  EXPECT_EQ(job.spec.runPolicy.backoffLimit, 3);
+  EXPECT_EQ(job.spec.runPolicy.startDeadlineSeconds, 600);
+  EXPECT_EQ(job.spec.runPolicy.cleanPodPolicy, CleanPodPolicy::kRunning);
+  EXPECT_TRUE(job.spec.template_.isMap());
+}
+
+TEST(Manifest, OtherKindsAreSkippedAndWrongGranaryVersionsRejected) {
+  auto secret = decodeText("apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\n");
+  ASSERT_TRUE(secret.isOk());
+  EXPECT_EQ(std::get<OtherObject>(*secret).kind, "Secret");
+
+  auto old = decodeText("apiVersion: granary.io/v1beta9\nkind: Dataset\nmetadata: {name: a}\n");
+  ASSERT_FALSE(old.isOk());
+  EXPECT_EQ(old.status().message(),
+            "test.yaml:1: apiVersion: expected granary.io/v1alpha1, got granary.io/v1beta9");
+
+  auto unknown = decodeText("apiVersion: granary.io/v1alpha1\nkind: Cache\nmetadata: {name: a}\n");
+  EXPECT_EQ(unknown.status().message(), "test.yaml:2: kind: expected Dataset or TrainingJob, got Cache");
+}
+
+TEST(Manifest, NamesFollowKubernetesRules) {
+  EXPECT_TRUE(isDnsLabel("resnet-50"));
+  EXPECT_FALSE(isDnsLabel("-resnet"));
+  EXPECT_FALSE(isDnsLabel("ResNet"));
+  EXPECT_FALSE(isDnsLabel(std::string(64, 'a')));
+  EXPECT_TRUE(isDnsSubdomain("imagenet.v2"));
+  EXPECT_FALSE(isDnsSubdomain("imagenet..v2"));
+  EXPECT_FALSE(isDnsSubdomain(""));
+}
+
+TEST(Manifest, LoadsEveryExampleOfTheRepository) {
+  const char* root = std::getenv("GRANARY_SOURCE_DIR");
+  if (!root) GTEST_SKIP() << "GRANARY_SOURCE_DIR is not set (ctest sets it)";
+  auto documents = loadManifests(std::filesystem::path(root) / "examples");
+  ASSERT_TRUE(documents.isOk()) << documents.status();
+  int datasets = 0, jobs = 0, others = 0;
+  for (const auto& document : *documents) {
+    datasets += std::holds_alternative<Dataset>(document.object);
+    jobs += std::holds_alternative<TrainingJob>(document.object);
+    others += std::holds_alternative<OtherObject>(document.object);
+  }
+  EXPECT_GE(datasets, 6);
+  EXPECT_GE(jobs, 2);
+  EXPECT_GE(others, 1);  // the Secret next to the S3 dataset
+}
+
+TEST(Manifest, ErrorsOfEveryDocumentAreReportedTogether) {
+  const auto dir = std::filesystem::temp_directory_path() / "granary_manifest_test";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream a(dir / "a.yaml");
+    a << "apiVersion: granary.io/v1alpha1\nkind: Dataset\n"
+         "metadata: {name: a}\nspec: {source: {uri: 'ftp://x/'}}\n";
+    std::ofstream b(dir / "b.yaml");
+    b << "apiVersion: granary.io/v1alpha1\nkind: TrainingJob\n"
+         "metadata: {name: b}\nspec: {workers: 0, template: {spec: {containers: [{name: t}]}}}\n";
+  }
+  auto documents = loadManifests(dir);
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(documents.isOk());
+  const std::string message = documents.status().message();
+  EXPECT_NE(message.find("a.yaml:4: spec.source.uri: expected a URI starting with s3://"),
+            std::string::npos) << message;
+  EXPECT_NE(message.find("b.yaml:4: spec.workers: expected an integer from 1 to 4096, got 0"),
+            std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace granary::api
