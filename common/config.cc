@@ -13,7 +13,7 @@ namespace granary::config {
 namespace {
 
 constexpr int kMaxDepth = 64;
-constexpr size_t kMaxNodes = 5'000'000;  // bounds alias expansion ("billion laughs")
+constexpr size_t kMaxNodes = 1'000'000;  // bounds alias expansion ("billion laughs")
 
 bool isPlainKey(std::string_view key) {
   return !key.empty() && std::all_of(key.begin(), key.end(), [](unsigned char c) {
@@ -88,7 +88,7 @@ class NodeBuilder {
     out.line_ = yaml.Mark().line >= 0 ? yaml.Mark().line + 1 : 0;
     if (depth > kMaxDepth) return invalidArgument(out.where() + ": nested deeper than 64 levels");
     if (++count_ > kMaxNodes) {
-      return invalidArgument(out.where() + ": document has more than 5,000,000 nodes");
+      return invalidArgument(out.where() + ": document has more than 1,000,000 nodes");
     }
     switch (yaml.Type()) {
       case YAML::NodeType::Undefined:

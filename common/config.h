@@ -84,7 +84,8 @@ class Node {
 };
 
 // Parses one YAML or JSON document. InvalidArgument on syntax errors (with the line),
-// duplicate keys, more than one document, or documents nested deeper than 64 levels.
+// duplicate keys, more than one document, nesting deeper than 64 levels, or more than
+// 1,000,000 nodes once aliases are expanded.
 Result<Node> parse(std::string_view text, std::string_view source);
 // Parses a stream of `---`-separated documents, skipping empty ones.
 Result<std::vector<Node>> parseAll(std::string_view text, std::string_view source);

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures and builds one build tree: scripts/build.sh DIR [cmake options...]
+# Ninja and ccache keep rebuilds incremental; one tree serves every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=$1
+shift
+generator=()
+[[ -f "$dir/CMakeCache.txt" ]] || generator=(-G Ninja)
+cmake -S . -B "$dir" "${generator[@]}" "$@" >/dev/null
+cmake --build "$dir" ${GRANARY_BUILD_TARGET:+--target "$GRANARY_BUILD_TARGET"}
