@@ -21,14 +21,14 @@ void describe(const api::Dataset& ds) {
   }
   const auto& cache = ds.spec.cache;
   std::printf("  Dataset      %-28s %s\n", qualifiedName(ds.metadata).c_str(), sources.c_str());
-  std::printf("               policy=%s warm=%s replicas=%d chunk=%s capacity/node=%s "
-              "bandwidth=%s\n",
-              std::string(api::evictionPolicyName(cache.policy)).c_str(),
-              std::string(api::warmPolicyName(cache.warm)).c_str(), cache.replicas,
-              formatByteSize(cache.chunkSize).c_str(),
-              cache.capacityPerNode ? formatByteSize(*cache.capacityPerNode).c_str() : "node default",
-              cache.bandwidthLimit ? (formatByteSize(*cache.bandwidthLimit) + "/s").c_str()
-                                   : "unlimited");
+  std::printf(
+      "               policy=%s warm=%s replicas=%d chunk=%s capacity/node=%s "
+      "bandwidth=%s\n",
+      std::string(api::evictionPolicyName(cache.policy)).c_str(),
+      std::string(api::warmPolicyName(cache.warm)).c_str(), cache.replicas,
+      formatByteSize(cache.chunkSize).c_str(),
+      cache.capacityPerNode ? formatByteSize(*cache.capacityPerNode).c_str() : "node default",
+      cache.bandwidthLimit ? (formatByteSize(*cache.bandwidthLimit) + "/s").c_str() : "unlimited");
 }
 
 void describe(const api::TrainingJob& job) {

@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define GRANARY_CHECK(cond, message)                                                   \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]] {                                                        \
-      std::fprintf(stderr, "granary: check failed at %s:%d: %s: %s\n", __FILE__,       \
-                   __LINE__, #cond, static_cast<const char*>(message));                \
-      std::abort();                                                                    \
-    }                                                                                  \
+#define GRANARY_CHECK(cond, message)                                                              \
+  do {                                                                                            \
+    if (!(cond)) [[unlikely]] {                                                                   \
+      std::fprintf(stderr, "granary: check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond, \
+                   static_cast<const char*>(message));                                            \
+      std::abort();                                                                               \
+    }                                                                                             \
   } while (false)

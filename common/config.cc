@@ -145,10 +145,14 @@ std::string Node::where() const { return formatLocation(source(), line_, path_);
 
 std::string Node::describe() const {
   switch (kind_) {
-    case Kind::kNull: return "null";
-    case Kind::kMap: return "a map";
-    case Kind::kList: return "a list";
-    case Kind::kScalar: break;
+    case Kind::kNull:
+      return "null";
+    case Kind::kMap:
+      return "a map";
+    case Kind::kList:
+      return "a list";
+    case Kind::kScalar:
+      break;
   }
   std::string text = scalar_.size() > 60 ? scalar_.substr(0, 57) + "..." : scalar_;
   return quoted_ ? "\"" + text + "\"" : text;
@@ -329,7 +333,8 @@ const Node* Fields::lookup(std::string_view key) {
 
 void Fields::missing(std::string_view key) {
   if (!node_.isMap() && !node_.isNull()) return;  // the shape error already says enough
-  const std::string location = formatLocation(node_.source(), node_.line(), childPath(node_.path(), key));
+  const std::string location =
+      formatLocation(node_.source(), node_.line(), childPath(node_.path(), key));
   errors_.add(invalidArgument(location + ": required field is missing"));
 }
 

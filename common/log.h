@@ -1,6 +1,7 @@
 // Structured logging: one line per event, logfmt `key=value` pairs, e.g.
 //
-//   ts=2026-11-21T13:01:23.123Z level=info component=cache-node msg="warm started" dataset=ml/imagenet
+//   ts=2026-11-21T13:01:23.123Z level=info component=cache-node msg="warm started"
+//   dataset=ml/imagenet
 //
 // Usage:
 //   Logger log("cache-node");
@@ -82,10 +83,18 @@ class Logger {
 
   bool enabled(LogLevel level) const;
   void log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields) const;
-  void debug(std::string_view m, std::initializer_list<LogField> f = {}) const { log(LogLevel::kDebug, m, f); }
-  void info(std::string_view m, std::initializer_list<LogField> f = {}) const { log(LogLevel::kInfo, m, f); }
-  void warn(std::string_view m, std::initializer_list<LogField> f = {}) const { log(LogLevel::kWarn, m, f); }
-  void error(std::string_view m, std::initializer_list<LogField> f = {}) const { log(LogLevel::kError, m, f); }
+  void debug(std::string_view m, std::initializer_list<LogField> f = {}) const {
+    log(LogLevel::kDebug, m, f);
+  }
+  void info(std::string_view m, std::initializer_list<LogField> f = {}) const {
+    log(LogLevel::kInfo, m, f);
+  }
+  void warn(std::string_view m, std::initializer_list<LogField> f = {}) const {
+    log(LogLevel::kWarn, m, f);
+  }
+  void error(std::string_view m, std::initializer_list<LogField> f = {}) const {
+    log(LogLevel::kError, m, f);
+  }
 
  private:
   std::string component_;

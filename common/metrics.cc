@@ -25,9 +25,12 @@ constexpr MetricUnit kAllUnits[] = {MetricUnit::kSeconds, MetricUnit::kBytes, Me
 
 std::string_view typeName(MetricType type) {
   switch (type) {
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
   }
   return "metric";
 }
@@ -44,12 +47,18 @@ std::map<std::string, std::string> labelMap(const std::vector<std::string>& name
 
 std::string_view metricUnitSuffix(MetricUnit unit) {
   switch (unit) {
-    case MetricUnit::kNone: return "";
-    case MetricUnit::kSeconds: return "seconds";
-    case MetricUnit::kBytes: return "bytes";
-    case MetricUnit::kRatio: return "ratio";
-    case MetricUnit::kCelsius: return "celsius";
-    case MetricUnit::kWatts: return "watts";
+    case MetricUnit::kNone:
+      return "";
+    case MetricUnit::kSeconds:
+      return "seconds";
+    case MetricUnit::kBytes:
+      return "bytes";
+    case MetricUnit::kRatio:
+      return "ratio";
+    case MetricUnit::kCelsius:
+      return "celsius";
+    case MetricUnit::kWatts:
+      return "watts";
   }
   return "";
 }
@@ -72,8 +81,9 @@ Status validateMetricSpec(const MetricSpec& spec) {
   };
 
   if (!std::regex_match(name, kName)) {
-    return fail("name must match granary_<component>_<what>_<unit>: lower-case words joined by "
-                "single underscores, starting with \"granary_\"");
+    return fail(
+        "name must match granary_<component>_<what>_<unit>: lower-case words joined by "
+        "single underscores, starting with \"granary_\"");
   }
   if (spec.help.empty()) return fail("help is empty; say what is measured and in which unit");
 
@@ -103,7 +113,8 @@ Status validateMetricSpec(const MetricSpec& spec) {
   for (size_t i = 0; i < spec.labels.size(); ++i) {
     const std::string& label = spec.labels[i];
     if (!std::regex_match(label, kLabel)) {
-      return fail("label \"" + label + "\" must be lower-case letters, digits and underscores, "
+      return fail("label \"" + label +
+                  "\" must be lower-case letters, digits and underscores, "
                   "starting with a letter");
     }
     if (std::find(spec.labels.begin(), spec.labels.begin() + static_cast<long>(i), label) !=

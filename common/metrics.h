@@ -108,6 +108,14 @@ using CounterFamily = MetricFamily<Counter, prometheus::Counter>;
 using GaugeFamily = MetricFamily<Gauge, prometheus::Gauge>;
 using HistogramFamily = MetricFamily<Histogram, prometheus::Histogram>;
 
+// Defined in metrics.cc, where prometheus-cpp's headers are.
+template <>
+Counter CounterFamily::with(const std::vector<std::string>& labelValues) const;
+template <>
+Gauge GaugeFamily::with(const std::vector<std::string>& labelValues) const;
+template <>
+Histogram HistogramFamily::with(const std::vector<std::string>& labelValues) const;
+
 class MetricsRegistry {
  public:
   MetricsRegistry();

@@ -13,7 +13,7 @@ MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, uint1
 MetricsServer::~MetricsServer() = default;
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address,
-                                                             const MetricsRegistry& registry) {
+                                                            const MetricsRegistry& registry) {
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(address);
@@ -23,7 +23,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   }
   exposer->RegisterCollectable(registry.prometheusRegistry(), "/metrics");
   const auto ports = exposer->GetListeningPorts();
-  if (ports.empty()) return internalError("metrics: listening on " + address + " but no port bound");
+  if (ports.empty())
+    return internalError("metrics: listening on " + address + " but no port bound");
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(exposer), ports.front()));
 }
 

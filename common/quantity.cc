@@ -14,10 +14,18 @@ struct Suffix {
 };
 
 constexpr Suffix kByteSuffixes[] = {
-    {"Ki", 1024.0L},       {"Mi", 1048576.0L},           {"Gi", 1073741824.0L},
-    {"Ti", 1099511627776.0L}, {"Pi", 1125899906842624.0L}, {"Ei", 1152921504606846976.0L},
-    {"k", 1e3L},           {"M", 1e6L},                  {"G", 1e9L},
-    {"T", 1e12L},          {"P", 1e15L},                 {"E", 1e18L},
+    {"Ki", 1024.0L},
+    {"Mi", 1048576.0L},
+    {"Gi", 1073741824.0L},
+    {"Ti", 1099511627776.0L},
+    {"Pi", 1125899906842624.0L},
+    {"Ei", 1152921504606846976.0L},
+    {"k", 1e3L},
+    {"M", 1e6L},
+    {"G", 1e9L},
+    {"T", 1e12L},
+    {"P", 1e15L},
+    {"E", 1e18L},
 };
 
 Status badQuantity(std::string_view text) {
@@ -120,13 +128,20 @@ Result<std::chrono::nanoseconds> parseDuration(std::string_view text) {
     while (end < text.size() && std::isalpha(static_cast<unsigned char>(text[end]))) ++end;
     const std::string_view unit = text.substr(pos, end - pos);
     long double scale;
-    if (unit == "ns") scale = 1;
-    else if (unit == "us") scale = 1e3L;
-    else if (unit == "ms") scale = 1e6L;
-    else if (unit == "s") scale = 1e9L;
-    else if (unit == "m") scale = 60e9L;
-    else if (unit == "h") scale = 3600e9L;
-    else return bad();
+    if (unit == "ns")
+      scale = 1;
+    else if (unit == "us")
+      scale = 1e3L;
+    else if (unit == "ms")
+      scale = 1e6L;
+    else if (unit == "s")
+      scale = 1e9L;
+    else if (unit == "m")
+      scale = 60e9L;
+    else if (unit == "h")
+      scale = 3600e9L;
+    else
+      return bad();
     total += value * scale;
     pos = end;
   }

@@ -20,17 +20,18 @@ class [[nodiscard]] Result {
   static_assert(!std::is_same_v<std::remove_cv_t<T>, Status>, "Result<Status> is meaningless");
 
  public:
-  Result(const T& value) : state_(value) {}                      // NOLINT(implicit)
-  Result(T&& value) : state_(std::move(value)) {}                 // NOLINT(implicit)
-  Result(Status status) : state_(std::move(status)) {             // NOLINT(implicit)
+  Result(const T& value) : state_(value) {}            // NOLINT(implicit)
+  Result(T&& value) : state_(std::move(value)) {}      // NOLINT(implicit)
+  Result(Status status) : state_(std::move(status)) {  // NOLINT(implicit)
     if (std::get<Status>(state_).isOk()) {
       state_ = internalError("Result constructed from an OK status without a value");
     }
   }
   template <typename U>
-    requires(std::is_constructible_v<T, U &&> && !std::is_same_v<std::decay_t<U>, T> &&
-             !std::is_same_v<std::decay_t<U>, Status> && !std::is_same_v<std::decay_t<U>, Result>)
-  Result(U&& value) : state_(T(std::forward<U>(value))) {}        // NOLINT(implicit)
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, T> &&
+           !std::is_same_v<std::decay_t<U>, Status> && !std::is_same_v<std::decay_t<U>, Result>)
+      Result(U&& value)
+      : state_(T(std::forward<U>(value))) {}  // NOLINT(implicit)
 
   bool isOk() const { return std::holds_alternative<T>(state_); }
   explicit operator bool() const { return isOk(); }
@@ -73,9 +74,9 @@ class [[nodiscard]] Result {
 
 // GRANARY_ASSIGN_OR_RETURN(auto x, makeX()); declares x from the value of a Result, or
 // returns its Status from the enclosing function.
-#define GRANARY_ASSIGN_OR_RETURN(lhs, expr)                                   \
-  auto GRANARY_CONCAT_(granary_result_, __LINE__) = (expr);                   \
-  if (!GRANARY_CONCAT_(granary_result_, __LINE__).isOk()) {                   \
-    return GRANARY_CONCAT_(granary_result_, __LINE__).status();               \
-  }                                                                           \
+#define GRANARY_ASSIGN_OR_RETURN(lhs, expr)                     \
+  auto GRANARY_CONCAT_(granary_result_, __LINE__) = (expr);     \
+  if (!GRANARY_CONCAT_(granary_result_, __LINE__).isOk()) {     \
+    return GRANARY_CONCAT_(granary_result_, __LINE__).status(); \
+  }                                                             \
   lhs = std::move(GRANARY_CONCAT_(granary_result_, __LINE__)).value()

@@ -61,7 +61,9 @@ class [[nodiscard]] Status {
 std::ostream& operator<<(std::ostream& out, const Status& status);
 
 // Shorthands for the common codes.
-inline Status invalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status invalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status notFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status alreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
 inline Status conflict(std::string m) { return {StatusCode::kConflict, std::move(m)}; }
@@ -75,10 +77,9 @@ inline Status internalError(std::string m) { return {StatusCode::kInternal, std:
 }  // namespace granary
 
 // Returns from the enclosing function when `expr` (a Status) is not OK.
-#define GRANARY_RETURN_IF_ERROR(expr)                   \
-  do {                                                  \
-    if (::granary::Status granary_status_ = (expr);     \
-        !granary_status_.isOk()) {                      \
-      return granary_status_;                           \
-    }                                                   \
+#define GRANARY_RETURN_IF_ERROR(expr)                                          \
+  do {                                                                         \
+    if (::granary::Status granary_status_ = (expr); !granary_status_.isOk()) { \
+      return granary_status_;                                                  \
+    }                                                                          \
   } while (false)

@@ -11,9 +11,9 @@ bool startsWith(std::string_view text, std::string_view prefix) {
 
 // A mount name is one path segment: the sub-directory the source appears under.
 bool isMountName(const std::string& name) {
-  return isDnsLabel(name) || (!name.empty() && name.size() <= 63 &&
-                              name.find_first_of("/\\") == std::string::npos && name != "." &&
-                              name != ".." && name.find('\0') == std::string::npos);
+  return isDnsLabel(name) ||
+         (!name.empty() && name.size() <= 63 && name.find_first_of("/\\") == std::string::npos &&
+          name != "." && name != ".." && name.find('\0') == std::string::npos);
 }
 
 // Decodes the fields of a source from `f`, then checks the URI against the fields that
@@ -28,7 +28,8 @@ void readSource(config::Fields& f, Source& out) {
 
   auto kind = sourceKindOf(out.uri);
   if (!kind.isOk()) {
-    f.fail(config::expected(*uri, "a URI starting with s3://, http://, https://, file:// or pvc://"));
+    f.fail(
+        config::expected(*uri, "a URI starting with s3://, http://, https://, file:// or pvc://"));
     return;
   }
   const std::string_view rest = std::string_view(out.uri).substr(out.uri.find("://") + 3);
@@ -44,18 +45,22 @@ void readSource(config::Fields& f, Source& out) {
       }
       break;
     case SourceKind::kPvc:
-      if (rest.empty() || rest.front() == '/') f.fail(config::expected(*uri, "pvc://<claim>/<path>"));
+      if (rest.empty() || rest.front() == '/')
+        f.fail(config::expected(*uri, "pvc://<claim>/<path>"));
       break;
     case SourceKind::kHttp:
-      if (rest.empty() || rest.front() == '/') f.fail(config::expected(*uri, "http(s)://<host>/<path>"));
+      if (rest.empty() || rest.front() == '/')
+        f.fail(config::expected(*uri, "http(s)://<host>/<path>"));
       break;
   }
   if (*kind != SourceKind::kS3) {
-    if (endpoint) f.fail(config::expected(*endpoint, "no endpoint: it applies to s3:// sources only"));
+    if (endpoint)
+      f.fail(config::expected(*endpoint, "no endpoint: it applies to s3:// sources only"));
     if (region) f.fail(config::expected(*region, "no region: it applies to s3:// sources only"));
   }
   if ((*kind == SourceKind::kFile || *kind == SourceKind::kPvc) && secretRef) {
-    f.fail(config::expected(*secretRef, "no secretRef: file:// and pvc:// sources take no credentials"));
+    f.fail(config::expected(*secretRef,
+                            "no secretRef: file:// and pvc:// sources take no credentials"));
   }
   if (endpoint && !startsWith(out.endpoint, "http://") && !startsWith(out.endpoint, "https://")) {
     f.fail(config::expected(*endpoint, "an http:// or https:// URL"));
@@ -78,42 +83,46 @@ Status decodeValue(const config::Node& node, Source& out) {
 
 Status decodeValue(const config::Node& node, Mount& out) {
   config::Fields f(node);
-  f.required("name", out.name, isMountName,
-             "a directory name (no '/', at most 63 characters)");
+  f.required("name", out.name, isMountName, "a directory name (no '/', at most 63 characters)");
   readSource(f, out.source);
   return f.finish();
 }
 
 Status decodeValue(const config::Node& node, EvictionPolicy& out) {
-  return config::decodeEnum(node, out, {{"Pin", EvictionPolicy::kPin}, {"LRU", EvictionPolicy::kLru}});
+  return config::decodeEnum(node, out,
+                            {{"Pin", EvictionPolicy::kPin}, {"LRU", EvictionPolicy::kLru}});
 }
 
 Status decodeValue(const config::Node& node, WarmPolicy& out) {
-  return config::decodeEnum(node, out, {{"OnCreate", WarmPolicy::kOnCreate},
-                                        {"OnJob", WarmPolicy::kOnJob},
-                                        {"Never", WarmPolicy::kNever}});
+  return config::decodeEnum(node, out,
+                            {{"OnCreate", WarmPolicy::kOnCreate},
+                             {"OnJob", WarmPolicy::kOnJob},
+                             {"Never", WarmPolicy::kNever}});
 }
 
 Status decodeValue(const config::Node& node, CacheSpec& out) {
   config::Fields f(node);
-  f.optional("replicas", out.replicas, [](int32_t r) { return r >= 1 && r <= 16; },
-             "an integer from 1 to 16");
-  f.optional("capacityPerNode", out.capacityPerNode,
-             [](const std::optional<ByteSize>& s) { return s->bytes > 0; }, "a size above zero");
+  f.optional(
+      "replicas", out.replicas, [](int32_t r) { return r >= 1 && r <= 16; },
+      "an integer from 1 to 16");
+  f.optional(
+      "capacityPerNode", out.capacityPerNode,
+      [](const std::optional<ByteSize>& s) { return s->bytes > 0; }, "a size above zero");
   f.optional("nodeSelector", out.nodeSelector);
   f.optional("nodeAffinity", out.nodeAffinity);
   f.optional("tolerations", out.tolerations);
   f.optional("policy", out.policy);
   f.optional("warm", out.warm);
-  f.optional("bandwidthLimit", out.bandwidthLimit,
-             [](const std::optional<ByteSize>& s) { return s->bytes > 0; },
-             "a rate above zero in bytes per second, such as 200Mi");
-  f.optional("chunkSize", out.chunkSize,
-             [](ByteSize s) { return s.bytes >= (1 << 20) && s.bytes <= (1 << 30); },
-             "a size from 1Mi to 1Gi");
+  f.optional(
+      "bandwidthLimit", out.bandwidthLimit,
+      [](const std::optional<ByteSize>& s) { return s->bytes > 0; },
+      "a rate above zero in bytes per second, such as 200Mi");
+  f.optional(
+      "chunkSize", out.chunkSize,
+      [](ByteSize s) { return s.bytes >= (1 << 20) && s.bytes <= (1 << 30); },
+      "a size from 1Mi to 1Gi");
   return f.finish();
 }
-
 
 Result<SourceKind> sourceKindOf(std::string_view uri) {
   if (startsWith(uri, "s3://")) return SourceKind::kS3;
@@ -138,14 +147,15 @@ Status decodeValue(const config::Node& node, DatasetSpec& out) {
     if (source && !source->isNull()) {
       f.fail(invalidArgument(node.where() + ": set either source or mounts, not both"));
     }
-    f.optional("mounts", out.mounts,
-               [](const std::vector<Mount>& m) { return !m.empty() && m.size() <= 32; },
-               "a list of 1 to 32 mounts");
+    f.optional(
+        "mounts", out.mounts,
+        [](const std::vector<Mount>& m) { return !m.empty() && m.size() <= 32; },
+        "a list of 1 to 32 mounts");
     std::set<std::string> names;
     for (size_t i = 0; i < out.mounts.size(); ++i) {
       if (!names.insert(out.mounts[i].name).second) {
-        f.fail(config::expected(mounts->items()[i], "a mount name used once (\"" +
-                                                        out.mounts[i].name + "\" repeats)"));
+        f.fail(config::expected(mounts->items()[i],
+                                "a mount name used once (\"" + out.mounts[i].name + "\" repeats)"));
       }
     }
   }
@@ -159,10 +169,14 @@ Status decodeValue(const config::Node& node, DatasetSpec& out) {
 
 std::string_view sourceKindName(SourceKind kind) {
   switch (kind) {
-    case SourceKind::kS3: return "s3";
-    case SourceKind::kHttp: return "http";
-    case SourceKind::kFile: return "file";
-    case SourceKind::kPvc: return "pvc";
+    case SourceKind::kS3:
+      return "s3";
+    case SourceKind::kHttp:
+      return "http";
+    case SourceKind::kFile:
+      return "file";
+    case SourceKind::kPvc:
+      return "pvc";
   }
   return "unknown";
 }
@@ -173,9 +187,12 @@ std::string_view evictionPolicyName(EvictionPolicy policy) {
 
 std::string_view warmPolicyName(WarmPolicy policy) {
   switch (policy) {
-    case WarmPolicy::kOnCreate: return "OnCreate";
-    case WarmPolicy::kOnJob: return "OnJob";
-    case WarmPolicy::kNever: return "Never";
+    case WarmPolicy::kOnCreate:
+      return "OnCreate";
+    case WarmPolicy::kOnJob:
+      return "OnJob";
+    case WarmPolicy::kNever:
+      return "Never";
   }
   return "OnCreate";
 }

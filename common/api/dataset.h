@@ -44,7 +44,7 @@ enum class EvictionPolicy { kPin, kLru };
 enum class WarmPolicy { kOnCreate, kOnJob, kNever };
 
 struct CacheSpec {
-  int32_t replicas = 1;                   // copies of each file across nodes, 1..16
+  int32_t replicas = 1;                     // copies of each file across nodes, 1..16
   std::optional<ByteSize> capacityPerNode;  // unset: the node's default quota
   std::map<std::string, std::string> nodeSelector;
   std::optional<NodeAffinity> nodeAffinity;

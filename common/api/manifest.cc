@@ -30,7 +30,9 @@ Result<Object> decodeResource(const config::Node& document, bool (*validName)(st
   return Object(std::move(resource));
 }
 
-bool isJobName(std::string_view name) { return isDnsLabel(name) && name.size() <= kMaxJobNameLength; }
+bool isJobName(std::string_view name) {
+  return isDnsLabel(name) && name.size() <= kMaxJobNameLength;
+}
 
 bool isManifestFile(const std::filesystem::path& path) {
   const auto extension = path.extension();
@@ -44,7 +46,8 @@ Result<Object> decodeObject(const config::Node& document) {
   std::string apiVersion, kind, name;
   if (const auto* v = document.find("apiVersion"); v && v->isScalar()) apiVersion = v->scalar();
   if (const auto* k = document.find("kind"); k && k->isScalar()) kind = k->scalar();
-  if (const auto* m = document.find("metadata"); m && m->find("name") && m->find("name")->isScalar()) {
+  if (const auto* m = document.find("metadata");
+      m && m->find("name") && m->find("name")->isScalar()) {
     name = m->find("name")->scalar();
   }
   if (apiVersion.empty() || kind.empty()) {

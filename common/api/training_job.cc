@@ -11,13 +11,15 @@ Status checkTemplate(const config::Node& node) {
   const config::Node* spec = node.find("spec");
   const config::Node* containers = spec ? spec->find("containers") : nullptr;
   if (!containers || !containers->isList() || containers->items().empty()) {
-    return invalidArgument(node.where() + ".spec.containers: a pod template needs at least one "
+    return invalidArgument(node.where() +
+                           ".spec.containers: a pod template needs at least one "
                            "container");
   }
   for (const auto& container : containers->items()) {
     const config::Node* name = container.find("name");
     if (!name || !name->isScalar() || !isDnsLabel(name->scalar())) {
-      return invalidArgument(container.where() + ".name: every container needs a name (RFC 1123 "
+      return invalidArgument(container.where() +
+                             ".name: every container needs a name (RFC 1123 "
                              "label)");
     }
   }
@@ -29,33 +31,37 @@ Status checkTemplate(const config::Node& node) {
 Status decodeValue(const config::Node& node, DatasetMount& out) {
   config::Fields f(node);
   f.required("name", out.name, isDnsSubdomain, "the name of a Dataset in the job's namespace");
-  f.required("mountPath", out.mountPath,
-             [](const std::string& p) { return p.size() > 1 && p.front() == '/' && p.size() <= 1024; },
-             "an absolute path other than /");
+  f.required(
+      "mountPath", out.mountPath,
+      [](const std::string& p) { return p.size() > 1 && p.front() == '/' && p.size() <= 1024; },
+      "an absolute path other than /");
   return f.finish();
 }
 
 Status decodeValue(const config::Node& node, WarmStart& out) {
-  return config::decodeEnum(node, out, {{"Parallel", WarmStart::kParallel},
-                                        {"BeforeStart", WarmStart::kBeforeStart},
-                                        {"None", WarmStart::kNone}});
+  return config::decodeEnum(node, out,
+                            {{"Parallel", WarmStart::kParallel},
+                             {"BeforeStart", WarmStart::kBeforeStart},
+                             {"None", WarmStart::kNone}});
 }
 
 Status decodeValue(const config::Node& node, Locality& out) {
-  return config::decodeEnum(node, out,
-                            {{"Preferred", Locality::kPreferred}, {"Required", Locality::kRequired}});
+  return config::decodeEnum(
+      node, out, {{"Preferred", Locality::kPreferred}, {"Required", Locality::kRequired}});
 }
 
 Status decodeValue(const config::Node& node, CleanPodPolicy& out) {
-  return config::decodeEnum(node, out, {{"All", CleanPodPolicy::kAll},
-                                        {"Running", CleanPodPolicy::kRunning},
-                                        {"None", CleanPodPolicy::kNone}});
+  return config::decodeEnum(node, out,
+                            {{"All", CleanPodPolicy::kAll},
+                             {"Running", CleanPodPolicy::kRunning},
+                             {"None", CleanPodPolicy::kNone}});
 }
 
 Status decodeValue(const config::Node& node, RestartPolicy& out) {
-  return config::decodeEnum(node, out, {{"OnFailure", RestartPolicy::kOnFailure},
-                                        {"ExitCode", RestartPolicy::kExitCode},
-                                        {"Never", RestartPolicy::kNever}});
+  return config::decodeEnum(node, out,
+                            {{"OnFailure", RestartPolicy::kOnFailure},
+                             {"ExitCode", RestartPolicy::kExitCode},
+                             {"Never", RestartPolicy::kNever}});
 }
 
 Status decodeValue(const config::Node& node, Scheduling& out) {
@@ -69,32 +75,37 @@ Status decodeValue(const config::Node& node, Scheduling& out) {
 
 Status decodeValue(const config::Node& node, RunPolicy& out) {
   config::Fields f(node);
-  f.optional("backoffLimit", out.backoffLimit, [](int32_t v) { return v >= 0 && v <= 100; },
-             "an integer from 0 to 100");
-  f.optional("activeDeadlineSeconds", out.activeDeadlineSeconds,
-             [](const std::optional<int64_t>& v) { return *v >= 1; }, "an integer >= 1");
-  f.optional("startDeadlineSeconds", out.startDeadlineSeconds, [](int64_t v) { return v >= 1; },
-             "an integer >= 1");
-  f.optional("ttlSecondsAfterFinished", out.ttlSecondsAfterFinished,
-             [](const std::optional<int64_t>& v) { return *v >= 0; }, "an integer >= 0");
+  f.optional(
+      "backoffLimit", out.backoffLimit, [](int32_t v) { return v >= 0 && v <= 100; },
+      "an integer from 0 to 100");
+  f.optional(
+      "activeDeadlineSeconds", out.activeDeadlineSeconds,
+      [](const std::optional<int64_t>& v) { return *v >= 1; }, "an integer >= 1");
+  f.optional(
+      "startDeadlineSeconds", out.startDeadlineSeconds, [](int64_t v) { return v >= 1; },
+      "an integer >= 1");
+  f.optional(
+      "ttlSecondsAfterFinished", out.ttlSecondsAfterFinished,
+      [](const std::optional<int64_t>& v) { return *v >= 0; }, "an integer >= 0");
   f.optional("cleanPodPolicy", out.cleanPodPolicy);
   f.optional("restartPolicy", out.restartPolicy);
   return f.finish();
 }
 
-
 Status decodeValue(const config::Node& node, TrainingJobSpec& out) {
   config::Fields f(node);
-  const config::Node* datasets =
-      f.optional("datasets", out.datasets,
-                 [](const std::vector<DatasetMount>& d) { return d.size() <= 16; },
-                 "at most 16 datasets");
-  f.optional("workers", out.workers, [](int32_t w) { return w >= 1 && w <= 4096; },
-             "an integer from 1 to 4096");
-  f.optional("gpusPerWorker", out.gpusPerWorker, [](int32_t g) { return g >= 0 && g <= 64; },
-             "an integer from 0 to 64");
-  f.optional("masterPort", out.masterPort, [](int32_t p) { return p >= 1 && p <= 65535; },
-             "a port from 1 to 65535");
+  const config::Node* datasets = f.optional(
+      "datasets", out.datasets, [](const std::vector<DatasetMount>& d) { return d.size() <= 16; },
+      "at most 16 datasets");
+  f.optional(
+      "workers", out.workers, [](int32_t w) { return w >= 1 && w <= 4096; },
+      "an integer from 1 to 4096");
+  f.optional(
+      "gpusPerWorker", out.gpusPerWorker, [](int32_t g) { return g >= 0 && g <= 64; },
+      "an integer from 0 to 64");
+  f.optional(
+      "masterPort", out.masterPort, [](int32_t p) { return p >= 1 && p <= 65535; },
+      "a port from 1 to 65535");
   if (f.required("template", out.template_)) f.fail(checkTemplate(out.template_));
   f.optional("warmPolicy", out.warmPolicy);
   f.optional("scheduling", out.scheduling);
@@ -123,9 +134,12 @@ Status decodeValue(const config::Node& node, TrainingJobSpec& out) {
 
 std::string_view warmStartName(WarmStart policy) {
   switch (policy) {
-    case WarmStart::kParallel: return "Parallel";
-    case WarmStart::kBeforeStart: return "BeforeStart";
-    case WarmStart::kNone: return "None";
+    case WarmStart::kParallel:
+      return "Parallel";
+    case WarmStart::kBeforeStart:
+      return "BeforeStart";
+    case WarmStart::kNone:
+      return "None";
   }
   return "Parallel";
 }

@@ -42,7 +42,7 @@ struct TrainingJobSpec {
   int32_t workers = 1;        // 1..4096
   int32_t gpusPerWorker = 1;  // 0..64
   int32_t masterPort = 29500;
-  config::Node template_;     // a PodTemplateSpec; must have at least one container
+  config::Node template_;  // a PodTemplateSpec; must have at least one container
   WarmStart warmPolicy = WarmStart::kParallel;
   Scheduling scheduling;
   RunPolicy runPolicy;

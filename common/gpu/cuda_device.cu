@@ -68,12 +68,16 @@ Result<double> selfTestCudaDevice(int index, int64_t elements) {
   }
   DeviceBuffer dx, dy;
   const size_t bytes = n * sizeof(float);
-  if (cudaError_t e = cudaMalloc(&dx.data, bytes); e != cudaSuccess) return cudaUnavailable("cudaMalloc", e);
-  if (cudaError_t e = cudaMalloc(&dy.data, bytes); e != cudaSuccess) return cudaUnavailable("cudaMalloc", e);
-  if (cudaError_t e = cudaMemcpy(dx.data, x.data(), bytes, cudaMemcpyHostToDevice); e != cudaSuccess) {
+  if (cudaError_t e = cudaMalloc(&dx.data, bytes); e != cudaSuccess)
+    return cudaUnavailable("cudaMalloc", e);
+  if (cudaError_t e = cudaMalloc(&dy.data, bytes); e != cudaSuccess)
+    return cudaUnavailable("cudaMalloc", e);
+  if (cudaError_t e = cudaMemcpy(dx.data, x.data(), bytes, cudaMemcpyHostToDevice);
+      e != cudaSuccess) {
     return cudaUnavailable("cudaMemcpy", e);
   }
-  if (cudaError_t e = cudaMemcpy(dy.data, y.data(), bytes, cudaMemcpyHostToDevice); e != cudaSuccess) {
+  if (cudaError_t e = cudaMemcpy(dy.data, y.data(), bytes, cudaMemcpyHostToDevice);
+      e != cudaSuccess) {
     return cudaUnavailable("cudaMemcpy", e);
   }
 
@@ -93,7 +97,8 @@ Result<double> selfTestCudaDevice(int index, int64_t elements) {
   if (launch != cudaSuccess) return cudaUnavailable("kernel", launch);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaUnavailable("kernel", e);
 
-  if (cudaError_t e = cudaMemcpy(y.data(), dy.data, bytes, cudaMemcpyDeviceToHost); e != cudaSuccess) {
+  if (cudaError_t e = cudaMemcpy(y.data(), dy.data, bytes, cudaMemcpyDeviceToHost);
+      e != cudaSuccess) {
     return cudaUnavailable("cudaMemcpy", e);
   }
   for (size_t i = 0; i < n; ++i) {

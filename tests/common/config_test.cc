@@ -44,8 +44,9 @@ Status decodeValue(const Node& node, Directory& out) {
 Status decodeValue(const Node& node, Options& out) {
   Fields f(node);
   f.optional("listen", out.listen);
-  f.optional("replicas", out.replicas, [](int64_t r) { return r >= 1 && r <= 16; },
-             "an integer from 1 to 16");
+  f.optional(
+      "replicas", out.replicas, [](int64_t r) { return r >= 1 && r <= 16; },
+      "an integer from 1 to 16");
   f.optional("verbose", out.verbose);
   f.optional("ratio", out.ratio);
   f.optional("policy", out.policy);
@@ -174,7 +175,8 @@ TEST(Config, KeysWithDotsAreBracketedInPaths) {
 TEST(Config, SyntaxErrorsAndDuplicateKeysAreRejected) {
   EXPECT_NE(errorOf("a: [1, 2\n").find("options.yaml:"), std::string::npos);
   EXPECT_NE(errorOf("a: [1, 2\n").find("not valid YAML or JSON"), std::string::npos);
-  EXPECT_EQ(errorOf("replicas: 1\nreplicas: 2\n"), "options.yaml:1: key \"replicas\" appears twice");
+  EXPECT_EQ(errorOf("replicas: 1\nreplicas: 2\n"),
+            "options.yaml:1: key \"replicas\" appears twice");
 }
 
 TEST(Config, OneDocumentExpectedWhereOneIsParsed) {

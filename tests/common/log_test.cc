@@ -104,7 +104,8 @@ TEST(LogLevel, ParsesNamesAndRejectsOthers) {
   EXPECT_EQ(*parseLogLevel("error"), LogLevel::kError);
   auto bad = parseLogLevel("loud");
   ASSERT_FALSE(bad.isOk());
-  EXPECT_EQ(bad.status().message(), "log level \"loud\" is not known; use debug, info, warn or error");
+  EXPECT_EQ(bad.status().message(),
+            "log level \"loud\" is not known; use debug, info, warn or error");
 }
 
 TEST(Timestamp, FormatsUtcWithMilliseconds) {

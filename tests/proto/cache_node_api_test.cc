@@ -74,8 +74,8 @@ TEST(Proto, CacheNodeServiceServesOverLoopback) {
   ASSERT_NE(server, nullptr);
   ASSERT_GT(port, 0);
 
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   auto stub = v1::CacheNode::NewStub(channel);
 
   {
@@ -127,9 +127,9 @@ TEST(Proto, ServicesExposeTheDesignedMethods) {
   const auto* descriptor =
       google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("granary.v1.CacheNode");
   ASSERT_NE(descriptor, nullptr);
-  for (const char* method : {"EnsureDataset", "PurgeDataset", "GetDatasetStatus", "ListDatasets",
-                             "WatchProgress", "SetWarmPlan", "Stat", "ListDirectory", "Read",
-                             "GetTelemetry"}) {
+  for (const char* method :
+       {"EnsureDataset", "PurgeDataset", "GetDatasetStatus", "ListDatasets", "WatchProgress",
+        "SetWarmPlan", "Stat", "ListDirectory", "Read", "GetTelemetry"}) {
     EXPECT_NE(descriptor->FindMethodByName(method), nullptr) << method;
   }
   const auto* peer =

@@ -67,7 +67,8 @@ TEST(Manifest, OtherKindsAreSkippedAndWrongGranaryVersionsRejected) {
             "test.yaml:1: apiVersion: expected granary.io/v1alpha1, got granary.io/v1beta9");
 
   auto unknown = decodeText("apiVersion: granary.io/v1alpha1\nkind: Cache\nmetadata: {name: a}\n");
-  EXPECT_EQ(unknown.status().message(), "test.yaml:2: kind: expected Dataset or TrainingJob, got Cache");
+  EXPECT_EQ(unknown.status().message(),
+            "test.yaml:2: kind: expected Dataset or TrainingJob, got Cache");
 }
 
 TEST(Manifest, NamesFollowKubernetesRules) {
@@ -112,9 +113,11 @@ TEST(Manifest, ErrorsOfEveryDocumentAreReportedTogether) {
   ASSERT_FALSE(documents.isOk());
   const std::string message = documents.status().message();
   EXPECT_NE(message.find("a.yaml:4: spec.source.uri: expected a URI starting with s3://"),
-            std::string::npos) << message;
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find("b.yaml:4: spec.workers: expected an integer from 1 to 4096, got 0"),
-            std::string::npos) << message;
+            std::string::npos)
+      << message;
 }
 
 }  // namespace
