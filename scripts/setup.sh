@@ -2,6 +2,7 @@
 # Installs everything granary needs to build and test, from Debian's packages.
 # Idempotent: packages already present are not fetched again. Needs root (or sudo).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git curl ca-certificates
@@ -11,6 +12,10 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-jsonschema python3-yaml
 )
+
+# Node.js runs the second CEL implementation in the CRD tests; use the machine's own when
+# there is one, Debian's otherwise.
+command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -27,4 +32,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all ${#packages[@]} packages present"
+fi
+
+# npm packages of the tests (pinned by tests/crds/package-lock.json); installed once.
+if [[ ! -f tests/crds/node_modules/@bufbuild/cel/package.json ]] ||
+   [[ tests/crds/package-lock.json -nt tests/crds/node_modules/.package-lock.json ]]; then
+  echo "setup: installing the npm packages of tests/crds"
+  npm ci --prefix tests/crds --no-audit --no-fund --loglevel=error
 fi

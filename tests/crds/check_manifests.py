@@ -12,12 +12,15 @@
    rules on oldSelf).
 5. With --granaryctl, granaryctl validate accepts every example and rejects every invalid
    manifest that is not an update, naming the field its `# field:` line gives.
+6. With --node, every CEL evaluation above is repeated with @bufbuild/cel (a second,
+   independent CEL implementation, tests/crds/cel_crosscheck.mjs) and must agree.
 
 Prints one line per check and "N passed, N failed" at the end; exits 1 on any failure.
 """
 import argparse
 import copy
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -29,6 +32,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cel  # noqa: E402
 
 GROUP = "granary.io"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Every CEL evaluation made, for the cross-check: (rule, self, oldSelf, result or None on error).
+EVALUATIONS = []
 JUNCTOR_FORBIDDEN = ("type", "default", "additionalProperties", "nullable", "description")
 
 
@@ -145,7 +152,9 @@ def cel_errors(value, old, schema, path, compiled):
             continue
         try:
             ok = cel.evaluate(expr, {"self": value, "oldSelf": old})
+            EVALUATIONS.append((rule["rule"], value, old, ok))
         except cel.CelError as e:
+            EVALUATIONS.append((rule["rule"], value, old, None))
             errors.append(f"{path}: rule {rule['rule']!r} failed to evaluate: {e}")
             continue
         if not ok:
@@ -233,6 +242,28 @@ class Crd:
         return errors
 
 
+def crosscheck_cel(node, checks):
+    """Repeats every evaluation with @bufbuild/cel; results must agree (errors with errors)."""
+    batch = [{"rule": r, "self": v, "oldSelf": o} for r, v, o, _ in EVALUATIONS]
+    result = subprocess.run([node, os.path.join(HERE, "cel_crosscheck.mjs")], cwd=HERE,
+                            input=json.dumps(batch), capture_output=True, text=True)
+    if result.returncode != 0:
+        checks.expect(False, "@bufbuild/cel ran", result.stderr.strip()[-2000:])
+        return
+    theirs = json.loads(result.stdout)
+    disagreements = []
+    for (rule, value, old, ours), other in zip(EVALUATIONS, theirs):
+        other = None if isinstance(other, dict) else other
+        if ours != other:
+            disagreements.append(f"{rule!r} on {json.dumps(value)[:120]}: cel.py {ours}, "
+                                 f"@bufbuild/cel {other}")
+    checks.expect(len(theirs) == len(EVALUATIONS) and not disagreements,
+                  f"{len(EVALUATIONS)} CEL evaluations agree with @bufbuild/cel",
+                  "; ".join(disagreements[:5]))
+    rejected = sum(1 for *_, ours in EVALUATIONS if ours is False)
+    checks.expect(rejected > 0, f"{rejected} of them reject, so both sides were exercised")
+
+
 def schema_has_path(schema, json_path):
     node = schema
     for part in json_path.strip(".").split("."):
@@ -254,6 +285,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True, help="the repository root")
     parser.add_argument("--granaryctl", help="path to granaryctl, to cross-check its validation")
+    parser.add_argument("--node", help="path to node, to cross-check CEL with @bufbuild/cel")
     args = parser.parse_args()
     checks = Checks()
 
@@ -338,6 +370,9 @@ def main():
         result = subprocess.run([args.granaryctl, "validate", "-f", os.path.join(args.root, "examples")],
                                 capture_output=True, text=True)
         checks.expect(result.returncode == 0, "granaryctl accepts every example", result.stderr.strip())
+
+    if args.node:
+        crosscheck_cel(args.node, checks)
 
     print(f"{checks.passed} passed, {checks.failed} failed")
     return 1 if checks.failed else 0
