@@ -8,7 +8,7 @@ namespace {
 // The longest TrainingJob name whose worker hostnames (<job>-worker-<rank>) stay DNS labels.
 constexpr size_t kMaxJobNameLength = 50;
 
-template <typename Resource, typename Spec>
+template <typename Resource>
 Result<Object> decodeResource(const config::Node& document, bool (*validName)(std::string_view),
                               std::string_view nameRule) {
   Resource resource;
@@ -59,11 +59,11 @@ Result<Object> decodeObject(const config::Node& document) {
                            std::string(kApiVersion) + ", got " + apiVersion);
   }
   if (granaryGroup && kind == "Dataset") {
-    return decodeResource<Dataset, DatasetSpec>(
-        document, isDnsSubdomain, "a Dataset name: lower-case letters, digits, '-' and '.'");
+    return decodeResource<Dataset>(document, isDnsSubdomain,
+                                   "a Dataset name: lower-case letters, digits, '-' and '.'");
   }
   if (granaryGroup && kind == "TrainingJob") {
-    return decodeResource<TrainingJob, TrainingJobSpec>(
+    return decodeResource<TrainingJob>(
         document, isJobName,
         "a TrainingJob name: at most 50 lower-case letters, digits and '-', starting and ending "
         "with a letter or digit");
