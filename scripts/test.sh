@@ -11,7 +11,7 @@ start=$(date +%s)
 scripts/setup.sh
 jobs=$(nproc)
 
-scripts/build.sh build -DGRANARY_BUILD_TESTS=ON
+scripts/build.sh build -DGRANARY_BUILD_TESTS=ON -DGRANARY_BUILD_BENCH=ON  # benchmarks: built, not run
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
 
 if [[ "${GRANARY_TEST_SANITIZERS:-1}" != 0 ]]; then
