@@ -14,6 +14,7 @@ pkg_check_modules(FUSE3 REQUIRED IMPORTED_TARGET fuse3)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 if(GRANARY_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
+  find_package(civetweb CONFIG REQUIRED)  # the HTTP server of the API-server double
 endif()
 if(GRANARY_BUILD_BENCH)
   find_package(benchmark CONFIG REQUIRED)

@@ -1,0 +1,53 @@
+#include "common/kube/object.h"
+
+namespace granary::kube {
+
+std::string metadataField(const Json& object, const char* field) {
+  if (!object.is_object() || !object.has_object_field("metadata")) return {};
+  const auto& metadata = object.at("metadata");
+  if (!metadata.has_string_field(field)) return {};
+  return metadata.at(field).as_string();
+}
+
+std::string objectKey(const std::string& ns, const std::string& name) {
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+std::string objectKey(const Json& object) { return objectKey(namespaceOf(object), nameOf(object)); }
+
+std::pair<std::string, std::string> splitKey(const std::string& key) {
+  const auto slash = key.find('/');
+  if (slash == std::string::npos) return {"", key};
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+std::map<std::string, std::string> stringMap(const Json& object, const char* field) {
+  std::map<std::string, std::string> out;
+  if (!object.is_object() || !object.has_object_field("metadata")) return out;
+  const auto& metadata = object.at("metadata");
+  if (!metadata.has_object_field(field)) return out;
+  for (const auto& [key, value] : metadata.at(field).as_object()) {
+    if (value.is_string()) out.emplace(key, value.as_string());
+  }
+  return out;
+}
+
+void eraseField(Json& object, const std::string& field) {
+  if (object.is_object() && object.has_field(field)) object.erase(field);
+}
+
+Json pathValue(const Json& object, const std::string& dottedPath) {
+  const Json* node = &object;
+  size_t start = 0;
+  while (start <= dottedPath.size()) {
+    const size_t dot = dottedPath.find('.', start);
+    const std::string part = dottedPath.substr(start, dot - start);
+    if (!node->is_object() || !node->has_field(part)) return Json::null();
+    node = &node->at(part);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return *node;
+}
+
+}  // namespace granary::kube

@@ -1,0 +1,38 @@
+// Accessors for the metadata of Kubernetes objects held as JSON. Pure.
+#pragma once
+
+#include <cpprest/json.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace granary::kube {
+
+using Json = web::json::value;
+// Objects in caches and events are shared and never modified after they are stored.
+using ObjectPtr = std::shared_ptr<const Json>;
+
+// metadata.<field> as a string; "" when absent.
+std::string metadataField(const Json& object, const char* field);
+inline std::string nameOf(const Json& o) { return metadataField(o, "name"); }
+inline std::string namespaceOf(const Json& o) { return metadataField(o, "namespace"); }
+inline std::string resourceVersionOf(const Json& o) { return metadataField(o, "resourceVersion"); }
+inline std::string uidOf(const Json& o) { return metadataField(o, "uid"); }
+
+// The cache key of an object: "namespace/name", or "name" when cluster-scoped.
+std::string objectKey(const Json& object);
+std::string objectKey(const std::string& ns, const std::string& name);
+// Splits a key into namespace ("" for cluster-scoped) and name.
+std::pair<std::string, std::string> splitKey(const std::string& key);
+
+// metadata.labels (or another string map under metadata, e.g. "annotations").
+std::map<std::string, std::string> stringMap(const Json& object, const char* field = "labels");
+
+// Removes `field` from a JSON object if it is there (web::json's erase throws when absent).
+void eraseField(Json& object, const std::string& field);
+
+// Follows a dotted path ("spec.nodeName"); null Json when any step is missing.
+Json pathValue(const Json& object, const std::string& dottedPath);
+
+}  // namespace granary::kube

@@ -1,0 +1,86 @@
+#include "common/kube/resource.h"
+
+#include <cctype>
+#include <cstdio>
+
+namespace granary::kube {
+
+namespace resources {
+const ResourceType& pods() {
+  static const ResourceType t{"", "v1", "pods", "Pod", true};
+  return t;
+}
+const ResourceType& nodes() {
+  static const ResourceType t{"", "v1", "nodes", "Node", false};
+  return t;
+}
+const ResourceType& services() {
+  static const ResourceType t{"", "v1", "services", "Service", true};
+  return t;
+}
+const ResourceType& events() {
+  static const ResourceType t{"", "v1", "events", "Event", true};
+  return t;
+}
+const ResourceType& secrets() {
+  static const ResourceType t{"", "v1", "secrets", "Secret", true};
+  return t;
+}
+const ResourceType& namespaces() {
+  static const ResourceType t{"", "v1", "namespaces", "Namespace", false};
+  return t;
+}
+const ResourceType& leases() {
+  static const ResourceType t{"coordination.k8s.io", "v1", "leases", "Lease", true};
+  return t;
+}
+const ResourceType& customResourceDefinitions() {
+  static const ResourceType t{"apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                              "CustomResourceDefinition", false};
+  return t;
+}
+const ResourceType& datasets() {
+  static const ResourceType t{"granary.io", "v1alpha1", "datasets", "Dataset", true};
+  return t;
+}
+const ResourceType& trainingJobs() {
+  static const ResourceType t{"granary.io", "v1alpha1", "trainingjobs", "TrainingJob", true};
+  return t;
+}
+}  // namespace resources
+
+std::string resourcePath(const ResourceType& type, std::string_view ns, std::string_view name,
+                         std::string_view subresource) {
+  std::string path =
+      type.group.empty() ? "/api/" + type.version : "/apis/" + type.group + "/" + type.version;
+  if (type.namespaced && !ns.empty()) {
+    path += "/namespaces/";
+    path += ns;
+  }
+  path += "/" + type.plural;
+  if (!name.empty()) {
+    path += "/";
+    path += name;
+    if (!subresource.empty()) {
+      path += "/";
+      path += subresource;
+    }
+  }
+  return path;
+}
+
+std::string encodeQueryValue(std::string_view value) {
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char escaped[4];
+      std::snprintf(escaped, sizeof escaped, "%%%02X", c);
+      out += escaped;
+    }
+  }
+  return out;
+}
+
+}  // namespace granary::kube

@@ -1,0 +1,71 @@
+#include "common/kube/watch_decoder.h"
+
+#include <gtest/gtest.h>
+
+namespace granary::kube {
+namespace {
+
+const std::string kAdded =
+    R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}})";
+const std::string kBookmark =
+    R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}})";
+
+TEST(WatchDecoder, DecodesEventsSplitAnywhere) {
+  const std::string stream = kAdded + "\n" + kBookmark + "\n";
+  for (size_t split = 0; split <= stream.size(); ++split) {
+    WatchDecoder decoder;
+    std::vector<WatchEvent> events;
+    ASSERT_TRUE(decoder.feed(std::string_view(stream).substr(0, split), events).isOk());
+    ASSERT_TRUE(decoder.feed(std::string_view(stream).substr(split), events).isOk());
+    ASSERT_EQ(events.size(), 2u) << split;
+    EXPECT_EQ(events[0].type, WatchEvent::Type::kAdded);
+    EXPECT_EQ(nameOf(events[0].object), "a");
+    EXPECT_EQ(events[1].type, WatchEvent::Type::kBookmark);
+    EXPECT_EQ(resourceVersionOf(events[1].object), "9");
+    EXPECT_FALSE(decoder.hasPartialLine());
+  }
+}
+
+TEST(WatchDecoder, ByteAtATime) {
+  const std::string stream = kAdded + "\n\n" + kAdded + "\r\n";
+  WatchDecoder decoder;
+  std::vector<WatchEvent> events;
+  for (char c : stream) ASSERT_TRUE(decoder.feed(std::string_view(&c, 1), events).isOk());
+  EXPECT_EQ(events.size(), 2u);
+}
+
+TEST(WatchDecoder, TruncatedLastLineIsReportedNotDecoded) {
+  WatchDecoder decoder;
+  std::vector<WatchEvent> events;
+  ASSERT_TRUE(decoder.feed(kAdded + "\n" + kAdded.substr(0, 20), events).isOk());
+  EXPECT_EQ(events.size(), 1u);
+  EXPECT_TRUE(decoder.hasPartialLine());
+}
+
+TEST(WatchDecoder, ErrorEventsCarryTheStatus) {
+  WatchDecoder decoder;
+  std::vector<WatchEvent> events;
+  ASSERT_TRUE(decoder
+                  .feed(R"({"type":"ERROR","object":{"kind":"Status","code":410}})"
+                        "\n",
+                        events)
+                  .isOk());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type, WatchEvent::Type::kError);
+  EXPECT_EQ(events[0].object.at("code").as_integer(), 410);
+}
+
+TEST(WatchDecoder, GarbageIsAnErrorNotACrash) {
+  for (const char* bad : {"not json\n", "{\"type\":\"ADDED\"}\n",
+                          "{\"type\":\"EXPLODED\",\"object\":{}}\n", "[1,2]\n"}) {
+    WatchDecoder decoder;
+    std::vector<WatchEvent> events;
+    EXPECT_EQ(decoder.feed(bad, events).code(), StatusCode::kInternal) << bad;
+  }
+  WatchDecoder small(16);
+  std::vector<WatchEvent> events;
+  EXPECT_EQ(small.feed(std::string(40, 'x'), events).code(), StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace granary::kube

@@ -1,0 +1,66 @@
+// The cluster the Kubernetes contract tests run against: the in-process API-server double, or
+// a real cluster when GRANARY_TEST_KUBECONFIG names a kubeconfig (like envtest's
+// USE_EXISTING_CLUSTER). Either way the CRDs of crds/ are installed once per process, and
+// every test works in a namespace of its own, deleted afterwards.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "common/kube/client.h"
+#include "tests/support/api_server_double.h"
+
+namespace granary::testing {
+
+class TestCluster {
+ public:
+  // The process's cluster, started on first use; null (with a test failure recorded) when
+  // it cannot be reached or prepared.
+  static TestCluster* shared();
+
+  // A new namespace with a unique name, and its removal.
+  Result<std::string> createNamespace();
+  void deleteNamespace(const std::string& name);
+  // Undoes fault injection (double only).
+  void clearFaults();
+
+  kube::Client& client() { return *client_; }
+  kube::RestConfig restConfig() const { return config_; }
+
+  // The double, for fault injection; null on a real cluster.
+  ApiServerDouble* apiServerDouble() { return double_.get(); }
+  bool isDouble() const { return double_ != nullptr; }
+
+  // Makes watches from earlier resourceVersions fail with 410 Gone. The double forgets its
+  // history; a real cluster compacts on its own, so tests there use resourceVersion "1".
+  void forgetHistory();
+  // Breaks every open watch (double only; a no-op on a real cluster, where short
+  // timeoutSeconds end the streams instead).
+  void dropWatches();
+
+ private:
+  TestCluster() = default;
+  std::unique_ptr<ApiServerDouble> double_;
+  kube::RestConfig config_;
+  std::unique_ptr<kube::Client> client_;
+};
+
+// A test with the shared cluster and a fresh namespace.
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  kube::Client& client() { return cluster_->client(); }
+  const std::string& ns() const { return namespace_; }
+
+  TestCluster* cluster_ = nullptr;
+  std::string namespace_;
+};
+
+// Builds a JSON object from a YAML text (test manifests read better as YAML).
+kube::Json yaml(const std::string& text);
+
+}  // namespace granary::testing

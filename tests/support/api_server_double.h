@@ -1,0 +1,82 @@
+// An in-process Kubernetes API server for tests: the semantics granary relies on, over real
+// HTTP on loopback, for the core kinds granary touches and for the CRDs in crds/.
+//
+// Implemented: monotonically increasing resourceVersions; create (generateName, AlreadyExists,
+// namespace must exist), get, list (label and field selectors, limit/continue), update (409
+// on a stale resourceVersion; generation bumps on spec changes), the status subresource split
+// (the main resource ignores status, /status ignores everything else), merge patch, apply (as a
+// merge patch that creates when missing), delete (preconditions, finalizers and
+// deletionTimestamp; deleting a namespace deletes its objects), pods/binding (409 when
+// already bound), watch (from a resourceVersion, with bookmarks, timeoutSeconds, 410 Gone for
+// resourceVersions older than the retained history), CRD registration (from crds/*.yaml or a
+// POST of the CRD), schema defaults for custom resources, and bearer-token authentication.
+//
+// Not implemented: validation beyond names (no OpenAPI or CEL checks: tests/crds covers those),
+// field ownership and apply conflicts (apply never conflicts, removed fields are kept), garbage
+// collection of owned objects, propagationPolicy (accepted, ignored), consistent snapshots
+// for paginated lists (a continue token resumes after the last key), watch caches per
+// resource version for lists, discovery endpoints, strategic merge patch, JSON patch, TLS,
+// admission, RBAC.
+//
+// Fault injection: failNextRequests (e.g. 429 with Retry-After, 500), setLatency,
+// dropWatches (ends every open watch mid-line), compact (forgets history: old
+// resourceVersions get 410).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "common/kube/object.h"
+#include "common/kube/rest_config.h"
+#include "common/result.h"
+
+namespace granary::testing {
+
+struct ApiServerDoubleOptions {
+  // Required bearer token; empty accepts any request.
+  std::string token;
+  // Events kept for watches; older resourceVersions get 410. Default 100,000.
+  size_t historyLimit = 100'000;
+  // Period of BOOKMARK events on watches that allow them. Default 1 s.
+  std::chrono::milliseconds bookmarkInterval{1000};
+  // CRDs to register at start (every *.yaml in the folder); empty for none.
+  std::filesystem::path crdDirectory;
+};
+
+class ApiServerDouble {
+ public:
+  // Listens on 127.0.0.1 on a free port.
+  static Result<std::unique_ptr<ApiServerDouble>> start(ApiServerDoubleOptions options = {});
+  ~ApiServerDouble();
+
+  std::string url() const;
+  // A RestConfig that reaches this server (with the token, when one is required).
+  kube::RestConfig restConfig() const;
+
+  // Registers a CustomResourceDefinition (apiextensions.k8s.io/v1 JSON).
+  Status registerCrd(const kube::Json& crd);
+
+  // The next `count` requests fail with `httpStatus` (and Retry-After when >= 0).
+  void failNextRequests(int count, int httpStatus, int retryAfterSeconds = -1);
+  // Every request waits this long before it is handled.
+  void setLatency(std::chrono::milliseconds latency);
+  // Ends every open watch abruptly, in the middle of an event line.
+  void dropWatches();
+  // Forgets all retained events: watches from any earlier resourceVersion get 410 Gone.
+  void compact();
+
+  uint64_t resourceVersion() const;
+  int openWatches() const;
+  // Requests handled so far (faults included).
+  int64_t requestCount() const;
+
+  struct State;
+
+ private:
+  explicit ApiServerDouble(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace granary::testing
