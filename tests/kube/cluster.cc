@@ -38,6 +38,15 @@ void installCrds(kube::Client& client) {
 
 }  // namespace
 
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 kube::Json yaml(const std::string& text) {
   auto node = config::parse(text, "test");
   EXPECT_TRUE(node.isOk()) << node.status();

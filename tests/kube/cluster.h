@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -59,6 +61,10 @@ class ClusterTest : public ::testing::Test {
   TestCluster* cluster_ = nullptr;
   std::string namespace_;
 };
+
+// Polls `condition` until it holds or `limit` passes; for state that changes on a server's own
+// schedule (watch timeouts, caches filling from a stream), which no clock of the test drives.
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit);
 
 // Builds a JSON object from a YAML text (test manifests read better as YAML).
 kube::Json yaml(const std::string& text);

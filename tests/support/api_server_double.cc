@@ -153,6 +153,7 @@ struct ApiServerDouble::State {
   uint64_t firstRetained = 2;
   uint64_t dropGeneration = 0;
   bool stopping = false;
+  bool refuseWatches = false;
   int failCount = 0;
   int failStatus = 500;
   int failRetryAfter = -1;
@@ -724,6 +725,15 @@ int handleRequest(mg_connection* conn, void* data) {
   const auto watch = request.query.find("watch");
   if (request.method == "GET" && watch != request.query.end() &&
       (watch->second == "1" || watch->second == "true")) {
+    bool refused;
+    {
+      std::lock_guard lock(s.mutex);
+      refused = s.refuseWatches;
+    }
+    if (refused) {
+      sendJson(conn, 503, statusBody(503, "ServiceUnavailable", "watches are refused"));
+      return 503;
+    }
     serveWatch(s, conn, request);
     return 200;
   }
@@ -813,6 +823,11 @@ void ApiServerDouble::dropWatches() {
   std::lock_guard lock(state_->mutex);
   ++state_->dropGeneration;
   state_->changed.notify_all();
+}
+
+void ApiServerDouble::refuseWatches(bool refuse) {
+  std::lock_guard lock(state_->mutex);
+  state_->refuseWatches = refuse;
 }
 
 void ApiServerDouble::compact() {

@@ -19,7 +19,7 @@
 // admission, RBAC.
 //
 // Fault injection: failNextRequests (e.g. 429 with Retry-After, 500), setLatency,
-// dropWatches (ends every open watch mid-line), compact (forgets history: old
+// dropWatches (ends every open watch mid-line), refuseWatches, compact (forgets history: old
 // resourceVersions get 410).
 #pragma once
 
@@ -64,6 +64,8 @@ class ApiServerDouble {
   void setLatency(std::chrono::milliseconds latency);
   // Ends every open watch abruptly, in the middle of an event line.
   void dropWatches();
+  // While true, new watches are refused with 503 (other requests are served).
+  void refuseWatches(bool refuse);
   // Forgets all retained events: watches from any earlier resourceVersion get 410 Gone.
   void compact();
 

@@ -1,0 +1,91 @@
+// A rate-limited work queue of keys, with controller-runtime's guarantees:
+//  - a key queued several times is processed once (de-duplication);
+//  - a key is never handed to two workers at once; a key added while in flight is processed
+//    again after done();
+//  - addRateLimited delays a key by the larger of its own exponential backoff (5 ms doubling
+//    to 1000 s) and a global token bucket (10 per second, bursts of 100);
+//  - addAfter delays a key; an earlier delay for the same key wins;
+//  - shutDown drains: get() hands out what is queued, then returns nothing.
+//
+// Delays use the injected Clock, so tests step them with FakeClock. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+
+namespace granary::kube {
+
+struct RateLimitOptions {
+  // Per-key backoff: base * 2^failures, capped. Defaults 5 ms and 1000 s.
+  std::chrono::milliseconds baseDelay{5};
+  std::chrono::milliseconds maxDelay{1'000'000};
+  // Global token bucket across keys. Defaults 10 per second, burst 100.
+  double qps = 10;
+  int burst = 100;
+};
+
+class WorkQueue {
+ public:
+  struct Item {
+    std::string key;
+    Clock::Duration waited;  // from when the key became ready to when get() returned it
+  };
+
+  explicit WorkQueue(Clock& clock = realClock(), RateLimitOptions options = {});
+  ~WorkQueue();  // shuts down
+
+  void add(const std::string& key);
+  void addAfter(const std::string& key, Clock::Duration delay);
+  void addRateLimited(const std::string& key);
+  // Clears the key's failure count (after a success).
+  void forget(const std::string& key);
+  int failures(const std::string& key) const;
+
+  // Blocks until a key is ready; nullopt once shut down and drained.
+  std::optional<Item> get();
+  // Marks a key from get() as finished.
+  void done(const std::string& key);
+
+  // Stops accepting keys; get() drains what is queued (delayed keys are dropped).
+  void shutDown();
+  // shutDown(), then waits until every key handed out is done().
+  void shutDownAndWait();
+
+  size_t length() const;   // ready keys
+  size_t delayed() const;  // keys waiting for their delay
+  bool shuttingDown() const;
+
+ private:
+  void addLocked(const std::string& key);
+  Clock::Duration rateLimitDelayLocked(const std::string& key);
+  void delayLoop(std::stop_token stop);
+
+  Clock& clock_;
+  RateLimitOptions options_;
+
+  mutable std::mutex mutex_;  // guards everything below
+  std::condition_variable changed_;
+  std::deque<std::string> queue_;
+  std::set<std::string> dirty_;       // queued or to be re-queued after done()
+  std::set<std::string> processing_;  // handed out by get(), not yet done()
+  std::map<std::string, Clock::MonoTime> readySince_;
+  std::map<std::string, Clock::MonoTime> waiting_;  // key → when it is due
+  std::map<std::string, int> failures_;
+  double tokens_;
+  Clock::MonoTime tokensAt_;
+  bool shuttingDown_ = false;
+  std::stop_source wake_;  // interrupts the delay thread's sleep when an earlier key arrives
+  std::jthread delayThread_;
+};
+
+}  // namespace granary::kube
