@@ -5,6 +5,7 @@ find_package(PkgConfig REQUIRED)
 find_package(cpprestsdk CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)          # 0.7 exports plain `yaml-cpp`
 find_package(prometheus-cpp CONFIG REQUIRED)    # no version: Debian's config rejects one
+find_package(civetweb CONFIG REQUIRED)          # HTTP endpoints (/metrics, /healthz)
 find_package(RocksDB CONFIG REQUIRED)           # use RocksDB::rocksdb-shared
 find_package(Protobuf REQUIRED)                 # module mode, for protobuf_generate
 find_package(gRPC CONFIG REQUIRED)
@@ -14,7 +15,6 @@ pkg_check_modules(FUSE3 REQUIRED IMPORTED_TARGET fuse3)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 if(GRANARY_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
-  find_package(civetweb CONFIG REQUIRED)  # the HTTP server of the API-server double
 endif()
 if(GRANARY_BUILD_BENCH)
   find_package(benchmark CONFIG REQUIRED)

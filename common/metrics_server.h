@@ -1,17 +1,19 @@
-// Serves a MetricsRegistry at http://<address>/metrics (Prometheus text format).
-// Stops serving when destroyed.
+// The HTTP endpoints every granary binary serves: /metrics (the registry, Prometheus text
+// format) and health checks such as /healthz and /readyz (200 "ok" when the check passes, 503
+// with its message when not). Stops serving when destroyed.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/metrics.h"
 #include "common/result.h"
 
-namespace prometheus {
-class Exposer;
-}
+struct mg_context;
 
 namespace granary {
 
@@ -23,13 +25,19 @@ class MetricsServer {
                                                       const MetricsRegistry& registry);
   ~MetricsServer();
 
+  // Serves `path` from `check`. The check runs on a server thread and must be thread-safe.
+  void addCheck(const std::string& path, std::function<Status()> check);
+
   // The port actually bound.
   uint16_t port() const { return port_; }
 
+  struct Handlers;
+
  private:
-  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, uint16_t port);
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  uint16_t port_;
+  MetricsServer() = default;
+  mg_context* context_ = nullptr;
+  uint16_t port_ = 0;
+  std::unique_ptr<Handlers> handlers_;
 };
 
 }  // namespace granary

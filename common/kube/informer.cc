@@ -108,7 +108,10 @@ void Informer::run(std::stop_token stop) {
   const std::string what = options_.type.plural + (options_.ns.empty() ? "" : " in " + options_.ns);
   bool first = true;
   while (!stop.stop_requested()) {
-    if (!first) ++relists_;
+    if (!first) {
+      ++relists_;
+      if (options_.onRelist) options_.onRelist();
+    }
     first = false;
     auto listed = listAndReplace();
     if (!listed.isOk()) {
@@ -137,6 +140,7 @@ void Informer::run(std::stop_token stop) {
           stop);
       if (stop.stop_requested() || watched.code() == StatusCode::kCancelled) return;
       ++watchRestarts_;
+      if (options_.onWatchRestart) options_.onWatchRestart();
       if (watched.code() == StatusCode::kGone) {
         logger().info("resourceVersion too old; re-listing", {{"resource", what}});
         break;

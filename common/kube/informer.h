@@ -33,6 +33,9 @@ struct InformerOptions {
   std::chrono::milliseconds resync{0};
   // Delays between failed lists or watches. Default 800 ms growing to 30 s, as client-go.
   BackoffOptions backoff{.initial = std::chrono::milliseconds(800)};
+  // Observers, called on the informer's thread (e.g. to count in metrics).
+  std::function<void()> onWatchRestart;
+  std::function<void()> onRelist;
 };
 
 struct EventHandler {

@@ -9,7 +9,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <stop_token>
 #include <string>
+#include <thread>
 
 #include "common/kube/client.h"
 #include "tests/support/api_server_double.h"
@@ -65,6 +67,26 @@ class ClusterTest : public ::testing::Test {
 // Polls `condition` until it holds or `limit` passes; for state that changes on a server's own
 // schedule (watch timeouts, caches filling from a stream), which no clock of the test drives.
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit);
+
+// Runs `body` on a thread with a stop token; stops and joins it when destroyed, so a failed
+// assertion never leaves a thread running.
+class Running {
+ public:
+  explicit Running(std::function<void(std::stop_token)> body)
+      : thread_([this, body = std::move(body)] { body(stop_.get_token()); }) {}
+  ~Running() { stop(); }
+  void stop() {
+    stop_.request_stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::stop_source stop_;
+  std::thread thread_;
+};
 
 // Builds a JSON object from a YAML text (test manifests read better as YAML).
 kube::Json yaml(const std::string& text);

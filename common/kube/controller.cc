@@ -1,0 +1,82 @@
+#include "common/kube/controller.h"
+
+#include <thread>
+
+#include "common/log.h"
+
+namespace granary::kube {
+
+Controller::Controller(ControllerOptions options, Reconciler reconciler, Clock& clock,
+                       const RuntimeMetrics* metrics)
+    : options_(std::move(options)),
+      reconciler_(std::move(reconciler)),
+      clock_(clock),
+      metrics_(metrics),
+      queue_(clock, options_.rateLimits) {}
+
+void Controller::enqueue(const std::string& key) {
+  queue_.add(key);
+  if (metrics_)
+    metrics_->queueDepth.with({options_.name}).set(static_cast<double>(queue_.length()));
+}
+
+EventHandler Controller::enqueueObjects() {
+  return enqueueMapped(
+      [](const Json& object) { return std::vector<std::string>{objectKey(object)}; });
+}
+
+EventHandler Controller::enqueueMapped(std::function<std::vector<std::string>(const Json&)> map) {
+  auto each = [this, map](const ObjectPtr& object) {
+    for (const auto& key : map(*object)) enqueue(key);
+  };
+  return {.onAdd = each,
+          .onUpdate = [each](const ObjectPtr&, const ObjectPtr& object) { each(object); },
+          .onDelete = each};
+}
+
+void Controller::run(std::stop_token stop) {
+  std::stop_callback onStop(stop, [this] { queue_.shutDown(); });
+  std::vector<std::thread> workers;
+  for (int i = 0; i < std::max(1, options_.workers); ++i) {
+    workers.emplace_back([this, stop] { work(stop); });
+  }
+  // Workers return once the queue is shut down (on stop) and drained.
+  for (auto& worker : workers) worker.join();
+}
+
+void Controller::work(std::stop_token stop) {
+  static const Logger log("controller");
+  while (auto item = queue_.get()) {
+    const std::string& key = item->key;
+    const auto started = clock_.monoNow();
+    Result<ReconcileResult> result = reconciler_(key, stop);
+    const double seconds = std::chrono::duration<double>(clock_.monoNow() - started).count();
+    std::string outcome = "success";
+    if (!result.isOk()) {
+      outcome = "error";
+      log.warn("reconcile failed; retrying with backoff",
+               {{"controller", options_.name}, {"key", key}, {"error", result.status()}});
+      queue_.addRateLimited(key);
+      if (metrics_) metrics_->queueRetries.with({options_.name}).increment();
+    } else if (result->requeueAfter > Clock::Duration::zero()) {
+      outcome = "requeue";
+      queue_.forget(key);
+      queue_.addAfter(key, result->requeueAfter);
+    } else if (result->requeue) {
+      outcome = "requeue";
+      queue_.addRateLimited(key);
+    } else {
+      queue_.forget(key);
+    }
+    queue_.done(key);
+    if (metrics_) {
+      metrics_->reconciles.with({options_.name, outcome}).increment();
+      metrics_->reconcileDuration.with({options_.name}).observe(seconds);
+      metrics_->queueLatency.with({options_.name})
+          .observe(std::chrono::duration<double>(item->waited).count());
+      metrics_->queueDepth.with({options_.name}).set(static_cast<double>(queue_.length()));
+    }
+  }
+}
+
+}  // namespace granary::kube

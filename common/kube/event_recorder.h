@@ -1,0 +1,40 @@
+// Records core/v1 Events about objects, as `kubectl describe` shows them. Best effort: a failure
+// to record is logged, never returned. A repeat of the same event (object, type, reason,
+// message) increments the count of the Event already written instead of adding another.
+// Thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common/clock.h"
+#include "common/kube/client.h"
+
+namespace granary::kube {
+
+enum class EventType { kNormal, kWarning };
+
+class EventRecorder {
+ public:
+  // `component` is the reporter, e.g. "granary-operator". `client` must outlive the recorder.
+  EventRecorder(Client& client, std::string component, Clock& clock = realClock());
+
+  // `reason` is CamelCase (e.g. "WarmStarted"); `message` is for people and must not carry
+  // credentials.
+  void record(const Json& object, EventType type, const std::string& reason,
+              const std::string& message);
+
+ private:
+  struct Written {
+    std::string ns, name;
+    int count = 0;
+  };
+  Client& client_;
+  std::string component_;
+  Clock& clock_;
+  std::mutex mutex_;  // guards written_
+  std::map<std::string, Written> written_;
+};
+
+}  // namespace granary::kube

@@ -1,0 +1,22 @@
+// The metrics of the controller runtime, declared once per process.
+#pragma once
+
+#include "common/metrics.h"
+
+namespace granary::kube {
+
+struct RuntimeMetrics {
+  // Declares every metric below in `registry`.
+  static Result<RuntimeMetrics> declare(MetricsRegistry& registry);
+
+  CounterFamily reconciles;           // {controller, result}: success | error | requeue
+  HistogramFamily reconcileDuration;  // {controller}
+  GaugeFamily queueDepth;             // {controller}
+  HistogramFamily queueLatency;       // {controller}: ready → handed to a worker
+  CounterFamily queueRetries;         // {controller}: rate-limited re-adds
+  CounterFamily watchRestarts;        // {resource}
+  CounterFamily relists;              // {resource}
+  GaugeFamily leader;                 // {lease}: 1 while this process holds the lease
+};
+
+}  // namespace granary::kube
