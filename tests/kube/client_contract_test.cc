@@ -3,17 +3,21 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "common/kube/api_error.h"
 #include "common/kube/client.h"
 #include "tests/kube/cluster.h"
+#include "tests/support/fake_clock.h"
 
 namespace granary::testing {
 namespace {
 
 using kube::Json;
 namespace resources = kube::resources;
+using namespace std::chrono_literals;
 
 class ClientContract : public ClusterTest {
  protected:
@@ -331,18 +335,82 @@ TEST_F(ClientFaults, UnreachableAndSilentServersFailWithinTheTimeout) {
   cluster_->apiServerDouble()->setLatency(std::chrono::milliseconds(0));
 }
 
-TEST_F(ClientFaults, BrokenWatchIsUnavailableNotACrash) {
-  std::atomic<bool> started{false};
-  Status result;
-  std::thread watcher([&] {
-    result = client().watch(
-        resources::datasets(), ns(), {.timeoutSeconds = 60}, [&](kube::WatchEvent&&) {},
-        std::stop_token{});
+TEST_F(ClientFaults, RetryAfterIsHonouredOnTheInjectedClock) {
+  auto& server = *cluster_->apiServerDouble();
+  FakeClock clock;
+  auto client = kube::Client::create(cluster_->restConfig(),
+                                     {.backoff = {.initial = 1ms, .max = 30s}, .clock = &clock});
+  ASSERT_TRUE(client.isOk());
+  server.failNextRequests(1, 429, 7);
+  Result<Json> got = internalError("not yet");
+  Running request(
+      [&](std::stop_token) { got = (*client)->get(resources::namespaces(), "", "default"); });
+  clock.waitForSleepers(1);
+  clock.advance(6999ms);
+  EXPECT_EQ(clock.sleepers(), 1) << "still waiting out Retry-After: 7";
+  clock.advance(1ms);
+  request.join();
+  EXPECT_TRUE(got.isOk()) << got.status();
+}
+
+TEST_F(ClientFaults, RotatedTokensAreReadFromTheTokenFile) {
+  auto& server = *cluster_->apiServerDouble();
+  const auto tokenFile = std::filesystem::temp_directory_path() / ("granary-token-" + ns());
+  const auto writeToken = [&](const std::string& token) {
+    std::ofstream out(tokenFile);
+    out << token << "\n";
+  };
+  writeToken("first");
+  kube::RestConfig config = cluster_->restConfig();
+  config.bearerToken = Secret();
+  config.tokenFile = tokenFile;
+  auto client = kube::Client::create(config, {.maxAttempts = 1});
+  ASSERT_TRUE(client.isOk());
+  server.setToken("first");
+  EXPECT_TRUE((*client)->get(resources::namespaces(), "", "default").isOk());
+  // The kubelet rotates the projected token: new contents, new modification time.
+  std::filesystem::last_write_time(tokenFile, std::filesystem::last_write_time(tokenFile) - 1h);
+  writeToken("second");
+  server.setToken("second");
+  EXPECT_TRUE((*client)->get(resources::namespaces(), "", "default").isOk());
+  server.setToken("test-token");
+  std::filesystem::remove(tokenFile);
+}
+
+TEST_F(ClientFaults, NonJsonBodiesAreErrorsNotCrashes) {
+  cluster_->apiServerDouble()->garbleNextResponses(1);
+  auto got = client().get(resources::namespaces(), "", "default");
+  EXPECT_EQ(got.status().code(), StatusCode::kInternal);
+  EXPECT_NE(got.status().message().find("response is not JSON"), std::string::npos);
+}
+
+TEST_F(ClientFaults, WatchesCarryBookmarks) {
+  std::atomic<int> bookmarks{0};
+  Running watch([&](std::stop_token stop) {
+    (void)client().watch(
+        resources::datasets(), ns(), {.timeoutSeconds = 30},
+        [&](kube::WatchEvent&& event) {
+          if (event.type == kube::WatchEvent::Type::kBookmark) ++bookmarks;
+        },
+        stop);
   });
-  while (cluster_->apiServerDouble()->openWatches() == 0) std::this_thread::yield();
+  EXPECT_TRUE(eventually([&] { return bookmarks > 0; }, 10s));
+}
+
+TEST_F(ClientFaults, BrokenWatchIsUnavailableNotACrash) {
+  auto& server = *cluster_->apiServerDouble();
+  const int64_t before = server.watchesStarted();
+  Status result;
+  const auto began = std::chrono::steady_clock::now();
+  Running watcher([&](std::stop_token stop) {
+    result = client().watch(
+        resources::datasets(), ns(), {.timeoutSeconds = 60}, [&](kube::WatchEvent&&) {}, stop);
+  });
+  ASSERT_TRUE(eventually([&] { return server.watchesStarted() > before; }, 10s));
   cluster_->dropWatches();
   watcher.join();
   EXPECT_TRUE(result.isOk() || result.code() == StatusCode::kUnavailable) << result;
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 30s) << "the break ended the call";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "common/kube/informer.h"
 #include "tests/kube/cluster.h"
+#include "tests/support/fake_clock.h"
 
 namespace granary::testing {
 namespace {
@@ -88,6 +89,29 @@ TEST_F(InformerContract, ListsThenFollowsChangesWithHandlers) {
   std::lock_guard lock(mutex);
   EXPECT_EQ(events,
             (std::vector<std::string>{"add before", "add after", "update after", "delete before"}));
+}
+
+TEST_F(InformerContract, ResyncRedeliversEveryObjectOnTheClock) {
+  ASSERT_TRUE(client().create(resources::secrets(), ns(), secret("steady", 0)).isOk());
+  FakeClock clock;
+  kube::Informer informer(
+      client(),
+      {.type = resources::secrets(), .ns = ns(), .labelSelector = "app=churn", .resync = 30s},
+      clock);
+  std::atomic<int> resyncs{0};
+  informer.addHandler(
+      {.onUpdate = [&](const kube::ObjectPtr& previous, const kube::ObjectPtr& now) {
+        if (previous == now) ++resyncs;
+      }});
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::stop_token{}));
+  clock.waitForSleepers(1);
+  clock.advance(29s);
+  EXPECT_EQ(resyncs.load(), 0);
+  clock.advance(1s);
+  EXPECT_TRUE(eventually([&] { return resyncs.load() == 1; }, 10s));
+  clock.waitForSleepers(1);  // asleep until the next period
+  EXPECT_EQ(resyncs.load(), 1);
 }
 
 TEST_F(InformerContract, ResumesAfterTheServerEndsWatches) {

@@ -17,6 +17,7 @@
 #include "common/kube/resource.h"
 #include "common/kube/yaml_json.h"
 #include "common/log.h"
+#include "tests/support/tls_proxy.h"
 
 namespace granary::testing {
 
@@ -143,6 +144,7 @@ struct ApiServerDouble::State {
   ApiServerDoubleOptions options;
   mg_context* context = nullptr;
   int port = 0;
+  std::unique_ptr<TlsProxy> tls;  // set when serving HTTPS
 
   mutable std::mutex mutex;  // guards everything below
   std::condition_variable changed;
@@ -154,11 +156,13 @@ struct ApiServerDouble::State {
   uint64_t dropGeneration = 0;
   bool stopping = false;
   bool refuseWatches = false;
+  int garbleCount = 0;
   int failCount = 0;
   int failStatus = 500;
   int failRetryAfter = -1;
   std::chrono::milliseconds latency{0};
   std::atomic<int> watches{0};
+  std::atomic<int64_t> watchesStarted{0};
   std::atomic<int64_t> requests{0};
   std::mt19937_64 random{42};
 
@@ -625,6 +629,7 @@ void serveWatch(ApiServerDouble::State& s, mg_connection* conn, const Request& r
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
             "Connection: close\r\n\r\n");
   ++s.watches;
+  ++s.watchesStarted;
   std::vector<std::string> pending;
   uint64_t cursor;
   if (rvText.empty() || rvText == "0") {
@@ -743,6 +748,18 @@ int handleRequest(mg_connection* conn, void* data) {
   } catch (const std::exception& e) {
     response = fail(400, "BadRequest", std::string("malformed request: ") + e.what());
   }
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.garbleCount > 0 && response.status < 300) {
+      --s.garbleCount;
+      const std::string garbage = "<html>upstream proxy error</html>";
+      mg_printf(conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %zu\r\n"
+                "Connection: close\r\n\r\n%s",
+                garbage.size(), garbage.c_str());
+      return 200;
+    }
+  }
   sendJson(conn, response.status, response.body);
   return response.status;
 }
@@ -757,6 +774,7 @@ ApiServerDouble::~ApiServerDouble() {
     state_->stopping = true;
     state_->changed.notify_all();
   }
+  state_->tls.reset();
   mg_stop(state_->context);
 }
 
@@ -778,6 +796,7 @@ Result<std::unique_ptr<ApiServerDouble>> ApiServerDouble::start(ApiServerDoubleO
       "listening_ports",    "127.0.0.1:0", "num_threads", "64", "enable_keep_alive", "no",
       "request_timeout_ms", "3600000",     nullptr};
   mg_callbacks callbacks{};
+  callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
   state->context = mg_start(&callbacks, state.get(), civetOptions);
   if (!state->context) return unavailable("the API server double could not listen on 127.0.0.1");
   mg_set_request_handler(state->context, "/", handleRequest, state.get());
@@ -787,10 +806,17 @@ Result<std::unique_ptr<ApiServerDouble>> ApiServerDouble::start(ApiServerDoubleO
     return unavailable("the API server double has no listening port");
   }
   state->port = ports[0].port;
+  if (!state->options.tlsCertificateFile.empty()) {
+    // HTTPS in front of the plain server.
+    GRANARY_ASSIGN_OR_RETURN(state->tls,
+                             TlsProxy::start(state->port, state->options.tlsCertificateFile,
+                                             state->options.clientCaFile));
+  }
   return std::unique_ptr<ApiServerDouble>(new ApiServerDouble(std::move(state)));
 }
 
 std::string ApiServerDouble::url() const {
+  if (state_->tls) return "https://127.0.0.1:" + std::to_string(state_->tls->port());
   return "http://127.0.0.1:" + std::to_string(state_->port);
 }
 
@@ -805,6 +831,16 @@ kube::RestConfig ApiServerDouble::restConfig() const {
 Status ApiServerDouble::registerCrd(const Json& crd) {
   std::lock_guard lock(state_->mutex);
   return state_->registerCrd(crd);
+}
+
+void ApiServerDouble::setToken(const std::string& token) {
+  std::lock_guard lock(state_->mutex);
+  state_->options.token = token;
+}
+
+void ApiServerDouble::garbleNextResponses(int count) {
+  std::lock_guard lock(state_->mutex);
+  state_->garbleCount = count;
 }
 
 void ApiServerDouble::failNextRequests(int count, int httpStatus, int retryAfterSeconds) {
@@ -842,6 +878,7 @@ uint64_t ApiServerDouble::resourceVersion() const {
 }
 
 int ApiServerDouble::openWatches() const { return state_->watches; }
+int64_t ApiServerDouble::watchesStarted() const { return state_->watchesStarted; }
 int64_t ApiServerDouble::requestCount() const { return state_->requests; }
 
 }  // namespace granary::testing

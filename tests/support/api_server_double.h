@@ -35,7 +35,7 @@
 namespace granary::testing {
 
 struct ApiServerDoubleOptions {
-  // Required bearer token; empty accepts any request.
+  // Required bearer token; empty accepts any request. setToken() changes it later.
   std::string token;
   // Events kept for watches; older resourceVersions get 410. Default 100,000.
   size_t historyLimit = 100'000;
@@ -43,6 +43,11 @@ struct ApiServerDoubleOptions {
   std::chrono::milliseconds bookmarkInterval{1000};
   // CRDs to register at start (every *.yaml in the folder); empty for none.
   std::filesystem::path crdDirectory;
+  // Serve HTTPS with this certificate and key (one PEM file); empty serves plain HTTP. Make
+  // one with TestCertificates (test_certificates.h).
+  std::filesystem::path tlsCertificateFile;
+  // With TLS: require client certificates signed by this CA file.
+  std::filesystem::path clientCaFile;
 };
 
 class ApiServerDouble {
@@ -58,6 +63,10 @@ class ApiServerDouble {
   // Registers a CustomResourceDefinition (apiextensions.k8s.io/v1 JSON).
   Status registerCrd(const kube::Json& crd);
 
+  // Requires a different bearer token from now on (as when a service-account token rotates).
+  void setToken(const std::string& token);
+  // The next `count` successful responses carry a body that is not JSON.
+  void garbleNextResponses(int count);
   // The next `count` requests fail with `httpStatus` (and Retry-After when >= 0).
   void failNextRequests(int count, int httpStatus, int retryAfterSeconds = -1);
   // Every request waits this long before it is handled.
@@ -71,6 +80,8 @@ class ApiServerDouble {
 
   uint64_t resourceVersion() const;
   int openWatches() const;
+  // Watches ever started (never decreases), to wait for a new one.
+  int64_t watchesStarted() const;
   // Requests handled so far (faults included).
   int64_t requestCount() const;
 
