@@ -55,7 +55,10 @@ Result<std::string> Informer::listAndReplace() {
                                             .limit = options_.pageSize}));
   std::vector<ObjectPtr> objects;
   objects.reserve(listed.items.size());
-  for (auto& item : listed.items) objects.push_back(std::make_shared<const Json>(std::move(item)));
+  for (auto& item : listed.items) {
+    if (options_.transform) item = options_.transform(std::move(item));
+    objects.push_back(std::make_shared<const Json>(std::move(item)));
+  }
 
   // Work out what changed against the cache before replacing it, to notify handlers.
   std::vector<std::pair<ObjectPtr, ObjectPtr>> changes;  // previous (null if new), current
@@ -84,6 +87,7 @@ void Informer::apply(WatchEvent&& event, std::string& resourceVersion) {
   const std::string rv = resourceVersionOf(event.object);
   if (!rv.empty()) resourceVersion = rv;
   if (event.type == WatchEvent::Type::kBookmark) return;
+  if (options_.transform) event.object = options_.transform(std::move(event.object));
   auto object = std::make_shared<const Json>(std::move(event.object));
   ObjectPtr previous;
   if (event.type == WatchEvent::Type::kDeleted) {

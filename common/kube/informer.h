@@ -33,6 +33,10 @@ struct InformerOptions {
   std::chrono::milliseconds resync{0};
   // Delays between failed lists or watches. Default 800 ms growing to 30 s, as client-go.
   BackoffOptions backoff{.initial = std::chrono::milliseconds(800)};
+  // Applied to every object before it is stored (e.g. to drop managedFields and fields no
+  // handler reads): caches of many objects shrink accordingly. Must keep metadata.name,
+  // namespace and resourceVersion.
+  std::function<Json(Json)> transform;
   // Observers, called on the informer's thread (e.g. to count in metrics).
   std::function<void()> onWatchRestart;
   std::function<void()> onRelist;

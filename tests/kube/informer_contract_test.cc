@@ -114,6 +114,27 @@ TEST_F(InformerContract, ResyncRedeliversEveryObjectOnTheClock) {
   EXPECT_EQ(resyncs.load(), 1);
 }
 
+TEST_F(InformerContract, TransformShrinksWhatIsCached) {
+  ASSERT_TRUE(client().create(resources::secrets(), ns(), secret("listed", 0)).isOk());
+  kube::Informer informer(client(), {.type = resources::secrets(),
+                                     .ns = ns(),
+                                     .labelSelector = "app=churn",
+                                     .transform = [](Json object) {
+                                       kube::eraseField(object, "data");
+                                       kube::eraseField(object, "stringData");
+                                       return object;
+                                     }});
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::stop_token{}));
+  ASSERT_TRUE(client().create(resources::secrets(), ns(), secret("watched", 0)).isOk());
+  ASSERT_TRUE(eventually([&] { return informer.store().size() == 2; }, 30s));
+  for (const auto& object : informer.store().list()) {
+    EXPECT_FALSE(object->has_field("data") || object->has_field("stringData"))
+        << kube::nameOf(*object);
+    EXPECT_FALSE(kube::resourceVersionOf(*object).empty());
+  }
+}
+
 TEST_F(InformerContract, ResumesAfterTheServerEndsWatches) {
   // A one-second watch timeout makes the server end the stream again and again.
   kube::Informer informer(client(), {.type = resources::secrets(),
