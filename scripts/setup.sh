@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config git curl ca-certificates
+  build-essential cmake ninja-build ccache pkg-config git curl ca-certificates openssl
   libcpprest-dev libyaml-cpp-dev prometheus-cpp-dev librocksdb-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libxxhash-dev

@@ -5,14 +5,6 @@
 #include "common/log.h"
 
 namespace granary::kube {
-namespace {
-
-std::string eventTime(Clock::WallTime time) {
-  const std::string t = formatTimestamp(time);
-  return t.substr(0, 19) + "Z";
-}
-
-}  // namespace
 
 EventRecorder::EventRecorder(Client& client, std::string component, Clock& clock)
     : client_(client), component_(std::move(component)), clock_(clock) {}
@@ -23,7 +15,7 @@ void EventRecorder::record(const Json& object, EventType type, const std::string
   const std::string ns = namespaceOf(object).empty() ? "default" : namespaceOf(object);
   const std::string typeName = type == EventType::kNormal ? "Normal" : "Warning";
   const std::string identity = uidOf(object) + "|" + typeName + "|" + reason + "|" + message;
-  const std::string now = eventTime(clock_.wallNow());
+  const std::string now = metav1Time(clock_.wallNow());
 
   std::lock_guard lock(mutex_);
   if (auto it = written_.find(identity); it != written_.end()) {

@@ -7,12 +7,6 @@
 namespace granary::kube {
 namespace {
 
-// metav1.MicroTime: RFC 3339 with microseconds.
-std::string microTime(Clock::WallTime time) {
-  const std::string t = formatTimestamp(time);  // ...T13:01:23.123Z
-  return t.substr(0, t.size() - 1) + "000Z";
-}
-
 const Logger& logger() {
   static const Logger log("leader-election");
   return log;
@@ -24,7 +18,7 @@ LeaderElector::LeaderElector(Client& client, LeaderElectionOptions options, Cloc
     : client_(client), options_(std::move(options)), clock_(clock) {}
 
 Status LeaderElector::tryAcquireOrRenew() {
-  const std::string now = microTime(clock_.wallNow());
+  const std::string now = metav1MicroTime(clock_.wallNow());
   const int leaseSeconds = static_cast<int>(
       std::chrono::duration_cast<std::chrono::seconds>(options_.leaseDuration).count());
   auto current = client_.get(resources::leases(), options_.ns, options_.name);
@@ -95,7 +89,7 @@ Status LeaderElector::release() {
   }
   lease["spec"]["holderIdentity"] = Json::string("");
   lease["spec"]["leaseDurationSeconds"] = Json::number(1);
-  lease["spec"]["renewTime"] = Json::string(microTime(clock_.wallNow()));
+  lease["spec"]["renewTime"] = Json::string(metav1MicroTime(clock_.wallNow()));
   return client_.update(resources::leases(), lease).status();
 }
 

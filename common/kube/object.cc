@@ -1,5 +1,7 @@
 #include "common/kube/object.h"
 
+#include "common/log.h"
+
 namespace granary::kube {
 
 std::string metadataField(const Json& object, const char* field) {
@@ -30,6 +32,16 @@ std::map<std::string, std::string> stringMap(const Json& object, const char* fie
     if (value.is_string()) out.emplace(key, value.as_string());
   }
   return out;
+}
+
+std::string metav1Time(std::chrono::system_clock::time_point time) {
+  const std::string t = formatTimestamp(time);  // 2026-11-21T13:01:23.123Z
+  return t.substr(0, 19) + "Z";
+}
+
+std::string metav1MicroTime(std::chrono::system_clock::time_point time) {
+  const std::string t = formatTimestamp(time);
+  return t.substr(0, t.size() - 1) + "000Z";
 }
 
 void eraseField(Json& object, const std::string& field) {

@@ -3,6 +3,7 @@
 
 #include <cpprest/json.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,6 +32,10 @@ std::map<std::string, std::string> stringMap(const Json& object, const char* fie
 
 // Removes `field` from a JSON object if it is there (web::json's erase throws when absent).
 void eraseField(Json& object, const std::string& field);
+
+// metav1.Time (RFC 3339, seconds, UTC) and metav1.MicroTime (microseconds).
+std::string metav1Time(std::chrono::system_clock::time_point time);
+std::string metav1MicroTime(std::chrono::system_clock::time_point time);
 
 // Follows a dotted path ("spec.nodeName"); null Json when any step is missing.
 Json pathValue(const Json& object, const std::string& dottedPath);

@@ -1,6 +1,7 @@
 #include "common/metrics_server.h"
 
-#include <curl/curl.h>
+#include "tests/support/http_get.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,23 +9,8 @@
 namespace granary {
 namespace {
 
-size_t appendBody(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
-}
+using testing::httpGet;
 
-// GETs a URL on loopback; returns the HTTP status and fills `body`.
-long httpGet(const std::string& url, std::string& body) {
-  CURL* curl = curl_easy_init();
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
-  long code = 0;
-  if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-  curl_easy_cleanup(curl);
-  return code;
-}
 
 TEST(MetricsServer, ServesTheRegistryOverHttp) {
   MetricsRegistry registry;

@@ -1,6 +1,5 @@
 // The controller runtime end to end: informers, queue, workers, events, metrics, health and
 // leader election, against the API-server double or a real cluster (GRANARY_TEST_KUBECONFIG).
-#include <curl/curl.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,6 +7,7 @@
 
 #include "common/kube/manager.h"
 #include "tests/kube/cluster.h"
+#include "tests/support/http_get.h"
 
 namespace granary::testing {
 namespace {
@@ -16,22 +16,6 @@ using kube::Json;
 namespace resources = kube::resources;
 using namespace std::chrono_literals;
 
-size_t appendBody(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
-}
-
-long httpGet(const std::string& url, std::string& body) {
-  CURL* curl = curl_easy_init();
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
-  long code = 0;
-  if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-  curl_easy_cleanup(curl);
-  return code;
-}
 
 class ManagerContract : public ClusterTest {
  protected:

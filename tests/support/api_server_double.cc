@@ -102,11 +102,7 @@ Response fail(int code, const std::string& reason, const std::string& message) {
   return {code, statusBody(code, reason, message)};
 }
 
-std::string nowTimestamp() {
-  const auto now = std::chrono::system_clock::now();
-  std::string t = formatTimestamp(now);
-  return t.substr(0, 19) + "Z";  // metav1.Time has second precision
-}
+std::string nowTimestamp() { return kube::metav1Time(std::chrono::system_clock::now()); }
 
 // Applies openAPIV3Schema defaults, as the API server does on every write.
 void applyDefaults(Json& value, const Json& schema) {

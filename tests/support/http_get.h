@@ -1,0 +1,11 @@
+// A plain HTTP GET on loopback for tests of served endpoints (libcurl).
+#pragma once
+
+#include <string>
+
+namespace granary::testing {
+
+// Returns the HTTP status (0 when the request failed) and appends the body to `body`.
+long httpGet(const std::string& url, std::string& body);
+
+}  // namespace granary::testing
