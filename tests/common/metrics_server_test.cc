@@ -1,16 +1,15 @@
 #include "common/metrics_server.h"
 
-#include "tests/support/http_get.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
+
+#include "tests/support/http_get.h"
 
 namespace granary {
 namespace {
 
 using testing::httpGet;
-
 
 TEST(MetricsServer, ServesTheRegistryOverHttp) {
   MetricsRegistry registry;

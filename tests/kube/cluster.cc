@@ -10,6 +10,16 @@
 #include "common/kube/yaml_json.h"
 
 namespace granary::testing {
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 namespace {
 
 std::filesystem::path sourceDir() { return GRANARY_SOURCE_DIR; }
@@ -27,25 +37,13 @@ void installCrds(kube::Client& client) {
     }
   }
   for (const auto* type : {&kube::resources::datasets(), &kube::resources::trainingJobs()}) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!client.list(*type, "default", {.limit = 1}).isOk()) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-          << type->plural << " never became served";
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling a real cluster
-    }
+    ASSERT_TRUE(eventually([&] { return client.list(*type, "default", {.limit = 1}).isOk(); },
+                           std::chrono::seconds(60)))
+        << type->plural << " never became served";
   }
 }
 
 }  // namespace
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
 
 kube::Json yaml(const std::string& text) {
   auto node = config::parse(text, "test");

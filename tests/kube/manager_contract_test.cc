@@ -16,7 +16,6 @@ using kube::Json;
 namespace resources = kube::resources;
 using namespace std::chrono_literals;
 
-
 class ManagerContract : public ClusterTest {
  protected:
   Json dataset(const std::string& name) {
