@@ -1,0 +1,66 @@
+// What placement reads of nodes, pods and cached datasets: plain structs, filled by the
+// Kubernetes adapter (scheduler/kube_model.h) or by tests and benchmarks.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/api/scheduling.h"
+#include "common/api/training_job.h"
+#include "scheduler/core/resources.h"
+
+namespace granary::scheduler {
+
+struct Taint {
+  std::string key;
+  std::string value;
+  std::string effect;  // NoSchedule | PreferNoSchedule | NoExecute
+};
+
+struct NodeInfo {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  std::vector<Taint> taints;
+  Resources allocatable;
+  Resources requested;  // pods bound or assumed on the node
+  bool ready = true;
+  bool unschedulable = false;
+
+  Resources free() const {
+    Resources f = allocatable;
+    f -= requested;
+    return f;
+  }
+};
+
+// The scheduling requirements of one pod.
+struct PodInfo {
+  std::string key;  // namespace/name
+  std::string uid;
+  Resources requests;  // effectiveRequests(): pods = 1
+  std::map<std::string, std::string> nodeSelector;
+  std::vector<api::NodeSelectorTerm> requiredTerms;  // ORed, as in requiredDuringScheduling...
+  std::vector<api::Toleration> tolerations;
+
+  // Pods with equal requirements are placed alike (a gang's workers share a template).
+  bool sameRequirements(const PodInfo& other) const;
+};
+
+// Where a dataset is cached: bytes per node, from the Dataset's status.
+struct DatasetCache {
+  std::string name;
+  int64_t totalBytes = 0;
+  std::map<std::string, int64_t> cachedBytesByNode;
+};
+
+// All workers of one TrainingJob, placed together or not at all.
+struct Gang {
+  std::string key;       // namespace/job
+  int size = 1;          // workers the job expects
+  api::Locality locality = api::Locality::kPreferred;
+  std::vector<PodInfo> pods;           // members waiting for a node
+  std::vector<DatasetCache> datasets;  // the job's datasets
+};
+
+}  // namespace granary::scheduler

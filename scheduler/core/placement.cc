@@ -1,0 +1,180 @@
+#include "scheduler/core/placement.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "scheduler/core/filters.h"
+
+namespace granary::scheduler {
+namespace {
+
+// Locality of every node that caches any of the job's data; absent nodes score 0.
+std::unordered_map<std::string, double> localityByNode(const std::vector<DatasetCache>& datasets) {
+  std::unordered_map<std::string, double> cached;
+  double total = 0;
+  for (const auto& d : datasets) {
+    total += static_cast<double>(d.totalBytes);
+    for (const auto& [node, bytes] : d.cachedBytesByNode) cached[node] += static_cast<double>(bytes);
+  }
+  if (total <= 0) return {};
+  for (auto& [node, bytes] : cached) bytes = std::min(1.0, bytes / total);
+  return cached;
+}
+
+double packingOf(const NodeInfo& node, const Resources& request, const Resources& extra) {
+  const bool gpu = request.gpus() > 0;
+  const double capacity = static_cast<double>(gpu ? node.allocatable.gpus() : node.allocatable.milliCpu);
+  if (capacity <= 0) return 0;
+  const double used = static_cast<double>(gpu ? node.requested.gpus() + extra.gpus() + request.gpus()
+                                              : node.requested.milliCpu + extra.milliCpu + request.milliCpu);
+  return std::min(1.0, used / capacity);
+}
+
+double spreadOf(const NodeInfo& node, const Resources& extra) {
+  const double slots = static_cast<double>(node.allocatable.pods);
+  if (slots <= 0) return 0;
+  return 1.0 - std::min(1.0, static_cast<double>(node.requested.pods + extra.pods) / slots);
+}
+
+// "3 Insufficient nvidia.com/gpu, 2 node(s) were not ready", most frequent first.
+std::string summarize(const std::map<std::string, int>& reasons) {
+  std::vector<std::pair<int, std::string>> sorted;
+  for (const auto& [reason, count] : reasons) sorted.emplace_back(count, reason);
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::string text;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    text += (i ? ", " : "") + std::to_string(sorted[i].first) + " " + sorted[i].second;
+  }
+  return text;
+}
+
+constexpr const char* kNoCache = "node(s) did not cache the job's datasets (locality Required)";
+
+}  // namespace
+
+double localityOf(const std::string& node, const std::vector<DatasetCache>& datasets) {
+  const auto all = localityByNode(datasets);
+  const auto it = all.find(node);
+  return it == all.end() ? 0 : it->second;
+}
+
+GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
+                       const ScoreWeights& weights) {
+  GangDecision decision;
+  const int needed = static_cast<int>(gang.pods.size());
+  if (needed < gang.size) {
+    decision.reason = "waiting for all workers: " + std::to_string(needed) + " of " +
+                      std::to_string(gang.size) + " exist";
+    return decision;
+  }
+  if (needed == 0) {
+    decision.placed = true;
+    return decision;
+  }
+  const auto locality = localityByNode(gang.datasets);
+  const auto localityAt = [&](const std::string& name) {
+    const auto it = locality.find(name);
+    return it == locality.end() ? 0.0 : it->second;
+  };
+  for (const auto& [node, value] : locality) decision.bestLocality = std::max(decision.bestLocality, value);
+  const bool required = gang.locality == api::Locality::kRequired;
+
+  std::map<std::string, int> reasons;
+  const bool homogeneous = std::all_of(gang.pods.begin(), gang.pods.end(), [&](const PodInfo& p) {
+    return p.sameRequirements(gang.pods.front());
+  });
+
+  if (homogeneous) {
+    // One pass over the nodes: how many workers each can hold, and its score for the first.
+    const PodInfo& pod = gang.pods.front();
+    struct Candidate {
+      size_t index;
+      int64_t capacity;
+      double score;
+      double locality;
+    };
+    std::vector<Candidate> candidates;
+    int64_t total = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const NodeInfo& node = nodes[i];
+      if (auto reason = checkStatic(node, pod); !reason.empty()) {
+        ++reasons[reason];
+        continue;
+      }
+      const double nodeLocality = localityAt(node.name);
+      if (required && nodeLocality <= 0) {
+        ++reasons[kNoCache];
+        continue;
+      }
+      const int64_t capacity = copiesThatFit(pod.requests, node.free());
+      if (capacity <= 0) {
+        ++reasons[shortfall(pod.requests, node.free())];
+        continue;
+      }
+      const double score = weights.locality * nodeLocality +
+                           weights.packing * packingOf(node, pod.requests, {}) +
+                           weights.spread * spreadOf(node, {});
+      candidates.push_back({i, capacity, score, nodeLocality});
+      total += capacity;
+    }
+    if (total < needed) {
+      decision.reason = "0/" + std::to_string(nodes.size()) + " nodes can take all " +
+                        std::to_string(needed) + " workers of " + gang.key + " (room for " +
+                        std::to_string(total) + ")" + (reasons.empty() ? "" : "; " + summarize(reasons));
+      return decision;
+    }
+    std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+      return a.score != b.score ? a.score > b.score : nodes[a.index].name < nodes[b.index].name;
+    });
+    int next = 0;
+    for (const auto& c : candidates) {
+      for (int64_t k = 0; k < c.capacity && next < needed; ++k, ++next) {
+        decision.placements.push_back({gang.pods[next].key, nodes[c.index].name, c.locality});
+        decision.locality += c.locality;
+      }
+      if (next == needed) break;
+    }
+  } else {
+    // Workers differ: place one at a time, counting what this gang already put on each node.
+    std::unordered_map<size_t, Resources> extra;
+    for (const auto& pod : gang.pods) {
+      reasons.clear();
+      double bestScore = -1;
+      size_t best = nodes.size();
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const NodeInfo& node = nodes[i];
+        std::string reason = checkStatic(node, pod);
+        const double nodeLocality = localityAt(node.name);
+        if (reason.empty() && required && nodeLocality <= 0) reason = kNoCache;
+        if (reason.empty()) reason = checkResources(node, pod, extra[i]);
+        if (!reason.empty()) {
+          ++reasons[reason];
+          continue;
+        }
+        const double score = weights.locality * nodeLocality +
+                             weights.packing * packingOf(node, pod.requests, extra[i]) +
+                             weights.spread * spreadOf(node, extra[i]);
+        if (score > bestScore) bestScore = score, best = i;
+      }
+      if (best == nodes.size()) {
+        decision.placements.clear();
+        decision.locality = 0;
+        decision.reason = "0/" + std::to_string(nodes.size()) + " nodes can take worker " +
+                          pod.key + " of " + gang.key + ": " + summarize(reasons);
+        return decision;
+      }
+      extra[best] += pod.requests;
+      const double nodeLocality = localityAt(nodes[best].name);
+      decision.placements.push_back({pod.key, nodes[best].name, nodeLocality});
+      decision.locality += nodeLocality;
+    }
+  }
+  decision.placed = true;
+  decision.locality /= needed;
+  return decision;
+}
+
+}  // namespace granary::scheduler

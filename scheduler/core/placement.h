@@ -1,0 +1,46 @@
+// Gang placement: all workers of a job on nodes that pass every filter, scored by how much
+// of the job's data each node caches, then by GPU packing, with spreading only to break ties.
+// Pure: the caller owns the cluster state and applies (assumes) the placements it accepts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "scheduler/core/model.h"
+
+namespace granary::scheduler {
+
+struct ScoreWeights {
+  // Bytes-weighted fraction of the job's datasets cached on the node (0..1). Dominant.
+  double locality = 100;
+  // How full the node's GPUs (CPU for GPU-less pods) are once the pod is on it (0..1): fills
+  // partly used nodes first and keeps whole nodes free for large gangs.
+  double packing = 10;
+  // Fewer pods on the node (0..1); breaks ties.
+  double spread = 1;
+};
+
+struct Placement {
+  std::string podKey;
+  std::string node;
+  double locality = 0;  // of that node for this job
+};
+
+struct GangDecision {
+  bool placed = false;
+  std::vector<Placement> placements;  // every member when placed, none otherwise
+  // Why not, for people: "0/5000 nodes are available for 8 workers: ..." (PodScheduled=False).
+  std::string reason;
+  // Mean locality of the placements, and the best any node offered (for the achieved/best
+  // ratio the scheduler reports).
+  double locality = 0;
+  double bestLocality = 0;
+};
+
+// The bytes-weighted fraction of `datasets` cached on `node`; 0 when the job has none.
+double localityOf(const std::string& node, const std::vector<DatasetCache>& datasets);
+
+GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
+                       const ScoreWeights& weights = {});
+
+}  // namespace granary::scheduler

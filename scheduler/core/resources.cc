@@ -1,0 +1,116 @@
+#include "scheduler/core/resources.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/quantity.h"
+
+namespace granary::scheduler {
+namespace {
+
+// Parses a quantity to a count (memory, pods, GPUs): "8", "200Gi", "1.5G", "2e3".
+Result<int64_t> parseCount(const std::string& text) {
+  GRANARY_ASSIGN_OR_RETURN(ByteSize size, parseByteSize(text));
+  return size.bytes;
+}
+
+// Parses a CPU quantity to millicores: "500m", "2", "1.5".
+Result<int64_t> parseMilliCpu(const std::string& text) {
+  if (!text.empty() && text.back() == 'm') {
+    GRANARY_ASSIGN_OR_RETURN(int64_t milli, parseCount(text.substr(0, text.size() - 1)));
+    return milli;
+  }
+  char* end = nullptr;
+  const double cores = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || cores < 0 || !std::isfinite(cores)) {
+    return invalidArgument("cpu quantity \"" + text + "\" is not valid; write 500m or 2");
+  }
+  return static_cast<int64_t>(std::ceil(cores * 1000 - 1e-9));
+}
+
+}  // namespace
+
+int64_t Resources::extendedOf(std::string_view name) const {
+  const auto it = extended.find(name);
+  return it == extended.end() ? 0 : it->second;
+}
+
+Resources& Resources::operator+=(const Resources& other) {
+  milliCpu += other.milliCpu;
+  memory += other.memory;
+  ephemeralStorage += other.ephemeralStorage;
+  pods += other.pods;
+  for (const auto& [name, amount] : other.extended) extended[name] += amount;
+  return *this;
+}
+
+Resources& Resources::operator-=(const Resources& other) {
+  milliCpu -= other.milliCpu;
+  memory -= other.memory;
+  ephemeralStorage -= other.ephemeralStorage;
+  pods -= other.pods;
+  for (const auto& [name, amount] : other.extended) {
+    auto& slot = extended[name];
+    slot -= amount;
+    if (slot == 0) extended.erase(name);
+  }
+  return *this;
+}
+
+Status addQuantity(Resources& into, const std::string& name, const std::string& quantity) {
+  if (name == "cpu") {
+    GRANARY_ASSIGN_OR_RETURN(int64_t milli, parseMilliCpu(quantity));
+    into.milliCpu += milli;
+    return Status::ok();
+  }
+  auto count = parseCount(quantity);
+  if (!count.isOk()) {
+    return invalidArgument("resource " + name + ": \"" + quantity + "\" is not a quantity");
+  }
+  if (name == "memory") into.memory += *count;
+  else if (name == "ephemeral-storage") into.ephemeralStorage += *count;
+  else if (name == "pods") into.pods += *count;
+  else into.extended[name] += *count;
+  return Status::ok();
+}
+
+std::string shortfall(const Resources& request, const Resources& free) {
+  if (request.pods > free.pods) return "Too many pods";
+  if (request.milliCpu > free.milliCpu) return "Insufficient cpu";
+  if (request.memory > free.memory) return "Insufficient memory";
+  if (request.ephemeralStorage > free.ephemeralStorage) return "Insufficient ephemeral-storage";
+  for (const auto& [name, amount] : request.extended) {
+    if (amount > free.extendedOf(name)) return "Insufficient " + name;
+  }
+  return "";
+}
+
+int64_t copiesThatFit(const Resources& request, const Resources& free) {
+  int64_t copies = std::numeric_limits<int32_t>::max();
+  const auto limit = [&](int64_t want, int64_t have) {
+    if (want > 0) copies = std::min(copies, std::max<int64_t>(0, have) / want);
+  };
+  limit(request.pods, free.pods);
+  limit(request.milliCpu, free.milliCpu);
+  limit(request.memory, free.memory);
+  limit(request.ephemeralStorage, free.ephemeralStorage);
+  for (const auto& [name, amount] : request.extended) limit(amount, free.extendedOf(name));
+  return copies;
+}
+
+Resources effectiveRequests(const Resources& containersSum, const Resources& largestInit,
+                            const Resources& overhead) {
+  Resources r = containersSum;
+  r.milliCpu = std::max(r.milliCpu, largestInit.milliCpu);
+  r.memory = std::max(r.memory, largestInit.memory);
+  r.ephemeralStorage = std::max(r.ephemeralStorage, largestInit.ephemeralStorage);
+  for (const auto& [name, amount] : largestInit.extended) {
+    r.extended[name] = std::max(r.extendedOf(name), amount);
+  }
+  r += overhead;
+  r.pods = 1;
+  return r;
+}
+
+}  // namespace granary::scheduler
