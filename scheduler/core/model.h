@@ -26,6 +26,8 @@ struct NodeInfo {
   Resources requested;  // pods bound or assumed on the node
   bool ready = true;
   bool unschedulable = false;
+  // How many datasets have data cached on the node (any job's).
+  int cachedDatasets = 0;
 
   Resources free() const {
     Resources f = allocatable;
@@ -56,8 +58,8 @@ struct DatasetCache {
 
 // All workers of one TrainingJob, placed together or not at all.
 struct Gang {
-  std::string key;       // namespace/job
-  int size = 1;          // workers the job expects
+  std::string key;  // namespace/job
+  int size = 1;     // workers the job expects
   api::Locality locality = api::Locality::kPreferred;
   std::vector<PodInfo> pods;           // members waiting for a node
   std::vector<DatasetCache> datasets;  // the job's datasets

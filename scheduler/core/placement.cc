@@ -15,7 +15,8 @@ std::unordered_map<std::string, double> localityByNode(const std::vector<Dataset
   double total = 0;
   for (const auto& d : datasets) {
     total += static_cast<double>(d.totalBytes);
-    for (const auto& [node, bytes] : d.cachedBytesByNode) cached[node] += static_cast<double>(bytes);
+    for (const auto& [node, bytes] : d.cachedBytesByNode)
+      cached[node] += static_cast<double>(bytes);
   }
   if (total <= 0) return {};
   for (auto& [node, bytes] : cached) bytes = std::min(1.0, bytes / total);
@@ -24,10 +25,12 @@ std::unordered_map<std::string, double> localityByNode(const std::vector<Dataset
 
 double packingOf(const NodeInfo& node, const Resources& request, const Resources& extra) {
   const bool gpu = request.gpus() > 0;
-  const double capacity = static_cast<double>(gpu ? node.allocatable.gpus() : node.allocatable.milliCpu);
+  const double capacity =
+      static_cast<double>(gpu ? node.allocatable.gpus() : node.allocatable.milliCpu);
   if (capacity <= 0) return 0;
-  const double used = static_cast<double>(gpu ? node.requested.gpus() + extra.gpus() + request.gpus()
-                                              : node.requested.milliCpu + extra.milliCpu + request.milliCpu);
+  const double used =
+      static_cast<double>(gpu ? node.requested.gpus() + extra.gpus() + request.gpus()
+                              : node.requested.milliCpu + extra.milliCpu + request.milliCpu);
   return std::min(1.0, used / capacity);
 }
 
@@ -79,8 +82,19 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
     const auto it = locality.find(name);
     return it == locality.end() ? 0.0 : it->second;
   };
-  for (const auto& [node, value] : locality) decision.bestLocality = std::max(decision.bestLocality, value);
+  for (const auto& [node, value] : locality)
+    decision.bestLocality = std::max(decision.bestLocality, value);
   const bool required = gang.locality == api::Locality::kRequired;
+  // Locality is scored relative to the best node, so a node holding a 1 % shard of a sharded
+  // dataset still outranks any node holding none, whatever the packing says.
+  // A node caching other jobs' data is kept for them: never used for this job if it caches none
+  // of its data (unless nothing else is left), and among caching nodes the ones serving fewer
+  // other datasets go first.
+  const auto localityScore = [&](const NodeInfo& node, double value) {
+    if (value <= 0) return node.cachedDatasets > 0 ? -weights.reserve : 0.0;
+    const double others = std::max(0, node.cachedDatasets - 1);
+    return weights.locality * value / decision.bestLocality - weights.reserve / 4 * others;
+  };
 
   std::map<std::string, int> reasons;
   const bool homogeneous = std::all_of(gang.pods.begin(), gang.pods.end(), [&](const PodInfo& p) {
@@ -114,7 +128,7 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
         ++reasons[shortfall(pod.requests, node.free())];
         continue;
       }
-      const double score = weights.locality * nodeLocality +
+      const double score = localityScore(node, nodeLocality) +
                            weights.packing * packingOf(node, pod.requests, {}) +
                            weights.spread * spreadOf(node, {});
       candidates.push_back({i, capacity, score, nodeLocality});
@@ -123,7 +137,8 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
     if (total < needed) {
       decision.reason = "0/" + std::to_string(nodes.size()) + " nodes can take all " +
                         std::to_string(needed) + " workers of " + gang.key + " (room for " +
-                        std::to_string(total) + ")" + (reasons.empty() ? "" : "; " + summarize(reasons));
+                        std::to_string(total) + ")" +
+                        (reasons.empty() ? "" : "; " + summarize(reasons));
       return decision;
     }
     std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
@@ -154,7 +169,7 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
           ++reasons[reason];
           continue;
         }
-        const double score = weights.locality * nodeLocality +
+        const double score = localityScore(node, nodeLocality) +
                              weights.packing * packingOf(node, pod.requests, extra[i]) +
                              weights.spread * spreadOf(node, extra[i]);
         if (score > bestScore) bestScore = score, best = i;

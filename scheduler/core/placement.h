@@ -11,11 +11,16 @@
 namespace granary::scheduler {
 
 struct ScoreWeights {
-  // Bytes-weighted fraction of the job's datasets cached on the node (0..1). Dominant.
+  // Bytes-weighted fraction of the job's datasets cached on the node, relative to the best node
+  // for the job (0..1). Dominant.
   double locality = 100;
   // How full the node's GPUs (CPU for GPU-less pods) are once the pod is on it (0..1): fills
   // partly used nodes first and keeps whole nodes free for large gangs.
   double packing = 10;
+  // Subtracted for a node that caches other jobs' data but none of this job's (a quarter of it
+  // per other dataset on a node that caches this job's too): keeps such nodes for their
+  // readers. Outweighs packing, never locality.
+  double reserve = 20;
   // Fewer pods on the node (0..1); breaks ties.
   double spread = 1;
 };

@@ -53,8 +53,29 @@ TEST(Placement, RequiredLocalityRefusesOtherNodesWithAReason) {
   const auto d = placeGang(g, nodes);
   EXPECT_FALSE(d.placed);
   EXPECT_TRUE(d.placements.empty());
-  EXPECT_EQ(d.reason, "0/3 nodes can take all 2 workers of ml/clip (room for 1); 2 node(s) did "
-                      "not cache the job's datasets (locality Required)");
+  EXPECT_EQ(d.reason,
+            "0/3 nodes can take all 2 workers of ml/clip (room for 1); 2 node(s) did "
+            "not cache the job's datasets (locality Required)");
+}
+
+TEST(Placement, LeavesNodesThatCacheOtherJobsDataToThem) {
+  std::vector<NodeInfo> nodes = {gpuNode("cache-of-others"), gpuNode("plain")};
+  nodes[0].cachedDatasets = 1;
+  nodes[0].requested = testing::resources(8000, 64, 4, 1);  // packing alone would pick it
+  const auto d = placeGang(gang("ml/nodata", 1, 4), nodes);
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.placements[0].node, "plain");
+}
+
+TEST(Placement, AmongCachingNodesPrefersThoseServingFewerOtherDatasets) {
+  std::vector<NodeInfo> nodes = {gpuNode("shared"), gpuNode("own")};
+  nodes[0].cachedDatasets = 3;
+  nodes[1].cachedDatasets = 1;
+  Gang g = gang("ml/resnet", 1, 8);
+  g.datasets = {cachedOn({"shared", "own"})};
+  const auto d = placeGang(g, nodes);
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.placements[0].node, "own");
 }
 
 TEST(Placement, PacksPartlyUsedNodesFirstKeepingWholeNodesFree) {
@@ -79,7 +100,8 @@ TEST(Placement, AllWorkersOrNone) {
   const auto d = placeGang(gang("ml/big", 3, 8), nodes);
   EXPECT_FALSE(d.placed);
   EXPECT_TRUE(d.placements.empty()) << "no partial placement";
-  EXPECT_EQ(d.reason, "0/3 nodes can take all 3 workers of ml/big (room for 2); 1 node(s) were not ready");
+  EXPECT_EQ(d.reason,
+            "0/3 nodes can take all 3 workers of ml/big (room for 2); 1 node(s) were not ready");
 }
 
 TEST(Placement, FragmentedGpusDoNotFitWholeWorkers) {
@@ -125,8 +147,9 @@ TEST(Placement, HeterogeneousWorkersArePlacedOneByOne) {
   const auto none = placeGang(g, {gpuNode("n1"), gpuNode("n2")});
   EXPECT_FALSE(none.placed);
   EXPECT_TRUE(none.placements.empty());
-  EXPECT_EQ(none.reason, "0/2 nodes can take worker ml/mixed-worker-1 of ml/mixed: 2 node(s) "
-                         "didn't match Pod's node affinity/selector");
+  EXPECT_EQ(none.reason,
+            "0/2 nodes can take worker ml/mixed-worker-1 of ml/mixed: 2 node(s) "
+            "didn't match Pod's node affinity/selector");
 }
 
 TEST(ClusterState, AssumedPlacementsAreNotDoubleBooked) {
