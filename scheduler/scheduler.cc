@@ -1,0 +1,327 @@
+#include "scheduler/scheduler.h"
+
+#include "common/log.h"
+#include "scheduler/kube_model.h"
+
+namespace granary::scheduler {
+namespace {
+
+using kube::Json;
+namespace resources = kube::resources;
+
+const Logger& logger() {
+  static const Logger log("scheduler");
+  return log;
+}
+
+// Keeps what placement reads of a pod (the pod cache of a large cluster stays small).
+Json podView(Json pod) {
+  Json kept = Json::object();
+  kept["apiVersion"] = Json::string("v1");
+  kept["kind"] = Json::string("Pod");
+  kept["metadata"] = Json::object();
+  for (const char* field : {"name", "namespace", "uid", "resourceVersion", "labels",
+                            "creationTimestamp", "deletionTimestamp"}) {
+    if (pod["metadata"].has_field(field)) kept["metadata"][field] = pod["metadata"][field];
+  }
+  kept["spec"] = Json::object();
+  for (const char* field :
+       {"nodeName", "schedulerName", "nodeSelector", "affinity", "tolerations", "overhead"}) {
+    if (pod["spec"].has_field(field)) kept["spec"][field] = pod["spec"][field];
+  }
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!pod["spec"].has_array_field(list)) continue;
+    Json containers = Json::array();
+    size_t i = 0;
+    for (auto& c : pod["spec"][list].as_array()) {
+      containers[i] = Json::object();
+      if (c.has_field("resources")) containers[i]["resources"] = c["resources"];
+      ++i;
+    }
+    kept["spec"][list] = containers;
+  }
+  kept["status"] = Json::object();
+  if (pod.has_object_field("status")) {
+    for (const char* field : {"phase", "conditions"}) {
+      if (pod["status"].has_field(field)) kept["status"][field] = pod["status"][field];
+    }
+  }
+  return kept;
+}
+
+double secondsSince(const std::string& timestamp, Clock::WallTime now) {
+  std::tm tm{};
+  if (timestamp.size() < 19 || !strptime(timestamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
+  const auto created = std::chrono::system_clock::from_time_t(timegm(&tm));
+  return std::max(0.0, std::chrono::duration<double>(now - created).count());
+}
+
+}  // namespace
+
+std::string gangKeyOf(const Json& pod) {
+  const auto labels = kube::stringMap(pod);
+  const auto job = labels.find(kJobNameLabel);
+  if (job != labels.end()) return kube::objectKey(kube::namespaceOf(pod), job->second);
+  return "pod:" + kube::objectKey(pod);
+}
+
+Result<SchedulerMetrics> SchedulerMetrics::declare(MetricsRegistry& registry) {
+  GRANARY_ASSIGN_OR_RETURN(
+      auto attempts,
+      registry.addCounter(
+          {.name = "granary_scheduler_attempts_total",
+           .type = MetricType::kCounter,
+           .help = "Gang placement attempts by result (scheduled, unschedulable, error).",
+           .labels = {"result"}}));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto seconds, registry.addHistogram({.name = "granary_scheduler_attempt_duration_seconds",
+                                           .type = MetricType::kHistogram,
+                                           .unit = MetricUnit::kSeconds,
+                                           .help = "Time to place (or fail to place) one gang."}));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto wait, registry.addHistogram({.name = "granary_scheduler_gang_wait_seconds",
+                                        .type = MetricType::kHistogram,
+                                        .unit = MetricUnit::kSeconds,
+                                        .help = "From a gang's first worker created to all bound.",
+                                        .buckets = {0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600}}));
+  GRANARY_ASSIGN_OR_RETURN(auto bound,
+                           registry.addCounter({.name = "granary_scheduler_bound_pods_total",
+                                                .type = MetricType::kCounter,
+                                                .help = "Pods bound to nodes."}));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto locality,
+      registry.addHistogram(
+          {.name = "granary_scheduler_locality_ratio",
+           .type = MetricType::kHistogram,
+           .unit = MetricUnit::kRatio,
+           .help = "Bytes-weighted fraction of a pod's datasets cached on its node at bind time.",
+           .buckets = {0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1}}));
+  return SchedulerMetrics{attempts, seconds, wait, bound, locality};
+}
+
+Scheduler::Scheduler(kube::Manager& manager, SchedulerOptions options, SchedulerMetrics metrics)
+    : manager_(manager), options_(std::move(options)), metrics_(std::move(metrics)) {}
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(kube::Manager& manager,
+                                                     SchedulerOptions options,
+                                                     MetricsRegistry& registry) {
+  GRANARY_ASSIGN_OR_RETURN(SchedulerMetrics metrics, SchedulerMetrics::declare(registry));
+  std::unique_ptr<Scheduler> scheduler(
+      new Scheduler(manager, std::move(options), std::move(metrics)));
+  scheduler->wire();
+  return scheduler;
+}
+
+void Scheduler::wire() {
+  pods_ = &manager_.informer({.type = resources::pods(), .transform = podView});
+  pods_->store().addIndex("gang",
+                          [](const Json& pod) { return std::vector<std::string>{gangKeyOf(pod)}; });
+  nodes_ = &manager_.informer({.type = resources::nodes()});
+  datasets_ = &manager_.informer({.type = resources::datasets()});
+  jobs_ = &manager_.informer({.type = resources::trainingJobs()});
+  controller_ = &manager_.controller(
+      {.name = "scheduler", .workers = options_.workers},
+      [this](const std::string& key, std::stop_token) { return reconcile(key); });
+
+  const auto onPod = [this](const kube::ObjectPtr& pod, bool deleted) {
+    const std::string key = kube::objectKey(*pod);
+    const std::string node = nodeNameOf(*pod);
+    if (deleted || isTerminal(*pod)) {
+      state_.observeGone(key);
+    } else if (!node.empty()) {
+      if (auto info = podInfoFrom(*pod); info.isOk())
+        state_.observeBound(key, node, info->requests);
+    }
+    if (!deleted && node.empty() && schedulerNameOf(*pod) == options_.schedulerName &&
+        !isTerminal(*pod)) {
+      controller_->enqueue(gangKeyOf(*pod));
+    }
+  };
+  pods_->addHandler(
+      {.onAdd = [onPod](const kube::ObjectPtr& p) { onPod(p, false); },
+       .onUpdate = [onPod](const kube::ObjectPtr&, const kube::ObjectPtr& p) { onPod(p, false); },
+       .onDelete = [onPod](const kube::ObjectPtr& p) { onPod(p, true); }});
+  nodes_->addHandler(
+      {.onAdd = [this](const kube::ObjectPtr& n) { upsertNode(*n); },
+       .onUpdate = [this](const kube::ObjectPtr&, const kube::ObjectPtr& n) { upsertNode(*n); },
+       .onDelete = [this](const kube::ObjectPtr& n) { state_.removeNode(kube::nameOf(*n)); }});
+  const auto onDataset = [this](const kube::ObjectPtr&) { refreshDatasetCounts(); };
+  datasets_->addHandler(
+      {.onAdd = onDataset,
+       .onUpdate = [onDataset](const kube::ObjectPtr&, const kube::ObjectPtr& d) { onDataset(d); },
+       .onDelete = onDataset});
+}
+
+void Scheduler::upsertNode(const Json& node) {
+  NodeInfo info = nodeInfoFrom(node);
+  {
+    std::lock_guard lock(countsMutex_);
+    const auto it = cachedDatasets_.find(info.name);
+    info.cachedDatasets = it == cachedDatasets_.end() ? 0 : it->second;
+  }
+  state_.upsertNode(std::move(info));
+}
+
+void Scheduler::refreshDatasetCounts() {
+  std::map<std::string, int> counts;
+  for (const auto& dataset : datasets_->store().list()) {
+    for (const auto& [node, bytes] : datasetCacheFrom(*dataset).cachedBytesByNode) ++counts[node];
+  }
+  {
+    std::lock_guard lock(countsMutex_);
+    cachedDatasets_ = std::move(counts);
+  }
+  for (const auto& node : nodes_->store().list()) upsertNode(*node);
+}
+
+void Scheduler::explain(const std::vector<kube::ObjectPtr>& pods, const std::string& reason) {
+  for (const auto& pod : pods) {
+    const std::string key = kube::objectKey(*pod);
+    {
+      std::lock_guard lock(explainedMutex_);
+      if (explained_[key] == reason) continue;  // no write when nothing changed
+      explained_[key] = reason;
+    }
+    Json patch = Json::object();
+    patch["status"] = Json::object();
+    Json condition = Json::object();
+    condition["type"] = Json::string("PodScheduled");
+    condition["status"] = Json::string("False");
+    condition["reason"] = Json::string("Unschedulable");
+    condition["message"] = Json::string(reason);
+    condition["lastTransitionTime"] =
+        Json::string(kube::metav1Time(std::chrono::system_clock::now()));
+    Json conditions = Json::array();
+    conditions[0] = condition;
+    patch["status"]["conditions"] = conditions;
+    // Merge patch replaces the conditions list: keep the others the pod has.
+    const Json existing = kube::pathValue(*pod, "status.conditions");
+    if (existing.is_array()) {
+      size_t i = 1;
+      for (const auto& c : existing.as_array()) {
+        if (c.has_string_field("type") && c.at("type").as_string() != "PodScheduled")
+          conditions[i++] = c;
+      }
+      patch["status"]["conditions"] = conditions;
+    }
+    const auto [ns, name] = kube::splitKey(key);
+    if (auto patched = manager_.client().mergePatch(resources::pods(), ns, name, patch, "status");
+        !patched.isOk()) {
+      logger().warn("cannot set PodScheduled=False", {{"pod", key}, {"error", patched.status()}});
+    }
+    manager_.recorder().record(*pod, kube::EventType::kWarning, "FailedScheduling", reason);
+  }
+}
+
+Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto observe = [&](const char* result) {
+    metrics_.attempts.with({result}).increment();
+    metrics_.attemptSeconds.with({}).observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  };
+
+  // The gang's members: pending ones to place, bound or assumed ones already placed.
+  std::vector<kube::ObjectPtr> pending;
+  int placed = 0;
+  std::string earliest;
+  for (const auto& pod : pods_->store().byIndex("gang", key)) {
+    if (isTerminal(*pod) || schedulerNameOf(*pod) != options_.schedulerName) continue;
+    const std::string podKey = kube::objectKey(*pod);
+    if (!nodeNameOf(*pod).empty() || state_.isAssumed(podKey)) {
+      ++placed;
+      continue;
+    }
+    if (pod->at("metadata").has_field("deletionTimestamp")) continue;
+    pending.push_back(pod);
+    const std::string created = kube::pathValue(*pod, "metadata.creationTimestamp").is_string()
+                                    ? pod->at("metadata").at("creationTimestamp").as_string()
+                                    : "";
+    if (earliest.empty() || created < earliest) earliest = created;
+  }
+  if (pending.empty()) return kube::ReconcileResult{};
+
+  Gang gang;
+  gang.key = key;
+  gang.size = static_cast<int>(pending.size());
+  if (key.rfind("pod:", 0) != 0) {
+    if (const kube::ObjectPtr job = jobs_->store().get(key)) {
+      const Json workers = kube::pathValue(*job, "spec.workers");
+      if (workers.is_number()) gang.size = std::max(0, workers.as_integer() - placed);
+      const Json locality = kube::pathValue(*job, "spec.scheduling.locality");
+      if (locality.is_string() && locality.as_string() == "Required")
+        gang.locality = api::Locality::kRequired;
+      const Json datasets = kube::pathValue(*job, "spec.datasets");
+      const std::string ns = kube::splitKey(key).first;
+      if (datasets.is_array()) {
+        for (const auto& d : datasets.as_array()) {
+          if (!d.has_string_field("name")) continue;
+          if (const kube::ObjectPtr dataset =
+                  datasets_->store().get(kube::objectKey(ns, d.at("name").as_string()))) {
+            gang.datasets.push_back(datasetCacheFrom(*dataset));
+          }
+        }
+      }
+    }
+  }
+  for (const auto& pod : pending) {
+    auto info = podInfoFrom(*pod);
+    if (!info.isOk()) {
+      explain({pod}, info.status().message());
+      observe("error");
+      return kube::ReconcileResult{.requeueAfter = options_.retryInterval};
+    }
+    gang.pods.push_back(std::move(*info));
+  }
+  std::sort(gang.pods.begin(), gang.pods.end(),
+            [](const PodInfo& a, const PodInfo& b) { return a.key < b.key; });
+
+  GangDecision decision;
+  state_.read([&](const std::vector<NodeInfo>& nodes) {
+    decision = placeGang(gang, nodes, options_.weights);
+  });
+  if (!decision.placed) {
+    explain(pending, decision.reason);
+    observe("unschedulable");
+    return kube::ReconcileResult{.requeueAfter = options_.retryInterval};
+  }
+
+  std::map<std::string, const PodInfo*> byKey;
+  for (const auto& pod : gang.pods) byKey[pod.key] = &pod;
+  for (const auto& p : decision.placements)
+    state_.assume(p.podKey, p.node, byKey[p.podKey]->requests);
+  int failures = 0;
+  for (const auto& p : decision.placements) {
+    const auto [ns, name] = kube::splitKey(p.podKey);
+    const Status bound = manager_.client().bindPod(ns, name, byKey[p.podKey]->uid, p.node);
+    if (!bound.isOk()) {
+      ++failures;
+      state_.forget(p.podKey);
+      logger().warn("bind failed; the worker will be placed again",
+                    {{"pod", p.podKey}, {"node", p.node}, {"error", bound}});
+      continue;
+    }
+    metrics_.boundPods.with({}).increment();
+    metrics_.locality.with({}).observe(p.locality);
+    {
+      std::lock_guard lock(explainedMutex_);
+      explained_.erase(p.podKey);
+    }
+    if (const kube::ObjectPtr pod = pods_->store().get(p.podKey)) {
+      manager_.recorder().record(*pod, kube::EventType::kNormal, "Scheduled",
+                                 "Successfully assigned " + p.podKey + " to " + p.node);
+    }
+  }
+  if (failures) {
+    observe("error");
+    return kube::ReconcileResult{.requeue = true};
+  }
+  observe("scheduled");
+  if (gang.size > 0 && !earliest.empty()) {
+    metrics_.gangWaitSeconds.with({}).observe(
+        secondsSince(earliest, std::chrono::system_clock::now()));
+  }
+  return kube::ReconcileResult{};
+}
+
+}  // namespace granary::scheduler

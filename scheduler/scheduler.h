@@ -1,0 +1,78 @@
+// granary-scheduler's Kubernetes side: watches pods, nodes, Datasets and TrainingJobs; places
+// each job's pending workers as a gang (scheduler/core/placement.h); binds them through
+// pods/binding; explains failures with PodScheduled=False and an Event.
+//
+// Reconcile key: "namespace/job" for pods labelled granary.io/job-name, "pod:namespace/name" for
+// lone pods. A gang is placed when every worker the job expects exists; members already bound
+// count as placed. Binding cannot be undone in Kubernetes, so a bind that fails releases only
+// that worker, which is placed again on the next attempt.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/kube/manager.h"
+#include "common/metrics.h"
+#include "scheduler/core/cluster_state.h"
+#include "scheduler/core/placement.h"
+
+namespace granary::scheduler {
+
+struct SchedulerOptions {
+  // Pods with this spec.schedulerName are ours. Default granary-scheduler.
+  std::string schedulerName = "granary-scheduler";
+  // How soon an unplaceable gang is tried again (nodes and caches change). Default 5 s.
+  std::chrono::milliseconds retryInterval{5000};
+  ScoreWeights weights{};
+  // Concurrent gang placements. Default 1: gangs see each other's assumptions in order.
+  int workers = 1;
+};
+
+struct SchedulerMetrics {
+  static Result<SchedulerMetrics> declare(MetricsRegistry& registry);
+  CounterFamily attempts;  // {result}: scheduled | unschedulable | error
+  HistogramFamily attemptSeconds;
+  HistogramFamily gangWaitSeconds;  // first worker created → last worker bound
+  CounterFamily boundPods;
+  HistogramFamily locality;  // bytes-weighted cached fraction at bind, per pod
+};
+
+class Scheduler {
+ public:
+  // Registers informers and the controller with `manager`; they run with manager.run().
+  static Result<std::unique_ptr<Scheduler>> create(kube::Manager& manager, SchedulerOptions options,
+                                                   MetricsRegistry& registry);
+
+  const ClusterState& state() const { return state_; }
+
+ private:
+  Scheduler(kube::Manager& manager, SchedulerOptions options, SchedulerMetrics metrics);
+  void wire();
+  Result<kube::ReconcileResult> reconcile(const std::string& key);
+  void explain(const std::vector<kube::ObjectPtr>& pods, const std::string& reason);
+  // Recounts, per node, the datasets cached there (on Dataset changes only).
+  void refreshDatasetCounts();
+  void upsertNode(const kube::Json& node);
+
+  kube::Manager& manager_;
+  SchedulerOptions options_;
+  SchedulerMetrics metrics_;
+  ClusterState state_;
+  kube::Informer* pods_ = nullptr;
+  kube::Informer* nodes_ = nullptr;
+  kube::Informer* datasets_ = nullptr;
+  kube::Informer* jobs_ = nullptr;
+  kube::Controller* controller_ = nullptr;
+  std::mutex countsMutex_;                        // guards cachedDatasets_
+  std::map<std::string, int> cachedDatasets_;     // node → datasets cached there
+  std::mutex explainedMutex_;                     // guards explained_
+  std::map<std::string, std::string> explained_;  // pod key → last reason written
+};
+
+// The reconcile key of a pending pod.
+std::string gangKeyOf(const kube::Json& pod);
+
+}  // namespace granary::scheduler
