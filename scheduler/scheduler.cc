@@ -213,6 +213,30 @@ void Scheduler::explain(const std::vector<kube::ObjectPtr>& pods, const std::str
   }
 }
 
+PodData Scheduler::jobData(const std::string& gangKey) const {
+  PodData data;
+  if (gangKey.rfind("pod:", 0) == 0) return data;
+  const kube::ObjectPtr job = jobs_->store().get(gangKey);
+  if (!job) return data;
+  const Json locality = kube::pathValue(*job, "spec.scheduling.locality");
+  if (locality.is_string() && locality.as_string() == "Required")
+    data.locality = api::Locality::kRequired;
+  const Json datasets = kube::pathValue(*job, "spec.datasets");
+  const std::string ns = kube::splitKey(gangKey).first;
+  if (datasets.is_array()) {
+    for (const auto& d : datasets.as_array()) {
+      if (!d.has_string_field("name")) continue;
+      if (const kube::ObjectPtr dataset =
+              datasets_->store().get(kube::objectKey(ns, d.at("name").as_string()))) {
+        data.datasets.push_back(datasetCacheFrom(*dataset));
+      }
+    }
+  }
+  return data;
+}
+
+PodData Scheduler::podData(const Json& pod) const { return jobData(gangKeyOf(pod)); }
+
 Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
   const auto started = std::chrono::steady_clock::now();
   const auto observe = [&](const char* result) {
@@ -244,25 +268,12 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
   Gang gang;
   gang.key = key;
   gang.size = static_cast<int>(pending.size());
-  if (key.rfind("pod:", 0) != 0) {
-    if (const kube::ObjectPtr job = jobs_->store().get(key)) {
-      const Json workers = kube::pathValue(*job, "spec.workers");
-      if (workers.is_number()) gang.size = std::max(0, workers.as_integer() - placed);
-      const Json locality = kube::pathValue(*job, "spec.scheduling.locality");
-      if (locality.is_string() && locality.as_string() == "Required")
-        gang.locality = api::Locality::kRequired;
-      const Json datasets = kube::pathValue(*job, "spec.datasets");
-      const std::string ns = kube::splitKey(key).first;
-      if (datasets.is_array()) {
-        for (const auto& d : datasets.as_array()) {
-          if (!d.has_string_field("name")) continue;
-          if (const kube::ObjectPtr dataset =
-                  datasets_->store().get(kube::objectKey(ns, d.at("name").as_string()))) {
-            gang.datasets.push_back(datasetCacheFrom(*dataset));
-          }
-        }
-      }
-    }
+  const PodData data = jobData(key);
+  gang.locality = data.locality;
+  gang.datasets = data.datasets;
+  if (const kube::ObjectPtr job = key.rfind("pod:", 0) == 0 ? nullptr : jobs_->store().get(key)) {
+    const Json workers = kube::pathValue(*job, "spec.workers");
+    if (workers.is_number()) gang.size = std::max(0, workers.as_integer() - placed);
   }
   for (const auto& pod : pending) {
     auto info = podInfoFrom(*pod);

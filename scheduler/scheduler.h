@@ -18,6 +18,7 @@
 #include "common/metrics.h"
 #include "scheduler/core/cluster_state.h"
 #include "scheduler/core/placement.h"
+#include "scheduler/extender.h"
 
 namespace granary::scheduler {
 
@@ -47,6 +48,8 @@ class Scheduler {
                                                    MetricsRegistry& registry);
 
   const ClusterState& state() const { return state_; }
+  // The datasets and locality of a pod's TrainingJob (for the extender).
+  PodData podData(const kube::Json& pod) const;
 
  private:
   Scheduler(kube::Manager& manager, SchedulerOptions options, SchedulerMetrics metrics);
@@ -56,6 +59,7 @@ class Scheduler {
   // Recounts, per node, the datasets cached there (on Dataset changes only).
   void refreshDatasetCounts();
   void upsertNode(const kube::Json& node);
+  PodData jobData(const std::string& gangKey) const;
 
   kube::Manager& manager_;
   SchedulerOptions options_;

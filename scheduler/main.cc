@@ -1,0 +1,149 @@
+// granary-scheduler: gang placement where the data is cached (a secondary scheduler for pods
+// with spec.schedulerName: granary-scheduler), and the same scoring as a kube-scheduler
+// extender.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "common/kube/manager.h"
+#include "common/log.h"
+#include "scheduler/extender.h"
+#include "scheduler/scheduler.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(granary-scheduler: gang placement where the data is cached
+
+Options:
+  --kubeconfig PATH         kubeconfig to use (default: in-cluster service account)
+  --context NAME            kubeconfig context (default: current-context)
+  --scheduler-name NAME     pods to schedule (default: granary-scheduler)
+  --metrics-address ADDR    /metrics, /healthz, /readyz (default: 0.0.0.0:8080)
+  --extender-address ADDR   kube-scheduler extender; "" disables (default: 0.0.0.0:8888)
+  --leader-elect            elect a leader among replicas (Lease granary-scheduler)
+  --namespace NS            namespace of the Lease (default: the pod's namespace)
+  --log-level LEVEL         debug, info, warn or error (default: info)
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace granary;
+  // SIGTERM and SIGINT are taken by one thread with sigwait (every thread started later
+  // inherits the blocked mask), which then stops the manager.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::stop_source stop;
+  std::thread([signals, &stop]() mutable {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    stop.request_stop();
+  }).detach();
+
+  std::string kubeconfig, context, metricsAddress = "0.0.0.0:8080",
+                                   extenderAddress = "0.0.0.0:8888";
+  std::string schedulerName = "granary-scheduler", leaseNamespace, level = "info";
+  bool leaderElect = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&](std::string& into) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "granary-scheduler: %s needs a value\n\n%s", arg.c_str(), kUsage);
+        std::exit(2);
+      }
+      into = argv[++i];
+    };
+    if (arg == "--kubeconfig")
+      value(kubeconfig);
+    else if (arg == "--context")
+      value(context);
+    else if (arg == "--scheduler-name")
+      value(schedulerName);
+    else if (arg == "--metrics-address")
+      value(metricsAddress);
+    else if (arg == "--extender-address")
+      value(extenderAddress);
+    else if (arg == "--namespace")
+      value(leaseNamespace);
+    else if (arg == "--log-level")
+      value(level);
+    else if (arg == "--leader-elect")
+      leaderElect = true;
+    else if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "granary-scheduler: unknown option %s\n\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  auto logLevel = parseLogLevel(level);
+  if (!logLevel.isOk()) {
+    std::fprintf(stderr, "granary-scheduler: --log-level: %s\n",
+                 logLevel.status().message().c_str());
+    return 2;
+  }
+  configureLogging({.level = *logLevel});
+  const Logger log("scheduler");
+
+  auto config =
+      kubeconfig.empty() ? kube::inClusterConfig() : kube::loadKubeconfig(kubeconfig, context);
+  if (!config.isOk()) {
+    log.error("cannot reach Kubernetes", {{"error", config.status()}});
+    return 1;
+  }
+  auto client = kube::Client::create(*config);
+  if (!client.isOk()) {
+    log.error("cannot create the client", {{"error", client.status()}});
+    return 1;
+  }
+  MetricsRegistry registry;
+  kube::ManagerOptions options{.metricsAddress = metricsAddress, .component = schedulerName};
+  if (leaderElect) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    options.leaderElection = kube::LeaderElectionOptions{
+        .ns = leaseNamespace.empty() ? config->namespace_ : leaseNamespace,
+        .name = schedulerName,
+        .identity = std::string(host) + "_" + std::to_string(getpid())};
+  }
+  auto manager = kube::Manager::create(**client, options, registry);
+  if (!manager.isOk()) {
+    log.error("cannot start", {{"error", manager.status()}});
+    return 1;
+  }
+  auto scheduler =
+      scheduler::Scheduler::create(**manager, {.schedulerName = schedulerName}, registry);
+  if (!scheduler.isOk()) {
+    log.error("cannot start", {{"error", scheduler.status()}});
+    return 1;
+  }
+  scheduler::Extender extender((*scheduler)->state(),
+                               [&](const kube::Json& pod) { return (*scheduler)->podData(pod); });
+  std::unique_ptr<scheduler::ExtenderServer> extenderServer;
+  if (!extenderAddress.empty()) {
+    auto started = scheduler::ExtenderServer::start(extenderAddress, extender);
+    if (!started.isOk()) {
+      log.error("cannot serve the extender", {{"error", started.status()}});
+      return 1;
+    }
+    extenderServer = std::move(*started);
+  }
+  log.info(
+      "started",
+      {{"scheduler", schedulerName}, {"metrics", metricsAddress}, {"extender", extenderAddress}});
+  const Status result = (*manager)->run(stop.get_token());
+  if (!result.isOk()) {
+    log.error("stopped", {{"error", result}});
+    return 1;
+  }
+  log.info("stopped");
+  return 0;
+}

@@ -1,0 +1,208 @@
+// granary-scheduler against the API-server double, or a real cluster (GRANARY_TEST_KUBECONFIG):
+// gangs bound where their data is cached, and unschedulable gangs explained.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "common/kube/manager.h"
+#include "scheduler/scheduler.h"
+#include "tests/kube/cluster.h"
+
+namespace granary::testing {
+namespace {
+
+using kube::Json;
+namespace resources = kube::resources;
+using namespace std::chrono_literals;
+
+class SchedulerIntegration : public ClusterTest {
+ protected:
+  void SetUp() override {
+    ClusterTest::SetUp();
+    if (HasFatalFailure()) return;
+    // Nodes are made for the test (named after its namespace) and deleted afterwards; on a real
+    // cluster no kubelet backs them, which is fine for the seconds a test lasts.
+    suffix_ = ns().substr(ns().rfind('-') + 1);
+  }
+  void TearDown() override {
+    running_.reset();
+    for (const auto& node : nodes_) (void)client().remove(resources::nodes(), "", node);
+    ClusterTest::TearDown();
+  }
+
+  std::string node(const std::string& name) {
+    const std::string full = name + "-" + suffix_;
+    auto created = client().create(resources::nodes(), "", yaml("metadata: {name: " + full + "}"));
+    EXPECT_TRUE(created.isOk()) << created.status();
+    auto status = client().mergePatch(resources::nodes(), "", full, yaml(R"(
+status:
+  allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8"}
+  conditions: [{type: Ready, status: "True"}]
+)"),
+                                      "status");
+    EXPECT_TRUE(status.isOk()) << status.status();
+    nodes_.push_back(full);
+    return full;
+  }
+
+  void job(const std::string& name, int workers, const std::string& locality = "Preferred") {
+    auto created = client().create(
+        resources::trainingJobs(), ns(),
+        yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: " + name +
+             "}\n"
+             "spec:\n  workers: " +
+             std::to_string(workers) +
+             "\n  gpusPerWorker: 8\n"
+             "  datasets: [{name: imagenet, mountPath: /data}]\n"
+             "  scheduling: {locality: " +
+             locality +
+             "}\n"
+             "  template: {spec: {containers: [{name: t, image: busybox}]}}"));
+    ASSERT_TRUE(created.isOk()) << created.status();
+  }
+
+  void dataset(const std::vector<std::string>& cachedOn) {
+    ASSERT_TRUE(
+        client()
+            .create(
+                resources::datasets(), ns(),
+                yaml("apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: imagenet}\n"
+                     "spec: {source: {uri: \"s3://bucket/imagenet/\"}}"))
+            .isOk());
+    std::string nodes;
+    for (const auto& n : cachedOn) nodes += "{name: " + n + ", cachedBytes: 500},";
+    auto status =
+        client().mergePatch(resources::datasets(), ns(), "imagenet",
+                            yaml("status: {totalBytes: 1000, nodes: [" + nodes + "]}"), "status");
+    ASSERT_TRUE(status.isOk()) << status.status();
+  }
+
+  void worker(const std::string& job, int rank) {
+    auto created =
+        client().create(resources::pods(), ns(),
+                        yaml("metadata: {name: " + job + "-worker-" + std::to_string(rank) +
+                             ", labels: {granary.io/job-name: " + job +
+                             "}}\n"
+                             "spec:\n  schedulerName: granary-scheduler\n"
+                             "  containers: [{name: t, image: busybox, resources: {requests: "
+                             "{nvidia.com/gpu: \"8\", cpu: \"4\"}}}]"));
+    ASSERT_TRUE(created.isOk()) << created.status();
+  }
+
+  std::string boundNode(const std::string& pod) {
+    auto got = client().get(resources::pods(), ns(), pod);
+    if (!got.isOk()) return "";
+    const Json node = kube::pathValue(*got, "spec.nodeName");
+    return node.is_string() ? node.as_string() : "";
+  }
+
+  std::string scheduledMessage(const std::string& pod) {
+    auto got = client().get(resources::pods(), ns(), pod);
+    if (!got.isOk()) return "";
+    const Json conditions = kube::pathValue(*got, "status.conditions");
+    if (!conditions.is_array()) return "";
+    for (const auto& c : conditions.as_array()) {
+      if (c.at("type").as_string() == "PodScheduled" && c.at("status").as_string() == "False") {
+        return c.at("message").as_string();
+      }
+    }
+    return "";
+  }
+
+  void startScheduler() {
+    auto manager = kube::Manager::create(client(), {.metricsAddress = ""}, registry_);
+    ASSERT_TRUE(manager.isOk()) << manager.status();
+    manager_ = std::move(*manager);
+    auto scheduler = scheduler::Scheduler::create(*manager_, {.retryInterval = 200ms}, registry_);
+    ASSERT_TRUE(scheduler.isOk()) << scheduler.status();
+    scheduler_ = std::move(*scheduler);
+    running_ =
+        std::make_unique<Running>([this](std::stop_token stop) { (void)manager_->run(stop); });
+  }
+
+  std::string suffix_;
+  std::vector<std::string> nodes_;
+  MetricsRegistry registry_;
+  std::unique_ptr<kube::Manager> manager_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<Running> running_;
+};
+
+TEST_F(SchedulerIntegration, BindsTheGangWhereTheDataIsCached) {
+  const std::string a = node("a"), b = node("b"), c = node("c");
+  dataset({b, c});
+  job("resnet", 2);
+  worker("resnet", 0);
+  worker("resnet", 1);
+  startScheduler();
+  ASSERT_TRUE(eventually(
+      [&] {
+        return !boundNode("resnet-worker-0").empty() && !boundNode("resnet-worker-1").empty();
+      },
+      30s));
+  const std::set<std::string> placed{boundNode("resnet-worker-0"), boundNode("resnet-worker-1")};
+  EXPECT_EQ(placed, (std::set<std::string>{b, c}));
+
+  auto events = client().list(resources::events(), ns(),
+                              {.fieldSelector = "involvedObject.name=resnet-worker-0"});
+  ASSERT_TRUE(events.isOk());
+  ASSERT_FALSE(events->items.empty());
+  EXPECT_EQ(events->items[0].at("reason").as_string(), "Scheduled");
+  EXPECT_NE(registry_.exposition().find("granary_scheduler_bound_pods_total 2"), std::string::npos);
+}
+
+TEST_F(SchedulerIntegration, ExplainsAGangThatCannotFitAndBindsNothing) {
+  node("a");
+  node("b");
+  dataset({});
+  job("big", 3);
+  for (int r = 0; r < 3; ++r) worker("big", r);
+  startScheduler();
+  ASSERT_TRUE(eventually([&] { return !scheduledMessage("big-worker-2").empty(); }, 30s));
+  EXPECT_EQ(scheduledMessage("big-worker-0"),
+            "0/2 nodes can take all 3 workers of " + ns() + "/big (room for 2)");
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(boundNode("big-worker-" + std::to_string(r)), "") << "all or none";
+  auto events = client().list(resources::events(), ns(),
+                              {.fieldSelector = "involvedObject.name=big-worker-1"});
+  ASSERT_TRUE(events.isOk());
+  ASSERT_FALSE(events->items.empty());
+  EXPECT_EQ(events->items[0].at("reason").as_string(), "FailedScheduling");
+
+  // Room appears: the gang is placed on the next attempt.
+  node("c");
+  ASSERT_TRUE(eventually([&] { return !boundNode("big-worker-2").empty(); }, 30s));
+}
+
+TEST_F(SchedulerIntegration, WaitsForEveryWorkerOfTheJob) {
+  node("a");
+  node("b");
+  node("c");
+  dataset({});
+  job("late", 3);
+  worker("late", 0);
+  worker("late", 1);
+  startScheduler();
+  ASSERT_TRUE(eventually([&] { return !scheduledMessage("late-worker-0").empty(); }, 30s));
+  EXPECT_EQ(scheduledMessage("late-worker-0"), "waiting for all workers: 2 of 3 exist");
+  EXPECT_EQ(boundNode("late-worker-0"), "");
+  worker("late", 2);
+  ASSERT_TRUE(eventually([&] { return !boundNode("late-worker-2").empty(); }, 30s));
+  EXPECT_NE(boundNode("late-worker-0"), "");
+}
+
+TEST_F(SchedulerIntegration, RequiredLocalityOnlyUsesCachingNodes) {
+  node("a");
+  const std::string b = node("b");
+  dataset({b});
+  job("strict", 2, "Required");
+  worker("strict", 0);
+  worker("strict", 1);
+  startScheduler();
+  ASSERT_TRUE(eventually([&] { return !scheduledMessage("strict-worker-0").empty(); }, 30s));
+  EXPECT_NE(scheduledMessage("strict-worker-0").find("did not cache the job's datasets"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace granary::testing
