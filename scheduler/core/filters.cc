@@ -21,7 +21,8 @@ bool matchesRequirement(const api::NodeSelectorRequirement& r, const std::string
   if (r.op == "DoesNotExist") return value == nullptr;
   if (r.op == "Gt" || r.op == "Lt") {
     int64_t have = 0, bound = 0;
-    if (!value || r.values.size() != 1 || !parseInt(*value, have) || !parseInt(r.values[0], bound)) {
+    if (!value || r.values.size() != 1 || !parseInt(*value, have) ||
+        !parseInt(r.values[0], bound)) {
       return false;
     }
     return r.op == "Gt" ? have > bound : have < bound;
@@ -47,8 +48,9 @@ bool tolerates(const api::Toleration& t, const Taint& taint) {
 std::string checkTaints(const NodeInfo& node, const PodInfo& pod) {
   for (const auto& taint : node.taints) {
     if (taint.effect == "PreferNoSchedule") continue;
-    const bool tolerated = std::any_of(pod.tolerations.begin(), pod.tolerations.end(),
-                                       [&](const api::Toleration& t) { return tolerates(t, taint); });
+    const bool tolerated =
+        std::any_of(pod.tolerations.begin(), pod.tolerations.end(),
+                    [&](const api::Toleration& t) { return tolerates(t, taint); });
     if (!tolerated) {
       return "node(s) had untolerated taint {" + taint.key +
              (taint.value.empty() ? "" : ": " + taint.value) + "}";

@@ -68,10 +68,14 @@ Status addQuantity(Resources& into, const std::string& name, const std::string& 
   if (!count.isOk()) {
     return invalidArgument("resource " + name + ": \"" + quantity + "\" is not a quantity");
   }
-  if (name == "memory") into.memory += *count;
-  else if (name == "ephemeral-storage") into.ephemeralStorage += *count;
-  else if (name == "pods") into.pods += *count;
-  else into.extended[name] += *count;
+  if (name == "memory")
+    into.memory += *count;
+  else if (name == "ephemeral-storage")
+    into.ephemeralStorage += *count;
+  else if (name == "pods")
+    into.pods += *count;
+  else
+    into.extended[name] += *count;
   return Status::ok();
 }
 

@@ -31,7 +31,8 @@ TEST(Filters, TaintsAndTolerations) {
     api::Toleration toleration;
     bool tolerated;
   } cases[] = {
-      {"equal key value effect", toleration("nvidia.com/gpu", "Equal", "present", "NoSchedule"), true},
+      {"equal key value effect", toleration("nvidia.com/gpu", "Equal", "present", "NoSchedule"),
+       true},
       {"equal wrong value", toleration("nvidia.com/gpu", "Equal", "absent", "NoSchedule"), false},
       {"exists any value", toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"), true},
       {"exists any effect", toleration("nvidia.com/gpu", "Exists", "", ""), true},
@@ -65,18 +66,12 @@ TEST(Filters, NodeSelectorAndEveryAffinityOperator) {
     api::NodeSelectorRequirement requirement;
     bool matches;
   } cases[] = {
-      {{"gpu", "In", {"a100", "h100"}}, true},
-      {{"gpu", "In", {"a100"}}, false},
-      {{"gpu", "NotIn", {"a100"}}, true},
-      {{"gpu", "NotIn", {"h100"}}, false},
-      {{"missing", "NotIn", {"x"}}, true},
-      {{"zone", "Exists", {}}, true},
-      {{"missing", "Exists", {}}, false},
-      {{"missing", "DoesNotExist", {}}, true},
-      {{"zone", "DoesNotExist", {}}, false},
-      {{"cores", "Gt", {"64"}}, true},
-      {{"cores", "Gt", {"96"}}, false},
-      {{"cores", "Lt", {"128"}}, true},
+      {{"gpu", "In", {"a100", "h100"}}, true}, {{"gpu", "In", {"a100"}}, false},
+      {{"gpu", "NotIn", {"a100"}}, true},      {{"gpu", "NotIn", {"h100"}}, false},
+      {{"missing", "NotIn", {"x"}}, true},     {{"zone", "Exists", {}}, true},
+      {{"missing", "Exists", {}}, false},      {{"missing", "DoesNotExist", {}}, true},
+      {{"zone", "DoesNotExist", {}}, false},   {{"cores", "Gt", {"64"}}, true},
+      {{"cores", "Gt", {"96"}}, false},        {{"cores", "Lt", {"128"}}, true},
       {{"zone", "Lt", {"5"}}, false},  // not a number
   };
   for (const auto& c : cases) {

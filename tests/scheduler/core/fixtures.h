@@ -37,7 +37,8 @@ inline Gang gang(const std::string& key, int workers, int64_t gpus) {
   Gang g;
   g.key = key;
   g.size = workers;
-  for (int i = 0; i < workers; ++i) g.pods.push_back(worker(key + "-worker-" + std::to_string(i), gpus));
+  for (int i = 0; i < workers; ++i)
+    g.pods.push_back(worker(key + "-worker-" + std::to_string(i), gpus));
   return g;
 }
 
