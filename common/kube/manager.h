@@ -49,6 +49,7 @@ class Manager {
   ~Manager();
 
   // An informer for `options`; the same one for the same type, namespace and selectors.
+  // Informers and controllers are registered before run(), from one thread.
   Informer& informer(const InformerOptions& options);
   Controller& controller(ControllerOptions options, Reconciler reconciler);
   EventRecorder& recorder() { return recorder_; }
