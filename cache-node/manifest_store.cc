@@ -1,0 +1,200 @@
+#include "cache-node/manifest_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include <cstring>
+#include <set>
+
+namespace granary::cache {
+namespace {
+
+// Key: "m" NUL generation NUL parent-directory NUL name. NUL sorts first, so a directory's
+// children are contiguous and in name order.
+std::string key(std::string_view generation, std::string_view parent, std::string_view name) {
+  std::string k = "m";
+  k += '\0';
+  k.append(generation);
+  k += '\0';
+  k.append(parent);
+  k += '\0';
+  k.append(name);
+  return k;
+}
+
+std::string generationPrefix(std::string_view generation) {
+  std::string k = "m";
+  k += '\0';
+  k.append(generation);
+  k += '\0';
+  return k;
+}
+
+std::pair<std::string_view, std::string_view> splitPath(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return {"", path};
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+template <typename T>
+void append(std::string& out, T value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+template <typename T>
+T read(std::string_view& in) {
+  T value{};
+  std::memcpy(&value, in.data(), sizeof(T));
+  in.remove_prefix(sizeof(T));
+  return value;
+}
+
+// Value: size, mtime, mode, directory flag, then the etag (fixed layout, host byte order: the
+// store never leaves the node).
+std::string encode(const ManifestEntry& e) {
+  std::string v;
+  v.reserve(21 + e.etag.size());
+  append<int64_t>(v, e.size);
+  append<int64_t>(v, e.modifiedUnixNanos);
+  append<uint32_t>(v, e.mode);
+  v += e.directory ? '\1' : '\0';
+  v += e.etag;
+  return v;
+}
+
+constexpr size_t kFixed = 8 + 8 + 4 + 1;
+
+Result<ManifestEntry> decode(std::string path, std::string_view value) {
+  if (value.size() < kFixed) return corruption("manifest entry for \"" + path + "\" is truncated");
+  ManifestEntry e;
+  e.path = std::move(path);
+  e.size = read<int64_t>(value);
+  e.modifiedUnixNanos = read<int64_t>(value);
+  e.mode = read<uint32_t>(value);
+  e.directory = read<char>(value) != 0;
+  e.etag = std::string(value);
+  return e;
+}
+
+Status fromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return Status::ok();
+  if (s.IsNotFound()) return notFound(std::string(what) + ": not found");
+  if (s.IsCorruption()) return corruption(std::string(what) + ": " + s.ToString());
+  return unavailable(std::string(what) + ": " + s.ToString());
+}
+
+}  // namespace
+
+Status validateManifestPath(std::string_view path) {
+  if (path.empty()) return invalidArgument("manifest path is empty");
+  if (path.front() == '/')
+    return invalidArgument("manifest path \"" + std::string(path) + "\" must be relative");
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = path.find('/', start);
+    const std::string_view segment = path.substr(start, slash - start);
+    if (segment.empty() || segment == "." || segment == ".." ||
+        segment.find('\0') != std::string_view::npos) {
+      return invalidArgument("manifest path \"" + std::string(path) +
+                             "\" has an empty, \".\", \"..\" or NUL segment");
+    }
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return Status::ok();
+}
+
+ManifestStore::ManifestStore(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
+ManifestStore::~ManifestStore() = default;
+
+Result<std::unique_ptr<ManifestStore>> ManifestStore::open(const std::filesystem::path& directory) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.OptimizeLevelStyleCompaction(64 << 20);
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = rocksdb::DB::Open(options, directory.string(), &raw);
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest store " + directory.string()));
+  return std::unique_ptr<ManifestStore>(new ManifestStore(std::unique_ptr<rocksdb::DB>(raw)));
+}
+
+Status ManifestStore::put(std::string_view generation, std::span<const ManifestEntry> files) {
+  rocksdb::WriteBatch batch;
+  std::set<std::string_view> directories;
+  for (const auto& file : files) {
+    GRANARY_RETURN_IF_ERROR(validateManifestPath(file.path));
+    const auto [parent, name] = splitPath(file.path);
+    batch.Put(key(generation, parent, name), encode(file));
+    for (std::string_view dir = parent; !dir.empty(); dir = splitPath(dir).first) {
+      if (!directories.insert(dir).second) break;  // its parents are in the set already
+    }
+  }
+  for (std::string_view dir : directories) {
+    const auto [parent, name] = splitPath(dir);
+    ManifestEntry entry;
+    entry.path = std::string(dir);
+    entry.directory = true;
+    entry.mode = 0555;
+    batch.Put(key(generation, parent, name), encode(entry));
+  }
+  return fromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "manifest write");
+}
+
+Result<ManifestEntry> ManifestStore::stat(std::string_view generation,
+                                          std::string_view path) const {
+  if (path.empty()) {
+    ManifestEntry root;
+    root.directory = true;
+    root.mode = 0555;
+    return root;
+  }
+  GRANARY_RETURN_IF_ERROR(validateManifestPath(path));
+  const auto [parent, name] = splitPath(path);
+  std::string value;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key(generation, parent, name), &value);
+  if (s.IsNotFound()) return notFound("\"" + std::string(path) + "\" is not in the dataset");
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest read"));
+  return decode(std::string(path), value);
+}
+
+Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generation,
+                                                       std::string_view directory,
+                                                       std::string_view after, size_t limit) const {
+  if (!directory.empty()) GRANARY_RETURN_IF_ERROR(validateManifestPath(directory));
+  const std::string prefix = key(generation, directory, "");
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::vector<ManifestEntry> out;
+  it->Seek(after.empty() ? prefix : key(generation, directory, after));
+  if (!after.empty() && it->Valid() &&
+      it->key().ToStringView() == key(generation, directory, after))
+    it->Next();
+  for (; it->Valid() && out.size() < limit; it->Next()) {
+    const std::string_view k = it->key().ToStringView();
+    if (k.substr(0, prefix.size()) != prefix) break;
+    const std::string_view name = k.substr(prefix.size());
+    std::string path =
+        directory.empty() ? std::string(name) : std::string(directory) + "/" + std::string(name);
+    GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry,
+                             decode(std::move(path), it->value().ToStringView()));
+    out.push_back(std::move(entry));
+  }
+  GRANARY_RETURN_IF_ERROR(fromRocks(it->status(), "manifest scan"));
+  if (out.empty() && !directory.empty()) {
+    // An empty page of a directory that does not exist is an error; of one that does, not.
+    GRANARY_ASSIGN_OR_RETURN(ManifestEntry dir, stat(generation, directory));
+    if (!dir.directory) return failedPrecondition("\"" + std::string(directory) + "\" is a file");
+  }
+  return out;
+}
+
+Status ManifestStore::drop(std::string_view generation) {
+  std::string begin = generationPrefix(generation);
+  std::string end = begin;
+  end.back() = '\1';  // just past every key of the generation
+  return fromRocks(
+      db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(), begin, end),
+      "manifest drop");
+}
+
+}  // namespace granary::cache

@@ -1,0 +1,66 @@
+// The manifest of each dataset generation — every file's path, size, version and mode — in
+// RocksDB, so that stat and readdir never touch the origin. Keys group a directory's children
+// together: listing a directory is one prefix scan, whatever the dataset's size.
+//
+// Thread-safety: all methods may be called concurrently (RocksDB is thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace granary::cache {
+
+struct ManifestEntry {
+  std::string path;  // relative to the dataset root, '/'-separated, no leading '/'
+  int64_t size = 0;
+  std::string etag;  // origin version: ETag, or size and mtime for file origins
+  int64_t modifiedUnixNanos = 0;
+  uint32_t mode = 0;  // permission bits
+  bool directory = false;
+
+  friend bool operator==(const ManifestEntry&, const ManifestEntry&) = default;
+};
+
+class ManifestStore {
+ public:
+  // Opens (creating if needed) the store in `directory`. Unavailable when RocksDB cannot open
+  // it (e.g. another process holds its lock).
+  static Result<std::unique_ptr<ManifestStore>> open(const std::filesystem::path& directory);
+  ~ManifestStore();
+
+  // Writes file entries of one generation ("namespace/name/generation") atomically, together
+  // with the directories above them. InvalidArgument for an empty path, a leading '/', or a
+  // "." or ".." segment.
+  Status put(std::string_view generation, std::span<const ManifestEntry> files);
+
+  // NotFound when the path is not in the manifest; "" is the root directory.
+  Result<ManifestEntry> stat(std::string_view generation, std::string_view path) const;
+
+  // The direct children of `directory` ("" for the root) in name order, starting after the
+  // name `after` (exclusive; "" from the start), at most `limit`.
+  Result<std::vector<ManifestEntry>> list(std::string_view generation, std::string_view directory,
+                                          std::string_view after = {}, size_t limit = 1000) const;
+
+  // Removes every entry of a generation.
+  Status drop(std::string_view generation);
+
+ private:
+  explicit ManifestStore(std::unique_ptr<rocksdb::DB> db);
+  std::unique_ptr<rocksdb::DB> db_;
+};
+
+// Checks a manifest path: relative, '/'-separated, no empty, "." or ".." segments.
+Status validateManifestPath(std::string_view path);
+
+}  // namespace granary::cache
