@@ -1,0 +1,300 @@
+#include "cache-node/chunk_store.h"
+
+#include <fcntl.h>
+#include <rocksdb/db.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+namespace granary::cache {
+namespace {
+
+constexpr const char* kSuffix = ".chunk";
+constexpr const char* kTemporarySuffix = ".tmp";
+
+std::string hex64(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string encode(uint32_t directory, int64_t size, uint64_t checksum) {
+  std::string v(4 + 8 + 8, '\0');
+  std::memcpy(v.data(), &directory, 4);
+  std::memcpy(v.data() + 4, &size, 8);
+  std::memcpy(v.data() + 12, &checksum, 8);
+  return v;
+}
+
+Status fromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::ok();
+  if (s.IsNotFound()) return notFound(what + ": not found");
+  return unavailable(what + ": " + s.ToString());
+}
+
+// Writes `data` to `path` and flushes it to the disk. Unavailable on any error.
+Status writeFile(const std::filesystem::path& path, std::string_view data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return unavailable("cannot create " + path.string() + ": " + std::strerror(errno));
+  size_t written = 0;
+  while (written < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      return error == ENOSPC
+                 ? Status(StatusCode::kResourceExhausted, path.string() + ": disk full")
+                 : unavailable("cannot write " + path.string() + ": " + std::strerror(error));
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::fdatasync(fd) != 0 || ::close(fd) != 0) {
+    return unavailable("cannot flush " + path.string() + ": " + std::strerror(errno));
+  }
+  return Status::ok();
+}
+
+Result<std::string> readFile(const std::filesystem::path& path, int64_t offset, int64_t length) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return notFound(path.string() + " is missing");
+  in.seekg(offset);
+  std::string data(static_cast<size_t>(length), '\0');
+  in.read(data.data(), length);
+  if (in.gcount() != length) return corruption(path.string() + " is shorter than recorded");
+  return data;
+}
+
+}  // namespace
+
+std::string ChunkId::key() const {
+  std::string k = generation;
+  k += '\0';
+  k += path;
+  k += '\0';
+  k += std::to_string(index);
+  return k;
+}
+
+ChunkStore::ChunkStore(std::unique_ptr<rocksdb::DB> index, std::vector<CacheDirectory> directories)
+    : index_(std::move(index)),
+      directories_(std::move(directories)),
+      used_(directories_.size(), 0) {}
+
+ChunkStore::~ChunkStore() = default;
+
+Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path& indexDirectory,
+                                                     std::vector<CacheDirectory> directories) {
+  if (directories.empty()) return invalidArgument("cache directories: name at least one");
+  for (const auto& d : directories) {
+    if (d.quotaBytes <= 0) {
+      return invalidArgument("cache directory " + d.path.string() + ": quota must be above zero");
+    }
+    std::error_code error;
+    std::filesystem::create_directories(d.path, error);
+    if (error) return unavailable("cannot create " + d.path.string() + ": " + error.message());
+  }
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  rocksdb::DB* raw = nullptr;
+  GRANARY_RETURN_IF_ERROR(fromRocks(rocksdb::DB::Open(options, indexDirectory.string(), &raw),
+                                    "chunk index " + indexDirectory.string()));
+  std::unique_ptr<ChunkStore> store(
+      new ChunkStore(std::unique_ptr<rocksdb::DB>(raw), std::move(directories)));
+  // Usage from the records.
+  std::unique_ptr<rocksdb::Iterator> it(store->index_->NewIterator(rocksdb::ReadOptions()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const auto value = it->value();
+    if (value.size() != 20) continue;
+    uint32_t directory;
+    int64_t size;
+    std::memcpy(&directory, value.data(), 4);
+    std::memcpy(&size, value.data() + 4, 8);
+    if (directory < store->used_.size()) store->used_[directory] += size;
+  }
+  return store;
+}
+
+std::filesystem::path ChunkStore::fileOf(uint32_t directory, const std::string& key) const {
+  const std::string name = hex64(XXH3_64bits(key.data(), key.size()));
+  return directories_[directory].path / name.substr(0, 2) / name.substr(2, 2) / (name + kSuffix);
+}
+
+Result<ChunkStore::Record> ChunkStore::recordOf(const std::string& key) const {
+  std::string value;
+  const rocksdb::Status s = index_->Get(rocksdb::ReadOptions(), key, &value);
+  if (s.IsNotFound()) return notFound("chunk is not cached");
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "chunk index"));
+  if (value.size() != 20) return corruption("chunk record has the wrong size");
+  Record r;
+  std::memcpy(&r.directory, value.data(), 4);
+  std::memcpy(&r.size, value.data() + 4, 8);
+  std::memcpy(&r.checksum, value.data() + 12, 8);
+  if (r.directory >= directories_.size())
+    return corruption("chunk record names an unknown directory");
+  return r;
+}
+
+Status ChunkStore::dropLocked(const std::string& key, const Record& record) {
+  GRANARY_RETURN_IF_ERROR(fromRocks(index_->Delete(rocksdb::WriteOptions(), key), "chunk index"));
+  used_[record.directory] -= record.size;
+  std::error_code ignored;  // a missing file is what we wanted anyway
+  std::filesystem::remove(fileOf(record.directory, key), ignored);
+  return Status::ok();
+}
+
+Status ChunkStore::put(const ChunkId& id, std::string_view data) {
+  const std::string key = id.key();
+  const auto size = static_cast<int64_t>(data.size());
+  std::lock_guard lock(mutex_);
+  if (auto old = recordOf(key); old.isOk()) GRANARY_RETURN_IF_ERROR(dropLocked(key, *old));
+  // The directory with the most room that fits the chunk.
+  uint32_t chosen = 0;
+  int64_t bestRoom = -1;
+  for (uint32_t d = 0; d < directories_.size(); ++d) {
+    const int64_t room = directories_[d].quotaBytes - used_[d];
+    if (room >= size && room > bestRoom) bestRoom = room, chosen = d;
+  }
+  if (bestRoom < 0) {
+    return {StatusCode::kResourceExhausted,
+            "no cache directory has room for " + std::to_string(size) + " bytes; evict first"};
+  }
+  const std::filesystem::path target = fileOf(chosen, key);
+  std::error_code error;
+  std::filesystem::create_directories(target.parent_path(), error);
+  if (error)
+    return unavailable("cannot create " + target.parent_path().string() + ": " + error.message());
+  const std::filesystem::path temporary = target.string() + kTemporarySuffix;
+  if (Status written = writeFile(temporary, data); !written.isOk()) {
+    std::filesystem::remove(temporary, error);
+    return written;
+  }
+  std::filesystem::rename(temporary, target, error);
+  if (error) {
+    std::filesystem::remove(temporary, error);
+    return unavailable("cannot rename into " + target.string());
+  }
+  const uint64_t checksum = XXH3_64bits(data.data(), data.size());
+  if (Status recorded = fromRocks(
+          index_->Put(rocksdb::WriteOptions(), key, encode(chosen, size, checksum)), "chunk index");
+      !recorded.isOk()) {
+    std::filesystem::remove(target, error);
+    return recorded;
+  }
+  used_[chosen] += size;
+  return Status::ok();
+}
+
+Result<std::string> ChunkStore::read(const ChunkId& id, int64_t offset, int64_t length) {
+  const std::string key = id.key();
+  GRANARY_ASSIGN_OR_RETURN(Record record, recordOf(key));
+  if (offset < 0 || offset > record.size) return invalidArgument("offset beyond the chunk");
+  if (length < 0 || offset + length > record.size) length = record.size - offset;
+  auto data = readFile(fileOf(record.directory, key), offset, length);
+  if (data.isOk() && offset == 0 && length == record.size &&
+      XXH3_64bits(data->data(), data->size()) != record.checksum) {
+    data = corruption("checksum mismatch");
+  }
+  if (!data.isOk()) {
+    std::lock_guard lock(mutex_);
+    (void)dropLocked(key, record);
+    return corruption("cached chunk of " + id.path +
+                      " is damaged; dropped: " + data.status().message());
+  }
+  return data;
+}
+
+bool ChunkStore::contains(const ChunkId& id) const { return recordOf(id.key()).isOk(); }
+
+Status ChunkStore::remove(const ChunkId& id) {
+  const std::string key = id.key();
+  std::lock_guard lock(mutex_);
+  GRANARY_ASSIGN_OR_RETURN(Record record, recordOf(key));
+  return dropLocked(key, record);
+}
+
+Result<int64_t> ChunkStore::dropGeneration(std::string_view generation) {
+  std::string prefix(generation);
+  prefix += '\0';
+  std::vector<std::pair<std::string, Record>> doomed;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      auto record = recordOf(it->key().ToString());
+      if (record.isOk()) doomed.emplace_back(it->key().ToString(), *record);
+    }
+  }
+  int64_t freed = 0;
+  std::lock_guard lock(mutex_);
+  for (const auto& [key, record] : doomed) {
+    GRANARY_RETURN_IF_ERROR(dropLocked(key, record));
+    freed += record.size;
+  }
+  return freed;
+}
+
+Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
+  ReconcileReport report;
+  std::lock_guard lock(mutex_);
+  std::set<std::filesystem::path> expected;
+  std::vector<std::pair<std::string, Record>> bad;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(rocksdb::ReadOptions()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const std::string key = it->key().ToString();
+      auto record = recordOf(key);
+      if (!record.isOk()) {
+        bad.emplace_back(key, Record{});
+        continue;
+      }
+      const auto file = fileOf(record->directory, key);
+      std::error_code error;
+      const auto size = std::filesystem::file_size(file, error);
+      bool intact = !error && static_cast<int64_t>(size) == record->size;
+      if (intact && verifyChecksums) {
+        auto data = readFile(file, 0, record->size);
+        intact = data.isOk() && XXH3_64bits(data->data(), data->size()) == record->checksum;
+      }
+      if (intact) {
+        expected.insert(file);
+        ++report.kept;
+      } else {
+        bad.emplace_back(key, *record);
+      }
+    }
+  }
+  for (const auto& [key, record] : bad) {
+    if (record.size == 0 && record.checksum == 0) {
+      (void)index_->Delete(rocksdb::WriteOptions(), key);
+    } else {
+      GRANARY_RETURN_IF_ERROR(dropLocked(key, record));
+    }
+    ++report.droppedRecords;
+  }
+  for (const auto& directory : directories_) {
+    std::error_code error;
+    for (auto it = std::filesystem::recursive_directory_iterator(directory.path, error);
+         !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
+      if (!it->is_regular_file() || expected.count(it->path())) continue;
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+      ++report.removedFiles;
+    }
+  }
+  return report;
+}
+
+std::vector<DirectoryUsage> ChunkStore::usage() const {
+  std::lock_guard lock(mutex_);
+  std::vector<DirectoryUsage> out;
+  for (size_t d = 0; d < directories_.size(); ++d) {
+    out.push_back({directories_[d].path, used_[d], directories_[d].quotaBytes});
+  }
+  return out;
+}
+
+}  // namespace granary::cache

@@ -1,0 +1,97 @@
+// Cached file data on the node's disks. Large files are stored as chunks, small files whole
+// (one chunk). A chunk is written to a temporary name, checksummed (XXH3-64) and renamed into
+// place; only then does the index (RocksDB) record it, so a crash leaves either a complete,
+// recorded chunk or debris that reconcile() removes. Nothing unverified is ever served.
+//
+// Files fan out over two levels of hashed sub-directories (no hot directory). Each cache
+// directory has a quota; a put that fits none fails with ResourceExhausted and the caller
+// evicts. A chunk is verified against its checksum when written, when read whole, and at
+// start-up by reconcile(verifyChecksums); partial reads trust the file. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace granary::cache {
+
+struct ChunkId {
+  std::string generation;  // "namespace/name/generation"
+  std::string path;        // file path in the dataset
+  int64_t index = 0;       // chunk number within the file
+
+  std::string key() const;  // generation NUL path NUL index, for the index
+};
+
+struct CacheDirectory {
+  std::filesystem::path path;
+  int64_t quotaBytes = 0;
+};
+
+struct DirectoryUsage {
+  std::filesystem::path path;
+  int64_t usedBytes = 0;
+  int64_t quotaBytes = 0;
+};
+
+struct ReconcileReport {
+  int64_t kept = 0;            // recorded chunks found intact
+  int64_t droppedRecords = 0;  // recorded but missing, resized or failing their checksum
+  int64_t removedFiles = 0;    // on disk but never recorded (temporary or orphaned)
+};
+
+class ChunkStore {
+ public:
+  // Opens the store: the index in `indexDirectory`, data under `directories` (created if
+  // missing). InvalidArgument for no directories or a non-positive quota.
+  static Result<std::unique_ptr<ChunkStore>> open(const std::filesystem::path& indexDirectory,
+                                                  std::vector<CacheDirectory> directories);
+  ~ChunkStore();
+
+  // Stores a chunk (replacing any previous one). ResourceExhausted when no directory has room;
+  // Unavailable on I/O errors (nothing is recorded then).
+  Status put(const ChunkId& id, std::string_view data);
+  // Reads `length` bytes from `offset` of a recorded chunk (-1 to its end). NotFound when not
+  // cached; Corruption when the file no longer matches its record (the record is dropped).
+  Result<std::string> read(const ChunkId& id, int64_t offset = 0, int64_t length = -1);
+  bool contains(const ChunkId& id) const;
+  Status remove(const ChunkId& id);
+  // Removes every chunk of a generation; returns the bytes freed.
+  Result<int64_t> dropGeneration(std::string_view generation);
+
+  // Makes the index and the disks agree (run at start-up): drops records whose file is missing
+  // or has the wrong size (and, with `verifyChecksums`, the wrong checksum), and deletes files
+  // nobody recorded.
+  Result<ReconcileReport> reconcile(bool verifyChecksums);
+
+  std::vector<DirectoryUsage> usage() const;
+
+ private:
+  struct Record {
+    uint32_t directory = 0;
+    int64_t size = 0;
+    uint64_t checksum = 0;
+  };
+  ChunkStore(std::unique_ptr<rocksdb::DB> index, std::vector<CacheDirectory> directories);
+  std::filesystem::path fileOf(uint32_t directory, const std::string& key) const;
+  Result<Record> recordOf(const std::string& key) const;
+  Status dropLocked(const std::string& key, const Record& record);
+
+  std::unique_ptr<rocksdb::DB> index_;
+  std::vector<CacheDirectory> directories_;
+  mutable std::mutex mutex_;  // guards used_ and serializes index updates with accounting
+  std::vector<int64_t> used_;
+};
+
+}  // namespace granary::cache

@@ -1,0 +1,151 @@
+#include "cache-node/chunk_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+
+namespace granary::cache {
+namespace {
+
+class ChunkStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("granary-chunks-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+    reopen();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(root_);
+  }
+  void reopen(int64_t quota = 1 << 20) {
+    store_.reset();
+    auto store =
+        ChunkStore::open(root_ / "index", {{root_ / "nvme0", quota}, {root_ / "nvme1", quota}});
+    ASSERT_TRUE(store.isOk()) << store.status();
+    store_ = std::move(*store);
+  }
+  // The file holding a chunk (found by scanning, as an operator would).
+  std::vector<std::filesystem::path> chunkFiles() const {
+    std::vector<std::filesystem::path> out;
+    for (const auto& dir : {root_ / "nvme0", root_ / "nvme1"}) {
+      for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+        if (e.is_regular_file()) out.push_back(e.path());
+      }
+    }
+    return out;
+  }
+
+  static ChunkId chunk(const std::string& path, int64_t index = 0) {
+    return {"ml/ds/1", path, index};
+  }
+
+  std::filesystem::path root_;
+  std::unique_ptr<ChunkStore> store_;
+};
+
+TEST_F(ChunkStoreTest, RoundTripsWholeAndPartialReads) {
+  const std::string data = "0123456789abcdef";
+  ASSERT_TRUE(store_->put(chunk("train/a.bin", 3), data).isOk());
+  EXPECT_TRUE(store_->contains(chunk("train/a.bin", 3)));
+  EXPECT_FALSE(store_->contains(chunk("train/a.bin", 4)));
+  EXPECT_EQ(*store_->read(chunk("train/a.bin", 3)), data);
+  EXPECT_EQ(*store_->read(chunk("train/a.bin", 3), 10, 4), "abcd");
+  EXPECT_EQ(*store_->read(chunk("train/a.bin", 3), 12), "cdef");
+  EXPECT_EQ(store_->read(chunk("train/b.bin")).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->remove(chunk("train/a.bin", 3)).isOk());
+  EXPECT_FALSE(store_->contains(chunk("train/a.bin", 3)));
+}
+
+TEST_F(ChunkStoreTest, FilesFanOutUnderHashedDirectories) {
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(store_->put(chunk("f" + std::to_string(i)), "x").isOk());
+  const auto files = chunkFiles();
+  ASSERT_EQ(files.size(), 50u);
+  std::set<std::filesystem::path> parents;
+  for (const auto& f : files) {
+    EXPECT_EQ(f.extension(), ".chunk");
+    EXPECT_EQ(f.parent_path().filename().string().size(), 2u);
+    parents.insert(f.parent_path());
+  }
+  EXPECT_GT(parents.size(), 40u) << "no hot directory";
+}
+
+TEST_F(ChunkStoreTest, QuotasSpreadChunksAndRefuseWhatDoesNotFit) {
+  reopen(1000);
+  const std::string piece(600, 'p');
+  ASSERT_TRUE(store_->put(chunk("a"), piece).isOk());
+  ASSERT_TRUE(store_->put(chunk("b"), piece).isOk());  // the other directory has more room
+  const auto usage = store_->usage();
+  EXPECT_EQ(usage[0].usedBytes, 600);
+  EXPECT_EQ(usage[1].usedBytes, 600);
+  EXPECT_EQ(store_->put(chunk("c"), piece).code(), StatusCode::kResourceExhausted);
+  ASSERT_TRUE(store_->remove(chunk("a")).isOk());
+  EXPECT_TRUE(store_->put(chunk("c"), piece).isOk());
+}
+
+TEST_F(ChunkStoreTest, UsageSurvivesReopeningAndDropFreesAGeneration) {
+  ASSERT_TRUE(store_->put(chunk("a"), std::string(100, 'a')).isOk());
+  ASSERT_TRUE(store_->put(chunk("b"), std::string(50, 'b')).isOk());
+  ASSERT_TRUE(store_->put({"ml/ds/2", "a", 0}, std::string(7, 'c')).isOk());
+  reopen();
+  int64_t used = 0;
+  for (const auto& u : store_->usage()) used += u.usedBytes;
+  EXPECT_EQ(used, 157);
+  auto freed = store_->dropGeneration("ml/ds/1");
+  ASSERT_TRUE(freed.isOk());
+  EXPECT_EQ(*freed, 150);
+  EXPECT_FALSE(store_->contains(chunk("a")));
+  EXPECT_TRUE(store_->contains({"ml/ds/2", "a", 0}));
+  EXPECT_EQ(chunkFiles().size(), 1u);
+}
+
+TEST_F(ChunkStoreTest, ReconcileDropsWhatCannotBeTrustedAndRemovesDebris) {
+  ASSERT_TRUE(store_->put(chunk("intact"), "good data").isOk());
+  ASSERT_TRUE(store_->put(chunk("missing"), "gone").isOk());
+  ASSERT_TRUE(store_->put(chunk("short"), "truncated later").isOk());
+  ASSERT_TRUE(store_->put(chunk("flipped"), "same size, other bytes").isOk());
+  // Find each chunk's file by its content, then damage them as crashes and disks do.
+  for (const auto& f : chunkFiles()) {
+    std::ifstream in(f);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (text == "gone") std::filesystem::remove(f);
+    if (text == "truncated later") std::filesystem::resize_file(f, 3);
+    if (text == "same size, other bytes") std::ofstream(f) << "SAME SIZE, OTHER BYTES";
+  }
+  std::filesystem::create_directories(root_ / "nvme0" / "aa");
+  std::ofstream(root_ / "nvme0" / "aa" / "orphan.chunk.tmp") << "half-written";
+  std::filesystem::create_directories(root_ / "nvme1" / "bb");
+  std::ofstream(root_ / "nvme1" / "bb" / "stray.chunk") << "never recorded";
+
+  auto report = store_->reconcile(true);
+  ASSERT_TRUE(report.isOk()) << report.status();
+  EXPECT_EQ(report->kept, 1);
+  EXPECT_EQ(report->droppedRecords, 3);
+  EXPECT_EQ(report->removedFiles, 2);
+  EXPECT_EQ(*store_->read(chunk("intact")), "good data");
+  for (const char* name : {"missing", "short", "flipped"})
+    EXPECT_FALSE(store_->contains(chunk(name))) << name;
+  EXPECT_EQ(chunkFiles().size(), 1u);
+}
+
+TEST_F(ChunkStoreTest, AWholeReadNeverServesDamagedBytes) {
+  ASSERT_TRUE(store_->put(chunk("c"), "original").isOk());
+  for (const auto& f : chunkFiles()) std::ofstream(f) << "ORIGINAL";
+  auto read = store_->read(chunk("c"));
+  EXPECT_EQ(read.status().code(), StatusCode::kCorruption);
+  EXPECT_FALSE(store_->contains(chunk("c"))) << "dropped, to be fetched again";
+}
+
+TEST_F(ChunkStoreTest, RefusesBadConfiguration) {
+  store_.reset();
+  EXPECT_EQ(ChunkStore::open(root_ / "index", {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChunkStore::open(root_ / "index", {{root_ / "x", 0}}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary::cache
