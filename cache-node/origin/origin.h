@@ -1,0 +1,44 @@
+// Where a dataset's bytes come from. One small interface for every kind of origin (file://,
+// http(s)://, s3://); the warmer and the read path never know which one they talk to.
+//
+// Errors: NotFound (the path is gone), FailedPrecondition (the file changed at the origin since
+// it was listed: its etag no longer matches), Unavailable (transient: retry with backoff),
+// PermissionDenied / Unauthenticated (credentials), InvalidArgument (a bad source).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace granary::cache {
+
+struct OriginObject {
+  std::string path;  // relative to the source root, '/'-separated
+  int64_t size = 0;
+  std::string etag;  // the origin's version of the file
+  int64_t modifiedUnixNanos = 0;
+  uint32_t mode = 0444;
+};
+
+class Origin {
+ public:
+  virtual ~Origin() = default;
+
+  // Lists every file of the source, handing them over in batches (a million files never sit in
+  // one vector). Stops at the first error `each` returns.
+  virtual Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) = 0;
+
+  // Reads `length` bytes at `offset` of `path`, as of version `etag` (FailedPrecondition when
+  // the file changed). Returns fewer bytes only at the end of the file.
+  virtual Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
+                                   const std::string& etag) = 0;
+};
+
+// A directory on the node (NFS, hostPath). InvalidArgument when `root` is not a directory.
+Result<std::unique_ptr<Origin>> makeFileOrigin(const std::string& root);
+
+}  // namespace granary::cache
