@@ -33,7 +33,8 @@ class Origin {
   virtual Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) = 0;
 
   // Reads `length` bytes at `offset` of `path`, as of version `etag` (FailedPrecondition when
-  // the file changed). Returns fewer bytes only at the end of the file.
+  // the file changed). Callers stay within the listed size (web servers differ on ranges past
+  // the end); the file origin returns fewer bytes there.
   virtual Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
                                    const std::string& etag) = 0;
 };

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "common/kube/backoff.h"
+#include "common/backoff.h"
 #include "common/kube/object.h"
 #include "common/kube/resource.h"
 #include "common/kube/rest_config.h"

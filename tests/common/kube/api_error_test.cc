@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/kube/backoff.h"
+#include "common/backoff.h"
 #include "common/kube/resource.h"
 
 namespace granary::kube {

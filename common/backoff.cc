@@ -1,9 +1,9 @@
-#include "common/kube/backoff.h"
+#include "common/backoff.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace granary::kube {
+namespace granary {
 
 std::chrono::milliseconds Backoff::next() {
   const double base = static_cast<double>(options_.initial.count()) *
@@ -14,4 +14,4 @@ std::chrono::milliseconds Backoff::next() {
   return std::chrono::milliseconds(static_cast<long long>(capped * spread(random_)));
 }
 
-}  // namespace granary::kube
+}  // namespace granary

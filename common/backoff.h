@@ -5,7 +5,7 @@
 #include <chrono>
 #include <random>
 
-namespace granary::kube {
+namespace granary {
 
 struct BackoffOptions {
   // First delay. Default 100 ms.
@@ -36,4 +36,4 @@ class Backoff {
   int attempt_ = 0;
 };
 
-}  // namespace granary::kube
+}  // namespace granary

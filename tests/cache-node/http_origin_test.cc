@@ -1,0 +1,123 @@
+// The http(s) origin against a real web server on loopback (civetweb: directory listings,
+// Range, ETag), with injected 5xx, truncated bodies and files changed at the origin.
+#include "cache-node/origin/http_origin.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/http_file_server.h"
+
+namespace granary::cache {
+namespace {
+
+class HttpOriginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() / ("granary-http-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_ / "train" / "deep-dir");
+    write("train/a.bin", std::string(100000, 'a'));
+    write("train/deep-dir/b c.bin", "0123456789");
+    write("labels.csv", "x,y\n");
+    auto server = testing::HttpFileServer::start(root_);
+    ASSERT_TRUE(server.isOk()) << server.status();
+    server_ = std::move(*server);
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(root_);
+  }
+  void write(const std::string& path, const std::string& text) {
+    std::ofstream out(root_ / path, std::ios::binary);
+    out << text;
+  }
+  std::unique_ptr<Origin> origin(const std::string& index = "") {
+    auto o = makeHttpOrigin(
+        {.baseUrl = server_->url(), .index = index, .retryDelay = std::chrono::milliseconds(1)});
+    EXPECT_TRUE(o.isOk()) << o.status();
+    return o.isOk() ? std::move(*o) : nullptr;
+  }
+  static std::vector<OriginObject> listAll(Origin& origin) {
+    std::vector<OriginObject> all;
+    const Status s = origin.list([&](std::vector<OriginObject>&& batch) {
+      for (auto& o : batch) all.push_back(std::move(o));
+      return Status::ok();
+    });
+    EXPECT_TRUE(s.isOk()) << s;
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+    return all;
+  }
+
+  std::filesystem::path root_;
+  std::unique_ptr<testing::HttpFileServer> server_;
+};
+
+TEST_F(HttpOriginTest, CrawlsTheDirectoryListing) {
+  auto o = origin();
+  const auto all = listAll(*o);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].path, "labels.csv");
+  EXPECT_EQ(all[1].path, "train/a.bin");
+  EXPECT_EQ(all[1].size, 100000);
+  EXPECT_EQ(all[2].path, "train/deep-dir/b c.bin");
+  EXPECT_FALSE(all[2].etag.empty());
+}
+
+TEST_F(HttpOriginTest, ReadsRangesAndChecksTheVersion) {
+  auto o = origin();
+  const auto all = listAll(*o);
+  EXPECT_EQ(*o->read(all[2].path, 3, 4, all[2].etag), "3456");
+  EXPECT_EQ(*o->read(all[2].path, 8, 2, all[2].etag), "89");
+  auto big = o->read(all[1].path, 50000, 40000, all[1].etag);
+  ASSERT_TRUE(big.isOk()) << big.status();
+  EXPECT_EQ(*big, std::string(40000, 'a'));
+
+  // Change the file: a new size means a new ETag.
+  write("train/deep-dir/b c.bin", "changed content");
+  EXPECT_EQ(o->read(all[2].path, 0, 4, all[2].etag).status().code(),
+            StatusCode::kFailedPrecondition);
+  std::filesystem::remove(root_ / "labels.csv");
+  EXPECT_EQ(o->read("labels.csv", 0, 4, all[0].etag).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(HttpOriginTest, RetriesServerErrorsAndTruncatedBodies) {
+  auto o = origin();
+  const auto all = listAll(*o);
+  server_->failNext(2, 503);
+  EXPECT_EQ(*o->read(all[2].path, 0, 3, all[2].etag), "012");
+  server_->truncateNext(1);
+  auto whole = o->read(all[1].path, 0, 100000, all[1].etag);
+  ASSERT_TRUE(whole.isOk()) << whole.status();
+  EXPECT_EQ(whole->size(), 100000u) << "a truncated body is fetched again, never returned";
+  server_->failNext(100, 500);
+  EXPECT_EQ(o->read(all[2].path, 0, 3, all[2].etag).status().code(), StatusCode::kUnavailable);
+  server_->failNext(0, 500);
+}
+
+TEST_F(HttpOriginTest, ListsFromAJsonIndex) {
+  write(
+      "index.json",
+      R"({"files":[{"path":"train/a.bin","size":100000,"etag":""},{"path":"labels.csv","size":4}]})");
+  auto o = origin("index.json");
+  const auto all = listAll(*o);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1].path, "train/a.bin");
+  EXPECT_EQ(*o->read("labels.csv", 0, 4, ""), "x,y\n");
+  write("bad.json", R"({"items":[]})");
+  auto bad = origin("bad.json");
+  EXPECT_EQ(bad->list([](std::vector<OriginObject>&&) { return Status::ok(); }).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(HttpOriginTest, RefusesBadUrls) {
+  EXPECT_EQ(makeHttpOrigin({.baseUrl = "ftp://x/"}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(makeHttpOrigin({.baseUrl = "http://x/no-slash"}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary::cache

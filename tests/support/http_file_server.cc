@@ -1,0 +1,110 @@
+#include "tests/support/http_file_server.h"
+
+#include <civetweb.h>
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+namespace granary::testing {
+
+struct HttpFileServer::State {
+  std::filesystem::path root;
+  mg_context* context = nullptr;
+  int port = 0;
+  std::mutex mutex;  // guards the fault counters
+  int failCount = 0;
+  int failStatus = 500;
+  int truncateCount = 0;
+  std::atomic<int64_t> requests{0};
+};
+
+namespace {
+
+int handle(mg_connection* conn, void* data) {
+  auto& s = *static_cast<HttpFileServer::State*>(data);
+  ++s.requests;
+  const mg_request_info* request = mg_get_request_info(conn);
+  int status = 0;
+  bool truncate = false;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.failCount > 0) {
+      --s.failCount;
+      status = s.failStatus;
+    } else if (s.truncateCount > 0 && std::string(request->request_method) == "GET") {
+      const std::filesystem::path file = s.root / std::string(request->local_uri + 1);
+      if (std::filesystem::is_regular_file(file)) {
+        --s.truncateCount;
+        truncate = true;
+      }
+    }
+  }
+  if (status) {
+    mg_printf(conn, "HTTP/1.1 %d Injected\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+              status);
+    return status;
+  }
+  if (truncate) {
+    std::ifstream in(s.root / std::string(request->local_uri + 1), std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    const std::string body = text.str();
+    mg_printf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+              body.size());
+    mg_write(conn, body.data(), body.size() / 2);
+    return 200;
+  }
+  return 0;  // civetweb serves the file or the listing itself
+}
+
+}  // namespace
+
+HttpFileServer::HttpFileServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+HttpFileServer::~HttpFileServer() { mg_stop(state_->context); }
+
+Result<std::unique_ptr<HttpFileServer>> HttpFileServer::start(const std::filesystem::path& root) {
+  auto state = std::make_unique<State>();
+  state->root = root;
+  mg_init_library(0);
+  const std::string documentRoot = root.string();
+  const char* options[] = {"listening_ports",
+                           "127.0.0.1:0",
+                           "document_root",
+                           documentRoot.c_str(),
+                           "enable_directory_listing",
+                           "yes",
+                           "num_threads",
+                           "8",
+                           nullptr};
+  mg_callbacks callbacks{};
+  callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
+  state->context = mg_start(&callbacks, nullptr, options);
+  if (!state->context) return unavailable("the test web server could not start");
+  mg_set_request_handler(state->context, "/", handle, state.get());
+  mg_server_port ports[1];
+  if (mg_get_server_ports(state->context, 1, ports) < 1) return unavailable("no port");
+  state->port = ports[0].port;
+  return std::unique_ptr<HttpFileServer>(new HttpFileServer(std::move(state)));
+}
+
+std::string HttpFileServer::url() const {
+  return "http://127.0.0.1:" + std::to_string(state_->port) + "/";
+}
+
+void HttpFileServer::failNext(int count, int status) {
+  std::lock_guard lock(state_->mutex);
+  state_->failCount = count;
+  state_->failStatus = status;
+}
+
+void HttpFileServer::truncateNext(int count) {
+  std::lock_guard lock(state_->mutex);
+  state_->truncateCount = count;
+}
+
+int64_t HttpFileServer::requests() const { return state_->requests; }
+
+}  // namespace granary::testing
