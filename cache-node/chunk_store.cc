@@ -150,43 +150,49 @@ Status ChunkStore::dropLocked(const std::string& key, const Record& record) {
 Status ChunkStore::put(const ChunkId& id, std::string_view data) {
   const std::string key = id.key();
   const auto size = static_cast<int64_t>(data.size());
-  std::lock_guard lock(mutex_);
-  if (auto old = recordOf(key); old.isOk()) GRANARY_RETURN_IF_ERROR(dropLocked(key, *old));
-  // The directory with the most room that fits the chunk.
   uint32_t chosen = 0;
-  int64_t bestRoom = -1;
-  for (uint32_t d = 0; d < directories_.size(); ++d) {
-    const int64_t room = directories_[d].quotaBytes - used_[d];
-    if (room >= size && room > bestRoom) bestRoom = room, chosen = d;
+  {
+    // Under the lock: drop the old copy and reserve room in the directory with the most of it.
+    // The file I/O below runs unlocked, so chunks are written in parallel.
+    std::lock_guard lock(mutex_);
+    if (auto old = recordOf(key); old.isOk()) GRANARY_RETURN_IF_ERROR(dropLocked(key, *old));
+    int64_t bestRoom = -1;
+    for (uint32_t d = 0; d < directories_.size(); ++d) {
+      const int64_t room = directories_[d].quotaBytes - used_[d];
+      if (room >= size && room > bestRoom) bestRoom = room, chosen = d;
+    }
+    if (bestRoom < 0) {
+      return {StatusCode::kResourceExhausted,
+              "no cache directory has room for " + std::to_string(size) + " bytes; evict first"};
+    }
+    used_[chosen] += size;
   }
-  if (bestRoom < 0) {
-    return {StatusCode::kResourceExhausted,
-            "no cache directory has room for " + std::to_string(size) + " bytes; evict first"};
-  }
+  const auto unreserve = [&] {
+    std::lock_guard lock(mutex_);
+    used_[chosen] -= size;
+  };
   const std::filesystem::path target = fileOf(chosen, key);
+  const std::filesystem::path temporary = target.string() + kTemporarySuffix;
   std::error_code error;
   std::filesystem::create_directories(target.parent_path(), error);
-  if (error)
-    return unavailable("cannot create " + target.parent_path().string() + ": " + error.message());
-  const std::filesystem::path temporary = target.string() + kTemporarySuffix;
-  if (Status written = writeFile(temporary, data); !written.isOk()) {
+  Status written =
+      error ? unavailable("cannot create " + target.parent_path().string() + ": " + error.message())
+            : writeFile(temporary, data);
+  if (written.isOk()) {
+    std::filesystem::rename(temporary, target, error);
+    if (error) written = unavailable("cannot rename into " + target.string());
+  }
+  if (written.isOk()) {
+    const uint64_t checksum = XXH3_64bits(data.data(), data.size());
+    written = fromRocks(index_->Put(rocksdb::WriteOptions(), key, encode(chosen, size, checksum)),
+                        "chunk index");
+    if (!written.isOk()) std::filesystem::remove(target, error);
+  }
+  if (!written.isOk()) {
     std::filesystem::remove(temporary, error);
-    return written;
+    unreserve();
   }
-  std::filesystem::rename(temporary, target, error);
-  if (error) {
-    std::filesystem::remove(temporary, error);
-    return unavailable("cannot rename into " + target.string());
-  }
-  const uint64_t checksum = XXH3_64bits(data.data(), data.size());
-  if (Status recorded = fromRocks(
-          index_->Put(rocksdb::WriteOptions(), key, encode(chosen, size, checksum)), "chunk index");
-      !recorded.isOk()) {
-    std::filesystem::remove(target, error);
-    return recorded;
-  }
-  used_[chosen] += size;
-  return Status::ok();
+  return written;
 }
 
 Result<std::string> ChunkStore::read(const ChunkId& id, int64_t offset, int64_t length) {

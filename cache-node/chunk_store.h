@@ -60,7 +60,8 @@ class ChunkStore {
   ~ChunkStore();
 
   // Stores a chunk (replacing any previous one). ResourceExhausted when no directory has room;
-  // Unavailable on I/O errors (nothing is recorded then).
+  // Unavailable on I/O errors (nothing is recorded then). Different chunks are written in
+  // parallel; callers do not put the same chunk twice at once (they share one fetch).
   Status put(const ChunkId& id, std::string_view data);
   // Reads `length` bytes from `offset` of a recorded chunk (-1 to its end). NotFound when not
   // cached; Corruption when the file no longer matches its record (the record is dropped).

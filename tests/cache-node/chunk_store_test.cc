@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <set>
+#include <thread>
 
 namespace granary::cache {
 namespace {
@@ -138,6 +139,28 @@ TEST_F(ChunkStoreTest, AWholeReadNeverServesDamagedBytes) {
   auto read = store_->read(chunk("c"));
   EXPECT_EQ(read.status().code(), StatusCode::kCorruption);
   EXPECT_FALSE(store_->contains(chunk("c"))) << "dropped, to be fetched again";
+}
+
+TEST_F(ChunkStoreTest, ConcurrentWritersOfDifferentChunks) {
+  reopen(int64_t{64} << 20);
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        const std::string body(1000 + i, static_cast<char>('a' + t));
+        ASSERT_TRUE(
+            store_->put(chunk("w" + std::to_string(t) + "/" + std::to_string(i)), body).isOk());
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  int64_t used = 0;
+  for (const auto& u : store_->usage()) used += u.usedBytes;
+  EXPECT_EQ(used, 4 * (100 * 1000 + 99 * 100 / 2));
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_EQ(*store_->read(chunk("w" + std::to_string(t) + "/42")),
+              std::string(1042, static_cast<char>('a' + t)));
+  }
 }
 
 TEST_F(ChunkStoreTest, RefusesBadConfiguration) {
