@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
 #include "common/backoff.h"
+#include "common/clock.h"
 #include "common/kube/object.h"
 #include "common/kube/resource.h"
 #include "common/kube/rest_config.h"
