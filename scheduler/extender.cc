@@ -72,7 +72,7 @@ Json Extender::filter(const Json& args) const {
     return result;
   }
   const PodData data = lookup_(args.at("Pod"));
-  const auto local = [&](const std::string& node) { return localityOf(node, data.datasets); };
+  const DataLocality locality(data.datasets);
   const Candidates c = candidatesOf(args, state_);
   Json passing = Json::array();
   size_t count = 0;
@@ -80,7 +80,8 @@ Json Extender::filter(const Json& args) const {
     const NodeInfo& node = c.nodes[i];
     std::string reason = checkStatic(node, *pod);
     bool unresolvable = !reason.empty();  // preemption cannot fix taints, selectors or readiness
-    if (reason.empty() && data.locality == api::Locality::kRequired && local(node.name) <= 0) {
+    if (reason.empty() && data.locality == api::Locality::kRequired &&
+        locality.at(node.name) <= 0) {
       reason = "node does not cache the job's datasets (locality Required)";
       unresolvable = true;
     }
@@ -107,11 +108,12 @@ Json Extender::prioritize(const Json& args) const {
   if (!args.is_object() || !args.has_object_field("Pod")) return result;
   const PodData data = lookup_(args.at("Pod"));
   const Candidates c = candidatesOf(args, state_);
+  const DataLocality locality(data.datasets);
   double best = 0;
-  for (const auto& node : c.nodes) best = std::max(best, localityOf(node.name, data.datasets));
+  for (const auto& node : c.nodes) best = std::max(best, locality.at(node.name));
   size_t i = 0;
   for (const auto& node : c.nodes) {
-    const double relative = best > 0 ? localityOf(node.name, data.datasets) / best : 0;
+    const double relative = best > 0 ? locality.at(node.name) / best : 0;
     result[i]["Host"] = Json::string(node.name);
     result[i]["Score"] =
         Json::number(static_cast<int>(std::lround(relative * 10)));  // MaxExtenderPriority

@@ -1,5 +1,7 @@
 #include "scheduler/scheduler.h"
 
+#include <set>
+
 #include "common/log.h"
 #include "scheduler/kube_model.h"
 
@@ -167,11 +169,22 @@ void Scheduler::refreshDatasetCounts() {
   for (const auto& dataset : datasets_->store().list()) {
     for (const auto& [node, bytes] : datasetCacheFrom(*dataset).cachedBytesByNode) ++counts[node];
   }
+  // Dataset statuses change often; only nodes whose count changed are rebuilt.
+  std::set<std::string> changed;
   {
     std::lock_guard lock(countsMutex_);
+    for (const auto& [node, count] : counts) {
+      const auto it = cachedDatasets_.find(node);
+      if (it == cachedDatasets_.end() || it->second != count) changed.insert(node);
+    }
+    for (const auto& [node, count] : cachedDatasets_) {
+      if (!counts.count(node)) changed.insert(node);
+    }
     cachedDatasets_ = std::move(counts);
   }
-  for (const auto& node : nodes_->store().list()) upsertNode(*node);
+  for (const auto& name : changed) {
+    if (const kube::ObjectPtr node = nodes_->store().get(name)) upsertNode(*node);
+  }
 }
 
 void Scheduler::explain(const std::vector<kube::ObjectPtr>& pods, const std::string& reason) {

@@ -56,7 +56,8 @@ class Scheduler {
   void wire();
   Result<kube::ReconcileResult> reconcile(const std::string& key);
   void explain(const std::vector<kube::ObjectPtr>& pods, const std::string& reason);
-  // Recounts, per node, the datasets cached there (on Dataset changes only).
+  // Recounts, per node, the datasets cached there (on Dataset changes only), and updates the
+  // nodes whose count changed.
   void refreshDatasetCounts();
   void upsertNode(const kube::Json& node);
   PodData jobData(const std::string& gangKey) const;

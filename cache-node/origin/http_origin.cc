@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/backoff.h"
+#include "common/url.h"
 
 namespace granary::cache {
 namespace {
@@ -43,33 +44,7 @@ size_t onHeader(char* data, size_t size, size_t count, void* out) {
   return size * count;
 }
 
-// Percent-encodes each segment of a relative path, keeping '/'.
-std::string encodePath(const std::string& path) {
-  std::string out;
-  for (unsigned char c : path) {
-    if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      char escaped[4];
-      std::snprintf(escaped, sizeof escaped, "%%%02X", c);
-      out += escaped;
-    }
-  }
-  return out;
-}
-
-std::string decodePath(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size()) {
-      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
+std::string encodePath(const std::string& path) { return percentEncode(path, "/"); }
 
 std::string versionOf(const Response& r) { return !r.etag.empty() ? r.etag : r.lastModified; }
 
@@ -204,7 +179,7 @@ class HttpOrigin final : public Origin {
           link.find('?') != std::string::npos) {
         continue;
       }
-      link = decodePath(link);
+      link = percentDecode(link);
       if (link.rfind("./", 0) == 0) link = link.substr(2);
       if (!seen.insert(link).second) continue;
       if (link.back() == '/') {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/kube/api_error.h"
+#include "common/url.h"
 
 namespace granary::kube {
 namespace {
@@ -26,7 +27,7 @@ std::string query(std::initializer_list<std::pair<const char*, std::string>> par
     out += out.empty() ? "?" : "&";
     out += key;
     out += "=";
-    out += encodeQueryValue(value);
+    out += percentEncode(value);
   }
   return out;
 }

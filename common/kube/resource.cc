@@ -1,8 +1,5 @@
 #include "common/kube/resource.h"
 
-#include <cctype>
-#include <cstdio>
-
 namespace granary::kube {
 
 namespace resources {
@@ -67,20 +64,6 @@ std::string resourcePath(const ResourceType& type, std::string_view ns, std::str
     }
   }
   return path;
-}
-
-std::string encodeQueryValue(std::string_view value) {
-  std::string out;
-  for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      char escaped[4];
-      std::snprintf(escaped, sizeof escaped, "%%%02X", c);
-      out += escaped;
-    }
-  }
-  return out;
 }
 
 }  // namespace granary::kube

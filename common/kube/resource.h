@@ -38,7 +38,4 @@ const ResourceType& trainingJobs();
 std::string resourcePath(const ResourceType& type, std::string_view ns, std::string_view name = {},
                          std::string_view subresource = {});
 
-// Percent-encodes a query parameter value (RFC 3986 unreserved characters stay as they are).
-std::string encodeQueryValue(std::string_view value);
-
 }  // namespace granary::kube

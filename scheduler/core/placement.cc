@@ -7,21 +7,30 @@
 #include "scheduler/core/filters.h"
 
 namespace granary::scheduler {
-namespace {
 
-// Locality of every node that caches any of the job's data; absent nodes score 0.
-std::unordered_map<std::string, double> localityByNode(const std::vector<DatasetCache>& datasets) {
-  std::unordered_map<std::string, double> cached;
+DataLocality::DataLocality(const std::vector<DatasetCache>& datasets) {
   double total = 0;
   for (const auto& d : datasets) {
     total += static_cast<double>(d.totalBytes);
     for (const auto& [node, bytes] : d.cachedBytesByNode)
-      cached[node] += static_cast<double>(bytes);
+      byNode_[node] += static_cast<double>(bytes);
   }
-  if (total <= 0) return {};
-  for (auto& [node, bytes] : cached) bytes = std::min(1.0, bytes / total);
-  return cached;
+  if (total <= 0) {
+    byNode_.clear();
+    return;
+  }
+  for (auto& [node, bytes] : byNode_) {
+    bytes = std::min(1.0, bytes / total);
+    best_ = std::max(best_, bytes);
+  }
 }
+
+double DataLocality::at(const std::string& node) const {
+  const auto it = byNode_.find(node);
+  return it == byNode_.end() ? 0.0 : it->second;
+}
+
+namespace {
 
 double packingOf(const NodeInfo& node, const Resources& request, const Resources& extra) {
   const bool gpu = request.gpus() > 0;
@@ -59,9 +68,7 @@ constexpr const char* kNoCache = "node(s) did not cache the job's datasets (loca
 }  // namespace
 
 double localityOf(const std::string& node, const std::vector<DatasetCache>& datasets) {
-  const auto all = localityByNode(datasets);
-  const auto it = all.find(node);
-  return it == all.end() ? 0 : it->second;
+  return DataLocality(datasets).at(node);
 }
 
 GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
@@ -77,13 +84,8 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
     decision.placed = true;
     return decision;
   }
-  const auto locality = localityByNode(gang.datasets);
-  const auto localityAt = [&](const std::string& name) {
-    const auto it = locality.find(name);
-    return it == locality.end() ? 0.0 : it->second;
-  };
-  for (const auto& [node, value] : locality)
-    decision.bestLocality = std::max(decision.bestLocality, value);
+  const DataLocality locality(gang.datasets);
+  decision.bestLocality = locality.best();
   const bool required = gang.locality == api::Locality::kRequired;
   // Locality is scored relative to the best node, so a node holding a 1 % shard of a sharded
   // dataset still outranks any node holding none, whatever the packing says.
@@ -118,7 +120,7 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
         ++reasons[reason];
         continue;
       }
-      const double nodeLocality = localityAt(node.name);
+      const double nodeLocality = locality.at(node.name);
       if (required && nodeLocality <= 0) {
         ++reasons[kNoCache];
         continue;
@@ -162,7 +164,7 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
       for (size_t i = 0; i < nodes.size(); ++i) {
         const NodeInfo& node = nodes[i];
         std::string reason = checkStatic(node, pod);
-        const double nodeLocality = localityAt(node.name);
+        const double nodeLocality = locality.at(node.name);
         if (reason.empty() && required && nodeLocality <= 0) reason = kNoCache;
         if (reason.empty()) reason = checkResources(node, pod, extra[i]);
         if (!reason.empty()) {
@@ -182,7 +184,7 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
         return decision;
       }
       extra[best] += pod.requests;
-      const double nodeLocality = localityAt(nodes[best].name);
+      const double nodeLocality = locality.at(nodes[best].name);
       decision.placements.push_back({pod.key, nodes[best].name, nodeLocality});
       decision.locality += nodeLocality;
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "scheduler/core/model.h"
@@ -42,7 +43,22 @@ struct GangDecision {
   double bestLocality = 0;
 };
 
-// The bytes-weighted fraction of `datasets` cached on `node`; 0 when the job has none.
+// The bytes-weighted fraction of a job's datasets cached on each node: computed once per job,
+// looked up per node.
+class DataLocality {
+ public:
+  explicit DataLocality(const std::vector<DatasetCache>& datasets);
+  // 0 for nodes that cache none of the data, and for jobs without datasets.
+  double at(const std::string& node) const;
+  // The highest of any node.
+  double best() const { return best_; }
+
+ private:
+  std::unordered_map<std::string, double> byNode_;
+  double best_ = 0;
+};
+
+// DataLocality(datasets).at(node), for one node.
 double localityOf(const std::string& node, const std::vector<DatasetCache>& datasets);
 
 GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,

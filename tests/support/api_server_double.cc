@@ -17,6 +17,7 @@
 #include "common/kube/resource.h"
 #include "common/kube/yaml_json.h"
 #include "common/log.h"
+#include "common/url.h"
 #include "tests/support/tls_proxy.h"
 
 namespace granary::testing {
@@ -55,21 +56,6 @@ std::string typeKeyOf(const kube::ResourceType& t) {
   return t.group + "/" + t.version + "/" + t.plural;
 }
 
-std::string urlDecode(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size()) {
-      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else if (text[i] == '+') {
-      out += ' ';
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
-
 std::map<std::string, std::string> parseQuery(const char* query) {
   std::map<std::string, std::string> out;
   if (!query) return out;
@@ -78,8 +64,8 @@ std::map<std::string, std::string> parseQuery(const char* query) {
     const size_t amp = rest.find('&');
     const std::string_view pair = rest.substr(0, amp);
     const size_t eq = pair.find('=');
-    out[urlDecode(pair.substr(0, eq))] =
-        eq == std::string_view::npos ? "" : urlDecode(pair.substr(eq + 1));
+    out[percentDecode(pair.substr(0, eq), true)] =
+        eq == std::string_view::npos ? "" : percentDecode(pair.substr(eq + 1), true);
     if (amp == std::string_view::npos) break;
     rest.remove_prefix(amp + 1);
   }

@@ -4,6 +4,7 @@
 
 #include "common/backoff.h"
 #include "common/kube/resource.h"
+#include "common/url.h"
 
 namespace granary::kube {
 namespace {
@@ -76,7 +77,7 @@ TEST(Resource, Paths) {
             "/apis/granary.io/v1alpha1/namespaces/ml/datasets/imagenet/status");
   EXPECT_EQ(resourcePath(resources::leases(), "kube-system"),
             "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases");
-  EXPECT_EQ(encodeQueryValue("app in (a,b),!x"), "app%20in%20%28a%2Cb%29%2C%21x");
+  EXPECT_EQ(percentEncode("app in (a,b),!x"), "app%20in%20%28a%2Cb%29%2C%21x");
 }
 
 }  // namespace
