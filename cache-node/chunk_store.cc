@@ -223,6 +223,24 @@ Status ChunkStore::remove(const ChunkId& id) {
   return dropLocked(key, record);
 }
 
+Status ChunkStore::forEachChunk(std::string_view generation,
+                                const std::function<void(ChunkId&&, int64_t)>& each) const {
+  std::string prefix(generation);
+  prefix += '\0';
+  std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    const std::string_view rest = it->key().ToStringView().substr(prefix.size());
+    const size_t nul = rest.rfind('\0');
+    if (nul == std::string_view::npos || it->value().size() != 20) continue;
+    int64_t size;
+    std::memcpy(&size, it->value().data() + 4, 8);
+    each(ChunkId{std::string(generation), std::string(rest.substr(0, nul)),
+                 std::atoll(std::string(rest.substr(nul + 1)).c_str())},
+         size);
+  }
+  return fromRocks(it->status(), "chunk index scan");
+}
+
 Result<int64_t> ChunkStore::dropGeneration(std::string_view generation) {
   std::string prefix(generation);
   prefix += '\0';

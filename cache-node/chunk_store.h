@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,10 @@ class ChunkStore {
   Result<std::string> read(const ChunkId& id, int64_t offset = 0, int64_t length = -1);
   bool contains(const ChunkId& id) const;
   Status remove(const ChunkId& id);
+  // Calls `each` with every recorded chunk of a generation and its size (to rebuild eviction
+  // state at start-up).
+  Status forEachChunk(std::string_view generation,
+                      const std::function<void(ChunkId&&, int64_t size)>& each) const;
   // Removes every chunk of a generation; returns the bytes freed.
   Result<int64_t> dropGeneration(std::string_view generation);
 

@@ -30,6 +30,14 @@ std::string generationPrefix(std::string_view generation) {
   return k;
 }
 
+// The completion mark of a generation: "c" NUL generation → files, bytes.
+std::string completionKey(std::string_view generation) {
+  std::string k = "c";
+  k += '\0';
+  k.append(generation);
+  return k;
+}
+
 std::pair<std::string_view, std::string_view> splitPath(std::string_view path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string_view::npos) return {"", path};
@@ -110,6 +118,9 @@ ManifestStore::ManifestStore(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db
 ManifestStore::~ManifestStore() = default;
 
 Result<std::unique_ptr<ManifestStore>> ManifestStore::open(const std::filesystem::path& directory) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error) return unavailable("manifest store " + directory.string() + ": " + error.message());
   rocksdb::Options options;
   options.create_if_missing = true;
   options.OptimizeLevelStyleCompaction(64 << 20);
@@ -188,7 +199,56 @@ Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generati
   return out;
 }
 
+Result<std::vector<ManifestEntry>> ManifestStore::files(std::string_view generation,
+                                                        std::string& cursor, size_t limit) const {
+  const std::string prefix = generationPrefix(generation);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::vector<ManifestEntry> out;
+  it->Seek(cursor.empty() ? prefix : cursor);
+  if (!cursor.empty() && it->Valid() && it->key().ToStringView() == cursor) it->Next();
+  for (; it->Valid() && out.size() < limit; it->Next()) {
+    const std::string_view k = it->key().ToStringView();
+    if (!k.starts_with(prefix)) break;
+    cursor = std::string(k);
+    const std::string_view rest = k.substr(prefix.size());  // parent NUL name
+    const size_t nul = rest.find('\0');
+    const std::string_view parent = rest.substr(0, nul), name = rest.substr(nul + 1);
+    std::string path =
+        parent.empty() ? std::string(name) : std::string(parent) + "/" + std::string(name);
+    GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry,
+                             decode(std::move(path), it->value().ToStringView()));
+    if (!entry.directory) out.push_back(std::move(entry));
+  }
+  GRANARY_RETURN_IF_ERROR(fromRocks(it->status(), "manifest scan"));
+  return out;
+}
+
+Status ManifestStore::markComplete(std::string_view generation, ManifestTotals totals) {
+  std::string value;
+  append<int64_t>(value, totals.files);
+  append<int64_t>(value, totals.bytes);
+  return fromRocks(db_->Put(rocksdb::WriteOptions(), completionKey(generation), value),
+                   "manifest completion mark");
+}
+
+Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const {
+  std::string value;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), completionKey(generation), &value);
+  if (s.IsNotFound())
+    return notFound("the listing of " + std::string(generation) + " is incomplete");
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest completion mark"));
+  if (value.size() != 16)
+    return corruption("manifest completion mark of " + std::string(generation));
+  std::string_view in = value;
+  ManifestTotals totals;
+  totals.files = read<int64_t>(in);
+  totals.bytes = read<int64_t>(in);
+  return totals;
+}
+
 Status ManifestStore::drop(std::string_view generation) {
+  GRANARY_RETURN_IF_ERROR(
+      fromRocks(db_->Delete(rocksdb::WriteOptions(), completionKey(generation)), "manifest drop"));
   std::string begin = generationPrefix(generation);
   std::string end = begin;
   end.back() = '\1';  // just past every key of the generation

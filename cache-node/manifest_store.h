@@ -32,6 +32,12 @@ struct ManifestEntry {
   friend bool operator==(const ManifestEntry&, const ManifestEntry&) = default;
 };
 
+// A generation whose listing completed, and what it holds.
+struct ManifestTotals {
+  int64_t files = 0;
+  int64_t bytes = 0;
+};
+
 class ManifestStore {
  public:
   // Opens (creating if needed) the store in `directory`. Unavailable when RocksDB cannot open
@@ -52,7 +58,17 @@ class ManifestStore {
   Result<std::vector<ManifestEntry>> list(std::string_view generation, std::string_view directory,
                                           std::string_view after = {}, size_t limit = 1000) const;
 
-  // Removes every entry of a generation.
+  // Every file (directories left out) of a generation, in key order, at most `limit` per call.
+  // `cursor` starts empty and is advanced past the batch returned; an empty batch is the end.
+  Result<std::vector<ManifestEntry>> files(std::string_view generation, std::string& cursor,
+                                           size_t limit = 1000) const;
+
+  // Records that the listing of a generation is complete, so a restart does not list again.
+  Status markComplete(std::string_view generation, ManifestTotals totals);
+  // NotFound while the generation's listing is incomplete (or never started).
+  Result<ManifestTotals> totals(std::string_view generation) const;
+
+  // Removes every entry of a generation, and its completion mark.
   Status drop(std::string_view generation);
 
  private:

@@ -71,6 +71,10 @@ inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status failedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
+inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status resourceExhausted(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
 inline Status corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
 inline Status internalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 

@@ -1,0 +1,87 @@
+#include "cache-node/cache_metrics.h"
+
+namespace granary::cache {
+namespace {
+
+MetricSpec counter(std::string name, MetricUnit unit, std::string help,
+                   std::vector<std::string> labels = {"dataset"}) {
+  return {.name = std::move(name),
+          .type = MetricType::kCounter,
+          .unit = unit,
+          .help = std::move(help),
+          .labels = std::move(labels)};
+}
+
+MetricSpec gauge(std::string name, MetricUnit unit, std::string help) {
+  return {.name = std::move(name),
+          .type = MetricType::kGauge,
+          .unit = unit,
+          .help = std::move(help),
+          .labels = {"dataset"}};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& registry) {
+  using U = MetricUnit;
+  GRANARY_ASSIGN_OR_RETURN(
+      auto readBytes,
+      registry.addCounter(counter("granary_cache_read_bytes_total", U::kBytes,
+                                  "Bytes served to readers, by where they came from: local disk, "
+                                  "a peer cache node, or the origin.",
+                                  {"dataset", "source"})));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto hits, registry.addCounter(counter("granary_cache_chunk_hits_total", U::kNone,
+                                             "Chunk reads served from this node's disks.")));
+  GRANARY_ASSIGN_OR_RETURN(auto misses,
+                           registry.addCounter(counter("granary_cache_chunk_misses_total", U::kNone,
+                                                       "Chunk reads that had to be fetched.")));
+  GRANARY_ASSIGN_OR_RETURN(auto warmBytes,
+                           registry.addCounter(counter("granary_cache_warm_bytes_total", U::kBytes,
+                                                       "Bytes fetched and stored by warming.")));
+  GRANARY_ASSIGN_OR_RETURN(auto warmFiles,
+                           registry.addCounter(counter("granary_cache_warm_files_total", U::kNone,
+                                                       "Files completed by warming.")));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto originErrors,
+      registry.addCounter(counter("granary_cache_origin_errors_total", U::kNone,
+                                  "Origin reads that failed after their retries.")));
+  GRANARY_ASSIGN_OR_RETURN(auto originRetries,
+                           registry.addCounter(counter(
+                               "granary_cache_origin_retries_total", U::kNone,
+                               "Origin requests retried after a transient failure.", {"origin"})));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto warmRate,
+      registry.addGauge(gauge("granary_cache_warm_rate_bytes", U::kBytes,
+                              "Warm throughput in bytes per second over the last seconds.")));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto warmPending,
+      registry.addGauge(gauge("granary_cache_warm_pending_files", U::kNone,
+                              "Owned files the warm pass has not reached yet (its queue).")));
+  GRANARY_ASSIGN_OR_RETURN(auto used,
+                           registry.addGauge(gauge("granary_cache_used_bytes", U::kBytes,
+                                                   "Bytes of the dataset cached on this node.")));
+  GRANARY_ASSIGN_OR_RETURN(auto capacity,
+                           registry.addGauge(gauge("granary_cache_capacity_bytes", U::kBytes,
+                                                   "The dataset's cache quota on this node.")));
+  return std::unique_ptr<CacheMetrics>(new CacheMetrics{readBytes, hits, misses, warmBytes,
+                                                        warmFiles, originErrors, originRetries,
+                                                        warmRate, warmPending, used, capacity});
+}
+
+DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {
+  return {readBytes.with({dataset, "local"}),
+          readBytes.with({dataset, "peer"}),
+          readBytes.with({dataset, "origin"}),
+          chunkHits.with({dataset}),
+          chunkMisses.with({dataset}),
+          warmBytes.with({dataset}),
+          warmFiles.with({dataset}),
+          originErrors.with({dataset}),
+          warmRate.with({dataset}),
+          warmPending.with({dataset}),
+          usedBytes.with({dataset}),
+          capacityBytes.with({dataset})};
+}
+
+}  // namespace granary::cache

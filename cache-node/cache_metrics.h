@@ -1,0 +1,40 @@
+// The cache node's Prometheus metrics, declared once. Every series is labelled with the dataset
+// ("namespace/name"); DatasetMetrics holds one dataset's series so the read path never looks
+// a label up.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/metrics.h"
+
+namespace granary::cache {
+
+struct DatasetMetrics {
+  Counter localBytes, peerBytes, originBytes;  // granary_cache_read_bytes_total{source}
+  Counter chunkHits, chunkMisses;
+  Counter warmBytes, warmFiles;
+  Counter originErrors;
+  Gauge warmRate;     // bytes per second over the last few seconds
+  Gauge warmPending;  // owned files the current warm pass has not reached
+  Gauge usedBytes, capacityBytes;
+};
+
+struct CacheMetrics {
+  static Result<std::unique_ptr<CacheMetrics>> create(MetricsRegistry& registry);
+  DatasetMetrics forDataset(const std::string& dataset) const;
+
+  CounterFamily readBytes;      // {dataset, source}: local | peer | origin
+  CounterFamily chunkHits;      // {dataset}
+  CounterFamily chunkMisses;    // {dataset}
+  CounterFamily warmBytes;      // {dataset}
+  CounterFamily warmFiles;      // {dataset}
+  CounterFamily originErrors;   // {dataset}
+  CounterFamily originRetries;  // {origin}: s3 | http | file
+  GaugeFamily warmRate;         // {dataset}
+  GaugeFamily warmPending;      // {dataset}
+  GaugeFamily usedBytes;        // {dataset}
+  GaugeFamily capacityBytes;    // {dataset}
+};
+
+}  // namespace granary::cache

@@ -1,0 +1,412 @@
+#include "cache-node/dataset_cache.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "cache-node/core/placement.h"
+#include "tests/cache-node/test_origin.h"
+
+namespace granary::cache {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RecordingOrigin;
+
+std::string randomBytes(size_t size, unsigned seed) {
+  std::mt19937 random(seed);
+  std::string out(size, '\0');
+  for (auto& c : out) c = static_cast<char>(random());
+  return out;
+}
+
+// One cache node's stores, as the binary opens them.
+struct TestNode {
+  TestNode(const std::filesystem::path& under, std::string name, int64_t quota = 64 << 20)
+      : root(under / name) {
+    manifests = std::move(*ManifestStore::open(this->root / "manifest"));
+    chunks = std::move(*ChunkStore::open(this->root / "index", {{this->root / "data", quota}}));
+    context = std::make_unique<NodeContext>(
+        NodeContext{name, *manifests, *chunks, limiter, realClock(), nullptr, nullptr});
+  }
+  std::filesystem::path root;
+  std::unique_ptr<ManifestStore> manifests;
+  std::unique_ptr<ChunkStore> chunks;
+  BandwidthLimiter limiter{realClock(), 0};
+  std::unique_ptr<NodeContext> context;
+};
+
+// Routes peer reads to DatasetCaches in this process.
+class LoopbackPeers final : public PeerReader {
+ public:
+  Result<std::string> readChunk(const std::string& node, const DatasetKey&, const std::string& path,
+                                int64_t index, const std::string& etag, bool fill) override {
+    ++calls;
+    auto it = caches.find(node);
+    if (it == caches.end()) return unavailable(node + " is down");
+    return it->second->readChunkForPeer(path, index, etag, fill);
+  }
+  std::map<std::string, DatasetCache*> caches;
+  std::atomic<int> calls{0};
+};
+
+class DatasetCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("granary-dataset-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+    origin_ = root_ / "origin";
+    std::filesystem::create_directories(origin_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  void writeOrigin(const std::string& path, const std::string& data) {
+    std::filesystem::create_directories((origin_ / path).parent_path());
+    std::ofstream(origin_ / path, std::ios::binary) << data;
+    files_[path] = data;
+  }
+  // A small tree: whole small files and multi-chunk large ones.
+  void writeTree(int small = 20) {
+    for (int i = 0; i < small; ++i)
+      writeOrigin("train/s" + std::to_string(i) + ".bin", randomBytes(3000 + i * 7, i));
+    writeOrigin("big/a.bin", randomBytes(100'000, 100));
+    writeOrigin("big/b.bin", randomBytes(65'536, 101));
+    writeOrigin("empty.txt", "");
+  }
+
+  std::unique_ptr<DatasetCache> open(TestNode& node, DatasetSettings settings,
+                                     RecordingOrigin** origin = nullptr) {
+    auto file = makeFileOrigin(origin_.string());
+    EXPECT_TRUE(file.isOk()) << file.status();
+    auto recording = std::make_unique<RecordingOrigin>(std::move(*file));
+    if (origin) *origin = recording.get();
+    std::vector<DatasetSource> sources;
+    sources.push_back({"", std::move(recording)});
+    if (settings.nodeSet.empty()) settings.nodeSet = {node.context->nodeName};
+    auto cache = DatasetCache::create(*node.context, key_, std::move(sources), settings);
+    EXPECT_TRUE(cache.isOk()) << cache.status();
+    return cache.isOk() ? std::move(*cache) : nullptr;
+  }
+
+  static DatasetSettings settings(int64_t chunk = 16384) {
+    DatasetSettings s;
+    s.chunkSize = chunk;
+    s.capacityBytes = 64 << 20;
+    s.warmConcurrency = 4;
+    s.warmRetryDelay = 10ms;
+    return s;
+  }
+
+  void expectAllFilesRead(DatasetCache& cache) {
+    for (const auto& [path, data] : files_) {
+      auto read = cache.read(path, 0, -1);
+      ASSERT_TRUE(read.isOk()) << path << ": " << read.status();
+      EXPECT_EQ(*read, data) << path;
+    }
+  }
+
+  int64_t datasetBytes() const {
+    int64_t total = 0;
+    for (const auto& [_, data] : files_) total += static_cast<int64_t>(data.size());
+    return total;
+  }
+
+  std::filesystem::path root_;
+  std::filesystem::path origin_;
+  std::map<std::string, std::string> files_;
+  DatasetKey key_{"ml", "imagenet", 1, "u-1"};
+};
+
+TEST_F(DatasetCacheTest, ListsWarmsAndServesEveryByteLocally) {
+  writeTree();
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto cache = open(node, settings(), &origin);
+  const DatasetState state = cache->waitSettled(20s);
+  EXPECT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_EQ(state.progress.totalFiles, static_cast<int64_t>(files_.size()));
+  EXPECT_EQ(state.progress.totalBytes, datasetBytes());
+  EXPECT_EQ(state.progress.ownedBytes, datasetBytes());
+  EXPECT_EQ(state.progress.cachedBytes, datasetBytes());
+  EXPECT_EQ(state.progress.cachedFiles, static_cast<int64_t>(files_.size()));
+  EXPECT_EQ(state.progress.etaSeconds, 0);
+  EXPECT_EQ(origin->bytes.load(), datasetBytes());  // each byte fetched once
+
+  expectAllFilesRead(*cache);
+  const DatasetState after = cache->state();
+  EXPECT_EQ(after.reads.localBytes, datasetBytes());
+  EXPECT_EQ(after.reads.originBytes, 0);
+  EXPECT_EQ(after.reads.chunkMisses, 0);
+  EXPECT_EQ(origin->bytes.load(), datasetBytes());
+  EXPECT_EQ(after.usedBytes, datasetBytes());
+
+  // Partial reads across chunk boundaries.
+  EXPECT_EQ(*cache->read("big/a.bin", 16000, 1000), files_["big/a.bin"].substr(16000, 1000));
+  EXPECT_EQ(*cache->read("big/a.bin", 99'990, 100), files_["big/a.bin"].substr(99'990));
+  EXPECT_EQ(*cache->read("big/a.bin", 200'000, 10), "");
+  EXPECT_EQ(cache->read("nope.bin", 0, 1).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cache->read("big", 0, 1).status().code(), StatusCode::kFailedPrecondition);
+  auto listing = cache->list("big", "", 10);
+  ASSERT_TRUE(listing.isOk());
+  ASSERT_EQ(listing->size(), 2u);
+  EXPECT_EQ((*listing)[0].path, "big/a.bin");
+}
+
+TEST_F(DatasetCacheTest, WarmNeverFetchesOnFirstReadAndKeepsIt) {
+  writeTree(3);
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto s = settings();
+  s.warm = WarmMode::kNever;
+  auto cache = open(node, s, &origin);
+  const DatasetState state = cache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kReady);
+  EXPECT_NE(state.message.find("Never"), std::string::npos);
+  EXPECT_EQ(origin->bytes.load(), 0);
+  EXPECT_EQ(*cache->read("big/a.bin", 0, -1), files_["big/a.bin"]);
+  EXPECT_EQ(origin->bytes.load(), 100'000);
+  EXPECT_EQ(*cache->read("big/a.bin", 0, -1), files_["big/a.bin"]);
+  EXPECT_EQ(origin->bytes.load(), 100'000);
+  EXPECT_EQ(cache->state().reads.localBytes, 100'000);
+  EXPECT_EQ(cache->state().reads.originBytes, 100'000);
+}
+
+TEST_F(DatasetCacheTest, WarmOnJobWaitsForReaders) {
+  writeTree(3);
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto s = settings();
+  s.warm = WarmMode::kOnJob;
+  auto cache = open(node, s, &origin);
+  EXPECT_EQ(cache->waitSettled(10s).phase, Phase::kPending);
+  EXPECT_EQ(origin->bytes.load(), 0);
+  cache->setWarmPlan({.hasReaders = true});
+  EXPECT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  EXPECT_EQ(origin->bytes.load(), datasetBytes());
+}
+
+TEST_F(DatasetCacheTest, RestartNeitherListsNorFetchesAgain) {
+  writeTree();
+  TestNode node(root_, "n1");
+  {
+    auto cache = open(node, settings());
+    ASSERT_EQ(cache->waitSettled(20s).phase, Phase::kReady);
+  }
+  RecordingOrigin* origin;
+  auto cache = open(node, settings(), &origin);
+  const DatasetState state = cache->waitSettled(20s);
+  EXPECT_EQ(state.phase, Phase::kReady);
+  EXPECT_EQ(state.progress.cachedBytes, datasetBytes());
+  EXPECT_EQ(origin->lists.load(), 0);
+  EXPECT_EQ(origin->bytes.load(), 0);
+  expectAllFilesRead(*cache);
+  EXPECT_EQ(origin->bytes.load(), 0);
+}
+
+TEST_F(DatasetCacheTest, FourNodesReadTheOriginOnceAndServeEachOther) {
+  writeTree(40);
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  LoopbackPeers peers;
+  std::vector<std::string> names = {"n1", "n2", "n3", "n4"};
+  std::vector<RecordingOrigin*> origins(4);
+  std::vector<std::unique_ptr<DatasetCache>> caches;
+  for (int i = 0; i < 4; ++i) {
+    nodes.push_back(std::make_unique<TestNode>(root_, names[i]));
+    nodes.back()->context->peers = &peers;
+    auto s = settings();
+    s.nodeSet = names;
+    caches.push_back(open(*nodes.back(), s, &origins[i]));
+    peers.caches[names[i]] = caches.back().get();
+  }
+  int64_t owned = 0, originBytes = 0;
+  for (int i = 0; i < 4; ++i) {
+    const DatasetState state = caches[i]->waitSettled(20s);
+    EXPECT_EQ(state.phase, Phase::kReady) << state.message;
+    EXPECT_EQ(state.progress.cachedBytes, state.progress.ownedBytes);
+    owned += state.progress.ownedBytes;
+    originBytes += origins[i]->bytes.load();
+  }
+  EXPECT_EQ(owned, datasetBytes());  // replicas 1: the shares partition the dataset
+  EXPECT_EQ(originBytes, datasetBytes());
+
+  // Node 1 reads everything: its own files locally, the rest from their owners.
+  expectAllFilesRead(*caches[0]);
+  const DatasetState state = caches[0]->state();
+  EXPECT_EQ(state.reads.localBytes, state.progress.ownedBytes);
+  EXPECT_EQ(state.reads.peerBytes, datasetBytes() - state.progress.ownedBytes);
+  EXPECT_EQ(state.reads.originBytes, 0);
+  int64_t after = 0;
+  for (auto* origin : origins) after += origin->bytes.load();
+  EXPECT_EQ(after, datasetBytes());
+
+  // An owner down: reads fall back to the origin, still correct.
+  peers.caches.erase("n2");
+  expectAllFilesRead(*caches[0]);
+  EXPECT_GT(caches[0]->state().reads.originBytes, 0);
+}
+
+TEST_F(DatasetCacheTest, SecondReplicaFillsFromTheFirstOwner) {
+  writeTree(30);
+  LoopbackPeers peers;
+  TestNode a(root_, "a"), b(root_, "b");
+  a.context->peers = b.context->peers = &peers;
+  auto s = settings();
+  s.nodeSet = {"a", "b"};
+  s.replicas = 2;
+  RecordingOrigin *originA, *originB;
+  auto cacheA = open(a, s, &originA);
+  auto cacheB = open(b, s, &originB);
+  peers.caches = {{"a", cacheA.get()}, {"b", cacheB.get()}};
+  EXPECT_EQ(cacheA->waitSettled(20s).phase, Phase::kReady);
+  EXPECT_EQ(cacheB->waitSettled(20s).phase, Phase::kReady);
+  EXPECT_EQ(cacheA->state().progress.cachedBytes, datasetBytes());
+  EXPECT_EQ(cacheB->state().progress.cachedBytes, datasetBytes());
+  // Both hold everything, yet the origin gave each byte once (a peer may have been caught
+  // before the other registered: allow no more than that).
+  EXPECT_EQ(originA->bytes.load() + originB->bytes.load(), datasetBytes());
+}
+
+TEST_F(DatasetCacheTest, FileChangedAtTheOriginIsReportedAndNeverServed) {
+  writeTree(3);
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.warm = WarmMode::kNever;
+  auto cache = open(node, s);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  writeOrigin("big/b.bin", randomBytes(65'537, 7));  // changed after listing
+  auto read = cache->read("big/b.bin", 0, -1);
+  EXPECT_EQ(read.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(read.status().message().find("changed"), std::string::npos);
+
+  (void)cache->update([&] {
+    auto u = s;
+    u.nodeSet = {"n1"};
+    u.warm = WarmMode::kOnCreate;
+    return u;
+  }());
+  const DatasetState state = cache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kDegraded);
+  EXPECT_NE(state.message.find("1 files changed at the origin"), std::string::npos)
+      << state.message;
+}
+
+TEST_F(DatasetCacheTest, PinStopsAtTheQuotaAndStillServesEverything) {
+  writeTree(20);
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.capacityBytes = datasetBytes() / 2;
+  RecordingOrigin* origin;
+  auto cache = open(node, s, &origin);
+  const DatasetState state = cache->waitSettled(20s);
+  EXPECT_EQ(state.phase, Phase::kReady);
+  EXPECT_NE(state.message.find("quota is full"), std::string::npos) << state.message;
+  EXPECT_LE(state.usedBytes, s.capacityBytes);
+  EXPECT_GT(state.usedBytes, 0);
+  expectAllFilesRead(*cache);  // what did not fit comes from the origin
+  EXPECT_LE(cache->state().usedBytes, s.capacityBytes);
+}
+
+TEST_F(DatasetCacheTest, ConcurrentMissesOnOneChunkShareOneFetch) {
+  writeOrigin("one.bin", randomBytes(16384, 3));
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.warm = WarmMode::kNever;
+  RecordingOrigin* origin;
+  auto cache = open(node, s, &origin);
+  std::vector<std::thread> readers;
+  std::atomic<int> correct{0};
+  for (int i = 0; i < 8; ++i) {
+    readers.emplace_back([&] {
+      auto data = cache->read("one.bin", 0, -1);
+      if (data.isOk() && *data == files_["one.bin"]) ++correct;
+    });
+  }
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(correct.load(), 8);
+  // Single-flight: readers that arrived while the fetch was in flight shared it; later ones
+  // hit the disk. Never more than one origin read in any case here, as the chunk is kept.
+  EXPECT_EQ(origin->reads().size(), 1u);
+}
+
+TEST_F(DatasetCacheTest, CorruptedChunkIsDetectedAndFetchedAgain) {
+  writeOrigin("one.bin", randomBytes(10000, 4));
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto cache = open(node, settings(), &origin);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(node.root / "data")) {
+    if (!e.is_regular_file()) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x55' ^ files_["one.bin"][100]);
+  }
+  EXPECT_EQ(*cache->read("one.bin", 0, -1), files_["one.bin"]);
+  EXPECT_EQ(origin->bytes.load(), 20000);  // warmed once, fetched again once
+  EXPECT_EQ(*cache->read("one.bin", 0, -1), files_["one.bin"]);
+  EXPECT_EQ(origin->bytes.load(), 20000);
+}
+
+TEST_F(DatasetCacheTest, WarmingFollowsTheAccessOrder) {
+  for (int i = 0; i < 30; ++i) writeOrigin("f" + std::to_string(i), randomBytes(1000, i));
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.warm = WarmMode::kOnJob;
+  s.warmConcurrency = 1;
+  RecordingOrigin* origin;
+  auto cache = open(node, s, &origin);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kPending);
+  const std::vector<std::string> order = {"f29", "f3", "f17", "f8"};
+  cache->setWarmPlan({.accessOrder = order, .hasReaders = true});
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  const auto reads = origin->reads();
+  ASSERT_EQ(reads.size(), 30u);
+  EXPECT_EQ(std::vector<std::string>(reads.begin(), reads.begin() + 4), order);
+}
+
+TEST_F(DatasetCacheTest, TransientOriginFailuresAreRetried) {
+  writeTree(10);
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto s = settings();
+  s.warm = WarmMode::kOnJob;
+  auto cache = open(node, s, &origin);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kPending);
+  origin->failNext(5);
+  cache->setWarmPlan({.hasReaders = true});
+  const DatasetState state = cache->waitSettled(20s);
+  EXPECT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_EQ(state.progress.cachedBytes, datasetBytes());
+}
+
+TEST_F(DatasetCacheTest, PurgeRemovesChunksAndManifest) {
+  writeTree(5);
+  TestNode node(root_, "n1");
+  auto cache = open(node, settings());
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  auto freed = cache->purge();
+  ASSERT_TRUE(freed.isOk()) << freed.status();
+  EXPECT_EQ(*freed, datasetBytes());
+  EXPECT_EQ(node.manifests->totals(key_.id()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(node.chunks->usage()[0].usedBytes, 0);
+}
+
+TEST_F(DatasetCacheTest, RefusesBadSettings) {
+  writeTree(1);
+  TestNode node(root_, "n1");
+  auto origin = makeFileOrigin(origin_.string());
+  std::vector<DatasetSource> sources;
+  sources.push_back({"", std::move(*origin)});
+  auto s = settings();
+  s.nodeSet = {"other"};
+  auto cache = DatasetCache::create(*node.context, key_, std::move(sources), s);
+  ASSERT_FALSE(cache.isOk());
+  EXPECT_NE(cache.status().message().find("node_set"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace granary::cache

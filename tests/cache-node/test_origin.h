@@ -1,0 +1,56 @@
+// An Origin wrapper for tests: counts what is read, records the order, and fails on request.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cache-node/origin/origin.h"
+
+namespace granary::cache::testing {
+
+class RecordingOrigin final : public Origin {
+ public:
+  explicit RecordingOrigin(std::unique_ptr<Origin> inner) : inner_(std::move(inner)) {}
+
+  Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
+    ++lists;
+    return inner_->list(each);
+  }
+
+  Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
+                           const std::string& etag) override {
+    {
+      std::lock_guard lock(mutex_);
+      reads_.push_back(path);
+      if (failReads > 0) {
+        --failReads;
+        return unavailable("injected origin failure");
+      }
+    }
+    auto data = inner_->read(path, offset, length, etag);
+    if (data.isOk()) bytes += static_cast<int64_t>(data->size());
+    return data;
+  }
+
+  std::vector<std::string> reads() const {
+    std::lock_guard lock(mutex_);
+    return reads_;
+  }
+  void failNext(int count) {
+    std::lock_guard lock(mutex_);
+    failReads = count;
+  }
+
+  std::atomic<int64_t> bytes{0};
+  std::atomic<int> lists{0};
+
+ private:
+  std::unique_ptr<Origin> inner_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> reads_;
+  int failReads = 0;
+};
+
+}  // namespace granary::cache::testing
