@@ -1,0 +1,165 @@
+#include "cache-node/api_convert.h"
+
+#include <google/protobuf/util/time_util.h>
+
+namespace granary::cache {
+
+DatasetKey keyOf(const v1::DatasetRef& ref) {
+  return {ref.namespace_(), ref.name(), ref.generation(), ref.uid()};
+}
+
+v1::DatasetRef refOf(const DatasetKey& key) {
+  v1::DatasetRef ref;
+  ref.set_namespace_(key.ns);
+  ref.set_name(key.name);
+  ref.set_generation(key.generation);
+  ref.set_uid(key.uid);
+  return ref;
+}
+
+Result<EnsureSpec> ensureSpecOf(const v1::EnsureDatasetRequest& request) {
+  EnsureSpec spec;
+  spec.key = keyOf(request.dataset());
+  for (const auto& mount : request.mounts()) {
+    const auto& source = mount.source();
+    const auto& credentials = mount.credentials();
+    spec.mounts.push_back(
+        {mount.name(), SourceSpec{.uri = source.uri(),
+                                  .endpoint = source.endpoint(),
+                                  .region = source.region(),
+                                  .options = {source.options().begin(), source.options().end()},
+                                  .accessKeyId = Secret(credentials.access_key_id()),
+                                  .secretAccessKey = Secret(credentials.secret_access_key()),
+                                  .sessionToken = Secret(credentials.session_token()),
+                                  .bearerToken = Secret(credentials.bearer_token())}});
+  }
+  const auto& cache = request.cache();
+  DatasetSettings& settings = spec.settings;
+  settings.replicas = cache.replicas() == 0 ? 1 : static_cast<int>(cache.replicas());
+  if (cache.capacity_bytes() < 0) return invalidArgument("cache.capacity_bytes: must be >= 0");
+  settings.capacityBytes = cache.capacity_bytes();
+  if (cache.chunk_size_bytes() < 0) return invalidArgument("cache.chunk_size_bytes: must be >= 0");
+  settings.chunkSize = cache.chunk_size_bytes();
+  if (cache.bandwidth_limit_bytes_per_second() < 0)
+    return invalidArgument("cache.bandwidth_limit_bytes_per_second: must be >= 0");
+  settings.bandwidthLimit = cache.bandwidth_limit_bytes_per_second();
+  switch (cache.policy()) {
+    case v1::EVICTION_POLICY_UNSPECIFIED:
+    case v1::EVICTION_POLICY_PIN:
+      settings.eviction = Eviction::kPin;
+      break;
+    case v1::EVICTION_POLICY_LRU:
+      settings.eviction = Eviction::kLru;
+      break;
+    default:
+      return invalidArgument("cache.policy: must be PIN or LRU");
+  }
+  switch (cache.warm()) {
+    case v1::WARM_MODE_UNSPECIFIED:
+    case v1::WARM_MODE_ON_CREATE:
+      settings.warm = WarmMode::kOnCreate;
+      break;
+    case v1::WARM_MODE_ON_JOB:
+      settings.warm = WarmMode::kOnJob;
+      break;
+    case v1::WARM_MODE_NEVER:
+      settings.warm = WarmMode::kNever;
+      break;
+    default:
+      return invalidArgument("cache.warm: must be ON_CREATE, ON_JOB or NEVER");
+  }
+  settings.warmConcurrency = 0;  // the node's
+  for (const auto& node : request.node_set()) {
+    if (node.node_name().empty()) return invalidArgument("node_set[].node_name: must be set");
+    settings.nodeSet.push_back(node.node_name());
+  }
+  return spec;
+}
+
+WarmPlan warmPlanOf(const v1::SetWarmPlanRequest& request) {
+  return {.accessOrder = {request.access_order().begin(), request.access_order().end()},
+          .paused = request.paused(),
+          .hasReaders = request.readers_size() > 0};
+}
+
+namespace {
+
+v1::DatasetPhase phaseOf(Phase phase) {
+  switch (phase) {
+    case Phase::kPending:
+      return v1::DATASET_PHASE_PENDING;
+    case Phase::kListing:
+      return v1::DATASET_PHASE_LISTING;
+    case Phase::kWarming:
+      return v1::DATASET_PHASE_WARMING;
+    case Phase::kReady:
+      return v1::DATASET_PHASE_READY;
+    case Phase::kDegraded:
+      return v1::DATASET_PHASE_DEGRADED;
+    case Phase::kFailed:
+      return v1::DATASET_PHASE_FAILED;
+  }
+  return v1::DATASET_PHASE_UNSPECIFIED;
+}
+
+}  // namespace
+
+v1::DatasetStatus statusOf(const DatasetKey& key, const DatasetState& state,
+                           const std::string& nodeName) {
+  using google::protobuf::util::TimeUtil;
+  v1::DatasetStatus out;
+  *out.mutable_dataset() = refOf(key);
+  out.set_phase(phaseOf(state.phase));
+  out.set_message(state.message);
+  out.set_node_name(nodeName);
+  out.set_capacity_bytes(state.capacityBytes);
+  out.set_used_bytes(state.usedBytes);
+  auto& p = *out.mutable_progress();
+  const WarmProgress& w = state.progress;
+  p.set_total_files(w.totalFiles);
+  p.set_total_bytes(w.totalBytes);
+  p.set_owned_files(w.ownedFiles);
+  p.set_owned_bytes(w.ownedBytes);
+  p.set_cached_files(w.cachedFiles);
+  p.set_cached_bytes(w.cachedBytes);
+  p.set_bytes_per_second(w.bytesPerSecond);
+  p.set_eta_seconds(w.etaSeconds);
+  if (w.warmStart != Clock::WallTime{}) {
+    *p.mutable_warm_start_time() = TimeUtil::NanosecondsToTimestamp(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(w.warmStart.time_since_epoch())
+            .count());
+  }
+  auto& r = *out.mutable_reads();
+  r.set_local_bytes(state.reads.localBytes);
+  r.set_peer_bytes(state.reads.peerBytes);
+  r.set_origin_bytes(state.reads.originBytes);
+  r.set_chunk_hits(state.reads.chunkHits);
+  r.set_chunk_misses(state.reads.chunkMisses);
+  return out;
+}
+
+v1::FileInfo fileInfoOf(const ManifestEntry& entry) {
+  v1::FileInfo info;
+  info.set_path(entry.path);
+  info.set_size(entry.size);
+  info.set_mode(entry.mode);
+  info.set_is_directory(entry.directory);
+  info.set_etag(entry.etag);
+  *info.mutable_modified() =
+      google::protobuf::util::TimeUtil::NanosecondsToTimestamp(entry.modifiedUnixNanos);
+  return info;
+}
+
+v1::ReadSource readSourceOf(Source source) {
+  switch (source) {
+    case Source::kLocal:
+      return v1::READ_SOURCE_LOCAL;
+    case Source::kPeer:
+      return v1::READ_SOURCE_PEER;
+    case Source::kOrigin:
+      return v1::READ_SOURCE_ORIGIN;
+  }
+  return v1::READ_SOURCE_UNSPECIFIED;
+}
+
+}  // namespace granary::cache

@@ -1,0 +1,22 @@
+// Between the granary.v1 API messages and the engine's types. Pure.
+#pragma once
+
+#include "cache-node/dataset_cache.h"
+#include "cache-node/engine.h"
+#include "granary/v1/cache_node.pb.h"
+
+namespace granary::cache {
+
+DatasetKey keyOf(const v1::DatasetRef& ref);
+v1::DatasetRef refOf(const DatasetKey& key);
+
+// InvalidArgument naming the request field (dataset.name, cache.policy, ...).
+Result<EnsureSpec> ensureSpecOf(const v1::EnsureDatasetRequest& request);
+WarmPlan warmPlanOf(const v1::SetWarmPlanRequest& request);
+
+v1::DatasetStatus statusOf(const DatasetKey& key, const DatasetState& state,
+                           const std::string& nodeName);
+v1::FileInfo fileInfoOf(const ManifestEntry& entry);
+v1::ReadSource readSourceOf(Source source);
+
+}  // namespace granary::cache

@@ -1,0 +1,180 @@
+#include "cache-node/grpc_peers.h"
+
+#include <grpcpp/grpcpp.h>
+#include <xxhash.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "cache-node/api_convert.h"
+#include "granary/v1/peer.grpc.pb.h"
+
+namespace granary::cache {
+
+grpc::Status toGrpc(const Status& status) {
+  using G = grpc::StatusCode;
+  G code = G::UNKNOWN;
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return grpc::Status::OK;
+    case StatusCode::kCancelled:
+      code = G::CANCELLED;
+      break;
+    case StatusCode::kInvalidArgument:
+      code = G::INVALID_ARGUMENT;
+      break;
+    case StatusCode::kDeadlineExceeded:
+      code = G::DEADLINE_EXCEEDED;
+      break;
+    case StatusCode::kNotFound:
+    case StatusCode::kGone:
+      code = G::NOT_FOUND;
+      break;
+    case StatusCode::kAlreadyExists:
+      code = G::ALREADY_EXISTS;
+      break;
+    case StatusCode::kPermissionDenied:
+      code = G::PERMISSION_DENIED;
+      break;
+    case StatusCode::kResourceExhausted:
+      code = G::RESOURCE_EXHAUSTED;
+      break;
+    case StatusCode::kFailedPrecondition:
+      code = G::FAILED_PRECONDITION;
+      break;
+    case StatusCode::kConflict:
+      code = G::ABORTED;
+      break;
+    case StatusCode::kUnavailable:
+      code = G::UNAVAILABLE;
+      break;
+    case StatusCode::kCorruption:
+      code = G::DATA_LOSS;
+      break;
+    case StatusCode::kUnauthenticated:
+      code = G::UNAUTHENTICATED;
+      break;
+    case StatusCode::kInternal:
+      code = G::INTERNAL;
+      break;
+  }
+  return {code, status.message()};
+}
+
+Status fromGrpc(const grpc::Status& status) {
+  using G = grpc::StatusCode;
+  StatusCode code = StatusCode::kInternal;
+  switch (status.error_code()) {
+    case G::OK:
+      return Status::ok();
+    case G::CANCELLED:
+      code = StatusCode::kCancelled;
+      break;
+    case G::INVALID_ARGUMENT:
+    case G::OUT_OF_RANGE:
+      code = StatusCode::kInvalidArgument;
+      break;
+    case G::DEADLINE_EXCEEDED:
+      code = StatusCode::kDeadlineExceeded;
+      break;
+    case G::NOT_FOUND:
+      code = StatusCode::kNotFound;
+      break;
+    case G::ALREADY_EXISTS:
+      code = StatusCode::kAlreadyExists;
+      break;
+    case G::PERMISSION_DENIED:
+      code = StatusCode::kPermissionDenied;
+      break;
+    case G::RESOURCE_EXHAUSTED:
+      code = StatusCode::kResourceExhausted;
+      break;
+    case G::FAILED_PRECONDITION:
+      code = StatusCode::kFailedPrecondition;
+      break;
+    case G::ABORTED:
+      code = StatusCode::kConflict;
+      break;
+    case G::UNAVAILABLE:
+      code = StatusCode::kUnavailable;
+      break;
+    case G::DATA_LOSS:
+      code = StatusCode::kCorruption;
+      break;
+    case G::UNAUTHENTICATED:
+      code = StatusCode::kUnauthenticated;
+      break;
+    default:
+      break;
+  }
+  return {code, status.error_message()};
+}
+
+GrpcPeers::GrpcPeers(PeerClientOptions options) : options_(std::move(options)) {}
+GrpcPeers::~GrpcPeers() = default;
+
+void GrpcPeers::setAddress(const std::string& node, const std::string& address) {
+  std::lock_guard lock(mutex_);
+  addresses_[node] = address;
+}
+
+std::shared_ptr<grpc::Channel> GrpcPeers::channelFor(const std::string& node) {
+  std::lock_guard lock(mutex_);
+  const auto address = addresses_.find(node);
+  if (address == addresses_.end()) return nullptr;
+  auto& channel = channels_[address->second];
+  if (!channel) {
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (!options_.tlsCaFile.empty()) {
+      std::ifstream in(options_.tlsCaFile);
+      std::stringstream pem;
+      pem << in.rdbuf();
+      credentials = grpc::SslCredentials({.pem_root_certs = pem.str()});
+    }
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    channel = grpc::CreateCustomChannel(address->second, credentials, args);
+  }
+  return channel;
+}
+
+Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetKey& dataset,
+                                         const std::string& path, int64_t index,
+                                         const std::string& etag, bool fill) {
+  auto channel = channelFor(node);
+  if (!channel) return unavailable("no address known for cache node " + node);
+  auto stub = v1::Peer::NewStub(channel);
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+  v1::ReadChunkRequest request;
+  *request.mutable_chunk()->mutable_dataset() = refOf(dataset);
+  request.mutable_chunk()->set_path(path);
+  request.mutable_chunk()->set_index(index);
+  request.set_etag(etag);
+  request.set_fill(fill);
+  auto reader = stub->ReadChunk(&context, request);
+  std::string data;
+  v1::ChunkData message;
+  bool last = false;
+  uint64_t checksum = 0;
+  while (reader->Read(&message)) {
+    if (message.offset() != static_cast<int64_t>(data.size())) {
+      context.TryCancel();
+      break;
+    }
+    data += message.data();
+    if (message.last()) last = true, checksum = message.xxh3();
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) {
+    Status mapped = fromGrpc(status);
+    return Status(mapped.code(), "cache node " + node + ": " + mapped.message());
+  }
+  if (!last) return unavailable("cache node " + node + " ended the chunk early");
+  if (XXH3_64bits(data.data(), data.size()) != checksum)
+    return corruption("chunk from cache node " + node + " failed its checksum");
+  return data;
+}
+
+}  // namespace granary::cache

@@ -1,0 +1,53 @@
+// The gRPC side of peer transfer: reads chunks from other cache nodes (PeerReader), and the
+// mapping between granary's Status and gRPC's status shared by server and client.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cache-node/dataset_cache.h"
+#include "common/secret.h"
+
+namespace grpc {
+class Channel;
+}
+
+namespace granary::cache {
+
+grpc::Status toGrpc(const Status& status);
+Status fromGrpc(const grpc::Status& status);
+
+struct PeerClientOptions {
+  Secret token;                       // sent as "authorization: Bearer <token>"
+  std::string tlsCaFile;              // PEM of the CA that signed the peers' certificates; "" plain
+  std::chrono::seconds timeout{120};  // per chunk
+};
+
+class GrpcPeers final : public PeerReader {
+ public:
+  explicit GrpcPeers(PeerClientOptions options);
+  ~GrpcPeers() override;
+
+  // Where `node` serves (host:port); replaces what was known.
+  void setAddress(const std::string& node, const std::string& address);
+
+  // Streams the chunk and checks it against the XXH3 the peer sends (Corruption on mismatch).
+  // Unavailable for a node whose address is unknown.
+  Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
+                                const std::string& path, int64_t index, const std::string& etag,
+                                bool fill) override;
+
+ private:
+  std::shared_ptr<grpc::Channel> channelFor(const std::string& node);
+
+  PeerClientOptions options_;
+  std::mutex mutex_;  // guards the maps
+  std::map<std::string, std::string> addresses_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // by address
+};
+
+}  // namespace granary::cache

@@ -1,0 +1,304 @@
+#include "cache-node/grpc_service.h"
+
+#include <google/protobuf/util/time_util.h>
+#include <grpcpp/grpcpp.h>
+#include <xxhash.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cache-node/api_convert.h"
+#include "granary/v1/cache_node.grpc.pb.h"
+#include "granary/v1/peer.grpc.pb.h"
+
+namespace granary::cache {
+namespace {
+
+constexpr int64_t kMessageBytes = 1 << 20;  // data per streamed message
+
+// Compares in time independent of where the strings differ.
+bool sameSecret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ (i < b.size() ? b[i] : 0);
+  return diff == 0;
+}
+
+grpc::Status authorize(const grpc::ServerContext& context, const Secret& token) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end())
+    return {grpc::StatusCode::UNAUTHENTICATED, "missing \"authorization: Bearer <token>\""};
+  const std::string_view presented(it->second.data(), it->second.size());
+  if (!sameSecret(presented, "Bearer " + token.reveal()))
+    return {grpc::StatusCode::UNAUTHENTICATED, "wrong bearer token"};
+  return grpc::Status::OK;
+}
+
+#define GRANARY_AUTHORIZE(context)                                         \
+  if (grpc::Status denied = authorize(*(context), token_); !denied.ok()) { \
+    return denied;                                                         \
+  }
+
+class CacheNodeService final : public v1::CacheNode::Service {
+ public:
+  CacheNodeService(CacheEngine& engine, GrpcPeers& peers, const Secret& token)
+      : engine_(engine), peers_(peers), token_(token) {}
+
+  grpc::Status EnsureDataset(grpc::ServerContext* context, const v1::EnsureDatasetRequest* request,
+                             v1::EnsureDatasetResponse* response) override {
+    GRANARY_AUTHORIZE(context);
+    auto spec = ensureSpecOf(*request);
+    if (!spec.isOk()) return toGrpc(spec.status());
+    for (const auto& node : request->node_set()) {
+      if (!node.address().empty()) peers_.setAddress(node.node_name(), node.address());
+    }
+    auto cache = engine_.ensure(std::move(*spec));
+    if (!cache.isOk()) return toGrpc(cache.status());
+    *response->mutable_status() = statusOf((*cache)->key(), (*cache)->state(), engine_.nodeName());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status PurgeDataset(grpc::ServerContext* context, const v1::PurgeDatasetRequest* request,
+                            v1::PurgeDatasetResponse* response) override {
+    GRANARY_AUTHORIZE(context);
+    auto freed = engine_.purge(keyOf(request->dataset()), request->all_generations());
+    if (!freed.isOk()) return toGrpc(freed.status());
+    response->set_freed_bytes(*freed);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetDatasetStatus(grpc::ServerContext* context,
+                                const v1::GetDatasetStatusRequest* request,
+                                v1::DatasetStatus* response) override {
+    GRANARY_AUTHORIZE(context);
+    auto cache = engine_.find(keyOf(request->dataset()));
+    if (!cache.isOk()) return toGrpc(cache.status());
+    *response = statusOf((*cache)->key(), (*cache)->state(), engine_.nodeName());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListDatasets(grpc::ServerContext* context, const v1::ListDatasetsRequest*,
+                            v1::ListDatasetsResponse* response) override {
+    GRANARY_AUTHORIZE(context);
+    for (const auto& cache : engine_.datasets())
+      *response->add_datasets() = statusOf(cache->key(), cache->state(), engine_.nodeName());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WatchProgress(grpc::ServerContext* context, const v1::WatchProgressRequest* request,
+                             grpc::ServerWriter<v1::DatasetStatus>* writer) override {
+    GRANARY_AUTHORIZE(context);
+    using google::protobuf::util::TimeUtil;
+    auto interval = std::chrono::milliseconds(
+        request->has_interval() ? TimeUtil::DurationToMilliseconds(request->interval()) : 1000);
+    interval = std::max(interval, std::chrono::milliseconds(100));
+    while (!context->IsCancelled()) {
+      auto cache = engine_.find(keyOf(request->dataset()));
+      if (!cache.isOk()) return toGrpc(cache.status());  // purged: the stream ends
+      if (!writer->Write(statusOf((*cache)->key(), (*cache)->state(), engine_.nodeName()))) break;
+      cache->reset();
+      for (auto waited = std::chrono::milliseconds(0); waited < interval && !context->IsCancelled();
+           waited += std::chrono::milliseconds(50)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status SetWarmPlan(grpc::ServerContext* context, const v1::SetWarmPlanRequest* request,
+                           v1::SetWarmPlanResponse*) override {
+    GRANARY_AUTHORIZE(context);
+    auto cache = engine_.find(keyOf(request->dataset()));
+    if (!cache.isOk()) return toGrpc(cache.status());
+    (*cache)->setWarmPlan(warmPlanOf(*request));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Stat(grpc::ServerContext* context, const v1::StatRequest* request,
+                    v1::FileInfo* response) override {
+    GRANARY_AUTHORIZE(context);
+    auto cache = engine_.find(keyOf(request->dataset()));
+    if (!cache.isOk()) return toGrpc(cache.status());
+    auto entry = (*cache)->stat(request->path());
+    if (!entry.isOk()) return toGrpc(entry.status());
+    *response = fileInfoOf(*entry);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListDirectory(grpc::ServerContext* context, const v1::ListDirectoryRequest* request,
+                             v1::ListDirectoryResponse* response) override {
+    GRANARY_AUTHORIZE(context);
+    auto cache = engine_.find(keyOf(request->dataset()));
+    if (!cache.isOk()) return toGrpc(cache.status());
+    const int pageSize = request->page_size() <= 0 ? 1000 : std::min(request->page_size(), 10000);
+    auto entries =
+        (*cache)->list(request->path(), request->page_token(), static_cast<size_t>(pageSize));
+    if (!entries.isOk()) return toGrpc(entries.status());
+    for (const auto& entry : *entries) *response->add_entries() = fileInfoOf(entry);
+    if (static_cast<int>(entries->size()) == pageSize) {
+      const std::string& last = entries->back().path;
+      response->set_next_page_token(last.substr(last.rfind('/') + 1));
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Read(grpc::ServerContext* context, const v1::ReadRequest* request,
+                    grpc::ServerWriter<v1::ReadResponse>* writer) override {
+    GRANARY_AUTHORIZE(context);
+    if (request->offset() < 0) return {grpc::StatusCode::INVALID_ARGUMENT, "offset: must be >= 0"};
+    if (request->length() < -1)
+      return {grpc::StatusCode::INVALID_ARGUMENT, "length: must be >= 0, or -1 for the rest"};
+    auto cache = engine_.find(keyOf(request->dataset()));
+    if (!cache.isOk()) return toGrpc(cache.status());
+    int64_t offset = request->offset();
+    int64_t left = request->length() < 0 ? INT64_MAX : request->length();
+    while (left > 0 && !context->IsCancelled()) {
+      auto piece = (*cache)->readPiece(request->path(), offset, std::min(left, kMessageBytes));
+      if (!piece.isOk()) return toGrpc(piece.status());
+      if (piece->data.empty()) break;
+      v1::ReadResponse response;
+      response.set_offset(offset);
+      response.set_source(readSourceOf(piece->source));
+      offset += static_cast<int64_t>(piece->data.size());
+      left -= static_cast<int64_t>(piece->data.size());
+      response.set_data(std::move(piece->data));
+      if (!writer->Write(response)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetTelemetry(grpc::ServerContext* context, const v1::GetTelemetryRequest* request,
+                            v1::GetTelemetryResponse* response) override {
+    GRANARY_AUTHORIZE(context);
+    *response->mutable_sample_time() = google::protobuf::util::TimeUtil::GetCurrentTime();
+    response->set_node_name(engine_.nodeName());
+    for (const auto& cache : engine_.datasets()) {
+      const bool wanted =
+          request->datasets().empty() ||
+          std::any_of(request->datasets().begin(), request->datasets().end(), [&](const auto& r) {
+            return r.namespace_() == cache->key().ns && r.name() == cache->key().name;
+          });
+      if (wanted)
+        *response->add_datasets() = statusOf(cache->key(), cache->state(), engine_.nodeName());
+    }
+    response->set_gpu_unavailable_reason("this cache node does not sample GPUs");
+    return grpc::Status::OK;
+  }
+
+ private:
+  CacheEngine& engine_;
+  GrpcPeers& peers_;
+  const Secret& token_;
+};
+
+class PeerService final : public v1::Peer::Service {
+ public:
+  PeerService(CacheEngine& engine, const Secret& token) : engine_(engine), token_(token) {}
+
+  grpc::Status ReadChunk(grpc::ServerContext* context, const v1::ReadChunkRequest* request,
+                         grpc::ServerWriter<v1::ChunkData>* writer) override {
+    GRANARY_AUTHORIZE(context);
+    const auto& chunk = request->chunk();
+    auto cache = engine_.find(keyOf(chunk.dataset()));
+    if (!cache.isOk()) return toGrpc(cache.status());
+    auto data =
+        (*cache)->readChunkForPeer(chunk.path(), chunk.index(), request->etag(), request->fill());
+    if (!data.isOk()) return toGrpc(data.status());
+    const uint64_t checksum = XXH3_64bits(data->data(), data->size());
+    int64_t offset = 0;
+    const auto size = static_cast<int64_t>(data->size());
+    do {
+      v1::ChunkData message;
+      const int64_t n = std::min(kMessageBytes, size - offset);
+      message.set_offset(offset);
+      message.set_data(data->substr(static_cast<size_t>(offset), static_cast<size_t>(n)));
+      offset += n;
+      if (offset == size) {
+        message.set_last(true);
+        message.set_xxh3(checksum);
+      }
+      if (!writer->Write(message)) break;
+    } while (offset < size);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status HasChunks(grpc::ServerContext* context, const v1::HasChunksRequest* request,
+                         v1::HasChunksResponse* response) override {
+    GRANARY_AUTHORIZE(context);
+    for (const auto& chunk : request->chunks()) {
+      auto cache = engine_.find(keyOf(chunk.dataset()));
+      response->add_present(cache.isOk() && (*cache)->hasChunk(chunk.path(), chunk.index()));
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  CacheEngine& engine_;
+  const Secret& token_;
+};
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+}  // namespace
+
+struct CacheNodeServer::Services {
+  Secret token;
+  CacheNodeService cacheNode;
+  PeerService peer;
+  Services(CacheEngine& engine, GrpcPeers& peers, Secret t)
+      : token(std::move(t)), cacheNode(engine, peers, token), peer(engine, token) {}
+};
+
+Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& engine,
+                                                                GrpcPeers& peers,
+                                                                ServerOptions options) {
+  if (options.token.empty())
+    return invalidArgument("token: the API needs a bearer token (tokenFile)");
+  if (options.tlsCertificateFile.empty() != options.tlsKeyFile.empty())
+    return invalidArgument("tls: give both the certificate and the key file, or neither");
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tlsCertificateFile.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back(
+        {readFile(options.tlsKeyFile), readFile(options.tlsCertificateFile)});
+    if (ssl.pem_key_cert_pairs[0].private_key.empty() ||
+        ssl.pem_key_cert_pairs[0].cert_chain.empty()) {
+      return invalidArgument("tls: cannot read " + options.tlsCertificateFile + " or " +
+                             options.tlsKeyFile);
+    }
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  std::unique_ptr<CacheNodeServer> server(new CacheNodeServer());
+  server->services_ = std::make_unique<Services>(engine, peers, std::move(options.token));
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.address, credentials, &server->port_);
+  builder.RegisterService(&server->services_->cacheNode);
+  builder.RegisterService(&server->services_->peer);
+  builder.SetMaxSendMessageSize(64 << 20);
+  server->server_ = builder.BuildAndStart();
+  if (!server->server_ || server->port_ == 0)
+    return unavailable("cannot serve gRPC on " + options.address);
+  return server;
+}
+
+CacheNodeServer::~CacheNodeServer() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+Result<Secret> readTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return notFound("token file " + path + " cannot be read");
+  std::string token = readFile(path);
+  const auto begin = token.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) return invalidArgument("token file " + path + " is empty");
+  token = token.substr(begin, token.find_last_not_of(" \t\r\n") - begin + 1);
+  return Secret(std::move(token));
+}
+
+}  // namespace granary::cache

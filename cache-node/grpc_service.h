@@ -1,0 +1,49 @@
+// The cache node's gRPC server: the CacheNode API (operator, granaryctl, tests) and the Peer
+// API (other cache nodes), both over one port, both refusing calls without the shared bearer
+// token (UNAUTHENTICATED). TLS when a certificate and key are given.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cache-node/engine.h"
+#include "cache-node/grpc_peers.h"
+#include "common/secret.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace granary::cache {
+
+struct ServerOptions {
+  std::string address = "0.0.0.0:7400";  // port 0 picks a free one (see CacheNodeServer::port)
+  Secret token;                          // the shared bearer token; required
+  std::string tlsCertificateFile;        // PEM; with tlsKeyFile, serves TLS
+  std::string tlsKeyFile;
+};
+
+class CacheNodeServer {
+ public:
+  // `peers` learns the addresses of each dataset's node set from EnsureDataset. Unavailable
+  // when the address cannot be bound; InvalidArgument for a missing token or half a TLS pair.
+  static Result<std::unique_ptr<CacheNodeServer>> start(CacheEngine& engine, GrpcPeers& peers,
+                                                        ServerOptions options);
+  ~CacheNodeServer();  // stops serving; streams in flight are cancelled within a second
+
+  int port() const { return port_; }
+
+  struct Services;
+
+ private:
+  CacheNodeServer() = default;
+  std::unique_ptr<Services> services_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+// Reads a bearer token from a file (a mounted Secret), trimming whitespace. InvalidArgument
+// when the file is empty; NotFound when it cannot be read.
+Result<Secret> readTokenFile(const std::string& path);
+
+}  // namespace granary::cache

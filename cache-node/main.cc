@@ -1,0 +1,223 @@
+// granary-cache-node: the node-local dataset cache (a DaemonSet on every GPU node), or, with
+// --dataset, a standalone cache that warms Datasets from a manifest without Kubernetes.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "cache-node/cache_metrics.h"
+#include "cache-node/grpc_service.h"
+#include "cache-node/options.h"
+#include "cache-node/standalone.h"
+#include "common/log.h"
+#include "common/metrics_server.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(granary-cache-node: the node-local dataset cache
+
+Usage: granary-cache-node [--config FILE] [--dataset FILE [--exit-when-warm]]
+
+Options:
+  --config FILE       options file (YAML); without it every option has its default
+  --node-name NAME    this node's name (default: $NODE_NAME, else the host name)
+  --state-dir DIR     manifests, chunk index and default cache directory
+  --listen ADDR       gRPC address of the CacheNode and Peer APIs (default 0.0.0.0:7400)
+  --metrics-address ADDR  /metrics, /healthz, /readyz; "" disables (default 0.0.0.0:9400)
+  --dataset FILE      standalone: cache the Datasets of a manifest file on this node
+  --exit-when-warm    with --dataset: exit once every dataset settled (0 when all Ready)
+  --log-level LEVEL   debug, info, warn or error (default: info)
+)";
+
+[[noreturn]] void usageError(const std::string& message) {
+  std::fprintf(stderr, "granary-cache-node: %s\n\n%s", message.c_str(), kUsage);
+  std::exit(2);
+}
+
+// The token file, created with a random token when it is the default one and missing.
+granary::Result<granary::Secret> loadToken(const std::string& path, bool mayCreate) {
+  if (mayCreate && !std::filesystem::exists(path)) {
+    std::random_device random;
+    std::string token;
+    for (int i = 0; i < 32; ++i) token += "0123456789abcdef"[random() % 16];
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd >= 0) {
+      const bool written =
+          ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+      ::close(fd);
+      if (!written) return granary::unavailable("cannot write the token file " + path);
+    }
+  }
+  return granary::cache::readTokenFile(path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace granary;
+  using namespace granary::cache;
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::stop_source stop;
+  std::thread([signals, &stop]() mutable {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    stop.request_stop();
+  }).detach();
+
+  std::string configFile, datasetFile, nodeName, stateDir, listen, metricsAddress, level;
+  bool metricsAddressSet = false, exitWhenWarm = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&](std::string& into) {
+      if (i + 1 >= argc) usageError(arg + " needs a value");
+      into = argv[++i];
+    };
+    if (arg == "--config")
+      value(configFile);
+    else if (arg == "--dataset")
+      value(datasetFile);
+    else if (arg == "--node-name")
+      value(nodeName);
+    else if (arg == "--state-dir")
+      value(stateDir);
+    else if (arg == "--listen")
+      value(listen);
+    else if (arg == "--metrics-address")
+      value(metricsAddress), metricsAddressSet = true;
+    else if (arg == "--log-level")
+      value(level);
+    else if (arg == "--exit-when-warm")
+      exitWhenWarm = true;
+    else if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      usageError("unknown option " + arg);
+    }
+  }
+  if (exitWhenWarm && datasetFile.empty()) usageError("--exit-when-warm needs --dataset");
+
+  NodeOptions options;
+  if (!configFile.empty()) {
+    auto loaded = config::decodeFile<NodeOptions>(configFile);
+    if (!loaded.isOk()) {
+      std::fprintf(stderr, "granary-cache-node: %s\n", loaded.status().message().c_str());
+      return 2;
+    }
+    options = std::move(*loaded);
+  }
+  if (!nodeName.empty()) options.nodeName = nodeName;
+  if (!stateDir.empty()) options.stateDirectory = stateDir;
+  if (!listen.empty()) options.listen = listen;
+  if (metricsAddressSet) options.metricsAddress = metricsAddress;
+  if (!level.empty()) options.logLevel = level;
+  const bool defaultToken = options.tokenFile.empty();
+  applyDefaults(options);
+
+  auto logLevel = parseLogLevel(options.logLevel);
+  if (!logLevel.isOk()) usageError("logLevel: " + logLevel.status().message());
+  configureLogging({.level = *logLevel});
+  const Logger log("cache-node");
+
+  std::vector<api::Dataset> datasets;
+  if (!datasetFile.empty()) {
+    auto loaded = loadDatasets(datasetFile);
+    if (!loaded.isOk()) {
+      std::fprintf(stderr, "granary-cache-node: %s\n", loaded.status().message().c_str());
+      return 2;
+    }
+    datasets = std::move(*loaded);
+  }
+  auto token = loadToken(options.tokenFile, defaultToken);
+  if (!token.isOk()) {
+    log.error("no API token", {{"error", token.status()}, {"token_file", options.tokenFile}});
+    return 1;
+  }
+
+  MetricsRegistry registry;
+  auto metrics = CacheMetrics::create(registry);
+  if (!metrics.isOk()) {
+    log.error("cannot declare metrics", {{"error", metrics.status()}});
+    return 1;
+  }
+  std::unique_ptr<MetricsServer> metricsServer;
+  if (!options.metricsAddress.empty()) {
+    auto started = MetricsServer::start(options.metricsAddress, registry);
+    if (!started.isOk()) {
+      log.error("cannot serve metrics", {{"error", started.status()}});
+      return 1;
+    }
+    metricsServer = std::move(*started);
+    metricsServer->addCheck("/healthz", [] { return Status::ok(); });
+  }
+  GrpcPeers peers({.token = *token, .tlsCaFile = options.tls.caFile});
+  auto engine = CacheEngine::open(engineOptionsOf(options), realClock(), &peers, metrics->get());
+  if (!engine.isOk()) {
+    log.error("cannot open the cache", {{"error", engine.status()}});
+    return 1;
+  }
+  auto server = CacheNodeServer::start(**engine, peers,
+                                       {.address = options.listen,
+                                        .token = *token,
+                                        .tlsCertificateFile = options.tls.certificateFile,
+                                        .tlsKeyFile = options.tls.keyFile});
+  if (!server.isOk()) {
+    log.error("cannot serve the API", {{"error", server.status()}});
+    return 1;
+  }
+  if (metricsServer) metricsServer->addCheck("/readyz", [] { return Status::ok(); });
+  log.info("started", {{"node", options.nodeName},
+                       {"listen", options.listen},
+                       {"port", static_cast<int64_t>((*server)->port())},
+                       {"metrics", options.metricsAddress},
+                       {"state", options.stateDirectory}});
+
+  std::vector<std::shared_ptr<DatasetCache>> standalone;
+  for (const auto& dataset : datasets) {
+    auto cache = (*engine)->ensure(standaloneSpec(dataset));
+    if (!cache.isOk()) {
+      log.error("cannot cache the dataset",
+                {{"dataset", dataset.metadata.name}, {"error", cache.status()}});
+      return 1;
+    }
+    standalone.push_back(std::move(*cache));
+  }
+  int exitCode = 0;
+  const auto tick = std::chrono::seconds(2);
+  while (!stop.stop_requested()) {
+    if (!standalone.empty()) {
+      bool settled = true, ready = true;
+      for (const auto& cache : standalone) {
+        const DatasetState state = cache->state();
+        std::fprintf(stderr, "%s\n", progressLine(cache->key(), state).c_str());
+        settled = settled && (state.phase == Phase::kReady || state.phase == Phase::kDegraded ||
+                              state.phase == Phase::kFailed);
+        ready = ready && state.phase == Phase::kReady;
+      }
+      if (exitWhenWarm && settled) {
+        exitCode = ready ? 0 : 1;
+        break;
+      }
+    } else {
+      for (const auto& cache : (*engine)->datasets()) (void)cache->state();  // refreshes gauges
+    }
+    realClock().sleepUntil(realClock().monoNow() + tick, stop.get_token());
+  }
+  log.info("stopping");
+  server->reset();
+  standalone.clear();
+  engine->reset();
+  log.info("stopped");
+  return exitCode;
+}

@@ -1,0 +1,90 @@
+#include "cache-node/options.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace granary::cache {
+
+Status decodeValue(const config::Node& node, CacheDirectoryOptions& out) {
+  config::Fields f(node);
+  f.required(
+      "path", out.path, [](const std::string& p) { return p.starts_with("/"); },
+      "an absolute path");
+  f.required(
+      "quota", out.quota, [](const ByteSize& q) { return q.bytes > 0; },
+      "a positive quantity such as 500Gi");
+  return f.finish();
+}
+
+Status decodeValue(const config::Node& node, TlsOptions& out) {
+  config::Fields f(node);
+  f.optional("certificateFile", out.certificateFile);
+  f.optional("keyFile", out.keyFile);
+  f.optional("caFile", out.caFile);
+  GRANARY_RETURN_IF_ERROR(f.finish());
+  if (out.certificateFile.empty() != out.keyFile.empty()) {
+    return invalidArgument(node.where() +
+                           ": tls: give both certificateFile and keyFile, or neither");
+  }
+  return Status::ok();
+}
+
+Status decodeValue(const config::Node& node, NodeOptions& out) {
+  config::Fields f(node);
+  f.optional("nodeName", out.nodeName);
+  f.optional("listen", out.listen);
+  f.optional("metricsAddress", out.metricsAddress);
+  f.optional("tokenFile", out.tokenFile);
+  f.optional("tls", out.tls);
+  f.optional(
+      "stateDirectory", out.stateDirectory, [](const std::string& p) { return !p.empty(); },
+      "a directory");
+  f.optional("cacheDirectories", out.cacheDirectories);
+  f.optional(
+      "chunkSize", out.chunkSize,
+      [](const ByteSize& s) { return s.bytes >= (1 << 20) && s.bytes <= (1LL << 30); },
+      "a size from 1Mi to 1Gi");
+  f.optional(
+      "warmConcurrency", out.warmConcurrency, [](int32_t c) { return c >= 1 && c <= 256; },
+      "an integer from 1 to 256");
+  f.optional(
+      "bandwidthLimit", out.bandwidthLimit, [](const ByteSize& s) { return s.bytes >= 0; },
+      "bytes per second, 0 unlimited");
+  f.optional("verifyChecksumsAtStart", out.verifyChecksumsAtStart);
+  f.optional("pvcRoot", out.pvcRoot);
+  f.optional("logLevel", out.logLevel);
+  return f.finish();
+}
+
+void applyDefaults(NodeOptions& options) {
+  if (options.nodeName.empty()) {
+    if (const char* env = std::getenv("NODE_NAME"); env != nullptr && *env != '\0') {
+      options.nodeName = env;
+    } else {
+      char host[256] = {};
+      ::gethostname(host, sizeof host - 1);
+      options.nodeName = host;
+    }
+  }
+  const std::filesystem::path state = options.stateDirectory;
+  if (options.tokenFile.empty()) options.tokenFile = (state / "token").string();
+  if (options.cacheDirectories.empty())
+    options.cacheDirectories.push_back({(state / "cache").string(), ByteSize{10LL << 30}});
+}
+
+EngineOptions engineOptionsOf(const NodeOptions& options) {
+  EngineOptions engine;
+  engine.nodeName = options.nodeName;
+  engine.stateDirectory = options.stateDirectory;
+  for (const auto& dir : options.cacheDirectories)
+    engine.cacheDirectories.push_back({dir.path, dir.quota.bytes});
+  engine.defaultChunkSize = options.chunkSize.bytes;
+  engine.warmConcurrency = options.warmConcurrency;
+  engine.bandwidthLimit = options.bandwidthLimit.bytes;
+  engine.verifyChecksumsAtStart = options.verifyChecksumsAtStart;
+  engine.origins.pvcRoot = options.pvcRoot;
+  return engine;
+}
+
+}  // namespace granary::cache

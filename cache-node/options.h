@@ -1,0 +1,68 @@
+// granary-cache-node's options file (YAML). Every field has a default that works on one
+// machine; in a cluster the DaemonSet sets nodeName from the downward API and mounts the token.
+//
+//   nodeName: gpu-1                  # default: $NODE_NAME, else the host name
+//   listen: 0.0.0.0:7400             # CacheNode and Peer gRPC APIs
+//   metricsAddress: 0.0.0.0:9400     # /metrics, /healthz, /readyz; "" disables
+//   tokenFile: /etc/granary/token    # shared bearer token; default: <stateDirectory>/token,
+//                                    # created with a random token if missing
+//   tls: {certificateFile: ..., keyFile: ..., caFile: ...}   # optional
+//   stateDirectory: /var/lib/granary # manifests and the chunk index
+//   cacheDirectories:                # default: <stateDirectory>/cache with a 10Gi quota
+//     - {path: /mnt/nvme0/granary, quota: 1500Gi}
+//   chunkSize: 16Mi
+//   warmConcurrency: 8
+//   bandwidthLimit: 0                # origin bytes per second for the whole node; 0 unlimited
+//   verifyChecksumsAtStart: true
+//   pvcRoot: ""                      # where PersistentVolumeClaims are mounted
+//   logLevel: info
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cache-node/engine.h"
+#include "common/config.h"
+#include "common/quantity.h"
+
+namespace granary::cache {
+
+struct CacheDirectoryOptions {
+  std::string path;
+  ByteSize quota;
+};
+
+struct TlsOptions {
+  std::string certificateFile;
+  std::string keyFile;
+  std::string caFile;  // to verify peers; "" uses plain connections to peers
+};
+
+struct NodeOptions {
+  std::string nodeName;
+  std::string listen = "0.0.0.0:7400";
+  std::string metricsAddress = "0.0.0.0:9400";
+  std::string tokenFile;
+  TlsOptions tls;
+  std::string stateDirectory = "/var/lib/granary";
+  std::vector<CacheDirectoryOptions> cacheDirectories;
+  ByteSize chunkSize{16 << 20};
+  int32_t warmConcurrency = 8;
+  ByteSize bandwidthLimit{0};
+  bool verifyChecksumsAtStart = true;
+  std::string pvcRoot;
+  std::string logLevel = "info";
+};
+
+Status decodeValue(const config::Node& node, CacheDirectoryOptions& out);
+Status decodeValue(const config::Node& node, TlsOptions& out);
+Status decodeValue(const config::Node& node, NodeOptions& out);
+
+// Fills what the file left unset: nodeName from $NODE_NAME or the host name, the token file
+// and a cache directory under the state directory.
+void applyDefaults(NodeOptions& options);
+
+EngineOptions engineOptionsOf(const NodeOptions& options);
+
+}  // namespace granary::cache

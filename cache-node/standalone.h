@@ -1,0 +1,26 @@
+// Standalone mode: Datasets from a manifest file (the CRD's shape) ensured on this node alone,
+// without Kubernetes. Credentials come from the environment, as the AWS CLI reads them
+// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; GRANARY_BEARER_TOKEN for
+// http(s) origins), since there is no Secret to read.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cache-node/engine.h"
+#include "common/api/dataset.h"
+
+namespace granary::cache {
+
+// The Datasets of a manifest file or directory; other kinds are ignored. InvalidArgument
+// naming file:line and field for bad documents, and when there is no Dataset at all.
+Result<std::vector<api::Dataset>> loadDatasets(const std::filesystem::path& path);
+
+// The request that caches `dataset` on this node only.
+EnsureSpec standaloneSpec(const api::Dataset& dataset);
+
+// One line of progress: "ml/imagenet Warming 1,204/5,000 files 1.2 GiB/4.0 GiB 310 MiB/s ETA 9s".
+std::string progressLine(const DatasetKey& key, const DatasetState& state);
+
+}  // namespace granary::cache
