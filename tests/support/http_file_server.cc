@@ -3,9 +3,12 @@
 #include <civetweb.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 namespace granary::testing {
 
@@ -18,9 +21,26 @@ struct HttpFileServer::State {
   int failStatus = 500;
   int truncateCount = 0;
   std::atomic<int64_t> requests{0};
+  std::atomic<int64_t> bytes{0};
+  int64_t rate = 0;  // bytes per second; 0 unlimited
+  std::chrono::steady_clock::time_point paidUntil{};
 };
 
 namespace {
+
+// The bytes a GET of `file` sends: the Range's length, or the whole file.
+int64_t bytesOf(mg_connection* conn, const std::filesystem::path& file) {
+  std::error_code error;
+  const auto size = static_cast<int64_t>(std::filesystem::file_size(file, error));
+  if (error) return 0;
+  const char* range = mg_get_header(conn, "Range");
+  long long first = 0, last = -1;
+  if (range != nullptr && std::sscanf(range, "bytes=%lld-%lld", &first, &last) >= 1) {
+    if (last < 0 || last >= size) last = size - 1;
+    return first > last ? 0 : last - first + 1;
+  }
+  return size;
+}
 
 int handle(mg_connection* conn, void* data) {
   auto& s = *static_cast<HttpFileServer::State*>(data);
@@ -39,6 +59,24 @@ int handle(mg_connection* conn, void* data) {
         --s.truncateCount;
         truncate = true;
       }
+    }
+  }
+  if (!status && std::strcmp(request->request_method, "GET") == 0) {
+    const std::filesystem::path file = s.root / std::string(request->local_uri + 1);
+    if (std::filesystem::is_regular_file(file)) {
+      const int64_t bytes = bytesOf(conn, file);
+      s.bytes += bytes;
+      std::chrono::steady_clock::time_point start;
+      {
+        std::lock_guard lock(s.mutex);
+        if (s.rate > 0) {
+          const auto now = std::chrono::steady_clock::now();
+          s.paidUntil =
+              std::max(s.paidUntil, now) + std::chrono::nanoseconds(bytes * 1'000'000'000 / s.rate);
+          start = s.paidUntil;
+        }
+      }
+      std::this_thread::sleep_until(start);
     }
   }
   if (status) {
@@ -77,7 +115,7 @@ Result<std::unique_ptr<HttpFileServer>> HttpFileServer::start(const std::filesys
                            "enable_directory_listing",
                            "yes",
                            "num_threads",
-                           "8",
+                           "64",
                            nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
@@ -106,5 +144,12 @@ void HttpFileServer::truncateNext(int count) {
 }
 
 int64_t HttpFileServer::requests() const { return state_->requests; }
+
+int64_t HttpFileServer::bytesServed() const { return state_->bytes; }
+
+void HttpFileServer::throttle(int64_t bytesPerSecond) {
+  std::lock_guard lock(state_->mutex);
+  state_->rate = bytesPerSecond;
+}
 
 }  // namespace granary::testing

@@ -1,6 +1,7 @@
 // A real web server (civetweb) serving a directory on loopback, with its directory listings,
-// Range requests and ETags, plus faults for origin tests: failing requests with a status, and
-// truncating response bodies.
+// Range requests and ETags, plus faults for origin tests: failing requests with a status,
+// truncating response bodies, and a bandwidth throttle shared by all connections (a response
+// starts once its bytes are paid for). Counts the file bytes it serves.
 #pragma once
 
 #include <filesystem>
@@ -23,6 +24,10 @@ class HttpFileServer {
   // The next `count` GETs of a file announce its full length but send only half of it.
   void truncateNext(int count);
   int64_t requests() const;
+  // File bytes sent by GETs (range lengths, or whole files).
+  int64_t bytesServed() const;
+  // Caps the bytes per second of all GETs together; 0 lifts the cap.
+  void throttle(int64_t bytesPerSecond);
 
   struct State;
 

@@ -1,0 +1,340 @@
+// granary-cache-node processes on loopback: real gRPC between them, a real web server as the
+// origin, kill -9 and restart.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "granary/v1/cache_node.grpc.pb.h"
+#include "tests/support/http_file_server.h"
+#include "tests/support/http_get.h"
+
+namespace granary::cache {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kToken = "s3cr3t-t0ken";
+
+int freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// One granary-cache-node process with its own state directory and ports.
+class NodeProcess {
+ public:
+  NodeProcess(std::filesystem::path root, std::string name)
+      : root_(std::move(root)),
+        name_(std::move(name)),
+        port_(freePort()),
+        metricsPort_(freePort()) {
+    std::filesystem::create_directories(root_);
+    std::ofstream(root_ / "token") << kToken << "\n";
+    std::ofstream(root_ / "config.yaml")
+        << "nodeName: " << name_ << "\nlisten: 127.0.0.1:" << port_
+        << "\nmetricsAddress: 127.0.0.1:" << metricsPort_ << "\ntokenFile: " << (root_ / "token")
+        << "\nstateDirectory: " << (root_ / "state")
+        << "\ncacheDirectories:\n  - path: " << (root_ / "cache")
+        << "\n    quota: 1Gi\nwarmConcurrency: 4\n";
+  }
+  ~NodeProcess() { kill(SIGKILL); }
+
+  void start() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string log = (root_ / "log").string();
+      std::freopen(log.c_str(), "a", stderr);
+      const std::string config = (root_ / "config.yaml").string();
+      ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--config", config.c_str(), nullptr);
+      ::_exit(127);
+    }
+    channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+    stub_ = v1::CacheNode::NewStub(channel_);
+    ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() + 20s))
+        << name_ << " did not start; its log:\n"
+        << log();
+  }
+  void kill(int signal) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, signal);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = 0;
+  }
+  std::string log() const {
+    std::ifstream in(root_ / "log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  const std::string& name() const { return name_; }
+  int metricsPort() const { return metricsPort_; }
+  v1::CacheNode::Stub& api() { return *stub_; }
+
+ private:
+  std::filesystem::path root_;
+  std::string name_;
+  int port_;
+  int metricsPort_;
+  pid_t pid_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::CacheNode::Stub> stub_;
+};
+
+std::unique_ptr<grpc::ClientContext> authorized(const std::string& token = kToken) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);
+  context->set_deadline(std::chrono::system_clock::now() + 30s);
+  return context;
+}
+
+class CacheNodeProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("granary-nodes-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_ / "origin");
+    std::mt19937 random(7);
+    for (int i = 0; i < 24; ++i) {
+      std::string data(2000 + 911 * i, '\0');
+      for (auto& c : data) c = static_cast<char>(random());
+      write("train/part-" + std::to_string(i) + ".bin", data);
+    }
+    std::string big(5 << 20, '\0');
+    for (auto& c : big) c = static_cast<char>(random());
+    write("big/blob.bin", big);
+    auto server = testing::HttpFileServer::start(root_ / "origin");
+    ASSERT_TRUE(server.isOk()) << server.status();
+    origin_ = std::move(*server);
+  }
+  void TearDown() override {
+    nodes_.clear();
+    origin_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  void write(const std::string& path, const std::string& data) {
+    std::filesystem::create_directories((root_ / "origin" / path).parent_path());
+    std::ofstream(root_ / "origin" / path, std::ios::binary) << data;
+    files_[path] = data;
+  }
+  int64_t datasetBytes() const {
+    int64_t total = 0;
+    for (const auto& [_, data] : files_) total += static_cast<int64_t>(data.size());
+    return total;
+  }
+
+  NodeProcess& addNode(const std::string& name) {
+    nodes_.push_back(std::make_unique<NodeProcess>(root_ / name, name));
+    nodes_.back()->start();
+    return *nodes_.back();
+  }
+
+  v1::EnsureDatasetRequest ensureRequest(int64_t bandwidth = 0) const {
+    v1::EnsureDatasetRequest request;
+    request.mutable_dataset()->set_namespace_("ml");
+    request.mutable_dataset()->set_name("coco");
+    request.mutable_dataset()->set_generation(1);
+    request.mutable_dataset()->set_uid("uid-1");
+    request.add_mounts()->mutable_source()->set_uri(origin_->url());
+    request.mutable_cache()->set_replicas(1);
+    request.mutable_cache()->set_chunk_size_bytes(1 << 20);
+    request.mutable_cache()->set_bandwidth_limit_bytes_per_second(bandwidth);
+    for (const auto& node : nodes_) {
+      auto* endpoint = request.add_node_set();
+      endpoint->set_node_name(node->name());
+      endpoint->set_address(node->address());
+    }
+    return request;
+  }
+
+  static v1::DatasetStatus statusOf(NodeProcess& node) {
+    v1::GetDatasetStatusRequest request;
+    request.mutable_dataset()->set_namespace_("ml");
+    request.mutable_dataset()->set_name("coco");
+    v1::DatasetStatus status;
+    const grpc::Status rpc = node.api().GetDatasetStatus(authorized().get(), request, &status);
+    EXPECT_TRUE(rpc.ok()) << rpc.error_message();
+    return status;
+  }
+
+  static v1::DatasetStatus waitReady(NodeProcess& node) {
+    v1::DatasetStatus status;
+    for (int i = 0; i < 300; ++i) {
+      status = statusOf(node);
+      if (status.phase() == v1::DATASET_PHASE_READY || status.phase() == v1::DATASET_PHASE_FAILED ||
+          status.phase() == v1::DATASET_PHASE_DEGRADED)
+        break;
+      std::this_thread::sleep_for(50ms);
+    }
+    return status;
+  }
+
+  // Reads a whole file through the node's Read stream, counting bytes by source.
+  static std::string readFile(NodeProcess& node, const std::string& path,
+                              std::map<v1::ReadSource, int64_t>* sources = nullptr) {
+    v1::ReadRequest request;
+    request.mutable_dataset()->set_namespace_("ml");
+    request.mutable_dataset()->set_name("coco");
+    request.set_path(path);
+    request.set_length(-1);
+    auto context = authorized();
+    auto reader = node.api().Read(context.get(), request);
+    std::string data;
+    v1::ReadResponse piece;
+    while (reader->Read(&piece)) {
+      EXPECT_EQ(piece.offset(), static_cast<int64_t>(data.size()));
+      data += piece.data();
+      if (sources) (*sources)[piece.source()] += static_cast<int64_t>(piece.data().size());
+    }
+    const grpc::Status status = reader->Finish();
+    EXPECT_TRUE(status.ok()) << path << ": " << status.error_message();
+    return data;
+  }
+
+  std::filesystem::path root_;
+  std::unique_ptr<testing::HttpFileServer> origin_;
+  std::map<std::string, std::string> files_;
+  std::vector<std::unique_ptr<NodeProcess>> nodes_;
+};
+
+TEST_F(CacheNodeProcessTest, RefusesCallsWithoutTheToken) {
+  NodeProcess& node = addNode("n1");
+  v1::ListDatasetsRequest request;
+  v1::ListDatasetsResponse response;
+  EXPECT_EQ(node.api().ListDatasets(authorized("").get(), request, &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(node.api().ListDatasets(authorized("wrong").get(), request, &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(node.api().ListDatasets(authorized().get(), request, &response).ok());
+  EXPECT_EQ(node.log().find(kToken), std::string::npos);
+}
+
+TEST_F(CacheNodeProcessTest, BadRequestsNameTheField) {
+  NodeProcess& node = addNode("n1");
+  auto request = ensureRequest();
+  request.mutable_mounts(0)->mutable_source()->set_uri("ftp://example.org/data/");
+  v1::EnsureDatasetResponse response;
+  grpc::Status status = node.api().EnsureDataset(authorized().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("mounts[0].source.uri"), std::string::npos)
+      << status.error_message();
+
+  request = ensureRequest();
+  request.mutable_dataset()->clear_name();
+  status = node.api().EnsureDataset(authorized().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("dataset.name"), std::string::npos);
+
+  request = ensureRequest();
+  request.mutable_mounts(0)->mutable_credentials()->set_secret_access_key("SUPERSECRETKEY");
+  request.mutable_mounts(0)->mutable_source()->set_uri("s3://Bad_Bucket/x/");
+  status = node.api().EnsureDataset(authorized().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message().find("SUPERSECRETKEY"), std::string::npos);
+  EXPECT_EQ(node.log().find("SUPERSECRETKEY"), std::string::npos);
+}
+
+TEST_F(CacheNodeProcessTest, ThreeNodesReadTheOriginOnceAndServeEveryByte) {
+  addNode("n1");
+  addNode("n2");
+  addNode("n3");
+  const auto request = ensureRequest();
+  for (auto& node : nodes_) {
+    v1::EnsureDatasetResponse response;
+    const grpc::Status status = node->api().EnsureDataset(authorized().get(), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  int64_t owned = 0;
+  for (auto& node : nodes_) {
+    const auto status = waitReady(*node);
+    ASSERT_EQ(status.phase(), v1::DATASET_PHASE_READY) << status.message();
+    EXPECT_EQ(status.progress().cached_bytes(), status.progress().owned_bytes());
+    EXPECT_EQ(status.progress().total_bytes(), datasetBytes());
+    owned += status.progress().owned_bytes();
+  }
+  EXPECT_EQ(owned, datasetBytes());
+  EXPECT_EQ(origin_->bytesServed(), datasetBytes());  // the origin gave each byte once
+
+  std::map<v1::ReadSource, int64_t> sources;
+  for (const auto& [path, data] : files_) EXPECT_EQ(readFile(*nodes_[0], path, &sources), data);
+  EXPECT_EQ(sources[v1::READ_SOURCE_ORIGIN], 0);
+  EXPECT_GT(sources[v1::READ_SOURCE_PEER], 0);
+  EXPECT_EQ(sources[v1::READ_SOURCE_LOCAL] + sources[v1::READ_SOURCE_PEER], datasetBytes());
+  EXPECT_EQ(origin_->bytesServed(), datasetBytes());
+
+  // The node's metrics say the same.
+  std::string metrics;
+  ASSERT_EQ(
+      testing::httpGet("http://127.0.0.1:" + std::to_string(nodes_[0]->metricsPort()) + "/metrics",
+                       metrics),
+      200);
+  EXPECT_NE(metrics.find("granary_cache_read_bytes_total{dataset=\"ml/coco\",source=\"peer\"} " +
+                         std::to_string(sources[v1::READ_SOURCE_PEER])),
+            std::string::npos)
+      << metrics;
+}
+
+TEST_F(CacheNodeProcessTest, KilledWhileWarmingResumesWithoutFetchingVerifiedChunksAgain) {
+  NodeProcess& node = addNode("n1");
+  const int64_t rate = 2 << 20;  // the 5 MiB blob and the small files take ~3 s
+  const auto request = ensureRequest(rate);
+  v1::EnsureDatasetResponse response;
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), request, &response).ok());
+  for (int i = 0; i < 200 && statusOf(node).progress().cached_bytes() < datasetBytes() / 3; ++i)
+    std::this_thread::sleep_for(20ms);
+  const int64_t cachedAtKill = statusOf(node).progress().cached_bytes();
+  node.kill(SIGKILL);
+  ASSERT_GT(cachedAtKill, 0);
+  ASSERT_LT(cachedAtKill, datasetBytes());
+  const int64_t servedBeforeRestart = origin_->bytesServed();
+
+  node.start();
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), request, &response).ok());
+  const auto status = waitReady(node);
+  ASSERT_EQ(status.phase(), v1::DATASET_PHASE_READY) << status.message();
+  EXPECT_EQ(status.progress().cached_bytes(), datasetBytes());
+  // The second run fetched only what was not verified on disk: at most the rest of the data.
+  EXPECT_LE(origin_->bytesServed() - servedBeforeRestart, datasetBytes() - cachedAtKill);
+  std::map<v1::ReadSource, int64_t> sources;
+  for (const auto& [path, data] : files_) EXPECT_EQ(readFile(node, path, &sources), data);
+  EXPECT_EQ(sources[v1::READ_SOURCE_LOCAL], datasetBytes());
+}
+
+TEST_F(CacheNodeProcessTest, PurgeFreesTheCache) {
+  NodeProcess& node = addNode("n1");
+  const auto request = ensureRequest();
+  v1::EnsureDatasetResponse response;
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), request, &response).ok());
+  ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  v1::PurgeDatasetRequest purge;
+  *purge.mutable_dataset() = request.dataset();
+  v1::PurgeDatasetResponse purged;
+  ASSERT_TRUE(node.api().PurgeDataset(authorized().get(), purge, &purged).ok());
+  EXPECT_EQ(purged.freed_bytes(), datasetBytes());
+  v1::GetDatasetStatusRequest get;
+  *get.mutable_dataset() = request.dataset();
+  v1::DatasetStatus status;
+  EXPECT_EQ(node.api().GetDatasetStatus(authorized().get(), get, &status).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace granary::cache
