@@ -106,6 +106,7 @@ DatasetCache::DatasetCache(NodeContext& node, DatasetKey key, std::vector<Datase
       key_(std::move(key)),
       id_(key_.id()),
       sources_(std::move(sources)),
+      bandwidth_(node.clock, settings.bandwidthLimit),
       settings_(std::move(settings)) {
   if (node_.metrics) metrics_ = node_.metrics->forDataset(key_.label());
   policy_ = settings_.eviction == Eviction::kPin ? makePinPolicy(settings_.capacityBytes)
@@ -139,6 +140,8 @@ Status DatasetCache::update(DatasetSettings settings) {
   }
   const bool repass = settings.nodeSet != current || settings.replicas != settings_.replicas ||
                       settings.warm != settings_.warm;
+  if (settings.bandwidthLimit != settings_.bandwidthLimit)
+    bandwidth_.setRate(settings.bandwidthLimit);
   settings_ = std::move(settings);
   if (settings_.warmConcurrency < 1) settings_.warmConcurrency = 1;
   if (repass) ++passRequested_, passDone_ = false;
@@ -322,6 +325,7 @@ Result<std::string> DatasetCache::readOrigin(const ManifestEntry& file, int64_t 
   if (source == nullptr) return notFound("no source holds \"" + file.path + "\"");
   const std::string originPath =
       source->mount.empty() ? file.path : file.path.substr(source->mount.size() + 1);
+  bandwidth_.acquire(length);
   node_.bandwidth.acquire(length);
   auto data = source->origin->read(originPath, offset, length, file.etag);
   if (data.isOk() && static_cast<int64_t>(data->size()) != length) {

@@ -70,7 +70,8 @@ struct DatasetSettings {
   int64_t capacityBytes = 0;  // the dataset's quota on this node
   Eviction eviction = Eviction::kPin;
   WarmMode warm = WarmMode::kOnCreate;
-  int warmConcurrency = 8;  // origin fetches in flight while warming
+  int warmConcurrency = 8;     // origin fetches in flight while warming
+  int64_t bandwidthLimit = 0;  // this dataset's origin reads, bytes per second; 0 unlimited
   // First pause before a pass retries chunks that failed; doubles up to a minute.
   std::chrono::milliseconds warmRetryDelay{1000};
 };
@@ -222,6 +223,7 @@ class DatasetCache {
   SingleFlight<Piece> flights_;
   std::atomic<int> demandInFlight_{0};
   std::optional<DatasetMetrics> metrics_;
+  BandwidthLimiter bandwidth_;  // the dataset's own limit, within the node's
 
   mutable std::mutex mutex_;             // guards everything below
   std::condition_variable_any changed_;  // any state change; the thread waits with its token
