@@ -10,7 +10,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcivetweb-dev
-  python3 python3-jsonschema python3-yaml
+  python3 python3-jsonschema python3-yaml python3-botocore
 )
 
 # Node.js runs the second CEL implementation in the CRD tests; use the machine's own when
@@ -39,4 +39,11 @@ if [[ ! -f tests/crds/node_modules/@bufbuild/cel/package.json ]] ||
    [[ tests/crds/package-lock.json -nt tests/crds/node_modules/.package-lock.json ]]; then
   echo "setup: installing the npm packages of tests/crds"
   npm ci --prefix tests/crds --no-audit --no-fund --loglevel=error
+fi
+
+# s3rver, the S3-compatible server of the s3:// origin tests (pinned by tests/s3/package-lock.json).
+if [[ ! -f tests/s3/node_modules/s3rver/package.json ]] ||
+   [[ tests/s3/package-lock.json -nt tests/s3/node_modules/.package-lock.json ]]; then
+  echo "setup: installing the npm packages of tests/s3"
+  npm ci --prefix tests/s3 --no-audit --no-fund --loglevel=error
 fi

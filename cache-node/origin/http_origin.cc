@@ -1,60 +1,28 @@
 #include "cache-node/origin/http_origin.h"
 
 #include <cpprest/json.h>
-#include <curl/curl.h>
 
-#include <mutex>
 #include <regex>
 #include <set>
-#include <thread>
 #include <vector>
 
-#include "common/backoff.h"
+#include "cache-node/origin/curl_transfer.h"
 #include "common/url.h"
 
 namespace granary::cache {
 namespace {
 
-struct Response {
-  long status = 0;
-  std::string body;
-  std::string etag;
-  std::string lastModified;
-  int64_t contentLength = -1;
-};
-
-size_t onBody(char* data, size_t size, size_t count, void* out) {
-  static_cast<Response*>(out)->body.append(data, size * count);
-  return size * count;
-}
-
-size_t onHeader(char* data, size_t size, size_t count, void* out) {
-  auto& response = *static_cast<Response*>(out);
-  std::string line(data, size * count);
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-  const auto colon = line.find(':');
-  if (colon == std::string::npos) return size * count;
-  std::string name = line.substr(0, colon);
-  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::string value = line.substr(colon + 1);
-  value.erase(0, value.find_first_not_of(' '));
-  if (name == "etag") response.etag = value;
-  if (name == "last-modified") response.lastModified = value;
-  if (name == "content-length") response.contentLength = std::atoll(value.c_str());
-  return size * count;
-}
-
 std::string encodePath(const std::string& path) { return percentEncode(path, "/"); }
 
-std::string versionOf(const Response& r) { return !r.etag.empty() ? r.etag : r.lastModified; }
+std::string versionOf(const HttpResponse& r) { return !r.etag.empty() ? r.etag : r.lastModified; }
 
 class HttpOrigin final : public Origin {
  public:
-  explicit HttpOrigin(HttpOriginOptions options) : options_(std::move(options)) {}
-
-  ~HttpOrigin() override {
-    for (CURL* handle : idle_) curl_easy_cleanup(handle);
-  }
+  explicit HttpOrigin(HttpOriginOptions options)
+      : options_(std::move(options)),
+        transfer_({.timeout = options_.timeout,
+                   .maxAttempts = options_.maxAttempts,
+                   .retryDelay = options_.retryDelay}) {}
 
   Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
     if (!options_.index.empty()) return listIndex(each);
@@ -65,7 +33,7 @@ class HttpOrigin final : public Origin {
                            const std::string& etag) override {
     if (length <= 0) return std::string();
     const std::string range = std::to_string(offset) + "-" + std::to_string(offset + length - 1);
-    GRANARY_ASSIGN_OR_RETURN(Response r, send(encodePath(path), "GET", range, length));
+    GRANARY_ASSIGN_OR_RETURN(HttpResponse r, send(encodePath(path), "GET", range, true));
     if (r.status == 404) return notFound(path + " is gone from the origin");
     if (r.status == 416) return std::string();  // at or past the end
     if (!etag.empty() && versionOf(r) != etag) {
@@ -80,53 +48,21 @@ class HttpOrigin final : public Origin {
   }
 
  private:
-  // One request with retries. `expectBytes` >= 0 makes a short body a (retryable) failure.
-  Result<Response> send(const std::string& relative, const char* method, const std::string& range,
-                        int64_t expectBytes = -1) {
-    const std::string url = options_.baseUrl + relative;
-    Backoff backoff({.initial = options_.retryDelay, .max = std::chrono::milliseconds(5000)});
-    Status last;
-    for (int attempt = 1; attempt <= options_.maxAttempts; ++attempt) {
-      Response r;
-      CURL* curl = acquire();
-      curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-      curl_easy_setopt(curl, CURLOPT_NOBODY, std::string(method) == "HEAD" ? 1L : 0L);
-      curl_easy_setopt(curl, CURLOPT_HTTPGET, std::string(method) == "GET" ? 1L : 0L);
-      curl_easy_setopt(curl, CURLOPT_RANGE, range.empty() ? nullptr : range.c_str());
-      curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, onBody);
-      curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);
-      curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, onHeader);
-      curl_easy_setopt(curl, CURLOPT_HEADERDATA, &r);
-      curl_easy_setopt(curl, CURLOPT_TIMEOUT, static_cast<long>(options_.timeout.count()));
-      curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
-      curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-      curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-      curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
-      curl_slist* headers = nullptr;
-      const std::string auth = "Authorization: Bearer " + options_.bearerToken.reveal();
-      if (!options_.bearerToken.empty()) headers = curl_slist_append(headers, auth.c_str());
-      curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-      const CURLcode code = curl_easy_perform(curl);
-      curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
-      curl_slist_free_all(headers);
-      release(curl);
-
-      if (code != CURLE_OK) {
-        last = unavailable(std::string(method) + " " + url + ": " + curl_easy_strerror(code));
-      } else if (r.status >= 500 || r.status == 429) {
-        last = unavailable(std::string(method) + " " + url + ": HTTP " + std::to_string(r.status));
-      } else if (expectBytes >= 0 && r.status == 206 && r.contentLength >= 0 &&
-                 static_cast<int64_t>(r.body.size()) != r.contentLength) {
-        last = unavailable(std::string(method) + " " + url + ": body truncated");
-      } else {
-        return r;
-      }
-      if (attempt < options_.maxAttempts) std::this_thread::sleep_for(backoff.next());
+  // One request with retries. `checkLength` makes a short body a (retryable) failure.
+  Result<HttpResponse> send(const std::string& relative, const char* method,
+                            const std::string& range, bool checkLength = false) {
+    HttpRequest request{.url = options_.baseUrl + relative,
+                        .head = std::string(method) == "HEAD",
+                        .range = range,
+                        .followRedirects = true,
+                        .checkBodyLength = checkLength};
+    if (!options_.bearerToken.empty()) {
+      request.headers.push_back("Authorization: Bearer " + options_.bearerToken.reveal());
     }
-    return last;
+    return transfer_.send(request);
   }
 
-  static Status statusFor(const Response& r, const std::string& what) {
+  static Status statusFor(const HttpResponse& r, const std::string& what) {
     if (r.status == 401)
       return {StatusCode::kUnauthenticated, what + ": the origin wants credentials"};
     if (r.status == 403)
@@ -136,7 +72,7 @@ class HttpOrigin final : public Origin {
   }
 
   Status listIndex(const std::function<Status(std::vector<OriginObject>&&)>& each) {
-    GRANARY_ASSIGN_OR_RETURN(Response r, send(encodePath(options_.index), "GET", ""));
+    GRANARY_ASSIGN_OR_RETURN(HttpResponse r, send(encodePath(options_.index), "GET", ""));
     if (r.status != 200) return statusFor(r, "index " + options_.index);
     web::json::value index;
     try {
@@ -165,7 +101,7 @@ class HttpOrigin final : public Origin {
   // Walks an autoindex page: links ending in '/' are sub-directories, others files (sized by HEAD).
   Status crawl(const std::string& directory,
                const std::function<Status(std::vector<OriginObject>&&)>& each) {
-    GRANARY_ASSIGN_OR_RETURN(Response page, send(encodePath(directory), "GET", ""));
+    GRANARY_ASSIGN_OR_RETURN(HttpResponse page, send(encodePath(directory), "GET", ""));
     if (page.status != 200) return statusFor(page, "listing of /" + directory);
     static const std::regex kHref("href=\"([^\"]+)\"", std::regex::icase);
     std::set<std::string> seen;
@@ -187,7 +123,7 @@ class HttpOrigin final : public Origin {
         continue;
       }
       const std::string path = directory + link;
-      GRANARY_ASSIGN_OR_RETURN(Response head, send(encodePath(path), "HEAD", ""));
+      GRANARY_ASSIGN_OR_RETURN(HttpResponse head, send(encodePath(path), "HEAD", ""));
       if (head.status != 200) return statusFor(head, path);
       OriginObject o;
       o.path = path;
@@ -198,21 +134,8 @@ class HttpOrigin final : public Origin {
     return batch.empty() ? Status::ok() : each(std::move(batch));
   }
 
-  CURL* acquire() {
-    std::lock_guard lock(mutex_);
-    if (idle_.empty()) return curl_easy_init();
-    CURL* handle = idle_.back();
-    idle_.pop_back();
-    return handle;
-  }
-  void release(CURL* handle) {
-    std::lock_guard lock(mutex_);
-    idle_.push_back(handle);  // kept for connection reuse
-  }
-
   HttpOriginOptions options_;
-  std::mutex mutex_;  // guards idle_
-  std::vector<CURL*> idle_;
+  CurlTransfer transfer_;
 };
 
 }  // namespace
@@ -223,9 +146,6 @@ Result<std::unique_ptr<Origin>> makeHttpOrigin(HttpOriginOptions options) {
     return invalidArgument("http source \"" + url +
                            "\": expected http(s)://host/path/ ending in '/'");
   }
-  if (options.maxAttempts < 1) options.maxAttempts = 1;
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   return std::unique_ptr<Origin>(new HttpOrigin(std::move(options)));
 }
 

@@ -1,0 +1,378 @@
+// The cache engine's figures, each printed next to its baseline measured in the same run:
+//   warm    warm throughput from a throttled web-server origin ÷ the throttle
+//           (100,000 files of 100 KB; 4 files of 1 GiB)            target >= 0.9
+//   origin  origin bytes read to warm one dataset on 4 nodes (replicas 1, real gRPC peers)
+//           ÷ dataset size, vs 4 nodes that each read the origin     target <= 1.01
+//   read    reading the warm cache through the engine ÷ reading the same bytes from disk
+//           (page cache dropped before each)                        target >= 0.9
+//   memory  resident memory of granary-cache-node holding a 1,000,000-file manifest, vs one
+//           holding a 1-file manifest                               target <= 256 MiB
+// Usage: cache_node_bench [--scale F] [--throttle-mib N] [--dir D] [section...]
+// --scale shrinks the file counts and sizes (0.01 for a quick look); the data under --dir
+// (default /var/tmp/granary-bench) is reused between runs.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "cache-node/engine.h"
+#include "cache-node/grpc_peers.h"
+#include "cache-node/grpc_service.h"
+#include "common/log.h"
+#include "tests/support/http_file_server.h"
+
+namespace granary::cache {
+namespace {
+
+using Clock_ = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+double seconds(Clock_::time_point since) {
+  return std::chrono::duration<double>(Clock_::now() - since).count();
+}
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+struct Args {
+  double scale = 1.0;
+  int64_t throttle = 200LL << 20;
+  fs::path dir = "/var/tmp/granary-bench";
+  std::set<std::string> sections;
+};
+
+// Writes `count` files of `size` random bytes under root/name (kept between runs) and a JSON
+// index the http origin lists from.
+int64_t makeDataset(const fs::path& root, const std::string& name, int count, int64_t size) {
+  const fs::path dir = root / name;
+  const fs::path done = root / (name + ".done");
+  if (!fs::exists(done)) {
+    fs::remove_all(dir);
+    std::mt19937_64 random(42);
+    std::string block(static_cast<size_t>(std::min<int64_t>(size, 1 << 20)), '\0');
+    std::string index = "{\"files\":[";
+    for (int i = 0; i < count; ++i) {
+      const std::string rel = "d" + std::to_string(i % 100) + "/f" + std::to_string(i) + ".bin";
+      fs::create_directories((dir / rel).parent_path());
+      std::ofstream out(dir / rel, std::ios::binary);
+      for (int64_t written = 0; written < size;) {
+        for (size_t w = 0; w < block.size(); w += 8) {
+          const uint64_t v = random();
+          std::memcpy(block.data() + w, &v, std::min<size_t>(8, block.size() - w));
+        }
+        const int64_t n = std::min<int64_t>(static_cast<int64_t>(block.size()), size - written);
+        out.write(block.data(), n);
+        written += n;
+      }
+      out.close();
+      index += std::string(i ? "," : "") + "{\"path\":\"" + rel +
+               "\",\"size\":" + std::to_string(size) + "}";
+    }
+    index += "]}";
+    std::ofstream(dir / "index.json") << index;
+    std::ofstream(done) << "ok";
+  }
+  return static_cast<int64_t>(count) * size;
+}
+
+void dropPageCache() {
+  ::sync();
+  std::ofstream("/proc/sys/vm/drop_caches") << "3";
+}
+
+// An engine of its own in `state`, serving gRPC on loopback.
+struct BenchNode {
+  BenchNode(const fs::path& state, const std::string& name, int64_t quota, int concurrency)
+      : peers({.token = Secret("bench")}) {
+    fs::remove_all(state);
+    EngineOptions options{.nodeName = name,
+                          .stateDirectory = state,
+                          .cacheDirectories = {{state / "cache", quota}},
+                          .warmConcurrency = concurrency,
+                          .verifyChecksumsAtStart = false};
+    auto opened = CacheEngine::open(options, realClock(), &peers, nullptr);
+    if (!opened.isOk()) {
+      std::fprintf(stderr, "engine: %s\n", opened.status().message().c_str());
+      std::exit(1);
+    }
+    engine = std::move(*opened);
+    auto started = CacheNodeServer::start(*engine, peers,
+                                          {.address = "127.0.0.1:0", .token = Secret("bench")});
+    if (!started.isOk()) std::exit(1);
+    server = std::move(*started);
+  }
+  GrpcPeers peers;
+  std::unique_ptr<CacheEngine> engine;
+  std::unique_ptr<CacheNodeServer> server;
+};
+
+EnsureSpec specFor(const std::string& url, const std::string& name, std::vector<std::string> nodes,
+                   int replicas) {
+  EnsureSpec spec;
+  spec.key = {"bench", name, 1, "u"};
+  spec.mounts.push_back({"", SourceSpec{.uri = url, .options = {{"index", "index.json"}}}});
+  spec.settings.nodeSet = std::move(nodes);
+  spec.settings.replicas = replicas;
+  spec.settings.chunkSize = 16 << 20;
+  return spec;
+}
+
+std::shared_ptr<DatasetCache> ensureOrDie(CacheEngine& engine, EnsureSpec spec) {
+  auto cache = engine.ensure(std::move(spec));
+  if (!cache.isOk()) {
+    std::fprintf(stderr, "ensure: %s\n", cache.status().message().c_str());
+    std::exit(1);
+  }
+  return *cache;
+}
+
+DatasetState settle(DatasetCache& cache) {
+  DatasetState state = cache.waitSettled(std::chrono::hours(2));
+  if (state.phase != Phase::kReady) {
+    std::fprintf(stderr, "dataset did not get Ready: %s %s\n",
+                 std::string(phaseName(state.phase)).c_str(), state.message.c_str());
+    std::exit(1);
+  }
+  return state;
+}
+
+// Plain parallel GETs of every file straight from the throttled server: what the throttle
+// gives a client that does nothing but download.
+double plainDownloadRate(const std::string& url, const fs::path& dir, int threads) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().filename() != "index.json")
+      files.push_back(fs::relative(e.path(), dir).string());
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> bytes{0};
+  const auto start = Clock_::now();
+  std::vector<std::jthread> workers;
+  const double budget = 20;  // seconds: a sample is enough to know the rate
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      auto origin = makeOrigin(SourceSpec{.uri = url});
+      for (size_t i; (i = next++) < files.size() && seconds(start) < budget;) {
+        const auto size = static_cast<int64_t>(fs::file_size(dir / files[i]));
+        for (int64_t off = 0; off < size; off += 16 << 20) {
+          auto data = (*origin)->read(files[i], off, std::min<int64_t>(16 << 20, size - off), "");
+          if (data.isOk()) bytes += static_cast<int64_t>(data->size());
+        }
+      }
+    });
+  }
+  workers.clear();
+  return static_cast<double>(bytes) / seconds(start);
+}
+
+void warmSection(const Args& args, const std::string& name, int count, int64_t size) {
+  const int64_t total = makeDataset(args.dir / "origin", name, count, size);
+  auto server = testing::HttpFileServer::start(args.dir / "origin" / name);
+  if (!server.isOk()) std::exit(1);
+  (*server)->throttle(args.throttle);
+  const double plain = plainDownloadRate((*server)->url(), args.dir / "origin" / name, 16);
+  BenchNode node(args.dir / "warm-node", "n1", total * 2, 16);
+  const auto start = Clock_::now();
+  auto cache = ensureOrDie(*node.engine, specFor((*server)->url(), name, {"n1"}, 1));
+  settle(*cache);
+  const double rate = static_cast<double>(total) / seconds(start);
+  std::printf(
+      "warm %-28s %8.1f MiB/s   throttle %6.1f MiB/s   plain 16-thread download %6.1f MiB/s   "
+      "ratio %.3f (target >= 0.9)\n",
+      (std::to_string(count) + " x " + std::to_string(size / 1024) + " KiB").c_str(), mib(rate),
+      mib(args.throttle), mib(plain), rate / static_cast<double>(args.throttle));
+}
+
+void originSection(const Args& args) {
+  const int count = std::max(200, static_cast<int>(20000 * args.scale));
+  const int64_t total = makeDataset(args.dir / "origin", "spread", count, 100 * 1024);
+  auto server = testing::HttpFileServer::start(args.dir / "origin" / "spread");
+  if (!server.isOk()) std::exit(1);
+  const auto run = [&](bool placement) {
+    const int64_t before = (*server)->bytesServed();
+    std::vector<std::unique_ptr<BenchNode>> nodes;
+    std::vector<std::string> names = {"n1", "n2", "n3", "n4"};
+    for (const auto& name : names)
+      nodes.push_back(
+          std::make_unique<BenchNode>(args.dir / ("spread-" + name), name, total * 2, 8));
+    for (auto& a : nodes)
+      for (size_t i = 0; i < nodes.size(); ++i)
+        a->peers.setAddress(names[i], "127.0.0.1:" + std::to_string(nodes[i]->server->port()));
+    std::vector<std::shared_ptr<DatasetCache>> caches;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      // Without placement every node is its own, whole-dataset node set.
+      caches.push_back(ensureOrDie(
+          *nodes[i]->engine,
+          specFor((*server)->url(), "spread", placement ? names : std::vector{names[i]}, 1)));
+    }
+    int64_t owned = 0;
+    for (auto& cache : caches) owned += settle(*cache).progress.ownedBytes;
+    (void)owned;
+    return static_cast<double>((*server)->bytesServed() - before) / static_cast<double>(total);
+  };
+  const double granary = run(true);
+  const double independent = run(false);
+  std::printf(
+      "origin bytes / dataset, 4 nodes, %d files: granary (replicas 1, peers) %.4f   each node "
+      "on its own %.4f   (target <= 1.01)\n",
+      count, granary, independent);
+}
+
+// Reads every file in 1 MiB pieces with `threads` readers through `read`.
+double readRate(const std::vector<std::string>& files, int64_t size, int threads,
+                const std::function<int64_t(const std::string&, int64_t, int64_t)>& read) {
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> bytes{0};
+  const auto start = Clock_::now();
+  {
+    std::vector<std::jthread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&] {
+        for (size_t i; (i = next++) < files.size();) {
+          for (int64_t off = 0; off < size; off += 1 << 20)
+            bytes += read(files[i], off, std::min<int64_t>(1 << 20, size - off));
+        }
+      });
+    }
+  }
+  return static_cast<double>(bytes) / seconds(start);
+}
+
+void readSection(const Args& args, const std::string& name, int count, int64_t size) {
+  const int64_t total = makeDataset(args.dir / "origin", name, count, size);
+  const fs::path origin = args.dir / "origin" / name;
+  auto server = testing::HttpFileServer::start(origin);
+  if (!server.isOk()) std::exit(1);
+  BenchNode node(args.dir / "read-node", "n1", total * 2, 16);
+  auto cache = ensureOrDie(*node.engine, specFor((*server)->url(), name, {"n1"}, 1));
+  settle(*cache);
+  std::vector<std::string> files;
+  for (int i = 0; i < count; ++i)
+    files.push_back("d" + std::to_string(i % 100) + "/f" + std::to_string(i) + ".bin");
+  std::mt19937 shuffle(1);
+  std::shuffle(files.begin(), files.end(), shuffle);
+  const int threads = 4;
+  dropPageCache();
+  const double direct = readRate(
+      files, size, threads, [&](const std::string& f, int64_t off, int64_t len) -> int64_t {
+        const int fd = ::open((origin / f).c_str(), O_RDONLY);
+        std::string buffer(static_cast<size_t>(len), '\0');
+        const ssize_t n = ::pread(fd, buffer.data(), static_cast<size_t>(len), off);
+        ::close(fd);
+        return n;
+      });
+  dropPageCache();
+  const double engine = readRate(
+      files, size, threads, [&](const std::string& f, int64_t off, int64_t len) -> int64_t {
+        auto piece = cache->readPiece(f, off, len);
+        return piece.isOk() ? static_cast<int64_t>(piece->data.size()) : 0;
+      });
+  const DatasetState state = cache->state();
+  std::printf(
+      "read %-28s engine %8.1f MiB/s   direct from disk %8.1f MiB/s   ratio %.3f (target >= "
+      "0.9)   local bytes %.0f%%\n",
+      (std::to_string(count) + " x " + std::to_string(size / 1024) + " KiB").c_str(), mib(engine),
+      mib(direct), engine / direct,
+      100.0 * static_cast<double>(state.reads.localBytes) /
+          static_cast<double>(
+              std::max<int64_t>(1, state.reads.localBytes + state.reads.originBytes)));
+}
+
+// Resident memory (VmRSS, VmHWM) of a granary-cache-node holding `files` files (file origin,
+// warm Never) once it is Ready.
+std::pair<int64_t, int64_t> nodeMemory(const Args& args, int files) {
+  const fs::path tree = args.dir / "origin" / ("tree-" + std::to_string(files));
+  if (!fs::exists(tree.string() + ".done")) {
+    fs::remove_all(tree);
+    for (int i = 0; i < files; ++i) {
+      const fs::path file =
+          tree / ("d" + std::to_string(i / 1000)) / ("sample-" + std::to_string(i) + ".jpg");
+      if (i % 1000 == 0) fs::create_directories(file.parent_path());
+      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::close(fd);
+    }
+    std::ofstream(tree.string() + ".done") << "ok";
+  }
+  const fs::path state = args.dir / ("memory-node-" + std::to_string(files));
+  fs::remove_all(state);
+  fs::create_directories(state);
+  std::ofstream(state / "dataset.yaml")
+      << "apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: tree, namespace: "
+         "bench}\nspec:\n  source: {uri: \"file://"
+      << tree.string() << "/\"}\n  cache: {warm: Never}\n";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::freopen((state / "log").c_str(), "w", stderr);
+    ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--state-dir", state.c_str(),
+            "--listen", "127.0.0.1:0", "--metrics-address", "", "--dataset",
+            (state / "dataset.yaml").c_str(), nullptr);
+    ::_exit(127);
+  }
+  // Ready: the standalone progress line says so.
+  for (int i = 0; i < 6000; ++i) {
+    std::ifstream log(state / "log");
+    const std::string text(std::istreambuf_iterator<char>(log), {});
+    if (text.find("bench/tree Ready") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  int64_t rss = 0, hwm = 0;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("VmRSS:")) rss = std::atoll(line.c_str() + 6) * 1024;
+    if (line.starts_with("VmHWM:")) hwm = std::atoll(line.c_str() + 6) * 1024;
+  }
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  return {rss, hwm};
+}
+
+void memorySection(const Args& args) {
+  const int files = std::max(1000, static_cast<int>(1'000'000 * args.scale));
+  const auto [baseRss, baseHwm] = nodeMemory(args, 1);
+  const auto [rss, hwm] = nodeMemory(args, files);
+  std::printf(
+      "memory granary-cache-node holding %d files: RSS %.1f MiB (peak %.1f)   holding 1 file: "
+      "RSS %.1f MiB (peak %.1f)   (target <= 256 MiB)\n",
+      files, mib(rss), mib(hwm), mib(baseRss), mib(baseHwm));
+}
+
+}  // namespace
+}  // namespace granary::cache
+
+int main(int argc, char** argv) {
+  using namespace granary::cache;
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--scale" && i + 1 < argc)
+      args.scale = std::atof(argv[++i]);
+    else if (arg == "--throttle-mib" && i + 1 < argc)
+      args.throttle = std::atoll(argv[++i]) << 20;
+    else if (arg == "--dir" && i + 1 < argc)
+      args.dir = argv[++i];
+    else
+      args.sections.insert(arg);
+  }
+  if (args.sections.empty()) args.sections = {"warm", "origin", "read", "memory"};
+  granary::configureLogging({.level = granary::LogLevel::kWarn});
+  const int small = std::max(100, static_cast<int>(100'000 * args.scale));
+  const int64_t big = std::max<int64_t>(16 << 20, static_cast<int64_t>((1LL << 30) * args.scale));
+  if (args.sections.contains("warm")) {
+    warmSection(args, "small-" + std::to_string(small), small, 100 * 1024);
+    warmSection(args, "big-" + std::to_string(big), 4, big);
+  }
+  if (args.sections.contains("origin")) originSection(args);
+  if (args.sections.contains("read")) {
+    readSection(args, "big-" + std::to_string(big), 4, big);
+    readSection(args, "small-" + std::to_string(small), small, 100 * 1024);
+  }
+  if (args.sections.contains("memory")) memorySection(args);
+  return 0;
+}
