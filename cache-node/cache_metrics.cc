@@ -46,10 +46,10 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
       auto originErrors,
       registry.addCounter(counter("granary_cache_origin_errors_total", U::kNone,
                                   "Origin reads that failed after their retries.")));
-  GRANARY_ASSIGN_OR_RETURN(auto originRetries,
-                           registry.addCounter(counter(
-                               "granary_cache_origin_retries_total", U::kNone,
-                               "Origin requests retried after a transient failure.", {"origin"})));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto originRetries,
+      registry.addCounter(counter("granary_cache_origin_retries_total", U::kNone,
+                                  "Origin requests retried after a transient failure.")));
   GRANARY_ASSIGN_OR_RETURN(
       auto warmRate,
       registry.addGauge(gauge("granary_cache_warm_rate_bytes", U::kBytes,
@@ -70,17 +70,12 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
 }
 
 DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {
-  return {readBytes.with({dataset, "local"}),
-          readBytes.with({dataset, "peer"}),
-          readBytes.with({dataset, "origin"}),
-          chunkHits.with({dataset}),
-          chunkMisses.with({dataset}),
-          warmBytes.with({dataset}),
-          warmFiles.with({dataset}),
-          originErrors.with({dataset}),
-          warmRate.with({dataset}),
-          warmPending.with({dataset}),
-          usedBytes.with({dataset}),
+  return {readBytes.with({dataset, "local"}),  readBytes.with({dataset, "peer"}),
+          readBytes.with({dataset, "origin"}), chunkHits.with({dataset}),
+          chunkMisses.with({dataset}),         warmBytes.with({dataset}),
+          warmFiles.with({dataset}),           originErrors.with({dataset}),
+          originRetries.with({dataset}),       warmRate.with({dataset}),
+          warmPending.with({dataset}),         usedBytes.with({dataset}),
           capacityBytes.with({dataset})};
 }
 

@@ -14,7 +14,7 @@ struct DatasetMetrics {
   Counter localBytes, peerBytes, originBytes;  // granary_cache_read_bytes_total{source}
   Counter chunkHits, chunkMisses;
   Counter warmBytes, warmFiles;
-  Counter originErrors;
+  Counter originErrors, originRetries;
   Gauge warmRate;     // bytes per second over the last few seconds
   Gauge warmPending;  // owned files the current warm pass has not reached
   Gauge usedBytes, capacityBytes;
@@ -30,7 +30,7 @@ struct CacheMetrics {
   CounterFamily warmBytes;      // {dataset}
   CounterFamily warmFiles;      // {dataset}
   CounterFamily originErrors;   // {dataset}
-  CounterFamily originRetries;  // {origin}: s3 | http | file
+  CounterFamily originRetries;  // {dataset}
   GaugeFamily warmRate;         // {dataset}
   GaugeFamily warmPending;      // {dataset}
   GaugeFamily usedBytes;        // {dataset}

@@ -121,7 +121,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path
 
 std::filesystem::path ChunkStore::fileOf(uint32_t directory, const std::string& key) const {
   const std::string name = hex64(XXH3_64bits(key.data(), key.size()));
-  return directories_[directory].path / name.substr(0, 2) / name.substr(2, 2) / (name + kSuffix);
+  return directories_[directory].path / name.substr(0, 3) / (name + kSuffix);
 }
 
 Result<ChunkStore::Record> ChunkStore::recordOf(const std::string& key) const {

@@ -3,7 +3,8 @@
 // place; only then does the index (RocksDB) record it, so a crash leaves either a complete,
 // recorded chunk or debris that reconcile() removes. Nothing unverified is ever served.
 //
-// Files fan out over two levels of hashed sub-directories (no hot directory). Each cache
+// Files fan out over 4,096 hashed sub-directories: no hot directory, and few enough that their
+// inodes stay cached (a million chunks is ~250 per directory). Each cache
 // directory has a quota; a put that fits none fails with ResourceExhausted and the caller
 // evicts. A chunk is verified against its checksum when written, when read whole, and at
 // start-up by reconcile(verifyChecksums); partial reads trust the file. Thread-safe.

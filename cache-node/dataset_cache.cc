@@ -645,6 +645,12 @@ DatasetState DatasetCache::state() {
   state.phase = phase_;
   state.message = message_;
   state.reads = reads_;
+  for (const auto& source : sources_) state.reads.originRetries += source.origin->retries();
+  if (metrics_ && state.reads.originRetries > reportedRetries_) {
+    metrics_->originRetries.increment(
+        static_cast<double>(state.reads.originRetries - reportedRetries_));
+    reportedRetries_ = state.reads.originRetries;
+  }
   state.capacityBytes = policy_->capacityBytes();
   state.usedBytes = policy_->usedBytes();
   const auto now = node_.clock.monoNow();

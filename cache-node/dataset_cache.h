@@ -115,6 +115,7 @@ struct ReadTotals {
   int64_t originBytes = 0;
   int64_t chunkHits = 0;
   int64_t chunkMisses = 0;
+  int64_t originRetries = 0;  // origin requests retried after transient failures
 };
 
 struct WarmProgress {
@@ -238,6 +239,7 @@ class DatasetCache {
   std::unique_ptr<EvictionPolicy> policy_;
   WarmProgress progress_;
   ReadTotals reads_;
+  int64_t reportedRetries_ = 0;  // of the origins' retries, what the metric has counted
   std::vector<std::pair<Clock::MonoTime, int64_t>> rateSamples_;
   // The warm pass in progress.
   std::deque<std::string> hinted_;     // access-order paths not yet handed out

@@ -1,13 +1,12 @@
 // granary-cache-node: the node-local dataset cache (a DaemonSet on every GPU node), or, with
 // --dataset, a standalone cache that warms Datasets from a manifest without Kubernetes.
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -17,6 +16,7 @@
 #include "cache-node/standalone.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
+#include "common/termination.h"
 
 namespace {
 
@@ -63,17 +63,7 @@ granary::Result<granary::Secret> loadToken(const std::string& path, bool mayCrea
 int main(int argc, char** argv) {
   using namespace granary;
   using namespace granary::cache;
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::stop_source stop;
-  std::thread([signals, &stop]() mutable {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    stop.request_stop();
-  }).detach();
+  std::stop_source stop = stopOnTerminationSignals();
 
   std::string configFile, datasetFile, nodeName, stateDir, listen, metricsAddress, level;
   bool metricsAddressSet = false, exitWhenWarm = false;
@@ -193,26 +183,35 @@ int main(int argc, char** argv) {
     }
     standalone.push_back(std::move(*cache));
   }
+  // Standalone: a progress line per dataset whenever it changed; the loop also refreshes the
+  // gauges of every dataset.
   int exitCode = 0;
   const auto tick = std::chrono::seconds(2);
+  std::map<std::string, std::string> printed;
   while (!stop.stop_requested()) {
-    if (!standalone.empty()) {
-      bool settled = true, ready = true;
-      for (const auto& cache : standalone) {
-        const DatasetState state = cache->state();
-        std::fprintf(stderr, "%s\n", progressLine(cache->key(), state).c_str());
-        settled = settled && (state.phase == Phase::kReady || state.phase == Phase::kDegraded ||
-                              state.phase == Phase::kFailed);
-        ready = ready && state.phase == Phase::kReady;
-      }
-      if (exitWhenWarm && settled) {
-        exitCode = ready ? 0 : 1;
-        break;
-      }
-    } else {
-      for (const auto& cache : (*engine)->datasets()) (void)cache->state();  // refreshes gauges
+    bool settled = true, ready = true;
+    std::shared_ptr<DatasetCache> warming;
+    for (const auto& cache : (*engine)->datasets()) {
+      const DatasetState state = cache->state();
+      const bool done = state.phase == Phase::kReady || state.phase == Phase::kDegraded ||
+                        state.phase == Phase::kFailed;
+      settled = settled && done;
+      ready = ready && state.phase == Phase::kReady;
+      if (!done) warming = cache;
+      if (standalone.empty()) continue;
+      std::string line = progressLine(cache->key(), state);
+      if (printed[cache->key().id()] != line) std::fprintf(stderr, "%s\n", line.c_str());
+      printed[cache->key().id()] = std::move(line);
     }
-    realClock().sleepUntil(realClock().monoNow() + tick, stop.get_token());
+    if (exitWhenWarm && settled) {
+      exitCode = ready ? 0 : 1;
+      break;
+    }
+    if (warming && !standalone.empty()) {
+      warming->waitSettled(tick);  // wakes early when it settles
+    } else {
+      realClock().sleepUntil(realClock().monoNow() + tick, stop.get_token());
+    }
   }
   log.info("stopping");
   server->reset();

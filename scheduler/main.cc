@@ -1,8 +1,6 @@
 // granary-scheduler: gang placement where the data is cached (a secondary scheduler for pods
 // with spec.schedulerName: granary-scheduler), and the same scoring as a kube-scheduler
 // extender.
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,6 +9,7 @@
 
 #include "common/kube/manager.h"
 #include "common/log.h"
+#include "common/termination.h"
 #include "scheduler/extender.h"
 #include "scheduler/scheduler.h"
 
@@ -33,19 +32,7 @@ Options:
 
 int main(int argc, char** argv) {
   using namespace granary;
-  // SIGTERM and SIGINT are taken by one thread with sigwait (every thread started later
-  // inherits the blocked mask), which then stops the manager.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::stop_source stop;
-  std::thread([signals, &stop]() mutable {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    stop.request_stop();
-  }).detach();
+  std::stop_source stop = stopOnTerminationSignals();
 
   std::string kubeconfig, context, metricsAddress = "0.0.0.0:8080",
                                    extenderAddress = "0.0.0.0:8888";

@@ -96,7 +96,10 @@ Result<HttpResponse> CurlTransfer::send(const HttpRequest& request) {
     } else {
       return r;
     }
-    if (attempt < options_.maxAttempts) std::this_thread::sleep_for(backoff.next());
+    if (attempt < options_.maxAttempts) {
+      ++retries_;
+      std::this_thread::sleep_for(backoff.next());
+    }
   }
   return last;
 }

@@ -4,6 +4,7 @@
 // their errors; this file knows nothing of any origin's protocol.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -74,6 +75,9 @@ class CurlTransfer {
   // to interpret.
   Result<HttpResponse> send(const HttpRequest& request);
 
+  // Requests sent again after a transient failure, since construction.
+  int64_t retries() const { return retries_.load(); }
+
  private:
   CURL* acquire();
   void release(CURL* handle);
@@ -81,6 +85,7 @@ class CurlTransfer {
   CurlTransferOptions options_;
   std::mutex mutex_;  // guards idle_
   std::vector<CURL*> idle_;
+  std::atomic<int64_t> retries_{0};
 };
 
 }  // namespace granary::cache

@@ -29,6 +29,8 @@ class HttpOrigin final : public Origin {
     return crawl("", each);
   }
 
+  int64_t retries() const override { return transfer_.retries(); }
+
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
                            const std::string& etag) override {
     if (length <= 0) return std::string();

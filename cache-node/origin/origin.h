@@ -37,6 +37,9 @@ class Origin {
   // the end); the file origin returns fewer bytes there.
   virtual Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
                                    const std::string& etag) = 0;
+
+  // Requests retried after transient failures so far (0 for origins that never retry).
+  virtual int64_t retries() const { return 0; }
 };
 
 // A directory on the node (NFS, hostPath). InvalidArgument when `root` is not a directory.

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -316,6 +317,31 @@ TEST_F(CacheNodeProcessTest, KilledWhileWarmingResumesWithoutFetchingVerifiedChu
   std::map<v1::ReadSource, int64_t> sources;
   for (const auto& [path, data] : files_) EXPECT_EQ(readFile(node, path, &sources), data);
   EXPECT_EQ(sources[v1::READ_SOURCE_LOCAL], datasetBytes());
+}
+
+TEST_F(CacheNodeProcessTest, WatchProgressStreamsUntilReady) {
+  NodeProcess& node = addNode("n1");
+  const auto request = ensureRequest(2 << 20);  // ~1.6 s of warming after the burst
+  v1::EnsureDatasetResponse response;
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), request, &response).ok());
+  v1::WatchProgressRequest watch;
+  *watch.mutable_dataset() = request.dataset();
+  watch.mutable_interval()->set_nanos(100'000'000);
+  auto context = authorized();
+  auto stream = node.api().WatchProgress(context.get(), watch);
+  std::vector<int64_t> cached;
+  v1::DatasetStatus status;
+  while (stream->Read(&status)) {
+    cached.push_back(status.progress().cached_bytes());
+    if (status.phase() == v1::DATASET_PHASE_READY) break;
+  }
+  context->TryCancel();
+  (void)stream->Finish();
+  EXPECT_EQ(status.phase(), v1::DATASET_PHASE_READY);
+  ASSERT_GE(cached.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(cached.begin(), cached.end()));
+  EXPECT_EQ(cached.back(), datasetBytes());
+  EXPECT_GT(status.progress().bytes_per_second(), 0);
 }
 
 TEST_F(CacheNodeProcessTest, PurgeFreesTheCache) {

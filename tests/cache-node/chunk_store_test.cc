@@ -69,7 +69,7 @@ TEST_F(ChunkStoreTest, FilesFanOutUnderHashedDirectories) {
   std::set<std::filesystem::path> parents;
   for (const auto& f : files) {
     EXPECT_EQ(f.extension(), ".chunk");
-    EXPECT_EQ(f.parent_path().filename().string().size(), 2u);
+    EXPECT_EQ(f.parent_path().filename().string().size(), 3u);
     parents.insert(f.parent_path());
   }
   EXPECT_GT(parents.size(), 40u) << "no hot directory";

@@ -1,8 +1,11 @@
 #include "cache-node/dataset_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -25,10 +28,12 @@ std::string randomBytes(size_t size, unsigned seed) {
 
 // One cache node's stores, as the binary opens them.
 struct TestNode {
-  TestNode(const std::filesystem::path& under, std::string name, int64_t quota = 64 << 20)
+  TestNode(const std::filesystem::path& under, std::string name, int64_t quota = 64 << 20,
+           std::filesystem::path data = {})
       : root(under / name) {
+    if (data.empty()) data = root / "data";
     manifests = std::move(*ManifestStore::open(this->root / "manifest"));
-    chunks = std::move(*ChunkStore::open(this->root / "index", {{this->root / "data", quota}}));
+    chunks = std::move(*ChunkStore::open(this->root / "index", {{data, quota}}));
     context = std::make_unique<NodeContext>(
         NodeContext{name, *manifests, *chunks, limiter, realClock(), nullptr, nullptr});
   }
@@ -309,6 +314,28 @@ TEST_F(DatasetCacheTest, PinStopsAtTheQuotaAndStillServesEverything) {
   EXPECT_GT(state.usedBytes, 0);
   expectAllFilesRead(*cache);  // what did not fit comes from the origin
   EXPECT_LE(cache->state().usedBytes, s.capacityBytes);
+}
+
+TEST_F(DatasetCacheTest, FullDiskIsReportedAndReadsStillWork) {
+  writeTree(20);
+  // A real full disk: a 128 KiB tmpfs under a quota that believes it has 64 MiB.
+  const auto disk = root_ / "small-disk";
+  std::filesystem::create_directories(disk);
+  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=128k") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  struct Unmount {
+    std::filesystem::path path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  {
+    TestNode node(root_, "n1", 64 << 20, disk);
+    auto cache = open(node, settings());
+    const DatasetState state = cache->waitSettled(20s);
+    EXPECT_EQ(state.phase, Phase::kDegraded);
+    EXPECT_NE(state.message.find("cache directories are full"), std::string::npos) << state.message;
+    EXPECT_LT(state.progress.cachedBytes, datasetBytes());
+    expectAllFilesRead(*cache);  // what did not fit comes from the origin
+  }
 }
 
 TEST_F(DatasetCacheTest, ConcurrentMissesOnOneChunkShareOneFetch) {

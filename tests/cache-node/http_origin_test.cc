@@ -87,8 +87,10 @@ TEST_F(HttpOriginTest, ReadsRangesAndChecksTheVersion) {
 TEST_F(HttpOriginTest, RetriesServerErrorsAndTruncatedBodies) {
   auto o = origin();
   const auto all = listAll(*o);
+  const int64_t before = o->retries();
   server_->failNext(2, 503);
   EXPECT_EQ(*o->read(all[2].path, 0, 3, all[2].etag), "012");
+  EXPECT_EQ(o->retries() - before, 2);
   server_->truncateNext(1);
   auto whole = o->read(all[1].path, 0, 100000, all[1].etag);
   ASSERT_TRUE(whole.isOk()) << whole.status();
