@@ -5,10 +5,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
+
+#include "cache-node/rocksdb_options.h"
 
 namespace granary::cache {
 namespace {
@@ -60,12 +62,19 @@ Status writeFile(const std::filesystem::path& path, std::string_view data) {
 }
 
 Result<std::string> readFile(const std::filesystem::path& path, int64_t offset, int64_t length) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return notFound(path.string() + " is missing");
-  in.seekg(offset);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return notFound(path.string() + " is missing");
   std::string data(static_cast<size_t>(length), '\0');
-  in.read(data.data(), length);
-  if (in.gcount() != length) return corruption(path.string() + " is shorter than recorded");
+  int64_t done = 0;
+  while (done < length) {
+    const ssize_t n =
+        ::pread(fd, data.data() + done, static_cast<size_t>(length - done), offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += n;
+  }
+  ::close(fd);
+  if (done != length) return corruption(path.string() + " is shorter than recorded");
   return data;
 }
 
@@ -98,8 +107,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path
     std::filesystem::create_directories(d.path, error);
     if (error) return unavailable("cannot create " + d.path.string() + ": " + error.message());
   }
-  rocksdb::Options options;
-  options.create_if_missing = true;
+  const rocksdb::Options options = storeOptions();
   rocksdb::DB* raw = nullptr;
   GRANARY_RETURN_IF_ERROR(fromRocks(rocksdb::DB::Open(options, indexDirectory.string(), &raw),
                                     "chunk index " + indexDirectory.string()));

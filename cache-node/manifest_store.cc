@@ -6,6 +6,8 @@
 #include <cstring>
 #include <set>
 
+#include "cache-node/rocksdb_options.h"
+
 namespace granary::cache {
 namespace {
 
@@ -121,9 +123,7 @@ Result<std::unique_ptr<ManifestStore>> ManifestStore::open(const std::filesystem
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   if (error) return unavailable("manifest store " + directory.string() + ": " + error.message());
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  options.OptimizeLevelStyleCompaction(64 << 20);
+  const rocksdb::Options options = storeOptions();
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, directory.string(), &raw);
   GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest store " + directory.string()));
