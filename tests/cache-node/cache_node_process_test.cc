@@ -16,6 +16,7 @@
 #include "granary/v1/cache_node.grpc.pb.h"
 #include "tests/support/http_file_server.h"
 #include "tests/support/http_get.h"
+#include "tests/support/test_certificates.h"
 
 namespace granary::cache {
 namespace {
@@ -39,11 +40,13 @@ int freePort() {
 // One granary-cache-node process with its own state directory and ports.
 class NodeProcess {
  public:
-  NodeProcess(std::filesystem::path root, std::string name)
+  NodeProcess(std::filesystem::path root, std::string name,
+              const testing::TestCertificates* tls = nullptr)
       : root_(std::move(root)),
         name_(std::move(name)),
         port_(freePort()),
-        metricsPort_(freePort()) {
+        metricsPort_(freePort()),
+        tls_(tls) {
     std::filesystem::create_directories(root_);
     std::ofstream(root_ / "token") << kToken << "\n";
     std::ofstream(root_ / "config.yaml")
@@ -52,6 +55,11 @@ class NodeProcess {
         << "\nstateDirectory: " << (root_ / "state")
         << "\ncacheDirectories:\n  - path: " << (root_ / "cache")
         << "\n    quota: 1Gi\nwarmConcurrency: 4\n";
+    if (tls_) {
+      std::ofstream(root_ / "config.yaml", std::ios::app)
+          << "tls:\n  certificateFile: " << tls_->serverPemFile
+          << "\n  keyFile: " << tls_->serverPemFile << "\n  caFile: " << tls_->caFile << "\n";
+    }
   }
   ~NodeProcess() { kill(SIGKILL); }
 
@@ -64,7 +72,9 @@ class NodeProcess {
       ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--config", config.c_str(), nullptr);
       ::_exit(127);
     }
-    channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+    channel_ =
+        grpc::CreateChannel(address(), tls_ ? grpc::SslCredentials({.pem_root_certs = tls_->caPem})
+                                            : grpc::InsecureChannelCredentials());
     stub_ = v1::CacheNode::NewStub(channel_);
     ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() + 20s))
         << name_ << " did not start; its log:\n"
@@ -92,6 +102,7 @@ class NodeProcess {
   std::string name_;
   int port_;
   int metricsPort_;
+  const testing::TestCertificates* tls_;
   pid_t pid_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::CacheNode::Stub> stub_;
@@ -142,8 +153,8 @@ class CacheNodeProcessTest : public ::testing::Test {
     return total;
   }
 
-  NodeProcess& addNode(const std::string& name) {
-    nodes_.push_back(std::make_unique<NodeProcess>(root_ / name, name));
+  NodeProcess& addNode(const std::string& name, const testing::TestCertificates* tls = nullptr) {
+    nodes_.push_back(std::make_unique<NodeProcess>(root_ / name, name, tls));
     nodes_.back()->start();
     return *nodes_.back();
   }
@@ -342,6 +353,32 @@ TEST_F(CacheNodeProcessTest, WatchProgressStreamsUntilReady) {
   EXPECT_TRUE(std::is_sorted(cached.begin(), cached.end()));
   EXPECT_EQ(cached.back(), datasetBytes());
   EXPECT_GT(status.progress().bytes_per_second(), 0);
+}
+
+TEST_F(CacheNodeProcessTest, ServesAndTransfersBetweenPeersOverTls) {
+  auto certificates = testing::TestCertificates::create();
+  if (!certificates.isOk()) GTEST_SKIP() << certificates.status();
+  addNode("n1", &*certificates);
+  addNode("n2", &*certificates);
+  const auto request = ensureRequest();
+  for (auto& node : nodes_) {
+    v1::EnsureDatasetResponse response;
+    const grpc::Status status = node->api().EnsureDataset(authorized().get(), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  for (auto& node : nodes_) ASSERT_EQ(waitReady(*node).phase(), v1::DATASET_PHASE_READY);
+  std::map<v1::ReadSource, int64_t> sources;
+  for (const auto& [path, data] : files_) EXPECT_EQ(readFile(*nodes_[0], path, &sources), data);
+  EXPECT_GT(sources[v1::READ_SOURCE_PEER], 0);  // n2's share came over TLS
+  EXPECT_EQ(sources[v1::READ_SOURCE_ORIGIN], 0);
+
+  // A client that does not speak TLS gets nowhere.
+  auto plain = v1::CacheNode::NewStub(
+      grpc::CreateChannel(nodes_[0]->address(), grpc::InsecureChannelCredentials()));
+  v1::ListDatasetsResponse listed;
+  auto context = authorized();
+  context->set_deadline(std::chrono::system_clock::now() + 2s);
+  EXPECT_FALSE(plain->ListDatasets(context.get(), v1::ListDatasetsRequest(), &listed).ok());
 }
 
 TEST_F(CacheNodeProcessTest, PurgeFreesTheCache) {

@@ -100,6 +100,19 @@ TEST_F(HttpOriginTest, RetriesServerErrorsAndTruncatedBodies) {
   server_->failNext(0, 500);
 }
 
+TEST_F(HttpOriginTest, RetriesARequestThatTimesOut) {
+  const auto all = listAll(*origin());
+  auto o = makeHttpOrigin({.baseUrl = server_->url(),
+                           .timeout = std::chrono::seconds(1),
+                           .retryDelay = std::chrono::milliseconds(1)});
+  ASSERT_TRUE(o.isOk()) << o.status();
+  server_->stallNext(1, std::chrono::milliseconds(2500));  // past the 1 s timeout
+  auto data = (*o)->read(all[2].path, 0, 3, all[2].etag);
+  ASSERT_TRUE(data.isOk()) << data.status();
+  EXPECT_EQ(*data, "012");
+  EXPECT_EQ((*o)->retries(), 1);
+}
+
 TEST_F(HttpOriginTest, ListsFromAJsonIndex) {
   write(
       "index.json",

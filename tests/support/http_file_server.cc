@@ -20,6 +20,8 @@ struct HttpFileServer::State {
   int failCount = 0;
   int failStatus = 500;
   int truncateCount = 0;
+  int stallCount = 0;
+  std::chrono::milliseconds stall{0};
   std::atomic<int64_t> requests{0};
   std::atomic<int64_t> bytes{0};
   int64_t rate = 0;  // bytes per second; 0 unlimited
@@ -48,8 +50,10 @@ int handle(mg_connection* conn, void* data) {
   const mg_request_info* request = mg_get_request_info(conn);
   int status = 0;
   bool truncate = false;
+  std::chrono::milliseconds stall{0};
   {
     std::lock_guard lock(s.mutex);
+    if (s.stallCount > 0) --s.stallCount, stall = s.stall;
     if (s.failCount > 0) {
       --s.failCount;
       status = s.failStatus;
@@ -61,6 +65,7 @@ int handle(mg_connection* conn, void* data) {
       }
     }
   }
+  std::this_thread::sleep_for(stall);
   if (!status && std::strcmp(request->request_method, "GET") == 0) {
     const std::filesystem::path file = s.root / std::string(request->local_uri + 1);
     if (std::filesystem::is_regular_file(file)) {
@@ -136,6 +141,12 @@ void HttpFileServer::failNext(int count, int status) {
   std::lock_guard lock(state_->mutex);
   state_->failCount = count;
   state_->failStatus = status;
+}
+
+void HttpFileServer::stallNext(int count, std::chrono::milliseconds delay) {
+  std::lock_guard lock(state_->mutex);
+  state_->stallCount = count;
+  state_->stall = delay;
 }
 
 void HttpFileServer::truncateNext(int count) {

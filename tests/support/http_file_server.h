@@ -4,6 +4,7 @@
 // starts once its bytes are paid for). Counts the file bytes it serves.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -23,6 +24,8 @@ class HttpFileServer {
   void failNext(int count, int status);
   // The next `count` GETs of a file announce its full length but send only half of it.
   void truncateNext(int count);
+  // The next `count` requests wait `delay` before any answer (a server that hangs).
+  void stallNext(int count, std::chrono::milliseconds delay);
   int64_t requests() const;
   // File bytes sent by GETs (range lengths, or whole files).
   int64_t bytesServed() const;
