@@ -1,6 +1,7 @@
 #include "cache-node/dataset_cache.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "cache-node/core/placement.h"
 #include "common/backoff.h"
@@ -528,6 +529,7 @@ void DatasetCache::warmPass(std::stop_token stop) {
     progress_.ownedBytes = ownedBytes;
     progress_.cachedFiles = progress_.cachedBytes = 0;
     progress_.warmStart = node_.clock.wallNow();
+    warmStartMono_ = node_.clock.monoNow();
     rateSamples_.clear();
     hinted_.assign(plan_.accessOrder.begin(), plan_.accessOrder.end());
     hintedPaths_ = std::set<std::string>(plan_.accessOrder.begin(), plan_.accessOrder.end());
@@ -660,7 +662,12 @@ DatasetState DatasetCache::state() {
   }
   progress_.bytesPerSecond = 0;
   progress_.etaSeconds = -1;
-  if (rateSamples_.size() >= 2) {
+  if (rateSamples_.size() < 2 && warmStartMono_ != Clock::MonoTime{}) {
+    // Too early for a window: the average since the pass began.
+    const double seconds = std::chrono::duration<double>(now - warmStartMono_).count();
+    if (seconds > 0)
+      progress_.bytesPerSecond = static_cast<double>(progress_.cachedBytes) / seconds;
+  } else if (rateSamples_.size() >= 2) {
     const auto& [t0, b0] = rateSamples_.front();
     const double seconds = std::chrono::duration<double>(now - t0).count();
     if (seconds > 0)
@@ -671,7 +678,7 @@ DatasetState DatasetCache::state() {
     progress_.etaSeconds = 0;
   } else if (progress_.bytesPerSecond > 0) {
     progress_.etaSeconds =
-        static_cast<int64_t>(static_cast<double>(left) / progress_.bytesPerSecond);
+        static_cast<int64_t>(std::ceil(static_cast<double>(left) / progress_.bytesPerSecond));
   }
   state.progress = progress_;
   if (metrics_) {

@@ -241,6 +241,7 @@ class DatasetCache {
   ReadTotals reads_;
   int64_t reportedRetries_ = 0;  // of the origins' retries, what the metric has counted
   std::vector<std::pair<Clock::MonoTime, int64_t>> rateSamples_;
+  Clock::MonoTime warmStartMono_{};
   // The warm pass in progress.
   std::deque<std::string> hinted_;     // access-order paths not yet handed out
   std::set<std::string> hintedPaths_;  // skipped by the manifest scan
