@@ -114,7 +114,9 @@ DatasetCache::DatasetCache(NodeContext& node, DatasetKey key, std::vector<Datase
                                                  : makeLruPolicy(settings_.capacityBytes);
 }
 
-DatasetCache::~DatasetCache() {
+DatasetCache::~DatasetCache() { stopWarming(); }
+
+void DatasetCache::stopWarming() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -701,13 +703,7 @@ DatasetState DatasetCache::waitSettled(std::chrono::milliseconds timeout) {
 }
 
 Result<int64_t> DatasetCache::purge() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  changed_.notify_all();
-  thread_.request_stop();
-  if (thread_.joinable()) thread_.join();
+  stopWarming();
   GRANARY_ASSIGN_OR_RETURN(int64_t freed, node_.chunks.dropGeneration(id_));
   GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));
   std::lock_guard lock(mutex_);

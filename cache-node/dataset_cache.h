@@ -197,6 +197,7 @@ class DatasetCache {
 
   DatasetCache(NodeContext& node, DatasetKey key, std::vector<DatasetSource> sources,
                DatasetSettings settings);
+  void stopWarming();  // ends the background thread; readers waiting for the listing return
   void run(std::stop_token stop);
   Status listOrigins(std::stop_token stop);
   void warmPass(std::stop_token stop);
