@@ -188,9 +188,11 @@ void warmSection(const Args& args, const std::string& name, int count, int64_t s
   const double plain = plainDownloadRate((*server)->url(), args.dir / "origin" / name, 16);
   fs::remove_all(args.dir / "copy");
   fs::create_directories(args.dir / "copy");
+  dropPageCache();  // each measurement starts from clean memory and a quiet disk
   const double copy =
       plainDownloadRate((*server)->url(), args.dir / "origin" / name, 16, args.dir / "copy");
   fs::remove_all(args.dir / "copy");
+  dropPageCache();
   BenchNode node(args.dir / "warm-node", "n1", total * 2, args.concurrency);
   const auto start = Clock_::now();
   auto cache = ensureOrDie(*node.engine, specFor((*server)->url(), name, {"n1"}, 1));
