@@ -28,6 +28,11 @@ std::pair<std::string, int64_t> parsePolicyId(const std::string& id) {
   return {id.substr(0, nul), std::atoll(id.c_str() + nul + 1)};
 }
 
+std::unique_ptr<EvictionPolicy> makePolicy(const DatasetSettings& settings) {
+  return settings.eviction == Eviction::kPin ? makePinPolicy(settings.capacityBytes)
+                                             : makeLruPolicy(settings.capacityBytes);
+}
+
 int64_t chunkCount(int64_t size, int64_t chunkSize) { return (size + chunkSize - 1) / chunkSize; }
 
 std::string joinPath(const std::string& mount, const std::string& path) {
@@ -110,8 +115,7 @@ DatasetCache::DatasetCache(NodeContext& node, DatasetKey key, std::vector<Datase
       bandwidth_(node.clock, settings.bandwidthLimit),
       settings_(std::move(settings)) {
   if (node_.metrics) metrics_ = node_.metrics->forDataset(key_.label());
-  policy_ = settings_.eviction == Eviction::kPin ? makePinPolicy(settings_.capacityBytes)
-                                                 : makeLruPolicy(settings_.capacityBytes);
+  policy_ = makePolicy(settings_);
 }
 
 DatasetCache::~DatasetCache() { stopWarming(); }
@@ -707,8 +711,7 @@ Result<int64_t> DatasetCache::purge() {
   GRANARY_ASSIGN_OR_RETURN(int64_t freed, node_.chunks.dropGeneration(id_));
   GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));
   std::lock_guard lock(mutex_);
-  policy_ = settings_.eviction == Eviction::kPin ? makePinPolicy(settings_.capacityBytes)
-                                                 : makeLruPolicy(settings_.capacityBytes);
+  policy_ = makePolicy(settings_);
   if (metrics_) metrics_->usedBytes.set(0);
   return freed;
 }

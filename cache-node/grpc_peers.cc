@@ -110,7 +110,21 @@ Status fromGrpc(const grpc::Status& status) {
   return {code, status.error_message()};
 }
 
-GrpcPeers::GrpcPeers(PeerClientOptions options) : options_(std::move(options)) {}
+std::string readTextFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+struct GrpcPeers::Connection {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Peer::Stub> stub;
+};
+
+GrpcPeers::GrpcPeers(PeerClientOptions options)
+    : options_(std::move(options)),
+      caPem_(options_.tlsCaFile.empty() ? "" : readTextFile(options_.tlsCaFile)) {}
 GrpcPeers::~GrpcPeers() = default;
 
 void GrpcPeers::setAddress(const std::string& node, const std::string& address) {
@@ -118,32 +132,29 @@ void GrpcPeers::setAddress(const std::string& node, const std::string& address) 
   addresses_[node] = address;
 }
 
-std::shared_ptr<grpc::Channel> GrpcPeers::channelFor(const std::string& node) {
+std::shared_ptr<GrpcPeers::Connection> GrpcPeers::connectionTo(const std::string& node) {
   std::lock_guard lock(mutex_);
   const auto address = addresses_.find(node);
   if (address == addresses_.end()) return nullptr;
-  auto& channel = channels_[address->second];
-  if (!channel) {
-    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-    if (!options_.tlsCaFile.empty()) {
-      std::ifstream in(options_.tlsCaFile);
-      std::stringstream pem;
-      pem << in.rdbuf();
-      credentials = grpc::SslCredentials({.pem_root_certs = pem.str()});
-    }
+  auto& connection = connections_[address->second];
+  if (!connection) {
+    const auto credentials = options_.tlsCaFile.empty()
+                                 ? grpc::InsecureChannelCredentials()
+                                 : grpc::SslCredentials({.pem_root_certs = caPem_});
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
-    channel = grpc::CreateCustomChannel(address->second, credentials, args);
+    connection = std::make_shared<Connection>();
+    connection->channel = grpc::CreateCustomChannel(address->second, credentials, args);
+    connection->stub = v1::Peer::NewStub(connection->channel);
   }
-  return channel;
+  return connection;
 }
 
 Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetKey& dataset,
                                          const std::string& path, int64_t index,
                                          const std::string& etag, bool fill) {
-  auto channel = channelFor(node);
-  if (!channel) return unavailable("no address known for cache node " + node);
-  auto stub = v1::Peer::NewStub(channel);
+  const auto connection = connectionTo(node);
+  if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
   context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
   context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
@@ -153,7 +164,7 @@ Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetK
   request.mutable_chunk()->set_index(index);
   request.set_etag(etag);
   request.set_fill(fill);
-  auto reader = stub->ReadChunk(&context, request);
+  auto reader = connection->stub->ReadChunk(&context, request);
   std::string data;
   v1::ChunkData message;
   bool last = false;

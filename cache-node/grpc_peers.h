@@ -12,14 +12,13 @@
 #include "cache-node/dataset_cache.h"
 #include "common/secret.h"
 
-namespace grpc {
-class Channel;
-}
-
 namespace granary::cache {
 
 grpc::Status toGrpc(const Status& status);
 Status fromGrpc(const grpc::Status& status);
+
+// The whole content of a (PEM, token) file; "" when it cannot be read.
+std::string readTextFile(const std::string& path);
 
 struct PeerClientOptions {
   Secret token;                       // sent as "authorization: Bearer <token>"
@@ -29,6 +28,7 @@ struct PeerClientOptions {
 
 class GrpcPeers final : public PeerReader {
  public:
+  // Reads the CA file (if any) once, here.
   explicit GrpcPeers(PeerClientOptions options);
   ~GrpcPeers() override;
 
@@ -42,12 +42,14 @@ class GrpcPeers final : public PeerReader {
                                 bool fill) override;
 
  private:
-  std::shared_ptr<grpc::Channel> channelFor(const std::string& node);
+  struct Connection;  // a channel and its stub, reused by every call to one address
+  std::shared_ptr<Connection> connectionTo(const std::string& node);
 
   PeerClientOptions options_;
+  std::string caPem_;
   std::mutex mutex_;  // guards the maps
   std::map<std::string, std::string> addresses_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // by address
+  std::map<std::string, std::shared_ptr<Connection>> connections_;  // by address
 };
 
 }  // namespace granary::cache

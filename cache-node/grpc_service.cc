@@ -5,7 +5,6 @@
 #include <xxhash.h>
 
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "cache-node/api_convert.h"
@@ -238,13 +237,6 @@ class PeerService final : public v1::Peer::Service {
   const Secret& token_;
 };
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
 }  // namespace
 
 struct CacheNodeServer::Services {
@@ -266,7 +258,7 @@ Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& eng
   if (!options.tlsCertificateFile.empty()) {
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back(
-        {readFile(options.tlsKeyFile), readFile(options.tlsCertificateFile)});
+        {readTextFile(options.tlsKeyFile), readTextFile(options.tlsCertificateFile)});
     if (ssl.pem_key_cert_pairs[0].private_key.empty() ||
         ssl.pem_key_cert_pairs[0].cert_chain.empty()) {
       return invalidArgument("tls: cannot read " + options.tlsCertificateFile + " or " +
@@ -294,7 +286,7 @@ CacheNodeServer::~CacheNodeServer() {
 Result<Secret> readTokenFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return notFound("token file " + path + " cannot be read");
-  std::string token = readFile(path);
+  std::string token = readTextFile(path);
   const auto begin = token.find_first_not_of(" \t\r\n");
   if (begin == std::string::npos) return invalidArgument("token file " + path + " is empty");
   token = token.substr(begin, token.find_last_not_of(" \t\r\n") - begin + 1);

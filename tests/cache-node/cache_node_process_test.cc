@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -187,16 +188,28 @@ class CacheNodeProcessTest : public ::testing::Test {
     return status;
   }
 
-  static v1::DatasetStatus waitReady(NodeProcess& node) {
+  // Follows the node's progress stream until `done` holds (or 30 s pass); the last status.
+  static v1::DatasetStatus watchUntil(NodeProcess& node,
+                                      const std::function<bool(const v1::DatasetStatus&)>& done) {
+    v1::WatchProgressRequest watch;
+    watch.mutable_dataset()->set_namespace_("ml");
+    watch.mutable_dataset()->set_name("coco");
+    watch.mutable_interval()->set_nanos(100'000'000);  // the server's shortest
+    auto context = authorized();
+    auto stream = node.api().WatchProgress(context.get(), watch);
     v1::DatasetStatus status;
-    for (int i = 0; i < 300; ++i) {
-      status = statusOf(node);
-      if (status.phase() == v1::DATASET_PHASE_READY || status.phase() == v1::DATASET_PHASE_FAILED ||
-          status.phase() == v1::DATASET_PHASE_DEGRADED)
-        break;
-      std::this_thread::sleep_for(50ms);
+    while (stream->Read(&status) && !done(status)) {
     }
+    context->TryCancel();
+    (void)stream->Finish();
     return status;
+  }
+
+  static v1::DatasetStatus waitReady(NodeProcess& node) {
+    return watchUntil(node, [](const v1::DatasetStatus& s) {
+      return s.phase() == v1::DATASET_PHASE_READY || s.phase() == v1::DATASET_PHASE_FAILED ||
+             s.phase() == v1::DATASET_PHASE_DEGRADED;
+    });
   }
 
   // Reads a whole file through the node's Read stream, counting bytes by source.
@@ -310,8 +323,9 @@ TEST_F(CacheNodeProcessTest, KilledWhileWarmingResumesWithoutFetchingVerifiedChu
   const auto request = ensureRequest(rate);
   v1::EnsureDatasetResponse response;
   ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), request, &response).ok());
-  for (int i = 0; i < 200 && statusOf(node).progress().cached_bytes() < datasetBytes() / 3; ++i)
-    std::this_thread::sleep_for(20ms);
+  watchUntil(node, [&](const v1::DatasetStatus& s) {
+    return s.progress().cached_bytes() >= datasetBytes() / 3;
+  });
   const int64_t cachedAtKill = statusOf(node).progress().cached_bytes();
   node.kill(SIGKILL);
   ASSERT_GT(cachedAtKill, 0);
