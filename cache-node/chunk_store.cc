@@ -5,12 +5,15 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <set>
 
 #include "cache-node/rocksdb_options.h"
+#include "common/log.h"
 
 namespace granary::cache {
 namespace {
@@ -24,13 +27,23 @@ std::string hex64(uint64_t value) {
   return text;
 }
 
-std::string encode(uint32_t directory, int64_t size, uint64_t checksum) {
-  std::string v(4 + 8 + 8, '\0');
+// Record: directory, size, checksum, flush epoch (host byte order: it never leaves the node).
+constexpr size_t kRecordSize = 4 + 8 + 8 + 8;
+
+std::string encode(uint32_t directory, int64_t size, uint64_t checksum, uint64_t epoch) {
+  std::string v(kRecordSize, '\0');
   std::memcpy(v.data(), &directory, 4);
   std::memcpy(v.data() + 4, &size, 8);
   std::memcpy(v.data() + 12, &checksum, 8);
+  std::memcpy(v.data() + 20, &epoch, 8);
   return v;
 }
+
+// The last epoch whose chunks are known to be on the disk. Chunk keys start with a generation,
+// never with NUL.
+const std::string kFlushedKey = std::string(1, '\0') + "flushed-epoch";
+
+bool isChunkKey(std::string_view key) { return !key.empty() && key.front() != '\0'; }
 
 Status fromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return Status::ok();
@@ -38,7 +51,8 @@ Status fromRocks(const rocksdb::Status& s, const std::string& what) {
   return unavailable(what + ": " + s.ToString());
 }
 
-// Writes `data` to `path` and flushes it to the disk. Unavailable on any error.
+// Writes `data` to `path` (the flusher makes it durable later). Unavailable on any error;
+// ResourceExhausted when the disk is full.
 Status writeFile(const std::filesystem::path& path, std::string_view data) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return unavailable("cannot create " + path.string() + ": " + std::strerror(errno));
@@ -55,9 +69,8 @@ Status writeFile(const std::filesystem::path& path, std::string_view data) {
     }
     written += static_cast<size_t>(n);
   }
-  if (::fdatasync(fd) != 0 || ::close(fd) != 0) {
-    return unavailable("cannot flush " + path.string() + ": " + std::strerror(errno));
-  }
+  if (::close(fd) != 0)
+    return unavailable("cannot close " + path.string() + ": " + std::strerror(errno));
   return Status::ok();
 }
 
@@ -94,10 +107,52 @@ ChunkStore::ChunkStore(std::unique_ptr<rocksdb::DB> index, std::vector<CacheDire
       directories_(std::move(directories)),
       used_(directories_.size(), 0) {}
 
-ChunkStore::~ChunkStore() = default;
+ChunkStore::~ChunkStore() {
+  if (flusher_.joinable()) {
+    flusher_.request_stop();
+    flusher_.join();
+  }
+  if (const Status flushed = flush(); !flushed.isOk())
+    Logger("cache").warn("final flush failed", {{"error", flushed}});
+}
+
+Status ChunkStore::flush() {
+  if (!unflushed_.exchange(false)) return Status::ok();
+  const uint64_t epoch = epoch_.fetch_add(1);  // chunks recorded from now on are in the next one
+  for (const auto& d : directories_) {
+    const int fd = ::open(d.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const bool synced = fd >= 0 && ::syncfs(fd) == 0;
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    if (!synced) {
+      unflushed_ = true;
+      return unavailable("cannot flush " + d.path.string() + ": " + std::strerror(error));
+    }
+  }
+  std::string value(8, '\0');
+  std::memcpy(value.data(), &epoch, 8);
+  rocksdb::WriteOptions durable;
+  durable.sync = true;
+  GRANARY_RETURN_IF_ERROR(
+      fromRocks(index_->Put(durable, kFlushedKey, value), "chunk index flush mark"));
+  return Status::ok();
+}
+
+void ChunkStore::flushEvery(std::chrono::milliseconds interval, std::stop_token stop) {
+  std::mutex idle;
+  std::condition_variable_any wake;
+  std::unique_lock lock(idle);
+  while (true) {
+    wake.wait_for(lock, stop, interval, [] { return false; });  // sleeps until stopped
+    if (stop.stop_requested()) return;
+    if (const Status flushed = flush(); !flushed.isOk())
+      Logger("cache").warn("flush failed; retrying", {{"error", flushed}});
+  }
+}
 
 Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path& indexDirectory,
-                                                     std::vector<CacheDirectory> directories) {
+                                                     std::vector<CacheDirectory> directories,
+                                                     std::chrono::milliseconds flushInterval) {
   if (directories.empty()) return invalidArgument("cache directories: name at least one");
   for (const auto& d : directories) {
     if (d.quotaBytes <= 0) {
@@ -113,17 +168,30 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path
                                     "chunk index " + indexDirectory.string()));
   std::unique_ptr<ChunkStore> store(
       new ChunkStore(std::unique_ptr<rocksdb::DB>(raw), std::move(directories)));
-  // Usage from the records.
+  // Usage and the newest epoch from the records; the last flushed epoch from its mark.
+  std::string flushed;
+  if (store->index_->Get(rocksdb::ReadOptions(), kFlushedKey, &flushed).ok() &&
+      flushed.size() == 8) {
+    std::memcpy(&store->flushedEpoch_, flushed.data(), 8);
+  }
+  uint64_t newest = store->flushedEpoch_;
   std::unique_ptr<rocksdb::Iterator> it(store->index_->NewIterator(rocksdb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const auto value = it->value();
-    if (value.size() != 20) continue;
+    if (!isChunkKey(it->key().ToStringView()) || value.size() != kRecordSize) continue;
     uint32_t directory;
     int64_t size;
+    uint64_t epoch;
     std::memcpy(&directory, value.data(), 4);
     std::memcpy(&size, value.data() + 4, 8);
+    std::memcpy(&epoch, value.data() + 20, 8);
     if (directory < store->used_.size()) store->used_[directory] += size;
+    newest = std::max(newest, epoch);
   }
+  store->epoch_ = newest + 1;
+  store->flusher_ = std::jthread([raw = store.get(), flushInterval](std::stop_token stop) {
+    raw->flushEvery(flushInterval, stop);
+  });
   return store;
 }
 
@@ -137,11 +205,12 @@ Result<ChunkStore::Record> ChunkStore::recordOf(const std::string& key) const {
   const rocksdb::Status s = index_->Get(rocksdb::ReadOptions(), key, &value);
   if (s.IsNotFound()) return notFound("chunk is not cached");
   GRANARY_RETURN_IF_ERROR(fromRocks(s, "chunk index"));
-  if (value.size() != 20) return corruption("chunk record has the wrong size");
+  if (value.size() != kRecordSize) return corruption("chunk record has the wrong size");
   Record r;
   std::memcpy(&r.directory, value.data(), 4);
   std::memcpy(&r.size, value.data() + 4, 8);
   std::memcpy(&r.checksum, value.data() + 12, 8);
+  std::memcpy(&r.epoch, value.data() + 20, 8);
   if (r.directory >= directories_.size())
     return corruption("chunk record names an unknown directory");
   return r;
@@ -191,9 +260,13 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
     if (error) written = unavailable("cannot rename into " + target.string());
   }
   if (written.isOk()) {
+    // The epoch is read after the data is written: a flush that starts later covers it.
+    const uint64_t epoch = epoch_.load();
     const uint64_t checksum = XXH3_64bits(data.data(), data.size());
-    written = fromRocks(index_->Put(rocksdb::WriteOptions(), key, encode(chosen, size, checksum)),
-                        "chunk index");
+    written =
+        fromRocks(index_->Put(rocksdb::WriteOptions(), key, encode(chosen, size, checksum, epoch)),
+                  "chunk index");
+    unflushed_ = true;
     if (!written.isOk()) std::filesystem::remove(target, error);
   }
   if (!written.isOk()) {
@@ -239,7 +312,7 @@ Status ChunkStore::forEachChunk(std::string_view generation,
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     const std::string_view rest = it->key().ToStringView().substr(prefix.size());
     const size_t nul = rest.rfind('\0');
-    if (nul == std::string_view::npos || it->value().size() != 20) continue;
+    if (nul == std::string_view::npos || it->value().size() != kRecordSize) continue;
     int64_t size;
     std::memcpy(&size, it->value().data() + 4, 8);
     each(ChunkId{std::string(generation), std::string(rest.substr(0, nul)),
@@ -278,6 +351,7 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
     std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(rocksdb::ReadOptions()));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       const std::string key = it->key().ToString();
+      if (!isChunkKey(key)) continue;
       auto record = recordOf(key);
       if (!record.isOk()) {
         bad.emplace_back(key, Record{});
@@ -287,13 +361,16 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
       std::error_code error;
       const auto size = std::filesystem::file_size(file, error);
       bool intact = !error && static_cast<int64_t>(size) == record->size;
-      if (intact && verifyChecksums) {
+      // A chunk written after the last flush may have reached the index but not the disk
+      // (a machine crash): its bytes are checked too.
+      if (intact && (verifyChecksums || record->epoch > flushedEpoch_)) {
         auto data = readFile(file, 0, record->size);
         intact = data.isOk() && XXH3_64bits(data->data(), data->size()) == record->checksum;
       }
       if (intact) {
         expected.insert(file);
         ++report.kept;
+        if (record->epoch > flushedEpoch_) ++report.verifiedUnflushed;
       } else {
         bad.emplace_back(key, *record);
       }

@@ -3,6 +3,10 @@
 // place; only then does the index (RocksDB) record it, so a crash leaves either a complete,
 // recorded chunk or debris that reconcile() removes. Nothing unverified is ever served.
 //
+// Chunks are not flushed one by one: a flusher syncs the cache file systems every few seconds
+// and then marks the epoch it covered as flushed. Each record carries the epoch it was written
+// in, so after a crash reconcile() re-reads only chunks newer than the last flush.
+//
 // Files fan out over 4,096 hashed sub-directories: no hot directory, and few enough that their
 // inodes stay cached (a million chunks is ~250 per directory). Each cache
 // directory has a quota; a put that fits none fails with ResourceExhausted and the caller
@@ -10,6 +14,8 @@
 // start-up by reconcile(verifyChecksums); partial reads trust the file. Thread-safe.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -18,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/result.h"
@@ -48,18 +55,25 @@ struct DirectoryUsage {
 };
 
 struct ReconcileReport {
-  int64_t kept = 0;            // recorded chunks found intact
-  int64_t droppedRecords = 0;  // recorded but missing, resized or failing their checksum
-  int64_t removedFiles = 0;    // on disk but never recorded (temporary or orphaned)
+  int64_t kept = 0;               // recorded chunks found intact
+  int64_t droppedRecords = 0;     // recorded but missing, resized or failing their checksum
+  int64_t removedFiles = 0;       // on disk but never recorded (temporary or orphaned)
+  int64_t verifiedUnflushed = 0;  // kept after re-reading: written after the last flush
 };
 
 class ChunkStore {
  public:
   // Opens the store: the index in `indexDirectory`, data under `directories` (created if
-  // missing). InvalidArgument for no directories or a non-positive quota.
-  static Result<std::unique_ptr<ChunkStore>> open(const std::filesystem::path& indexDirectory,
-                                                  std::vector<CacheDirectory> directories);
-  ~ChunkStore();
+  // missing), flushed every `flushInterval`. InvalidArgument for no directories or a
+  // non-positive quota.
+  static Result<std::unique_ptr<ChunkStore>> open(
+      const std::filesystem::path& indexDirectory, std::vector<CacheDirectory> directories,
+      std::chrono::milliseconds flushInterval = std::chrono::seconds(5));
+  ~ChunkStore();  // flushes
+
+  // Makes every chunk recorded so far durable (syncfs on each cache directory), then records
+  // that. Unavailable when a sync fails (the chunks stay unflushed).
+  Status flush();
 
   // Stores a chunk (replacing any previous one). ResourceExhausted when no directory has room;
   // Unavailable on I/O errors (nothing is recorded then). Different chunks are written in
@@ -78,8 +92,8 @@ class ChunkStore {
   Result<int64_t> dropGeneration(std::string_view generation);
 
   // Makes the index and the disks agree (run at start-up): drops records whose file is missing
-  // or has the wrong size (and, with `verifyChecksums`, the wrong checksum), and deletes files
-  // nobody recorded.
+  // or has the wrong size, or whose checksum fails (checked for chunks written after the last
+  // flush, and for all with `verifyChecksums`), and deletes files nobody recorded.
   Result<ReconcileReport> reconcile(bool verifyChecksums);
 
   std::vector<DirectoryUsage> usage() const;
@@ -89,16 +103,22 @@ class ChunkStore {
     uint32_t directory = 0;
     int64_t size = 0;
     uint64_t checksum = 0;
+    uint64_t epoch = 0;
   };
   ChunkStore(std::unique_ptr<rocksdb::DB> index, std::vector<CacheDirectory> directories);
   std::filesystem::path fileOf(uint32_t directory, const std::string& key) const;
   Result<Record> recordOf(const std::string& key) const;
   Status dropLocked(const std::string& key, const Record& record);
+  void flushEvery(std::chrono::milliseconds interval, std::stop_token stop);
 
   std::unique_ptr<rocksdb::DB> index_;
   std::vector<CacheDirectory> directories_;
   mutable std::mutex mutex_;  // guards used_ and serializes index updates with accounting
   std::vector<int64_t> used_;
+  std::atomic<uint64_t> epoch_{1};  // the epoch new records are written in
+  uint64_t flushedEpoch_ = 0;       // as found at open: records above it are re-read
+  std::atomic<bool> unflushed_{false};
+  std::jthread flusher_;  // last member: stopped first
 };
 
 }  // namespace granary::cache

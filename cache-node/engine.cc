@@ -35,7 +35,8 @@ Result<std::unique_ptr<CacheEngine>> CacheEngine::open(EngineOptions options, Cl
   Logger("cache").info("chunk store reconciled",
                        {{"kept", engine->startup_.kept},
                         {"dropped_records", engine->startup_.droppedRecords},
-                        {"removed_files", engine->startup_.removedFiles}});
+                        {"removed_files", engine->startup_.removedFiles},
+                        {"reread_unflushed", engine->startup_.verifiedUnflushed}});
   return engine;
 }
 

@@ -34,9 +34,9 @@ struct EngineOptions {
   int warmConcurrency = 8;
   // Origin reads of the whole node, bytes per second; 0 unlimited.
   int64_t bandwidthLimit = 0;
-  // Verify every chunk's checksum at start-up (slower start, catches bit rot); sizes are
-  // always checked.
-  bool verifyChecksumsAtStart = true;
+  // Verify every chunk's checksum at start-up (slower start, catches bit rot). Sizes are
+  // always checked, and so are the checksums of chunks written after the last flush.
+  bool verifyChecksumsAtStart = false;
   OriginSettings origins;
 };
 

@@ -13,7 +13,7 @@
 //   chunkSize: 16Mi
 //   warmConcurrency: 8
 //   bandwidthLimit: 0                # origin bytes per second for the whole node; 0 unlimited
-//   verifyChecksumsAtStart: true
+//   verifyChecksumsAtStart: false    # true: re-read every chunk (chunks written after the last flush always are)
 //   pvcRoot: ""                      # where PersistentVolumeClaims are mounted
 //   logLevel: info
 #pragma once
@@ -50,7 +50,7 @@ struct NodeOptions {
   ByteSize chunkSize{16 << 20};
   int32_t warmConcurrency = 8;
   ByteSize bandwidthLimit{0};
-  bool verifyChecksumsAtStart = true;
+  bool verifyChecksumsAtStart = false;
   std::string pvcRoot;
   std::string logLevel = "info";
 };
