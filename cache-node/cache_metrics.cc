@@ -64,9 +64,22 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
   GRANARY_ASSIGN_OR_RETURN(auto capacity,
                            registry.addGauge(gauge("granary_cache_capacity_bytes", U::kBytes,
                                                    "The dataset's cache quota on this node.")));
-  return std::unique_ptr<CacheMetrics>(new CacheMetrics{readBytes, hits, misses, warmBytes,
-                                                        warmFiles, originErrors, originRetries,
-                                                        warmRate, warmPending, used, capacity});
+  GRANARY_ASSIGN_OR_RETURN(
+      auto readWait,
+      registry.addCounter(counter("granary_dataset_read_wait_seconds_total", U::kSeconds,
+                                  "Time reads through a dataset's mount spent blocked on data "
+                                  "that was not on this node's disks, per reader (a pod, or a "
+                                  "process in local mode).",
+                                  {"dataset", "reader"})));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto readerBytes,
+      registry.addCounter(counter("granary_dataset_read_bytes_total", U::kBytes,
+                                  "Bytes read through a dataset's mount per reader, by where they "
+                                  "came from: local disk, a peer cache node, or the origin.",
+                                  {"dataset", "reader", "source"})));
+  return std::unique_ptr<CacheMetrics>(
+      new CacheMetrics{readBytes, hits, misses, warmBytes, warmFiles, originErrors, originRetries,
+                       warmRate, warmPending, used, capacity, readWait, readerBytes});
 }
 
 DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {

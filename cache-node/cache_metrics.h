@@ -35,6 +35,8 @@ struct CacheMetrics {
   GaugeFamily warmPending;      // {dataset}
   GaugeFamily usedBytes;        // {dataset}
   GaugeFamily capacityBytes;    // {dataset}
+  CounterFamily readWait;       // {dataset, reader}: time reads through a mount blocked on misses
+  CounterFamily readerBytes;    // {dataset, reader, source}
 };
 
 }  // namespace granary::cache

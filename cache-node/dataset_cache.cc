@@ -177,6 +177,11 @@ Result<ManifestEntry> DatasetCache::stat(const std::string& path) {
   return node_.manifests.stat(id_, path);
 }
 
+Result<ManifestEntry> DatasetCache::statInode(uint64_t inode) {
+  GRANARY_RETURN_IF_ERROR(waitListed());
+  return node_.manifests.statInode(id_, inode);
+}
+
 Result<std::vector<ManifestEntry>> DatasetCache::list(const std::string& directory,
                                                       const std::string& after, size_t limit) {
   GRANARY_RETURN_IF_ERROR(waitListed());
@@ -198,9 +203,14 @@ bool DatasetCache::hasChunk(const std::string& path, int64_t index) const {
 }
 
 Result<Piece> DatasetCache::readPiece(const std::string& path, int64_t offset, int64_t maxLength) {
-  if (offset < 0 || maxLength < 0) return invalidArgument("offset and length must be >= 0");
   GRANARY_ASSIGN_OR_RETURN(ManifestEntry file, stat(path));
-  if (file.directory) return failedPrecondition("\"" + path + "\" is a directory");
+  return readPiece(file, offset, maxLength);
+}
+
+Result<Piece> DatasetCache::readPiece(const ManifestEntry& file, int64_t offset,
+                                      int64_t maxLength) {
+  if (offset < 0 || maxLength < 0) return invalidArgument("offset and length must be >= 0");
+  if (file.directory) return failedPrecondition("\"" + file.path + "\" is a directory");
   if (offset >= file.size || maxLength == 0) return Piece{};
   const int64_t index = offset / settings_.chunkSize;
   const int64_t within = offset - index * settings_.chunkSize;

@@ -165,11 +165,14 @@ class DatasetCache {
 
   // Waits for the listing. NotFound for paths not in the manifest.
   Result<ManifestEntry> stat(const std::string& path);
+  Result<ManifestEntry> statInode(uint64_t inode);  // NotFound for inodes not in the manifest
   Result<std::vector<ManifestEntry>> list(const std::string& directory, const std::string& after,
                                           size_t limit);
   // Reads from `offset` of a file to the end of the chunk holding it, at most `maxLength`
   // bytes; empty at or past the end of the file.
   Result<Piece> readPiece(const std::string& path, int64_t offset, int64_t maxLength);
+  // The same for a file already looked up (`file` must come from this dataset's manifest).
+  Result<Piece> readPiece(const ManifestEntry& file, int64_t offset, int64_t maxLength);
   // Reads `length` bytes (-1: to the end) from `offset`, chunk by chunk.
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length);
   // For a peer: chunk `index` of `path`, whole and verified. With `fill`, fetched (and kept)

@@ -2,8 +2,10 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
+#include <xxhash.h>
 
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "cache-node/rocksdb_options.h"
@@ -26,6 +28,24 @@ std::string key(std::string_view generation, std::string_view parent, std::strin
 
 std::string generationPrefix(std::string_view generation) {
   std::string k = "m";
+  k += '\0';
+  k.append(generation);
+  k += '\0';
+  return k;
+}
+
+// The inode index: "i" NUL generation NUL inode (8 bytes, big-endian) → path.
+std::string inodeKey(std::string_view generation, uint64_t inode) {
+  std::string k = "i";
+  k += '\0';
+  k.append(generation);
+  k += '\0';
+  for (int shift = 56; shift >= 0; shift -= 8) k += static_cast<char>((inode >> shift) & 0xff);
+  return k;
+}
+
+std::string inodePrefix(std::string_view generation) {
+  std::string k = "i";
   k += '\0';
   k.append(generation);
   k += '\0';
@@ -61,20 +81,21 @@ T read(std::string_view& in) {
   return value;
 }
 
-// Value: size, mtime, mode, directory flag, then the etag (fixed layout, host byte order: the
-// store never leaves the node).
+// Value: size, mtime, inode, mode, directory flag, then the etag (fixed layout, host byte order:
+// the store never leaves the node).
+constexpr size_t kFixed = 8 + 8 + 8 + 4 + 1;
+
 std::string encode(const ManifestEntry& e) {
   std::string v;
-  v.reserve(21 + e.etag.size());
+  v.reserve(kFixed + e.etag.size());
   append<int64_t>(v, e.size);
   append<int64_t>(v, e.modifiedUnixNanos);
+  append<uint64_t>(v, e.inode);
   append<uint32_t>(v, e.mode);
   v += e.directory ? '\1' : '\0';
   v += e.etag;
   return v;
 }
-
-constexpr size_t kFixed = 8 + 8 + 4 + 1;
 
 Result<ManifestEntry> decode(std::string path, std::string_view value) {
   if (value.size() < kFixed) return corruption("manifest entry for \"" + path + "\" is truncated");
@@ -82,6 +103,7 @@ Result<ManifestEntry> decode(std::string path, std::string_view value) {
   e.path = std::move(path);
   e.size = read<int64_t>(value);
   e.modifiedUnixNanos = read<int64_t>(value);
+  e.inode = read<uint64_t>(value);
   e.mode = read<uint32_t>(value);
   e.directory = read<char>(value) != 0;
   e.etag = std::string(value);
@@ -132,34 +154,53 @@ Result<std::unique_ptr<ManifestStore>> ManifestStore::open(const std::filesystem
 
 Status ManifestStore::put(std::string_view generation, std::span<const ManifestEntry> files) {
   rocksdb::WriteBatch batch;
+  std::map<uint64_t, std::string> taken;  // inodes given out in this batch
+  // An inode for `path`: a hash of it, probed past inodes other paths hold. A path keeps the
+  // inode it already has.
+  const auto inodeOf = [&](std::string_view path) -> Result<uint64_t> {
+    for (uint64_t seed = 0;; ++seed) {
+      const uint64_t inode = XXH3_64bits_withSeed(path.data(), path.size(), seed);
+      if (inode <= kRootInode) continue;
+      if (const auto it = taken.find(inode); it != taken.end()) {
+        if (it->second == path) return inode;
+        continue;
+      }
+      std::string holder;
+      const rocksdb::Status s =
+          db_->Get(rocksdb::ReadOptions(), inodeKey(generation, inode), &holder);
+      if (s.IsNotFound() || (s.ok() && holder == path)) {
+        taken.emplace(inode, std::string(path));
+        return inode;
+      }
+      GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest inode index"));
+    }
+  };
+  const auto add = [&](ManifestEntry entry) -> Status {
+    const auto [parent, name] = splitPath(entry.path);
+    GRANARY_ASSIGN_OR_RETURN(entry.inode, inodeOf(entry.path));
+    batch.Put(key(generation, parent, name), encode(entry));
+    batch.Put(inodeKey(generation, entry.inode), entry.path);
+    return Status::ok();
+  };
   std::set<std::string_view> directories;
   for (const auto& file : files) {
     GRANARY_RETURN_IF_ERROR(validateManifestPath(file.path));
-    const auto [parent, name] = splitPath(file.path);
-    batch.Put(key(generation, parent, name), encode(file));
-    for (std::string_view dir = parent; !dir.empty(); dir = splitPath(dir).first) {
+    GRANARY_RETURN_IF_ERROR(add(file));
+    for (std::string_view dir = splitPath(file.path).first; !dir.empty();
+         dir = splitPath(dir).first) {
       if (!directories.insert(dir).second) break;  // its parents are in the set already
     }
   }
   for (std::string_view dir : directories) {
-    const auto [parent, name] = splitPath(dir);
-    ManifestEntry entry;
-    entry.path = std::string(dir);
-    entry.directory = true;
-    entry.mode = 0555;
-    batch.Put(key(generation, parent, name), encode(entry));
+    GRANARY_RETURN_IF_ERROR(
+        add(ManifestEntry{.path = std::string(dir), .mode = 0555, .directory = true}));
   }
   return fromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "manifest write");
 }
 
 Result<ManifestEntry> ManifestStore::stat(std::string_view generation,
                                           std::string_view path) const {
-  if (path.empty()) {
-    ManifestEntry root;
-    root.directory = true;
-    root.mode = 0555;
-    return root;
-  }
+  if (path.empty()) return ManifestEntry{.inode = kRootInode, .mode = 0555, .directory = true};
   GRANARY_RETURN_IF_ERROR(validateManifestPath(path));
   const auto [parent, name] = splitPath(path);
   std::string value;
@@ -167,6 +208,15 @@ Result<ManifestEntry> ManifestStore::stat(std::string_view generation,
   if (s.IsNotFound()) return notFound("\"" + std::string(path) + "\" is not in the dataset");
   GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest read"));
   return decode(std::string(path), value);
+}
+
+Result<ManifestEntry> ManifestStore::statInode(std::string_view generation, uint64_t inode) const {
+  if (inode == kRootInode) return stat(generation, "");
+  std::string path;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), inodeKey(generation, inode), &path);
+  if (s.IsNotFound()) return notFound("inode " + std::to_string(inode) + " is not in the dataset");
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest inode index"));
+  return stat(generation, path);
 }
 
 Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generation,
@@ -249,12 +299,14 @@ Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const 
 Status ManifestStore::drop(std::string_view generation) {
   GRANARY_RETURN_IF_ERROR(
       fromRocks(db_->Delete(rocksdb::WriteOptions(), completionKey(generation)), "manifest drop"));
-  std::string begin = generationPrefix(generation);
-  std::string end = begin;
-  end.back() = '\1';  // just past every key of the generation
-  return fromRocks(
-      db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(), begin, end),
-      "manifest drop");
+  for (const std::string& begin : {generationPrefix(generation), inodePrefix(generation)}) {
+    std::string end = begin;
+    end.back() = '\1';  // just past every key of the generation
+    GRANARY_RETURN_IF_ERROR(
+        fromRocks(db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(), begin, end),
+                  "manifest drop"));
+  }
+  return Status::ok();
 }
 
 }  // namespace granary::cache

@@ -21,11 +21,17 @@ class DB;
 
 namespace granary::cache {
 
+// The dataset root's inode; every other entry gets a stable one when it is listed.
+inline constexpr uint64_t kRootInode = 1;
+
 struct ManifestEntry {
   std::string path;  // relative to the dataset root, '/'-separated, no leading '/'
   int64_t size = 0;
   std::string etag;  // origin version: ETag, or size and mtime for file origins
   int64_t modifiedUnixNanos = 0;
+  // Unique within the generation and the same in every process that opens the store (a hash
+  // of the path, probed on collision), so a restarted node answers for inodes a kernel kept.
+  uint64_t inode = 0;
   uint32_t mode = 0;  // permission bits
   bool directory = false;
 
@@ -55,6 +61,8 @@ class ManifestStore {
 
   // The direct children of `directory` ("" for the root) in name order, starting after the
   // name `after` (exclusive; "" from the start), at most `limit`.
+  // The entry holding `inode` (kRootInode: the root). NotFound when none does.
+  Result<ManifestEntry> statInode(std::string_view generation, uint64_t inode) const;
   Result<std::vector<ManifestEntry>> list(std::string_view generation, std::string_view directory,
                                           std::string_view after = {}, size_t limit = 1000) const;
 

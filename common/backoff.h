@@ -21,8 +21,14 @@ struct BackoffOptions {
 
 class Backoff {
  public:
-  explicit Backoff(BackoffOptions options = {}, unsigned seed = std::random_device{}())
+  explicit Backoff(BackoffOptions options = {}, unsigned seed = freshSeed())
       : options_(options), random_(seed) {}
+
+  // A seed from a per-thread generator (the system's entropy is read once per thread).
+  static unsigned freshSeed() {
+    thread_local std::mt19937 seeds{std::random_device{}()};
+    return static_cast<unsigned>(seeds());
+  }
 
   // The delay before the next attempt; grows until max.
   std::chrono::milliseconds next();

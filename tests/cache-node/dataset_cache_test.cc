@@ -11,38 +11,16 @@
 #include <thread>
 
 #include "cache-node/core/placement.h"
+#include "tests/cache-node/test_node.h"
 #include "tests/cache-node/test_origin.h"
 
 namespace granary::cache {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::randomBytes;
 using testing::RecordingOrigin;
-
-std::string randomBytes(size_t size, unsigned seed) {
-  std::mt19937 random(seed);
-  std::string out(size, '\0');
-  for (auto& c : out) c = static_cast<char>(random());
-  return out;
-}
-
-// One cache node's stores, as the binary opens them.
-struct TestNode {
-  TestNode(const std::filesystem::path& under, std::string name, int64_t quota = 64 << 20,
-           std::filesystem::path data = {})
-      : root(under / name) {
-    if (data.empty()) data = root / "data";
-    manifests = std::move(*ManifestStore::open(this->root / "manifest"));
-    chunks = std::move(*ChunkStore::open(this->root / "index", {{data, quota}}));
-    context = std::make_unique<NodeContext>(
-        NodeContext{name, *manifests, *chunks, limiter, realClock(), nullptr, nullptr});
-  }
-  std::filesystem::path root;
-  std::unique_ptr<ManifestStore> manifests;
-  std::unique_ptr<ChunkStore> chunks;
-  BandwidthLimiter limiter{realClock(), 0};
-  std::unique_ptr<NodeContext> context;
-};
+using testing::TestNode;
 
 // Routes peer reads to DatasetCaches in this process.
 class LoopbackPeers final : public PeerReader {

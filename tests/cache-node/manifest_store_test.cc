@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 
 namespace granary::cache {
 namespace {
@@ -52,7 +53,10 @@ TEST_F(ManifestStoreTest, StatAndListDirectChildrenWithImplicitDirectories) {
 
   auto one = store_->stat("ml/imagenet/1", "train/a/2.jpg");
   ASSERT_TRUE(one.isOk()) << one.status();
-  EXPECT_EQ(*one, files[1]);
+  EXPECT_GT(one->inode, kRootInode);
+  auto expected = files[1];
+  expected.inode = one->inode;
+  EXPECT_EQ(*one, expected);
   auto dir = store_->stat("ml/imagenet/1", "train/a");
   ASSERT_TRUE(dir.isOk());
   EXPECT_TRUE(dir->directory);
@@ -112,6 +116,40 @@ TEST_F(ManifestStoreTest, SurvivesReopening) {
   auto reopened = ManifestStore::open(dir_);
   ASSERT_TRUE(reopened.isOk()) << reopened.status();
   EXPECT_EQ((*reopened)->stat("ml/ds/1", "keep/me.bin")->size, 42);
+}
+
+// Inodes are unique, found again by number, kept when a directory reappears in a later batch,
+// the same after reopening (a restarted node answers for inodes the kernel kept), and dropped
+// with their generation.
+TEST_F(ManifestStoreTest, InodesAreStableAndUnique) {
+  std::vector<ManifestEntry> first, second;
+  for (int i = 0; i < 2000; ++i)
+    (i < 1000 ? first : second)
+        .push_back(file("d" + std::to_string(i % 7) + "/f" + std::to_string(i), i));
+  ASSERT_TRUE(store_->put("ml/ds/1", first).isOk());
+  ASSERT_TRUE(store_->put("ml/ds/1", second).isOk());
+  std::map<uint64_t, std::string> byInode;
+  for (const auto& dir : {"", "d0", "d1", "d2", "d3", "d4", "d5", "d6"}) {
+    auto listed = store_->list("ml/ds/1", dir, "", 10000);
+    ASSERT_TRUE(listed.isOk()) << listed.status();
+    for (const auto& entry : *listed) {
+      EXPECT_TRUE(byInode.emplace(entry.inode, entry.path).second) << entry.path;
+      auto again = store_->statInode("ml/ds/1", entry.inode);
+      ASSERT_TRUE(again.isOk()) << again.status();
+      EXPECT_EQ(*again, entry);
+    }
+  }
+  EXPECT_EQ(byInode.size(), 2007u);
+  EXPECT_EQ(store_->statInode("ml/ds/1", kRootInode)->directory, true);
+  const uint64_t d3 = store_->stat("ml/ds/1", "d3")->inode;
+  store_.reset();
+  auto reopened = ManifestStore::open(dir_);
+  ASSERT_TRUE(reopened.isOk());
+  EXPECT_EQ((*reopened)->stat("ml/ds/1", "d3")->inode, d3);
+  EXPECT_EQ((*reopened)->statInode("ml/ds/1", d3)->path, "d3");
+  EXPECT_EQ((*reopened)->statInode("ml/ds/1", 12345).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE((*reopened)->drop("ml/ds/1").isOk());
+  EXPECT_EQ((*reopened)->statInode("ml/ds/1", d3).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(ManifestStoreTest, RefusesBadPathsAndASecondOpen) {

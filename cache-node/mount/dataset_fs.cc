@@ -1,0 +1,416 @@
+#define FUSE_USE_VERSION 314
+#include "cache-node/mount/dataset_fs.h"
+
+#include <fuse3/fuse_lowlevel.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "common/log.h"
+
+namespace granary::cache {
+
+// ---- what the handlers see ----
+
+struct DatasetFilesystem::State {
+  std::shared_ptr<DatasetCache> cache;
+  ReaderAccounting* accounting = nullptr;
+  std::string dataset;  // "namespace/name"
+};
+
+namespace {
+
+// A generation never changes: the kernel may keep what it learns.
+constexpr double kForever = 365.0 * 24 * 3600;
+constexpr size_t kDirectoryPage = 512;
+
+DatasetFilesystem::State& stateOf(fuse_req_t req) {
+  return *static_cast<DatasetFilesystem::State*>(fuse_req_userdata(req));
+}
+
+int errnoOf(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kNotFound:
+      return ENOENT;
+    case StatusCode::kInvalidArgument:
+      return EINVAL;
+    case StatusCode::kFailedPrecondition:
+      return ENOTDIR;
+    case StatusCode::kCancelled:
+      return EINTR;
+    default:
+      return EIO;
+  }
+}
+
+struct stat attributesOf(const ManifestEntry& entry) {
+  struct stat st {};
+  st.st_ino = entry.inode;
+  if (entry.directory) {
+    st.st_mode = S_IFDIR | 0555;
+    st.st_nlink = 2;
+  } else {
+    st.st_mode = S_IFREG | 0444 | (entry.mode & 0111);
+    st.st_nlink = 1;
+    st.st_size = entry.size;
+    st.st_blocks = (entry.size + 511) / 512;
+  }
+  st.st_blksize = 1 << 20;
+  st.st_mtim.tv_sec = entry.modifiedUnixNanos / 1'000'000'000;
+  st.st_mtim.tv_nsec = entry.modifiedUnixNanos % 1'000'000'000;
+  st.st_ctim = st.st_atim = st.st_mtim;
+  return st;
+}
+
+fuse_entry_param entryOf(const ManifestEntry& entry) {
+  fuse_entry_param e{};
+  e.ino = entry.inode;
+  e.generation = 1;
+  e.attr = attributesOf(entry);
+  e.attr_timeout = kForever;
+  e.entry_timeout = kForever;
+  return e;
+}
+
+std::string childPath(const ManifestEntry& parent, const char* name) {
+  return parent.path.empty() ? std::string(name) : parent.path + "/" + name;
+}
+
+void onLookup(fuse_req_t req, fuse_ino_t parentInode, const char* name) {
+  auto& state = stateOf(req);
+  auto parent = state.cache->statInode(parentInode);
+  if (!parent.isOk()) return (void)fuse_reply_err(req, errnoOf(parent.status()));
+  if (!parent->directory) return (void)fuse_reply_err(req, ENOTDIR);
+  auto child = state.cache->stat(childPath(*parent, name));
+  if (child.isOk()) {
+    const fuse_entry_param e = entryOf(*child);
+    return (void)fuse_reply_entry(req, &e);
+  }
+  if (child.status().code() == StatusCode::kNotFound ||
+      child.status().code() == StatusCode::kInvalidArgument) {
+    fuse_entry_param negative{};  // the kernel remembers the name is absent
+    negative.entry_timeout = kForever;
+    return (void)fuse_reply_entry(req, &negative);
+  }
+  fuse_reply_err(req, errnoOf(child.status()));
+}
+
+void onGetattr(fuse_req_t req, fuse_ino_t inode, fuse_file_info*) {
+  auto entry = stateOf(req).cache->statInode(inode);
+  if (!entry.isOk()) return (void)fuse_reply_err(req, errnoOf(entry.status()));
+  const struct stat st = attributesOf(*entry);
+  fuse_reply_attr(req, &st, kForever);
+}
+
+void onOpen(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
+  if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
+  auto entry = stateOf(req).cache->statInode(inode);
+  if (!entry.isOk()) return (void)fuse_reply_err(req, errnoOf(entry.status()));
+  if (entry->directory) return (void)fuse_reply_err(req, EISDIR);
+  fi->fh = reinterpret_cast<uint64_t>(new ManifestEntry(std::move(*entry)));
+  fi->keep_cache = 1;  // the file's pages stay valid across opens
+  fi->noflush = 1;
+  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<ManifestEntry*>(fi->fh);
+}
+
+void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<ManifestEntry*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void onRead(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+  auto& state = stateOf(req);
+  const auto& file = *reinterpret_cast<const ManifestEntry*>(fi->fh);
+  const auto start = std::chrono::steady_clock::now();
+  std::string out;
+  ReadRecord record;
+  while (out.size() < size) {
+    auto piece = state.cache->readPiece(file, offset + static_cast<off_t>(out.size()),
+                                        static_cast<int64_t>(size - out.size()));
+    if (!piece.isOk()) {
+      Logger("mount").warn(
+          "read failed",
+          {{"dataset", state.dataset}, {"path", file.path}, {"error", piece.status()}});
+      return (void)fuse_reply_err(req, EIO);
+    }
+    if (piece->data.empty()) break;
+    const auto bytes = static_cast<int64_t>(piece->data.size());
+    (piece->source == Source::kLocal  ? record.localBytes
+     : piece->source == Source::kPeer ? record.peerBytes
+                                      : record.originBytes) += bytes;
+    if (out.empty()) {
+      out = std::move(piece->data);
+    } else {
+      out += piece->data;
+    }
+  }
+  if (record.peerBytes + record.originBytes > 0)
+    record.wait = std::chrono::steady_clock::now() - start;
+  if (state.accounting != nullptr)
+    state.accounting->record(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), record);
+  fuse_reply_buf(req, out.data(), out.size());
+}
+
+// A directory handle: a page of entries and where it starts, so sequential reads page through
+// the manifest by name instead of offsets.
+struct DirectoryHandle {
+  ManifestEntry directory;
+  std::vector<ManifestEntry> page;
+  off_t pageStart = 0;
+};
+
+void onOpendir(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
+  auto entry = stateOf(req).cache->statInode(inode);
+  if (!entry.isOk()) return (void)fuse_reply_err(req, errnoOf(entry.status()));
+  if (!entry->directory) return (void)fuse_reply_err(req, ENOTDIR);
+  fi->fh = reinterpret_cast<uint64_t>(new DirectoryHandle{std::move(*entry), {}, 0});
+  fi->keep_cache = 1;
+  fi->cache_readdir = 1;
+  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirectoryHandle*>(fi->fh);
+}
+
+void onReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<DirectoryHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+// Makes `handle.page` hold the entry at `offset` (if the directory has one).
+Status seek(DatasetCache& cache, DirectoryHandle& handle, off_t offset) {
+  const auto inPage = [&] {
+    return offset >= handle.pageStart &&
+           offset < handle.pageStart + static_cast<off_t>(handle.page.size());
+  };
+  if (inPage()) return Status::ok();
+  std::string after;
+  off_t start = 0;
+  if (offset >= handle.pageStart && !handle.page.empty()) {  // forward: continue from here
+    after = handle.page.back().path.substr(handle.page.back().path.rfind('/') + 1);
+    start = handle.pageStart + static_cast<off_t>(handle.page.size());
+  }
+  while (true) {
+    GRANARY_ASSIGN_OR_RETURN(auto page, cache.list(handle.directory.path, after, kDirectoryPage));
+    handle.page = std::move(page);
+    handle.pageStart = start;
+    if (handle.page.empty() || inPage()) return Status::ok();
+    const auto& last = handle.page.back().path;
+    after = last.substr(last.rfind('/') + 1);
+    start += static_cast<off_t>(handle.page.size());
+  }
+}
+
+void readDirectory(fuse_req_t req, size_t size, off_t offset, fuse_file_info* fi, bool plus) {
+  auto& handle = *reinterpret_cast<DirectoryHandle*>(fi->fh);
+  std::string buffer(size, '\0');
+  size_t used = 0;
+  for (off_t at = offset;; ++at) {
+    if (const Status moved = seek(*stateOf(req).cache, handle, at); !moved.isOk())
+      return (void)fuse_reply_err(req, errnoOf(moved));
+    if (at >= handle.pageStart + static_cast<off_t>(handle.page.size())) break;  // the end
+    const ManifestEntry& entry = handle.page[at - handle.pageStart];
+    const std::string name = entry.path.substr(entry.path.rfind('/') + 1);
+    size_t added;
+    if (plus) {
+      const fuse_entry_param e = entryOf(entry);
+      added =
+          fuse_add_direntry_plus(req, buffer.data() + used, size - used, name.c_str(), &e, at + 1);
+    } else {
+      const struct stat st = attributesOf(entry);
+      added = fuse_add_direntry(req, buffer.data() + used, size - used, name.c_str(), &st, at + 1);
+    }
+    if (added > size - used) break;  // full: the kernel asks again from `at`
+    used += added;
+  }
+  fuse_reply_buf(req, buffer.data(), used);
+}
+
+void onReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+  readDirectory(req, size, offset, fi, false);
+}
+
+void onReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+  readDirectory(req, size, offset, fi, true);
+}
+
+void onStatfs(fuse_req_t req, fuse_ino_t) {
+  const DatasetState state = stateOf(req).cache->state();
+  struct statvfs st {};
+  st.f_bsize = st.f_frsize = 4096;
+  st.f_blocks = static_cast<fsblkcnt_t>((state.progress.totalBytes + 4095) / 4096);
+  st.f_files = static_cast<fsfilcnt_t>(state.progress.totalFiles);
+  st.f_namemax = 255;
+  st.f_flag = ST_RDONLY;
+  fuse_reply_statfs(req, &st);
+}
+
+void onInit(void*, fuse_conn_info* conn) {
+  conn->max_readahead = 4 << 20;
+  conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS;
+  if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+const fuse_lowlevel_ops kOperations = [] {
+  fuse_lowlevel_ops ops{};
+  ops.init = onInit;
+  ops.lookup = onLookup;
+  ops.getattr = onGetattr;
+  ops.open = onOpen;
+  ops.read = onRead;
+  ops.release = onRelease;
+  ops.opendir = onOpendir;
+  ops.readdir = onReaddir;
+  ops.readdirplus = onReaddirplus;
+  ops.releasedir = onReleasedir;
+  ops.statfs = onStatfs;
+  return ops;
+}();
+
+// Feeds the session the FUSE_INIT a kernel sends a new connection: an adopted connection was
+// initialised with the previous process, and libfuse answers nothing before an INIT. The reply
+// names no pending request, so the kernel drops it.
+void replayInit(fuse_session* session) {
+  struct {
+    fuse_in_header header;
+    fuse_init_in init;
+  } message{};
+  message.header.len = sizeof message;
+  message.header.opcode = FUSE_INIT;
+  message.header.unique = ~uint64_t{0} >> 2;
+  message.init.major = FUSE_KERNEL_VERSION;
+  message.init.minor = FUSE_KERNEL_MINOR_VERSION;
+  message.init.max_readahead = 4 << 20;
+  message.init.flags = FUSE_ASYNC_READ | FUSE_BIG_WRITES | FUSE_DO_READDIRPLUS |
+                       FUSE_READDIRPLUS_AUTO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES |
+                       FUSE_CACHE_SYMLINKS;
+  fuse_buf buffer{};
+  buffer.mem = &message;
+  buffer.size = sizeof message;
+  fuse_session_process_buf(session, &buffer);
+}
+
+// Asks the kernel to queue again the requests the previous process read but never answered
+// (FUSE_NOTIFY_RESEND, Linux 6.9+). False where the kernel does not know it.
+bool resendPending(int fd) {
+  constexpr int kNotifyResend = 7;
+  fuse_out_header header{};
+  header.len = sizeof header;
+  header.error = kNotifyResend;
+  return ::write(fd, &header, sizeof header) == static_cast<ssize_t>(sizeof header);
+}
+
+void ignoreSignal(int) {}
+
+}  // namespace
+
+// ---- the request loop ----
+
+struct DatasetFilesystem::Loop {
+  std::thread thread;
+  pthread_t handle{};
+  std::atomic<bool> done{false};  // the session ended (stopped, or unmounted from outside)
+};
+
+Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::mount(
+    std::shared_ptr<DatasetCache> cache, const std::filesystem::path& mountpoint,
+    ReaderAccounting* accounting, MountOptions options) {
+  std::error_code error;
+  std::filesystem::create_directories(mountpoint, error);
+  if (error)
+    return unavailable("cannot create the mount point " + mountpoint.string() + ": " +
+                       error.message());
+  return start(std::move(cache), mountpoint.string(), mountpoint, accounting, options, false);
+}
+
+Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::adopt(
+    std::shared_ptr<DatasetCache> cache, int fuseFd, const std::filesystem::path& mountpoint,
+    ReaderAccounting* accounting, MountOptions options) {
+  return start(std::move(cache), "/dev/fd/" + std::to_string(fuseFd), mountpoint, accounting,
+               options, true);
+}
+
+Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
+    std::shared_ptr<DatasetCache> cache, const std::string& mountTarget,
+    const std::filesystem::path& mountpoint, ReaderAccounting* accounting, MountOptions options,
+    bool adopted) {
+  std::unique_ptr<DatasetFilesystem> fs(new DatasetFilesystem());
+  fs->cache_ = cache;
+  fs->mountpoint_ = mountpoint;
+  fs->state_ =
+      std::make_unique<State>(State{cache, accounting, cache->key().ns + "/" + cache->key().name});
+  const std::string fsname = "fsname=granary:" + fs->state_->dataset;
+  std::string mountOptions = "ro,default_permissions,subtype=granary," + fsname;
+  if (options.allowOther) mountOptions += ",allow_other";
+  const char* argv[] = {"granary", "-o", mountOptions.c_str()};
+  fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
+  fs->session_ = fuse_session_new(&args, &kOperations, sizeof kOperations, fs->state_.get());
+  if (fs->session_ == nullptr) return unavailable("cannot create a FUSE session");
+  if (fuse_session_mount(fs->session_, mountTarget.c_str()) != 0) {
+    fuse_session_destroy(fs->session_);
+    fs->session_ = nullptr;
+    return unavailable("cannot mount " + fs->state_->dataset + " at " + mountpoint.string() +
+                       " (is /dev/fuse available, and are we root?)");
+  }
+  if (adopted) {
+    replayInit(fs->session_);
+    if (!resendPending(fuse_session_fd(fs->session_))) {
+      Logger("mount").warn("the kernel cannot resend requests the previous process held",
+                           {{"dataset", fs->state_->dataset}, {"mountpoint", mountpoint.string()}});
+    }
+  }
+  // A signal with a handler that does nothing wakes the loop when it should stop.
+  struct sigaction action {};
+  action.sa_handler = ignoreSignal;
+  ::sigaction(SIGUSR2, &action, nullptr);
+  fs->loop_ = std::make_unique<Loop>();
+  std::mutex started;
+  started.lock();
+  fs->loop_->thread = std::thread(
+      [session = fs->session_, &loop = *fs->loop_, &started, maxThreads = options.maxThreads] {
+        loop.handle = ::pthread_self();
+        started.unlock();
+        fuse_loop_config* config = fuse_loop_cfg_create();
+        fuse_loop_cfg_set_clone_fd(config, 1);
+        fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(maxThreads));
+        fuse_loop_cfg_set_idle_threads(config, 8);
+        fuse_session_loop_mt(session, config);
+        fuse_loop_cfg_destroy(config);
+        loop.done = true;
+      });
+  started.lock();  // the handle is set
+  started.unlock();
+  return fs;
+}
+
+int DatasetFilesystem::fd() const { return fuse_session_fd(session_); }
+
+bool DatasetFilesystem::serving() const { return !loop_->done; }
+
+DatasetFilesystem::~DatasetFilesystem() {
+  if (session_ == nullptr) return;
+  if (!detached_) fuse_session_unmount(session_);  // the kernel ends the connection
+  fuse_session_exit(session_);
+  while (!loop_->done) {
+    ::pthread_kill(loop_->handle, SIGUSR2);  // wakes the loop to see it should stop
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  loop_->thread.join();
+  fuse_session_destroy(session_);
+}
+
+bool cleanStaleMount(const std::filesystem::path& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 || errno != ENOTCONN) return false;
+  return ::umount2(path.c_str(), MNT_DETACH) == 0;
+}
+
+}  // namespace granary::cache

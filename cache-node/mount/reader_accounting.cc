@@ -1,0 +1,127 @@
+#include "cache-node/mount/reader_accounting.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+namespace granary::cache {
+namespace {
+
+constexpr auto kLookupLifetime = std::chrono::seconds(30);
+
+bool isUidCharacter(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+}
+
+}  // namespace
+
+std::string podUidFromCgroup(std::string_view text) {
+  // The last "pod" followed by a 36-character UID ('_' for '-' under systemd) that ends a path
+  // segment or a ".slice" name.
+  for (size_t at = text.rfind("pod"); at != std::string_view::npos;
+       at = at == 0 ? std::string_view::npos : text.rfind("pod", at - 1)) {
+    const std::string_view rest = text.substr(at + 3);
+    if (rest.size() < 36) continue;
+    std::string uid(rest.substr(0, 36));
+    if (!std::all_of(uid.begin(), uid.end(), isUidCharacter)) continue;
+    const std::string_view after = rest.substr(36);
+    if (!(after.empty() || after.front() == '/' || after.front() == '\n' ||
+          after.starts_with(".slice")))
+      continue;
+    std::replace(uid.begin(), uid.end(), '_', '-');
+    if (uid[8] != '-' || uid[13] != '-' || uid[18] != '-' || uid[23] != '-') continue;
+    return uid;
+  }
+  return "";
+}
+
+ProcessIdentity identifyThread(int tid) {
+  ProcessIdentity identity{.pid = tid};
+  const std::string proc = "/proc/" + std::to_string(tid);
+  std::ifstream status(proc + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("Tgid:")) {
+      identity.pid = std::atoi(line.c_str() + 5);
+      break;
+    }
+  }
+  std::ifstream cgroup(proc + "/cgroup");
+  std::stringstream text;
+  text << cgroup.rdbuf();
+  identity.podUid = podUidFromCgroup(text.str());
+  return identity;
+}
+
+ReaderAccounting::ReaderAccounting(CacheMetrics* metrics,
+                                   std::function<ProcessIdentity(int)> identify)
+    : metrics_(metrics), identify_(std::move(identify)) {}
+
+ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& dataset, int tid) {
+  const auto now = std::chrono::steady_clock::now();
+  auto lookup = threads_.find(tid);
+  if (lookup == threads_.end() || now - lookup->second.at > kLookupLifetime) {
+    if (threads_.size() > 4096) threads_.clear();  // bounded: lookups are cheap to redo
+    lookup = threads_.insert_or_assign(tid, Lookup{identify_(tid), now}).first;
+  }
+  const std::string& uid = lookup->second.identity.podUid;
+  const int pid = lookup->second.identity.pid;
+  ReaderKey key{.dataset = dataset, .podUid = uid, .pid = uid.empty() ? pid : 0};
+  auto it = readers_.find(key);
+  if (it != readers_.end()) return it->second;
+  Reader reader;
+  reader.totals.key = key;
+  std::string label = uid.empty() ? "pid:" + std::to_string(pid) : uid;
+  if (const auto named = podNames_.find(uid); !uid.empty() && named != podNames_.end()) {
+    reader.totals.podNamespace = named->second.first;
+    reader.totals.podName = named->second.second;
+    label = named->second.first + "/" + named->second.second;
+  }
+  if (metrics_ != nullptr) {
+    reader.series = Series{metrics_->readWait.with({dataset, label}),
+                           metrics_->readerBytes.with({dataset, label, "local"}),
+                           metrics_->readerBytes.with({dataset, label, "peer"}),
+                           metrics_->readerBytes.with({dataset, label, "origin"})};
+  }
+  return readers_.emplace(std::move(key), std::move(reader)).first->second;
+}
+
+void ReaderAccounting::record(const std::string& dataset, int tid, const ReadRecord& read) {
+  std::lock_guard lock(mutex_);
+  Reader& reader = readerLocked(dataset, tid);
+  ReaderTotals& t = reader.totals;
+  t.wait += read.wait;
+  t.reads.localBytes += read.localBytes;
+  t.reads.peerBytes += read.peerBytes;
+  t.reads.originBytes += read.originBytes;
+  ++(read.wait.count() > 0 ? t.reads.chunkMisses : t.reads.chunkHits);
+  ++t.operations;
+  if (!reader.series) return;
+  reader.series->waitSeconds.increment(std::chrono::duration<double>(read.wait).count());
+  reader.series->localBytes.increment(static_cast<double>(read.localBytes));
+  reader.series->peerBytes.increment(static_cast<double>(read.peerBytes));
+  reader.series->originBytes.increment(static_cast<double>(read.originBytes));
+}
+
+void ReaderAccounting::namePod(const std::string& uid, const std::string& ns,
+                               const std::string& name) {
+  std::lock_guard lock(mutex_);
+  podNames_[uid] = {ns, name};
+}
+
+std::vector<ReaderTotals> ReaderAccounting::readers() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ReaderTotals> out;
+  out.reserve(readers_.size());
+  for (const auto& [key, reader] : readers_) {
+    out.push_back(reader.totals);
+    const auto named = podNames_.find(key.podUid);
+    if (!key.podUid.empty() && named != podNames_.end()) {
+      out.back().podNamespace = named->second.first;
+      out.back().podName = named->second.second;
+    }
+  }
+  return out;
+}
+
+}  // namespace granary::cache

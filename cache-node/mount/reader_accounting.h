@@ -1,0 +1,93 @@
+// Who reads a dataset through its mount, and how long they wait for data. Every read through
+// a mount is recorded against its reader: the pod that issued it on Kubernetes (found from the
+// calling process's cgroup), the process itself in local mode. "Data wait" is the time reads
+// spent blocked on chunks that were not on this node's disks.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache-node/cache_metrics.h"
+#include "cache-node/dataset_cache.h"
+
+namespace granary::cache {
+
+// The pod UID in a process's /proc/<pid>/cgroup text, under the kubelet's cgroupfs layout
+// (".../kubepods/burstable/pod<uid>/<container>") or its systemd layout
+// (".../kubepods-burstable-pod<uid with '_'>.slice/..."); "" when the process is not in a pod.
+std::string podUidFromCgroup(std::string_view cgroupText);
+
+// The process a FUSE request came from: the kernel names the calling thread.
+struct ProcessIdentity {
+  int pid = 0;         // the thread group (process) id
+  std::string podUid;  // "" when not in a pod
+};
+
+// From /proc/<tid>/status and /proc/<tid>/cgroup; {tid, ""} when they cannot be read.
+ProcessIdentity identifyThread(int tid);
+
+struct ReaderKey {
+  std::string dataset;  // "namespace/name"
+  std::string podUid;   // empty in local mode
+  int pid = 0;          // set when there is no pod
+
+  friend auto operator<=>(const ReaderKey&, const ReaderKey&) = default;
+};
+
+struct ReaderTotals {
+  ReaderKey key;
+  std::string podNamespace, podName;  // when a mount was published for the pod
+  std::chrono::nanoseconds wait{0};
+  ReadTotals reads;  // bytes by source; chunkMisses counts reads that waited
+  int64_t operations = 0;
+};
+
+// One read as the mount saw it: bytes by source and how long it blocked on a miss.
+struct ReadRecord {
+  int64_t localBytes = 0, peerBytes = 0, originBytes = 0;
+  std::chrono::nanoseconds wait{0};
+};
+
+class ReaderAccounting {
+ public:
+  // `identify` finds the process and pod of a thread; `metrics` may be null.
+  explicit ReaderAccounting(CacheMetrics* metrics,
+                            std::function<ProcessIdentity(int tid)> identify = identifyThread);
+
+  // Records a read issued by thread `tid`.
+  void record(const std::string& dataset, int tid, const ReadRecord& read);
+  // Names a pod (from a CSI publish) so its totals and metrics carry namespace and name.
+  void namePod(const std::string& uid, const std::string& ns, const std::string& name);
+  std::vector<ReaderTotals> readers() const;
+
+ private:
+  struct Series {
+    Counter waitSeconds, localBytes, peerBytes, originBytes;
+  };
+  struct Reader {
+    ReaderTotals totals;
+    std::optional<Series> series;  // absent without metrics
+  };
+  struct Lookup {
+    ProcessIdentity identity;
+    std::chrono::steady_clock::time_point at;
+  };
+  Reader& readerLocked(const std::string& dataset, int tid);
+
+  CacheMetrics* metrics_;
+  std::function<ProcessIdentity(int)> identify_;
+  mutable std::mutex mutex_;
+  std::map<int, Lookup> threads_;  // looked up again after a while: ids are reused
+  std::map<std::string, std::pair<std::string, std::string>> podNames_;  // uid → ns, name
+  std::map<ReaderKey, Reader> readers_;
+};
+
+}  // namespace granary::cache

@@ -1,0 +1,42 @@
+// One cache node's stores in a temporary directory, as the binary opens them, for tests.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "cache-node/chunk_store.h"
+#include "cache-node/core/bandwidth_limiter.h"
+#include "cache-node/dataset_cache.h"
+#include "cache-node/manifest_store.h"
+#include "common/clock.h"
+
+namespace granary::cache::testing {
+
+inline std::string randomBytes(size_t size, unsigned seed) {
+  std::mt19937 random(seed);
+  std::string out(size, '\0');
+  for (auto& c : out) c = static_cast<char>(random());
+  return out;
+}
+
+// One cache node's stores, as the binary opens them.
+struct TestNode {
+  TestNode(const std::filesystem::path& under, std::string name, int64_t quota = 64 << 20,
+           std::filesystem::path data = {})
+      : root(under / name) {
+    if (data.empty()) data = root / "data";
+    manifests = std::move(*ManifestStore::open(this->root / "manifest"));
+    chunks = std::move(*ChunkStore::open(this->root / "index", {{data, quota}}));
+    context = std::make_unique<NodeContext>(
+        NodeContext{name, *manifests, *chunks, limiter, realClock(), nullptr, nullptr});
+  }
+  std::filesystem::path root;
+  std::unique_ptr<ManifestStore> manifests;
+  std::unique_ptr<ChunkStore> chunks;
+  BandwidthLimiter limiter{realClock(), 0};
+  std::unique_ptr<NodeContext> context;
+};
+
+}  // namespace granary::cache::testing
