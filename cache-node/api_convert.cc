@@ -129,12 +129,33 @@ v1::DatasetStatus statusOf(const DatasetKey& key, const DatasetState& state,
         std::chrono::duration_cast<std::chrono::nanoseconds>(w.warmStart.time_since_epoch())
             .count());
   }
-  auto& r = *out.mutable_reads();
-  r.set_local_bytes(state.reads.localBytes);
-  r.set_peer_bytes(state.reads.peerBytes);
-  r.set_origin_bytes(state.reads.originBytes);
-  r.set_chunk_hits(state.reads.chunkHits);
-  r.set_chunk_misses(state.reads.chunkMisses);
+  *out.mutable_reads() = readCountersOf(state.reads);
+  return out;
+}
+
+v1::ReadCounters readCountersOf(const ReadTotals& reads) {
+  v1::ReadCounters r;
+  r.set_local_bytes(reads.localBytes);
+  r.set_peer_bytes(reads.peerBytes);
+  r.set_origin_bytes(reads.originBytes);
+  r.set_chunk_hits(reads.chunkHits);
+  r.set_chunk_misses(reads.chunkMisses);
+  return r;
+}
+
+v1::ReaderTelemetry readerTelemetryOf(const ReaderTotals& reader) {
+  v1::ReaderTelemetry out;
+  const std::string& dataset = reader.key.dataset;
+  const size_t slash = dataset.find('/');
+  out.mutable_dataset()->set_namespace_(dataset.substr(0, slash));
+  out.mutable_dataset()->set_name(slash == std::string::npos ? "" : dataset.substr(slash + 1));
+  out.set_pod_namespace(reader.podNamespace);
+  out.set_pod_name(reader.podName);
+  out.set_pod_uid(reader.key.podUid);
+  out.set_pid(reader.key.pid);
+  out.set_read_wait_seconds(std::chrono::duration<double>(reader.wait).count());
+  *out.mutable_reads() = readCountersOf(reader.reads);
+  out.set_read_operations(reader.operations);
   return out;
 }
 

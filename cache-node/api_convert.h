@@ -3,6 +3,7 @@
 
 #include "cache-node/dataset_cache.h"
 #include "cache-node/engine.h"
+#include "cache-node/mount/reader_accounting.h"
 #include "granary/v1/cache_node.pb.h"
 
 namespace granary::cache {
@@ -17,6 +18,8 @@ WarmPlan warmPlanOf(const v1::SetWarmPlanRequest& request);
 v1::DatasetStatus statusOf(const DatasetKey& key, const DatasetState& state,
                            const std::string& nodeName);
 v1::FileInfo fileInfoOf(const ManifestEntry& entry);
+v1::ReadCounters readCountersOf(const ReadTotals& reads);
+v1::ReaderTelemetry readerTelemetryOf(const ReaderTotals& reader);
 v1::ReadSource readSourceOf(Source source);
 
 }  // namespace granary::cache

@@ -41,8 +41,9 @@ grpc::Status authorize(const grpc::ServerContext& context, const Secret& token) 
 
 class CacheNodeService final : public v1::CacheNode::Service {
  public:
-  CacheNodeService(CacheEngine& engine, GrpcPeers& peers, const Secret& token)
-      : engine_(engine), peers_(peers), token_(token) {}
+  CacheNodeService(CacheEngine& engine, GrpcPeers& peers, const Secret& token,
+                   ReaderAccounting* readers)
+      : engine_(engine), peers_(peers), token_(token), readers_(readers) {}
 
   grpc::Status EnsureDataset(grpc::ServerContext* context, const v1::EnsureDatasetRequest* request,
                              v1::EnsureDatasetResponse* response) override {
@@ -181,6 +182,18 @@ class CacheNodeService final : public v1::CacheNode::Service {
       if (wanted)
         *response->add_datasets() = statusOf(cache->key(), cache->state(), engine_.nodeName());
     }
+    if (readers_ != nullptr) {
+      for (const auto& reader : readers_->readers()) {
+        auto telemetry = readerTelemetryOf(reader);
+        const bool wanted =
+            request->datasets().empty() ||
+            std::any_of(request->datasets().begin(), request->datasets().end(), [&](const auto& r) {
+              return r.namespace_() == telemetry.dataset().namespace_() &&
+                     r.name() == telemetry.dataset().name();
+            });
+        if (wanted) *response->add_readers() = std::move(telemetry);
+      }
+    }
     response->set_gpu_unavailable_reason("this cache node does not sample GPUs");
     return grpc::Status::OK;
   }
@@ -189,6 +202,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
   CacheEngine& engine_;
   GrpcPeers& peers_;
   const Secret& token_;
+  ReaderAccounting* readers_;
 };
 
 class PeerService final : public v1::Peer::Service {
@@ -243,8 +257,8 @@ struct CacheNodeServer::Services {
   Secret token;
   CacheNodeService cacheNode;
   PeerService peer;
-  Services(CacheEngine& engine, GrpcPeers& peers, Secret t)
-      : token(std::move(t)), cacheNode(engine, peers, token), peer(engine, token) {}
+  Services(CacheEngine& engine, GrpcPeers& peers, Secret t, ReaderAccounting* readers)
+      : token(std::move(t)), cacheNode(engine, peers, token, readers), peer(engine, token) {}
 };
 
 Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& engine,
@@ -267,7 +281,8 @@ Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& eng
     credentials = grpc::SslServerCredentials(ssl);
   }
   std::unique_ptr<CacheNodeServer> server(new CacheNodeServer());
-  server->services_ = std::make_unique<Services>(engine, peers, std::move(options.token));
+  server->services_ =
+      std::make_unique<Services>(engine, peers, std::move(options.token), options.readers);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, credentials, &server->port_);
   builder.RegisterService(&server->services_->cacheNode);

@@ -8,6 +8,7 @@
 
 #include "cache-node/engine.h"
 #include "cache-node/grpc_peers.h"
+#include "cache-node/mount/reader_accounting.h"
 #include "common/secret.h"
 
 namespace grpc {
@@ -21,6 +22,7 @@ struct ServerOptions {
   Secret token;                          // the shared bearer token; required
   std::string tlsCertificateFile;        // PEM; with tlsKeyFile, serves TLS
   std::string tlsKeyFile;
+  ReaderAccounting* readers = nullptr;  // who reads through mounts, for GetTelemetry
 };
 
 class CacheNodeServer {

@@ -11,7 +11,9 @@
 #include <thread>
 
 #include "cache-node/cache_metrics.h"
+#include "cache-node/csi/csi_server.h"
 #include "cache-node/grpc_service.h"
+#include "cache-node/mount/mount_table.h"
 #include "cache-node/options.h"
 #include "cache-node/standalone.h"
 #include "common/log.h"
@@ -32,6 +34,7 @@ Options:
   --metrics-address ADDR  /metrics, /healthz, /readyz; "" disables (default 0.0.0.0:9400)
   --dataset FILE      standalone: cache the Datasets of a manifest file on this node
   --exit-when-warm    with --dataset: exit once every dataset settled (0 when all Ready)
+  --csi-socket PATH   serve the CSI node plugin (csi.granary.io) on this unix socket
   --log-level LEVEL   debug, info, warn or error (default: info)
 )";
 
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
   using namespace granary::cache;
   std::stop_source stop = stopOnTerminationSignals();
 
-  std::string configFile, datasetFile, nodeName, stateDir, listen, metricsAddress, level;
+  std::string configFile, datasetFile, nodeName, stateDir, listen, metricsAddress, level, csiSocket;
   bool metricsAddressSet = false, exitWhenWarm = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -87,6 +90,8 @@ int main(int argc, char** argv) {
       value(metricsAddress), metricsAddressSet = true;
     else if (arg == "--log-level")
       value(level);
+    else if (arg == "--csi-socket")
+      value(csiSocket);
     else if (arg == "--exit-when-warm")
       exitWhenWarm = true;
     else if (arg == "-h" || arg == "--help") {
@@ -112,6 +117,7 @@ int main(int argc, char** argv) {
   if (!listen.empty()) options.listen = listen;
   if (metricsAddressSet) options.metricsAddress = metricsAddress;
   if (!level.empty()) options.logLevel = level;
+  if (!csiSocket.empty()) options.csiSocket = csiSocket;
   const bool defaultToken = options.tokenFile.empty();
   applyDefaults(options);
 
@@ -157,20 +163,33 @@ int main(int argc, char** argv) {
     log.error("cannot open the cache", {{"error", engine.status()}});
     return 1;
   }
+  ReaderAccounting readers(metrics->get());
   auto server = CacheNodeServer::start(**engine, peers,
                                        {.address = options.listen,
                                         .token = *token,
                                         .tlsCertificateFile = options.tls.certificateFile,
-                                        .tlsKeyFile = options.tls.keyFile});
+                                        .tlsKeyFile = options.tls.keyFile,
+                                        .readers = &readers});
   if (!server.isOk()) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;
+  }
+  auto mounts = std::make_unique<MountTable>(**engine, options.mountRoot, readers);
+  std::unique_ptr<CsiServer> csi;
+  if (!options.csiSocket.empty()) {
+    auto started = CsiServer::start(options.csiSocket, options.nodeName, *mounts);
+    if (!started.isOk()) {
+      log.error("cannot serve CSI", {{"error", started.status()}});
+      return 1;
+    }
+    csi = std::move(*started);
   }
   if (metricsServer) metricsServer->addCheck("/readyz", [] { return Status::ok(); });
   log.info("started", {{"node", options.nodeName},
                        {"listen", options.listen},
                        {"port", static_cast<int64_t>((*server)->port())},
                        {"metrics", options.metricsAddress},
+                       {"csi", options.csiSocket},
                        {"state", options.stateDirectory}});
 
   std::vector<std::shared_ptr<DatasetCache>> standalone;
@@ -214,6 +233,8 @@ int main(int argc, char** argv) {
     }
   }
   log.info("stopping");
+  csi.reset();
+  mounts.reset();
   server->reset();
   standalone.clear();
   engine->reset();

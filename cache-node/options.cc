@@ -53,6 +53,8 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "bytes per second, 0 unlimited");
   f.optional("verifyChecksumsAtStart", out.verifyChecksumsAtStart);
   f.optional("pvcRoot", out.pvcRoot);
+  f.optional("mountRoot", out.mountRoot);
+  f.optional("csiSocket", out.csiSocket);
   f.optional("logLevel", out.logLevel);
   return f.finish();
 }
@@ -69,6 +71,7 @@ void applyDefaults(NodeOptions& options) {
   }
   const std::filesystem::path state = options.stateDirectory;
   if (options.tokenFile.empty()) options.tokenFile = (state / "token").string();
+  if (options.mountRoot.empty()) options.mountRoot = (state / "mounts").string();
   if (options.cacheDirectories.empty())
     options.cacheDirectories.push_back({(state / "cache").string(), ByteSize{10LL << 30}});
 }

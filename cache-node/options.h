@@ -13,8 +13,10 @@
 //   chunkSize: 16Mi
 //   warmConcurrency: 8
 //   bandwidthLimit: 0                # origin bytes per second for the whole node; 0 unlimited
-//   verifyChecksumsAtStart: false    # true: re-read every chunk (chunks written after the last flush always are)
-//   pvcRoot: ""                      # where PersistentVolumeClaims are mounted
+//   verifyChecksumsAtStart: false    # true: re-read every chunk (chunks written after the last
+//   flush always are) pvcRoot: ""                      # where PersistentVolumeClaims are mounted
+//   mountRoot: ""                    # dataset mounts; default <stateDirectory>/mounts
+//   csiSocket: ""                    # e.g. /csi/csi.sock: serve the CSI node plugin there
 //   logLevel: info
 #pragma once
 
@@ -52,6 +54,8 @@ struct NodeOptions {
   ByteSize bandwidthLimit{0};
   bool verifyChecksumsAtStart = false;
   std::string pvcRoot;
+  std::string mountRoot;  // dataset mounts; default <stateDirectory>/mounts
+  std::string csiSocket;  // the CSI node plugin's unix socket; "" serves no CSI
   std::string logLevel = "info";
 };
 

@@ -1,9 +1,11 @@
 // granary-cache-node processes on loopback: real gRPC between them, a real web server as the
 // origin, kill -9 and restart.
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "csi/v1/csi.grpc.pb.h"
 #include "granary/v1/cache_node.grpc.pb.h"
 #include "tests/support/http_file_server.h"
 #include "tests/support/http_get.h"
@@ -55,7 +58,8 @@ class NodeProcess {
         << "\nmetricsAddress: 127.0.0.1:" << metricsPort_ << "\ntokenFile: " << (root_ / "token")
         << "\nstateDirectory: " << (root_ / "state")
         << "\ncacheDirectories:\n  - path: " << (root_ / "cache")
-        << "\n    quota: 1Gi\nwarmConcurrency: 4\n";
+        << "\n    quota: 1Gi\nwarmConcurrency: 4\ncsiSocket: " << (root_ / "csi.sock")
+        << "\nmountRoot: " << (root_ / "mounts") << "\n";
     if (tls_) {
       std::ofstream(root_ / "config.yaml", std::ios::app)
           << "tls:\n  certificateFile: " << tls_->serverPemFile
@@ -94,6 +98,7 @@ class NodeProcess {
   }
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string csiAddress() const { return "unix://" + (root_ / "csi.sock").string(); }
   const std::string& name() const { return name_; }
   int metricsPort() const { return metricsPort_; }
   v1::CacheNode::Stub& api() { return *stub_; }
@@ -140,6 +145,12 @@ class CacheNodeProcessTest : public ::testing::Test {
   void TearDown() override {
     nodes_.clear();
     origin_.reset();
+    // Mounts a killed node left behind (their daemon is gone) go before the files.
+    std::ifstream mounts("/proc/self/mounts");
+    std::vector<std::string> under;
+    for (std::string device, point, rest; mounts >> device >> point && std::getline(mounts, rest);)
+      if (point.starts_with(root_.string())) under.push_back(point);
+    for (auto it = under.rbegin(); it != under.rend(); ++it) ::umount2(it->c_str(), MNT_DETACH);
     std::filesystem::remove_all(root_);
   }
 
@@ -411,6 +422,126 @@ TEST_F(CacheNodeProcessTest, PurgeFreesTheCache) {
   v1::DatasetStatus status;
   EXPECT_EQ(node.api().GetDatasetStatus(authorized().get(), get, &status).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+// The CSI node plugin as kubelet drives it, through a real gRPC client on the unix socket: a
+// pod's inline volume shows its namespace's dataset read-only, byte for byte; bad or foreign
+// requests get errors that name the field.
+TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  NodeProcess& node = addNode("n1");
+  v1::EnsureDatasetResponse ensured;
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
+  ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+
+  auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + 10s));
+  auto identity = csi::v1::Identity::NewStub(channel);
+  auto csiNode = csi::v1::Node::NewStub(channel);
+  {
+    grpc::ClientContext context;
+    csi::v1::GetPluginInfoResponse info;
+    ASSERT_TRUE(identity->GetPluginInfo(&context, {}, &info).ok());
+    EXPECT_EQ(info.name(), "csi.granary.io");
+    grpc::ClientContext nodeContext;
+    csi::v1::NodeGetInfoResponse nodeInfo;
+    ASSERT_TRUE(csiNode->NodeGetInfo(&nodeContext, {}, &nodeInfo).ok());
+    EXPECT_EQ(nodeInfo.node_id(), "n1");
+  }
+
+  const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
+  const auto publishRequest = [&](const std::string& podNamespace,
+                                  std::map<std::string, std::string> attributes) {
+    csi::v1::NodePublishVolumeRequest request;
+    request.set_volume_id("csi-0123");
+    request.set_target_path(target.string());
+    request.mutable_volume_capability()->mutable_mount();
+    request.mutable_volume_capability()->mutable_access_mode()->set_mode(
+        csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    attributes["csi.storage.k8s.io/ephemeral"] = "true";
+    attributes["csi.storage.k8s.io/pod.namespace"] = podNamespace;
+    attributes["csi.storage.k8s.io/pod.name"] = "worker-0";
+    attributes["csi.storage.k8s.io/pod.uid"] = "0f3c1a2b-1111-2222-3333-444455556666";
+    request.mutable_volume_context()->insert(attributes.begin(), attributes.end());
+    return request;
+  };
+  const auto publish = [&](const csi::v1::NodePublishVolumeRequest& request) {
+    grpc::ClientContext context;
+    csi::v1::NodePublishVolumeResponse response;
+    return csiNode->NodePublishVolume(&context, request, &response);
+  };
+
+  // Refusals, each naming what to fix.
+  const auto expectRefused = [&](const csi::v1::NodePublishVolumeRequest& request,
+                                 grpc::StatusCode code, const std::string& words) {
+    const grpc::Status status = publish(request);
+    EXPECT_EQ(status.error_code(), code) << status.error_message();
+    EXPECT_NE(status.error_message().find(words), std::string::npos) << status.error_message();
+    EXPECT_FALSE(std::filesystem::exists(target / "big"));
+  };
+  expectRefused(publishRequest("ml", {}), grpc::StatusCode::INVALID_ARGUMENT,
+                "volumeAttributes.dataset");
+  expectRefused(publishRequest("ml", {{"dataset", "coco"}, {"cache", "yes"}}),
+                grpc::StatusCode::INVALID_ARGUMENT, "volumeAttributes.cache");
+  expectRefused(publishRequest("other", {{"dataset", "coco"}, {"namespace", "ml"}}),
+                grpc::StatusCode::PERMISSION_DENIED, "own namespace");
+  expectRefused(publishRequest("other", {{"dataset", "coco"}}), grpc::StatusCode::NOT_FOUND,
+                "other/coco");
+  auto block = publishRequest("ml", {{"dataset", "coco"}});
+  block.mutable_volume_capability()->mutable_block();
+  expectRefused(block, grpc::StatusCode::INVALID_ARGUMENT, "block");
+  auto persistent = publishRequest("ml", {{"dataset", "coco"}});
+  persistent.mutable_volume_context()->erase("csi.storage.k8s.io/ephemeral");
+  expectRefused(persistent, grpc::StatusCode::INVALID_ARGUMENT, "podInfoOnMount");
+
+  // Published (twice: kubelet retries), read-only, every byte the origin's.
+  const auto request = publishRequest("ml", {{"dataset", "coco"}});
+  ASSERT_TRUE(publish(request).ok()) << node.log();
+  ASSERT_TRUE(publish(request).ok());
+  for (const auto& [path, data] : files_) {
+    std::ifstream in(target / path, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
+  }
+  EXPECT_LT(::open((target / "new").c_str(), O_CREAT | O_WRONLY, 0644), 0);
+  EXPECT_EQ(errno, EROFS);
+
+  // Reads are accounted to this process (the test is in no pod), in telemetry and metrics.
+  v1::GetTelemetryResponse telemetry;
+  ASSERT_TRUE(node.api().GetTelemetry(authorized().get(), {}, &telemetry).ok());
+  int64_t bytes = 0;
+  for (const auto& reader : telemetry.readers()) {
+    EXPECT_EQ(reader.dataset().name(), "coco");
+    EXPECT_EQ(reader.pid(), ::getpid());
+    bytes +=
+        reader.reads().local_bytes() + reader.reads().peer_bytes() + reader.reads().origin_bytes();
+  }
+  EXPECT_EQ(bytes, datasetBytes()) << "every byte once: the kernel keeps pages after that";
+  std::string metrics;
+  ASSERT_EQ(testing::httpGet("http://127.0.0.1:" + std::to_string(node.metricsPort()) + "/metrics",
+                             metrics),
+            200);
+  EXPECT_NE(metrics.find("granary_dataset_read_bytes_total{dataset=\"ml/coco\",reader=\"pid:" +
+                         std::to_string(::getpid()) + "\",source=\"local\"}"),
+            std::string::npos)
+      << metrics;
+
+  // Unpublished (twice is fine): the pod's directory goes.
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext context;
+    csi::v1::NodeUnpublishVolumeRequest unpublish;
+    unpublish.set_volume_id("csi-0123");
+    unpublish.set_target_path(target.string());
+    csi::v1::NodeUnpublishVolumeResponse response;
+    ASSERT_TRUE(csiNode->NodeUnpublishVolume(&context, unpublish, &response).ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(target));
+
+  // A graceful stop unmounts the dataset.
+  node.kill(SIGTERM);
+  std::ifstream mounts("/proc/self/mounts");
+  const std::string text(std::istreambuf_iterator<char>(mounts), {});
+  EXPECT_EQ(text.find((root_ / "n1" / "mounts").string()), std::string::npos) << text;
 }
 
 }  // namespace

@@ -1,0 +1,119 @@
+#include "cache-node/csi/csi_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+
+#include "cache-node/grpc_peers.h"
+#include "csi/v1/csi.grpc.pb.h"
+
+namespace granary::cache {
+namespace {
+
+namespace csi = ::csi::v1;
+
+class IdentityService final : public csi::Identity::Service {
+ public:
+  grpc::Status GetPluginInfo(grpc::ServerContext*, const csi::GetPluginInfoRequest*,
+                             csi::GetPluginInfoResponse* response) override {
+    response->set_name(kCsiDriverName);
+    response->set_vendor_version(GRANARY_VERSION);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetPluginCapabilities(grpc::ServerContext*, const csi::GetPluginCapabilitiesRequest*,
+                                     csi::GetPluginCapabilitiesResponse*) override {
+    return grpc::Status::OK;  // a node plugin only: no controller service
+  }
+  grpc::Status Probe(grpc::ServerContext*, const csi::ProbeRequest*,
+                     csi::ProbeResponse* response) override {
+    response->mutable_ready()->set_value(true);
+    return grpc::Status::OK;
+  }
+};
+
+class NodeService final : public csi::Node::Service {
+ public:
+  NodeService(std::string nodeName, MountTable& mounts)
+      : nodeName_(std::move(nodeName)), mounts_(mounts) {}
+
+  grpc::Status NodePublishVolume(grpc::ServerContext*, const csi::NodePublishVolumeRequest* request,
+                                 csi::NodePublishVolumeResponse*) override {
+    PublishFields fields{
+        .volumeId = request->volume_id(),
+        .targetPath = request->target_path(),
+        .hasCapability = request->has_volume_capability(),
+        .blockAccess = request->volume_capability().has_block(),
+        .volumeContext = {request->volume_context().begin(), request->volume_context().end()}};
+    auto publication = parsePublication(fields);
+    if (!publication.isOk()) return toGrpc(publication.status());
+    return toGrpc(mounts_.publish(*publication));
+  }
+
+  grpc::Status NodeUnpublishVolume(grpc::ServerContext*,
+                                   const csi::NodeUnpublishVolumeRequest* request,
+                                   csi::NodeUnpublishVolumeResponse*) override {
+    if (request->volume_id().empty()) return toGrpc(invalidArgument("volume_id: must be set"));
+    if (request->target_path().empty()) return toGrpc(invalidArgument("target_path: must be set"));
+    return toGrpc(mounts_.unpublish(request->target_path()));
+  }
+
+  grpc::Status NodeStageVolume(grpc::ServerContext*, const csi::NodeStageVolumeRequest*,
+                               csi::NodeStageVolumeResponse*) override {
+    return {grpc::StatusCode::UNIMPLEMENTED, "granary volumes are not staged"};
+  }
+  grpc::Status NodeUnstageVolume(grpc::ServerContext*, const csi::NodeUnstageVolumeRequest*,
+                                 csi::NodeUnstageVolumeResponse*) override {
+    return {grpc::StatusCode::UNIMPLEMENTED, "granary volumes are not staged"};
+  }
+  grpc::Status NodeExpandVolume(grpc::ServerContext*, const csi::NodeExpandVolumeRequest*,
+                                csi::NodeExpandVolumeResponse*) override {
+    return {grpc::StatusCode::UNIMPLEMENTED, "granary volumes are read-only datasets"};
+  }
+  grpc::Status NodeGetVolumeStats(grpc::ServerContext*, const csi::NodeGetVolumeStatsRequest*,
+                                  csi::NodeGetVolumeStatsResponse*) override {
+    return {grpc::StatusCode::UNIMPLEMENTED, "granary does not report volume stats through CSI"};
+  }
+  grpc::Status NodeGetCapabilities(grpc::ServerContext*, const csi::NodeGetCapabilitiesRequest*,
+                                   csi::NodeGetCapabilitiesResponse*) override {
+    return grpc::Status::OK;  // publish and unpublish only
+  }
+  grpc::Status NodeGetInfo(grpc::ServerContext*, const csi::NodeGetInfoRequest*,
+                           csi::NodeGetInfoResponse* response) override {
+    response->set_node_id(nodeName_);
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::string nodeName_;
+  MountTable& mounts_;
+};
+
+}  // namespace
+
+struct CsiServer::Services {
+  IdentityService identity;
+  NodeService node;
+};
+
+Result<std::unique_ptr<CsiServer>> CsiServer::start(const std::string& socketPath,
+                                                    const std::string& nodeName,
+                                                    MountTable& mounts) {
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(socketPath).parent_path(), error);
+  std::filesystem::remove(socketPath, error);  // left by a previous process
+  std::unique_ptr<CsiServer> server(new CsiServer());
+  server->services_.reset(new Services{{}, NodeService(nodeName, mounts)});
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + socketPath, grpc::InsecureServerCredentials());
+  builder.RegisterService(&server->services_->identity);
+  builder.RegisterService(&server->services_->node);
+  server->server_ = builder.BuildAndStart();
+  if (!server->server_) return unavailable("cannot serve CSI on unix://" + socketPath);
+  return server;
+}
+
+CsiServer::~CsiServer() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+}  // namespace granary::cache

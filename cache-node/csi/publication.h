@@ -1,0 +1,37 @@
+// What a CSI NodePublishVolume asks for, checked: which Dataset, for which pod, where. Pure: the
+// gRPC adapter (csi_service) hands it the request's fields and maps the Status to gRPC codes.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "common/result.h"
+
+namespace granary::cache {
+
+inline constexpr const char* kCsiDriverName = "csi.granary.io";
+
+struct Publication {
+  std::string volumeId;
+  std::filesystem::path targetPath;
+  std::string datasetNamespace;  // always the pod's namespace
+  std::string datasetName;
+  std::string podNamespace, podName, podUid;
+};
+
+struct PublishFields {
+  std::string volumeId;
+  std::string targetPath;
+  bool hasCapability = false;
+  bool blockAccess = false;
+  std::map<std::string, std::string> volumeContext;  // volumeAttributes plus kubelet's pod keys
+};
+
+// InvalidArgument naming the field and the fix for a missing volume id or target, a block
+// volume, a volume that is not an ephemeral inline one, a missing `dataset` attribute or pod
+// information (the CSIDriver needs podInfoOnMount); PermissionDenied when the `namespace`
+// attribute names another namespace than the pod's.
+Result<Publication> parsePublication(const PublishFields& fields);
+
+}  // namespace granary::cache
