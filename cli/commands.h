@@ -10,5 +10,7 @@ namespace granary::cli {
 int validateCommand(const std::vector<std::string>& args);
 int doctorCommand(const std::vector<std::string>& args);
 int versionCommand(const std::vector<std::string>& args);
+int mountCommand(const std::vector<std::string>& args);
+int unmountCommand(const std::vector<std::string>& args);
 
 }  // namespace granary::cli

@@ -1,0 +1,173 @@
+// granaryctl mount / unmount: a Dataset as a read-only directory on this machine, without a
+// cluster. The cache engine runs inside granaryctl; the mount lives as long as the command.
+#include <sys/mount.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cache-node/engine.h"
+#include "cache-node/mount/dataset_fs.h"
+#include "cache-node/standalone.h"
+#include "cli/commands.h"
+#include "common/log.h"
+#include "common/quantity.h"
+#include "common/termination.h"
+
+namespace granary::cli {
+namespace {
+
+using namespace granary::cache;
+
+constexpr const char* kMountUsage =
+    "usage: granaryctl mount -f DATASET.yaml [--name NAME] [--state-dir DIR] [--cache-size SIZE] "
+    "MOUNTPOINT\n"
+    "  serves the Dataset read-only at MOUNTPOINT until `granaryctl unmount MOUNTPOINT` or "
+    "Ctrl-C;\n  warms it meanwhile (state and cache default to /var/tmp/granary, 10Gi)\n";
+
+int usage(const std::string& message) {
+  std::fprintf(stderr, "granaryctl mount: %s\n%s", message.c_str(), kMountUsage);
+  return 2;
+}
+
+// The file system type of the mount at `path` ("" when it is not a mount point).
+std::string mountTypeAt(const std::filesystem::path& path) {
+  std::ifstream mounts("/proc/self/mounts");
+  std::string found;
+  for (std::string device, point, type, rest;
+       mounts >> device >> point >> type && std::getline(mounts, rest);) {
+    if (point == path.string()) found = type;  // the last one is on top
+  }
+  return found;
+}
+
+void printReaders(const ReaderAccounting& accounting) {
+  for (const auto& r : accounting.readers()) {
+    std::fprintf(stderr, "  reader pid %d: %lld ops, %s local, %s from the origin, waited %.2f s\n",
+                 r.key.pid, static_cast<long long>(r.operations),
+                 formatByteSize(ByteSize{r.reads.localBytes}).c_str(),
+                 formatByteSize(ByteSize{r.reads.originBytes + r.reads.peerBytes}).c_str(),
+                 std::chrono::duration<double>(r.wait).count());
+  }
+}
+
+}  // namespace
+
+int mountCommand(const std::vector<std::string>& args) {
+  std::string file, name, stateDir = "/var/tmp/granary", cacheSize = "10Gi", mountpoint;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto value = [&](std::string& into) {
+      if (i + 1 >= args.size()) return false;
+      into = args[++i];
+      return true;
+    };
+    const std::string& arg = args[i];
+    bool ok = true;
+    if (arg == "-f" || arg == "--filename")
+      ok = value(file);
+    else if (arg == "--name")
+      ok = value(name);
+    else if (arg == "--state-dir")
+      ok = value(stateDir);
+    else if (arg == "--cache-size")
+      ok = value(cacheSize);
+    else if (!arg.starts_with("-") && mountpoint.empty())
+      mountpoint = arg;
+    else
+      return usage("unexpected argument \"" + arg + "\"");
+    if (!ok) return usage(arg + " needs a value");
+  }
+  if (file.empty()) return usage("-f: name the Dataset manifest");
+  if (mountpoint.empty()) return usage("name the MOUNTPOINT");
+  auto quota = parseByteSize(cacheSize);
+  if (!quota.isOk()) return usage("--cache-size: " + quota.status().message());
+
+  auto datasets = loadDatasets(file);
+  if (!datasets.isOk()) {
+    std::fprintf(stderr, "granaryctl mount: %s\n", datasets.status().message().c_str());
+    return 1;
+  }
+  const api::Dataset* chosen = nullptr;
+  for (const auto& d : *datasets)
+    if (name.empty() || d.metadata.name == name) chosen = chosen ? chosen : &d;
+  if (chosen == nullptr) return usage("--name: " + file + " has no Dataset \"" + name + "\"");
+  if (datasets->size() > 1 && name.empty())
+    return usage("--name: " + file + " holds several Datasets; choose one");
+
+  configureLogging({.level = LogLevel::kWarn});
+  std::stop_source stop = stopOnTerminationSignals();
+  const std::filesystem::path state = stateDir;
+  EngineOptions options{.nodeName = "local",
+                        .stateDirectory = state,
+                        .cacheDirectories = {{state / "cache", quota->bytes}}};
+  auto engine = CacheEngine::open(options, realClock(), nullptr, nullptr);
+  if (!engine.isOk()) {
+    std::fprintf(stderr, "granaryctl mount: %s\n", engine.status().message().c_str());
+    return 1;
+  }
+  auto cache = (*engine)->ensure(standaloneSpec(*chosen));
+  if (!cache.isOk()) {
+    std::fprintf(stderr, "granaryctl mount: %s\n", cache.status().message().c_str());
+    return 1;
+  }
+  cleanStaleMount(mountpoint);
+  ReaderAccounting readers(nullptr);
+  auto fs = DatasetFilesystem::mount(*cache, mountpoint, &readers, {.allowOther = true});
+  if (!fs.isOk()) {
+    std::fprintf(stderr, "granaryctl mount: %s\n", fs.status().message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "%s mounted read-only at %s (granaryctl unmount %s to stop)\n",
+               (*cache)->key().label().c_str(), mountpoint.c_str(), mountpoint.c_str());
+  std::string printed;
+  while (!stop.stop_requested() && (*fs)->serving()) {
+    const std::string line = progressLine((*cache)->key(), (*cache)->state());
+    if (line != printed) std::fprintf(stderr, "%s\n", line.c_str());
+    printed = line;
+    realClock().sleepUntil(realClock().monoNow() + std::chrono::seconds(1), stop.get_token());
+  }
+  fs->reset();  // unmounts, if it is still mounted
+  std::fprintf(stderr, "unmounted %s\n", mountpoint.c_str());
+  printReaders(readers);
+  return 0;
+}
+
+int unmountCommand(const std::vector<std::string>& args) {
+  bool lazy = false;
+  std::string mountpoint;
+  for (const auto& arg : args) {
+    if (arg == "--lazy") {
+      lazy = true;
+    } else if (!arg.starts_with("-") && mountpoint.empty()) {
+      mountpoint = arg;
+    } else {
+      std::fprintf(stderr, "usage: granaryctl unmount [--lazy] MOUNTPOINT\n");
+      return 2;
+    }
+  }
+  if (mountpoint.empty()) {
+    std::fprintf(stderr, "usage: granaryctl unmount [--lazy] MOUNTPOINT\n");
+    return 2;
+  }
+  const std::filesystem::path path = std::filesystem::absolute(mountpoint).lexically_normal();
+  const std::string type = mountTypeAt(path);
+  if (type != "fuse.granary") {
+    std::fprintf(stderr, "granaryctl unmount: %s is not a granary mount%s\n", path.c_str(),
+                 type.empty() ? "" : (" (it is " + type + ")").c_str());
+    return 1;
+  }
+  if (::umount2(path.c_str(), lazy ? MNT_DETACH : 0) != 0) {
+    const int error = errno;
+    std::fprintf(stderr, "granaryctl unmount: %s: %s%s\n", path.c_str(), std::strerror(error),
+                 error == EBUSY ? "; files are still open there (--lazy detaches it now and "
+                                  "frees it when they close)"
+                                : "");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace granary::cli
