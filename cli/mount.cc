@@ -122,11 +122,12 @@ int mountCommand(const std::vector<std::string>& args) {
   }
   std::fprintf(stderr, "%s mounted read-only at %s (granaryctl unmount %s to stop)\n",
                (*cache)->key().label().c_str(), mountpoint.c_str(), mountpoint.c_str());
-  std::string printed;
+  std::pair<Phase, int64_t> printed{Phase::kPending, -1};  // a line when either changes
   while (!stop.stop_requested() && (*fs)->serving()) {
-    const std::string line = progressLine((*cache)->key(), (*cache)->state());
-    if (line != printed) std::fprintf(stderr, "%s\n", line.c_str());
-    printed = line;
+    const DatasetState state = (*cache)->state();
+    if (std::pair(state.phase, state.progress.cachedBytes) != printed)
+      std::fprintf(stderr, "%s\n", progressLine((*cache)->key(), state).c_str());
+    printed = {state.phase, state.progress.cachedBytes};
     realClock().sleepUntil(realClock().monoNow() + std::chrono::seconds(1), stop.get_token());
   }
   fs->reset();  // unmounts, if it is still mounted

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "common/log.h"
 
@@ -19,7 +20,16 @@ bool isMountPoint(const std::filesystem::path& path) {
 
 MountTable::MountTable(CacheEngine& engine, std::filesystem::path root,
                        ReaderAccounting& accounting)
-    : engine_(engine), root_(std::move(root)), accounting_(accounting) {}
+    : engine_(engine), root_(std::move(root)), accounting_(accounting) {
+  // Dataset mounts a previous process left without a daemon ("transport endpoint is not
+  // connected") go at start.
+  std::ifstream mounts("/proc/self/mounts");
+  for (std::string device, point, type, rest;
+       mounts >> device >> point >> type && std::getline(mounts, rest);) {
+    if (type == "fuse.granary" && point.starts_with(root_.string()) && cleanStaleMount(point))
+      Logger("mount").info("stale mount removed", {{"mountpoint", point}});
+  }
+}
 
 MountTable::~MountTable() = default;
 

@@ -18,6 +18,7 @@ namespace granary::cache {
 
 class MountTable {
  public:
+  // Removes stale dataset mounts under `root` that a previous process left.
   MountTable(CacheEngine& engine, std::filesystem::path root, ReaderAccounting& accounting);
   // Stops serving the dataset mounts and unmounts them.
   ~MountTable();

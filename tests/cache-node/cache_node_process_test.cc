@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -525,6 +526,16 @@ TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
                          std::to_string(::getpid()) + "\",source=\"local\"}"),
             std::string::npos)
       << metrics;
+
+  // Killed, the node leaves a dead mount; the next start removes it, and unpublishing the pod's
+  // dead view still works.
+  node.kill(SIGKILL);
+  const auto datasetMount = root_ / "n1" / "mounts" / "ml" / "coco" / "1";
+  struct stat st;
+  EXPECT_NE(::stat(datasetMount.c_str(), &st), 0);
+  EXPECT_EQ(errno, ENOTCONN);
+  node.start();
+  EXPECT_EQ(::stat(datasetMount.c_str(), &st), 0) << "the stale mount is gone";
 
   // Unpublished (twice is fine): the pod's directory goes.
   for (int i = 0; i < 2; ++i) {
