@@ -99,10 +99,10 @@ int mountCommand(const std::vector<std::string>& args) {
 
   configureLogging({.level = LogLevel::kWarn});
   std::stop_source stop = stopOnTerminationSignals();
-  const std::filesystem::path state = stateDir;
+  const std::filesystem::path stateRoot = stateDir;
   EngineOptions options{.nodeName = "local",
-                        .stateDirectory = state,
-                        .cacheDirectories = {{state / "cache", quota->bytes}}};
+                        .stateDirectory = stateRoot,
+                        .cacheDirectories = {{stateRoot / "cache", quota->bytes}}};
   auto engine = CacheEngine::open(options, realClock(), nullptr, nullptr);
   if (!engine.isOk()) {
     std::fprintf(stderr, "granaryctl mount: %s\n", engine.status().message().c_str());

@@ -1,0 +1,304 @@
+// Reading datasets through granary's mounts, each figure printed next to its baseline measured
+// in the same run:
+//   read   sequential 1 MiB reads of 4 large files, and shuffled whole reads of 100 KiB files
+//          with 8 threads, through the mount of the warm cache ÷ the same bytes read directly
+//          from local disk (page cache dropped before each)   targets >= 0.95 and >= 0.8
+//   stat   stat and readdir of every entry of a 1,000,000-file dataset through the mount vs
+//          the same tree on local disk (caches dropped before each)
+//   epoch  8 readers, each file followed by a compute pause, over a throttled web origin:
+//          warming in parallel through the mount vs copy-then-read vs reading the origin
+//          directly; two epochs
+// Usage: mount_bench [--scale F] [--throttle-mib N] [--compute-ms N] [--dir D] [section...]
+// Needs root and /dev/fuse. Data under --dir (default /var/tmp/granary-bench) is reused.
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "bench/bench_data.h"
+#include "cache-node/engine.h"
+#include "cache-node/mount/dataset_fs.h"
+#include "cache-node/origin/origin.h"
+#include "common/log.h"
+#include "tests/support/http_file_server.h"
+
+namespace granary::cache {
+namespace {
+
+using namespace granary::bench;
+
+struct Args {
+  double scale = 1.0;
+  int64_t throttle = 200LL << 20;
+  int computeMs = 3;
+  fs::path dir = "/var/tmp/granary-bench";
+  std::set<std::string> sections;
+};
+
+[[noreturn]] void die(const std::string& what, const Status& status) {
+  std::fprintf(stderr, "mount_bench: %s: %s\n", what.c_str(), status.message().c_str());
+  std::exit(1);
+}
+
+// An in-process cache node and one dataset of it mounted at `mountpoint`.
+struct MountedDataset {
+  MountedDataset(const fs::path& state, const std::string& uri, WarmMode warm,
+                 const fs::path& mountpoint, int64_t quota) {
+    fs::remove_all(state);
+    auto opened = CacheEngine::open({.nodeName = "n1",
+                                     .stateDirectory = state,
+                                     .cacheDirectories = {{state / "cache", quota}},
+                                     .warmConcurrency = 16},
+                                    realClock(), nullptr, nullptr);
+    if (!opened.isOk()) die("engine", opened.status());
+    engine = std::move(*opened);
+    EnsureSpec spec;
+    spec.key = {"bench", "data", 1, "u"};
+    SourceSpec source{.uri = uri};
+    if (uri.starts_with("http")) source.options = {{"index", "index.json"}};
+    spec.mounts.push_back({"", source});
+    spec.settings.nodeSet = {"n1"};
+    spec.settings.chunkSize = 16 << 20;
+    spec.settings.capacityBytes = quota;
+    spec.settings.warm = warm;
+    auto ensured = engine->ensure(spec);
+    if (!ensured.isOk()) die("ensure", ensured.status());
+    cache = *ensured;
+    ::umount2(mountpoint.c_str(), MNT_DETACH);
+    auto mounted = DatasetFilesystem::mount(cache, mountpoint, &readers);
+    if (!mounted.isOk()) die("mount", mounted.status());
+    fs = std::move(*mounted);
+  }
+  ~MountedDataset() {
+    fs.reset();
+    cache.reset();
+    engine.reset();
+  }
+  std::unique_ptr<CacheEngine> engine;
+  std::shared_ptr<DatasetCache> cache;
+  ReaderAccounting readers{nullptr};
+  std::unique_ptr<DatasetFilesystem> fs;
+};
+
+std::vector<std::string> filesUnder(const fs::path& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().filename() != "index.json")
+      files.push_back(fs::relative(e.path(), dir).string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Reads every file under `root` whole, in 1 MiB reads, with `threads` readers taking files in
+// turn; `pause` runs after each file (a training step). Bytes per second.
+double readAll(const fs::path& root, const std::vector<std::string>& files, int threads,
+               const std::function<void()>& pause = {}) {
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> bytes{0};
+  const auto start = Clock_::now();
+  {
+    std::vector<std::jthread> readers;
+    for (int t = 0; t < threads; ++t) {
+      readers.emplace_back([&] {
+        std::vector<char> buffer(1 << 20);
+        for (size_t i; (i = next++) < files.size();) {
+          const int fd = ::open((root / files[i]).c_str(), O_RDONLY);
+          if (fd < 0) std::exit(1);
+          for (ssize_t n; (n = ::read(fd, buffer.data(), buffer.size())) > 0;) bytes += n;
+          ::close(fd);
+          if (pause) pause();
+        }
+      });
+    }
+  }
+  return static_cast<double>(bytes) / seconds(start);
+}
+
+void readSection(const Args& args) {
+  const int small = std::max(100, static_cast<int>(100'000 * args.scale));
+  const int64_t big = std::max<int64_t>(16 << 20, static_cast<int64_t>((1LL << 30) * args.scale));
+  const fs::path mountpoint = args.dir / "mnt";
+  for (const auto& [name, count, size] :
+       {std::tuple{"big-" + std::to_string(big), 4, big},
+        std::tuple{"small-" + std::to_string(small), small, int64_t{100 * 1024}}}) {
+    const int64_t total = makeDataset(args.dir / "origin", name, count, size);
+    const fs::path origin = args.dir / "origin" / name;
+    MountedDataset mounted(args.dir / "mount-node", "file://" + origin.string(),
+                           WarmMode::kOnCreate, mountpoint, total * 2);
+    if (mounted.cache->waitSettled(std::chrono::hours(1)).phase != Phase::kReady)
+      die("warm", unavailable("the dataset did not become Ready"));
+    auto files = filesUnder(origin);
+    const bool sequential = count == 4;
+    const int threads = sequential ? 1 : 8;
+    if (!sequential) std::shuffle(files.begin(), files.end(), std::mt19937(7));
+    dropPageCache();
+    const double direct = readAll(origin, files, threads);
+    dropPageCache();
+    const double through = readAll(mountpoint, files, threads);
+    std::printf(
+        "read %-26s through the mount %7.1f MiB/s   directly from disk %7.1f MiB/s   ratio %.3f "
+        "(target >= %s)\n",
+        (sequential ? "4 x " + std::to_string(big >> 20) + " MiB sequential"
+                    : std::to_string(count) + " x 100 KiB shuffled")
+            .c_str(),
+        mib(static_cast<int64_t>(through)), mib(static_cast<int64_t>(direct)), through / direct,
+        sequential ? "0.95" : "0.8");
+  }
+}
+
+// stat and readdir of every entry under `root`; entries per second.
+double walk(const fs::path& root, int64_t& entries) {
+  entries = 0;
+  const auto start = Clock_::now();
+  struct stat st;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (::lstat(e.path().c_str(), &st) != 0) std::exit(1);
+    ++entries;
+  }
+  return static_cast<double>(entries) / seconds(start);
+}
+
+void statSection(const Args& args) {
+  const int count = std::max(1000, static_cast<int>(1'000'000 * args.scale));
+  const std::string name = "tree-" + std::to_string(count);
+  makeDataset(args.dir / "origin", name, count, 1);
+  const fs::path origin = args.dir / "origin" / name;
+  const fs::path mountpoint = args.dir / "mnt";
+  MountedDataset mounted(args.dir / "mount-node", "file://" + origin.string(), WarmMode::kNever,
+                         mountpoint, 1 << 30);
+  (void)mounted.cache->stat("");  // waits for the listing
+  int64_t local = 0, through = 0;
+  dropPageCache();
+  const double direct = walk(origin, local);
+  dropPageCache();
+  const double cold = walk(mountpoint, through);
+  const double again = walk(mountpoint, through);
+  std::printf(
+      "stat+readdir %lld entries: through the mount %.0f entries/s (again, kernel-cached: %.0f)   "
+      "local disk %.0f entries/s   ratio %.3f\n",
+      static_cast<long long>(through), cold, again, direct, cold / direct);
+  if (local != through + 1)  // the origin also holds index.json
+    std::printf("  (entry counts differ: local %lld, mount %lld)\n", static_cast<long long>(local),
+                static_cast<long long>(through));
+}
+
+void epochSection(const Args& args) {
+  const int count = std::max(100, static_cast<int>(30'000 * args.scale));
+  const std::string name = "small-" + std::to_string(count);
+  const int64_t total = makeDataset(args.dir / "origin", name, count, 100 * 1024);
+  const fs::path origin = args.dir / "origin" / name;
+  auto server = testing::HttpFileServer::start(origin);
+  if (!server.isOk()) die("origin", server.status());
+  (*server)->throttle(args.throttle);
+  const auto files = filesUnder(origin);
+  const auto pause = [ms = args.computeMs] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  };
+  const auto timeOf = [&](const std::function<void()>& run) {
+    const auto start = Clock_::now();
+    run();
+    return seconds(start);
+  };
+  const int readers = 8;
+
+  // Reading the origin directly: each reader downloads its files.
+  const auto direct = [&] {
+    std::atomic<size_t> next{0};
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < readers; ++t) {
+      threads.emplace_back([&] {
+        auto http = makeOrigin(SourceSpec{.uri = (*server)->url()});
+        for (size_t i; (i = next++) < files.size();) {
+          if (!(*http)->read(files[i], 0, 100 * 1024, "").isOk()) std::exit(1);
+          pause();
+        }
+      });
+    }
+  };
+  quietDiskWarmOrigin(origin);
+  const double direct1 = timeOf(direct), direct2 = timeOf(direct);
+
+  // Copy, then read the copy.
+  const fs::path copy = args.dir / "epoch-copy";
+  fs::remove_all(copy);
+  quietDiskWarmOrigin(origin);
+  const double copying = timeOf([&] {
+    std::atomic<size_t> next{0};
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 16; ++t) {
+      threads.emplace_back([&] {
+        auto http = makeOrigin(SourceSpec{.uri = (*server)->url()});
+        for (size_t i; (i = next++) < files.size();) {
+          auto data = (*http)->read(files[i], 0, 100 * 1024, "");
+          if (!data.isOk()) std::exit(1);
+          fs::create_directories((copy / files[i]).parent_path());
+          std::ofstream(copy / files[i], std::ios::binary) << *data;
+        }
+      });
+    }
+  });
+  const double copy1 = copying + timeOf([&] { readAll(copy, files, readers, pause); });
+  const double copy2 = timeOf([&] { readAll(copy, files, readers, pause); });
+  fs::remove_all(copy);
+
+  // Through the mount while it warms.
+  quietDiskWarmOrigin(origin);
+  const fs::path mountpoint = args.dir / "mnt";
+  MountedDataset mounted(args.dir / "mount-node", (*server)->url(), WarmMode::kOnCreate, mountpoint,
+                         total * 2);
+  const double granary1 = timeOf([&] { readAll(mountpoint, files, readers, pause); });
+  const double granary2 = timeOf([&] { readAll(mountpoint, files, readers, pause); });
+  double wait = 0;
+  for (const auto& r : mounted.readers.readers())
+    wait += std::chrono::duration<double>(r.wait).count();
+  const double computeOnly = static_cast<double>(files.size()) * args.computeMs / 1000 / readers;
+  std::printf(
+      "epoch %d x 100 KiB, origin %.0f MiB/s, %d readers, %d ms compute per file (%.1f s of "
+      "compute per epoch)\n"
+      "  granary, warming in parallel: epoch 1 %.1f s, epoch 2 %.1f s, total %.1f s (readers "
+      "waited %.1f s for data)\n"
+      "  copy, then read:              epoch 1 %.1f s (copy %.1f s), epoch 2 %.1f s, total %.1f s\n"
+      "  reading the origin directly:  epoch 1 %.1f s, epoch 2 %.1f s, total %.1f s\n",
+      count, mib(args.throttle), readers, args.computeMs, computeOnly, granary1, granary2,
+      granary1 + granary2, wait, copy1, copying, copy2, copy1 + copy2, direct1, direct2,
+      direct1 + direct2);
+}
+
+}  // namespace
+}  // namespace granary::cache
+
+int main(int argc, char** argv) {
+  using namespace granary::cache;
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--scale" && i + 1 < argc)
+      args.scale = std::atof(argv[++i]);
+    else if (arg == "--throttle-mib" && i + 1 < argc)
+      args.throttle = std::atoll(argv[++i]) << 20;
+    else if (arg == "--compute-ms" && i + 1 < argc)
+      args.computeMs = std::atoi(argv[++i]);
+    else if (arg == "--dir" && i + 1 < argc)
+      args.dir = argv[++i];
+    else
+      args.sections.insert(arg);
+  }
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) {
+    std::fprintf(stderr, "mount_bench: needs root and /dev/fuse\n");
+    return 1;
+  }
+  if (args.sections.empty()) args.sections = {"read", "stat", "epoch"};
+  granary::configureLogging({.level = granary::LogLevel::kWarn});
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (args.sections.contains("read")) readSection(args);
+  if (args.sections.contains("stat")) statSection(args);
+  if (args.sections.contains("epoch")) epochSection(args);
+  return 0;
+}
