@@ -407,10 +407,14 @@ DatasetFilesystem::~DatasetFilesystem() {
   fuse_session_destroy(session_);
 }
 
+bool isStaleMount(const std::filesystem::path& path) {
+  // statfs always reaches the daemon; stat may be answered from attributes the kernel kept.
+  struct statvfs st;
+  return ::statvfs(path.c_str(), &st) != 0 && errno == ENOTCONN;
+}
+
 bool cleanStaleMount(const std::filesystem::path& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 || errno != ENOTCONN) return false;
-  return ::umount2(path.c_str(), MNT_DETACH) == 0;
+  return isStaleMount(path) && ::umount2(path.c_str(), MNT_DETACH) == 0;
 }
 
 }  // namespace granary::cache

@@ -74,8 +74,9 @@ class DatasetFilesystem {
   std::unique_ptr<Loop> loop_;
 };
 
-// Unmounts `path` if it is a FUSE mount whose daemon is gone ("transport endpoint is not
-// connected"); returns whether it did.
+// Whether `path` is a FUSE mount whose daemon is gone ("transport endpoint is not connected").
+bool isStaleMount(const std::filesystem::path& path);
+// Unmounts `path` if it is such a mount; returns whether it did.
 bool cleanStaleMount(const std::filesystem::path& path);
 
 }  // namespace granary::cache

@@ -12,8 +12,9 @@
 namespace granary::cache {
 
 bool isMountPoint(const std::filesystem::path& path) {
+  if (isStaleMount(path)) return true;
   struct stat self, parent;
-  if (::stat(path.c_str(), &self) != 0) return errno == ENOTCONN;  // a mount whose daemon died
+  if (::stat(path.c_str(), &self) != 0) return false;
   if (::stat(path.parent_path().c_str(), &parent) != 0) return false;
   return self.st_dev != parent.st_dev || self.st_ino == parent.st_ino;
 }
