@@ -297,6 +297,9 @@ Result<Piece> DatasetCache::fetchChunk(const ManifestEntry& file, int64_t index,
 
 Result<Piece> DatasetCache::fetchUncached(const ManifestEntry& file, int64_t index,
                                           FetchKind kind) {
+  // A fetch of this chunk may have finished between the caller's miss and this flight.
+  if (auto local = node_.chunks.read(chunkId(file.path, index)); local.isOk())
+    return Piece{std::move(*local), Source::kLocal};
   std::vector<std::string> owners;
   {
     std::lock_guard lock(mutex_);

@@ -353,6 +353,7 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
   const char* argv[] = {"granary", "-o", mountOptions.c_str()};
   fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
   fs->session_ = fuse_session_new(&args, &kOperations, sizeof kOperations, fs->state_.get());
+  fuse_opt_free_args(&args);  // libfuse copied what it parsed
   if (fs->session_ == nullptr) return unavailable("cannot create a FUSE session");
   if (fuse_session_mount(fs->session_, mountTarget.c_str()) != 0) {
     fuse_session_destroy(fs->session_);
