@@ -13,42 +13,29 @@
 namespace granary::cache {
 namespace {
 
-// Key: "m" NUL generation NUL parent-directory NUL name. NUL sorts first, so a directory's
-// children are contiguous and in name order.
-std::string key(std::string_view generation, std::string_view parent, std::string_view name) {
-  std::string k = "m";
+// Every key of a generation starts with its kind and the generation: kind NUL generation NUL.
+std::string generationPrefix(char kind, std::string_view generation) {
+  std::string k(1, kind);
   k += '\0';
   k.append(generation);
   k += '\0';
+  return k;
+}
+
+// Entries: "m" NUL generation NUL parent-directory NUL name. NUL sorts first, so a directory's
+// children are contiguous and in name order.
+std::string key(std::string_view generation, std::string_view parent, std::string_view name) {
+  std::string k = generationPrefix('m', generation);
   k.append(parent);
   k += '\0';
   k.append(name);
   return k;
 }
 
-std::string generationPrefix(std::string_view generation) {
-  std::string k = "m";
-  k += '\0';
-  k.append(generation);
-  k += '\0';
-  return k;
-}
-
 // The inode index: "i" NUL generation NUL inode (8 bytes, big-endian) → path.
 std::string inodeKey(std::string_view generation, uint64_t inode) {
-  std::string k = "i";
-  k += '\0';
-  k.append(generation);
-  k += '\0';
+  std::string k = generationPrefix('i', generation);
   for (int shift = 56; shift >= 0; shift -= 8) k += static_cast<char>((inode >> shift) & 0xff);
-  return k;
-}
-
-std::string inodePrefix(std::string_view generation) {
-  std::string k = "i";
-  k += '\0';
-  k.append(generation);
-  k += '\0';
   return k;
 }
 
@@ -251,7 +238,7 @@ Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generati
 
 Result<std::vector<ManifestEntry>> ManifestStore::files(std::string_view generation,
                                                         std::string& cursor, size_t limit) const {
-  const std::string prefix = generationPrefix(generation);
+  const std::string prefix = generationPrefix('m', generation);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   std::vector<ManifestEntry> out;
   it->Seek(cursor.empty() ? prefix : cursor);
@@ -299,7 +286,8 @@ Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const 
 Status ManifestStore::drop(std::string_view generation) {
   GRANARY_RETURN_IF_ERROR(
       fromRocks(db_->Delete(rocksdb::WriteOptions(), completionKey(generation)), "manifest drop"));
-  for (const std::string& begin : {generationPrefix(generation), inodePrefix(generation)}) {
+  for (const std::string& begin :
+       {generationPrefix('m', generation), generationPrefix('i', generation)}) {
     std::string end = begin;
     end.back() = '\1';  // just past every key of the generation
     GRANARY_RETURN_IF_ERROR(
