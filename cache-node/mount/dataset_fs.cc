@@ -8,11 +8,13 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -33,6 +35,7 @@ namespace {
 // A generation never changes: the kernel may keep what it learns.
 constexpr double kForever = 365.0 * 24 * 3600;
 constexpr size_t kDirectoryPage = 512;
+constexpr int kReadAheadKib = 4096;
 
 DatasetFilesystem::State& stateOf(fuse_req_t req) {
   return *static_cast<DatasetFilesystem::State*>(fuse_req_userdata(req));
@@ -310,6 +313,17 @@ bool resendPending(int fd) {
 
 void ignoreSignal(int) {}
 
+// The kernel reads a FUSE file ahead by its backing device's read_ahead_kb, 128 KiB unless
+// raised: too little to keep a sequential reader of large files busy. Best effort (sysfs may be
+// read-only in a container).
+void raiseReadAhead(const std::filesystem::path& mountpoint, int kib) {
+  struct stat st;
+  if (::stat(mountpoint.c_str(), &st) != 0) return;
+  std::ofstream("/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
+                std::to_string(minor(st.st_dev)) + "/read_ahead_kb")
+      << kib;
+}
+
 }  // namespace
 
 // ---- the request loop ----
@@ -389,6 +403,7 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
       });
   started.lock();  // the handle is set
   started.unlock();
+  raiseReadAhead(mountpoint, kReadAheadKib);
   return fs;
 }
 
