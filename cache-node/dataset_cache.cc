@@ -566,12 +566,18 @@ void DatasetCache::warmPass(std::stop_token stop) {
   }
 }  // joins the workers
 
+bool DatasetCache::bandwidthLimited() const {
+  return bandwidth_.rate() > 0 || node_.bandwidth.rate() > 0;
+}
+
 void DatasetCache::warmWorker(std::stop_token stop) {
   while (auto item = nextWarmItem(stop)) {
     Status status = Status::ok();
     if (!node_.chunks.contains(chunkId(item->file->entry.path, item->index))) {
-      {
-        std::unique_lock lock(mutex_);  // demand reads go first
+      if (bandwidthLimited()) {
+        // Tokens are scarce: demand reads take them first. Unlimited, warming runs on beside
+        // the readers, which then find ahead of them what it fetched.
+        std::unique_lock lock(mutex_);
         changed_.wait(lock, stop, [&] { return demandInFlight_.load() == 0; });
       }
       if (stop.stop_requested()) return;

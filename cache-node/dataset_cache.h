@@ -7,10 +7,12 @@
 // owns under rendezvous placement, as the warm mode and plan allow. Chunks already on disk
 // (verified at start-up by the chunk store) are counted, not fetched again.
 //
-// Warming follows the access-order hint first, then the manifest. Demand reads go ahead of
-// warming: warm fetches wait while a demand fetch is in flight. A chunk this node does not own
-// is asked of its first owner with `fill` (the owner fetches it from the origin if it must), so
-// the origin is read once per dataset; other owners and then the origin are the fallbacks.
+// Warming follows the access-order hint first, then the manifest. Demand reads never wait for
+// warming; under a bandwidth limit they also go first (warm fetches wait while a demand fetch is
+// in flight), and without one warming runs on beside them, ahead of the readers. A chunk this node
+// does not own is asked of its first owner with `fill` (the owner fetches it from the origin if it
+// must), so the origin is read once per dataset; other owners and then the origin are the
+// fallbacks.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -205,6 +207,7 @@ class DatasetCache {
   Status listOrigins(std::stop_token stop);
   void warmPass(std::stop_token stop);
   void warmWorker(std::stop_token stop);
+  bool bandwidthLimited() const;  // a dataset or node token bucket is set
   std::optional<WarmItem> nextWarmItem(std::stop_token stop);
   void finishWarmItem(const WarmItem& item, const Status& status);
   Status waitListed();  // Unavailable when listing failed or the dataset is stopping
