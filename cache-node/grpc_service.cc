@@ -173,26 +173,19 @@ class CacheNodeService final : public v1::CacheNode::Service {
     GRANARY_AUTHORIZE(context);
     *response->mutable_sample_time() = google::protobuf::util::TimeUtil::GetCurrentTime();
     response->set_node_name(engine_.nodeName());
+    const auto wanted = [&](const std::string& ns, const std::string& name) {
+      return request->datasets().empty() ||
+             std::any_of(request->datasets().begin(), request->datasets().end(),
+                         [&](const auto& r) { return r.namespace_() == ns && r.name() == name; });
+    };
     for (const auto& cache : engine_.datasets()) {
-      const bool wanted =
-          request->datasets().empty() ||
-          std::any_of(request->datasets().begin(), request->datasets().end(), [&](const auto& r) {
-            return r.namespace_() == cache->key().ns && r.name() == cache->key().name;
-          });
-      if (wanted)
+      if (wanted(cache->key().ns, cache->key().name))
         *response->add_datasets() = statusOf(cache->key(), cache->state(), engine_.nodeName());
     }
-    if (readers_ != nullptr) {
-      for (const auto& reader : readers_->readers()) {
-        auto telemetry = readerTelemetryOf(reader);
-        const bool wanted =
-            request->datasets().empty() ||
-            std::any_of(request->datasets().begin(), request->datasets().end(), [&](const auto& r) {
-              return r.namespace_() == telemetry.dataset().namespace_() &&
-                     r.name() == telemetry.dataset().name();
-            });
-        if (wanted) *response->add_readers() = std::move(telemetry);
-      }
+    for (const auto& reader : readers_ ? readers_->readers() : std::vector<ReaderTotals>{}) {
+      auto telemetry = readerTelemetryOf(reader);
+      if (wanted(telemetry.dataset().namespace_(), telemetry.dataset().name()))
+        *response->add_readers() = std::move(telemetry);
     }
     response->set_gpu_unavailable_reason("this cache node does not sample GPUs");
     return grpc::Status::OK;

@@ -35,12 +35,9 @@ int usage(const std::string& message) {
 
 // The file system type of the mount at `path` ("" when it is not a mount point).
 std::string mountTypeAt(const std::filesystem::path& path) {
-  std::ifstream mounts("/proc/self/mounts");
   std::string found;
-  for (std::string device, point, type, rest;
-       mounts >> device >> point >> type && std::getline(mounts, rest);) {
-    if (point == path.string()) found = type;  // the last one is on top
-  }
+  for (const auto& mount : currentMounts())
+    if (mount.point == path.string()) found = mount.type;  // the last one is on top
   return found;
 }
 

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -421,6 +422,16 @@ DatasetFilesystem::~DatasetFilesystem() {
   }
   loop_->thread.join();
   fuse_session_destroy(session_);
+}
+
+std::vector<MountEntry> currentMounts() {
+  std::vector<MountEntry> out;
+  std::ifstream mounts("/proc/self/mounts");
+  for (MountEntry e; mounts >> e.source >> e.point >> e.type;) {
+    out.push_back(e);
+    mounts.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return out;
 }
 
 bool isStaleMount(const std::filesystem::path& path) {

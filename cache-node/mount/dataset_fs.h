@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cache-node/dataset_cache.h"
 #include "cache-node/mount/reader_accounting.h"
@@ -73,6 +74,12 @@ class DatasetFilesystem {
   struct Loop;
   std::unique_ptr<Loop> loop_;
 };
+
+struct MountEntry {
+  std::string source, point, type;  // e.g. "granary:ml/coco", "/mnt/x", "fuse.granary"
+};
+// This process's view of the mounts (/proc/self/mounts), in mount order.
+std::vector<MountEntry> currentMounts();
 
 // Whether `path` is a FUSE mount whose daemon is gone ("transport endpoint is not connected").
 bool isStaleMount(const std::filesystem::path& path);

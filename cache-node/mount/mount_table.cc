@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "common/log.h"
 
@@ -24,20 +23,14 @@ MountTable::MountTable(CacheEngine& engine, std::filesystem::path root,
     : engine_(engine), root_(std::move(root)), accounting_(accounting) {
   // Dataset mounts a previous process left without a daemon ("transport endpoint is not
   // connected") go at start.
-  std::ifstream mounts("/proc/self/mounts");
-  for (std::string device, point, type, rest;
-       mounts >> device >> point >> type && std::getline(mounts, rest);) {
-    if (type == "fuse.granary" && point.starts_with(root_.string()) && cleanStaleMount(point))
-      Logger("mount").info("stale mount removed", {{"mountpoint", point}});
+  for (const auto& mount : currentMounts()) {
+    if (mount.type == "fuse.granary" && mount.point.starts_with(root_.string()) &&
+        cleanStaleMount(mount.point))
+      Logger("mount").info("stale mount removed", {{"mountpoint", mount.point}});
   }
 }
 
 MountTable::~MountTable() = default;
-
-Result<std::filesystem::path> MountTable::datasetMount(const std::shared_ptr<DatasetCache>& cache) {
-  std::lock_guard lock(mutex_);
-  return datasetMountLocked(cache);
-}
 
 Result<std::filesystem::path> MountTable::datasetMountLocked(
     const std::shared_ptr<DatasetCache>& cache) {

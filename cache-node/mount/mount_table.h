@@ -30,10 +30,8 @@ class MountTable {
   // Removes a pod's bind mount and its directory. Idempotent: a missing target is fine.
   Status unpublish(const std::filesystem::path& targetPath);
 
-  // The dataset's mount on this node, mounted if needed (local mode mounts it directly).
-  Result<std::filesystem::path> datasetMount(const std::shared_ptr<DatasetCache>& cache);
-
  private:
+  // The dataset's mount on this node, mounted if needed.
   Result<std::filesystem::path> datasetMountLocked(const std::shared_ptr<DatasetCache>& cache);
 
   CacheEngine& engine_;

@@ -72,11 +72,8 @@ ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& data
   Reader reader;
   reader.totals.key = key;
   std::string label = uid.empty() ? "pid:" + std::to_string(pid) : uid;
-  if (const auto named = podNames_.find(uid); !uid.empty() && named != podNames_.end()) {
-    reader.totals.podNamespace = named->second.first;
-    reader.totals.podName = named->second.second;
+  if (const auto named = podNames_.find(uid); !uid.empty() && named != podNames_.end())
     label = named->second.first + "/" + named->second.second;
-  }
   if (metrics_ != nullptr) {
     reader.series = Series{metrics_->readWait.with({dataset, label}),
                            metrics_->readerBytes.with({dataset, label, "local"}),

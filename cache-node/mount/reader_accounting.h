@@ -44,7 +44,7 @@ struct ReaderKey {
 
 struct ReaderTotals {
   ReaderKey key;
-  std::string podNamespace, podName;  // when a mount was published for the pod
+  std::string podNamespace, podName;  // when a mount was published for the pod (readers() fills)
   std::chrono::nanoseconds wait{0};
   ReadTotals reads;  // bytes by source; chunkMisses counts reads that waited
   int64_t operations = 0;

@@ -141,8 +141,8 @@ TEST_F(ChunkStoreTest, ChunksWrittenAfterTheLastFlushAreReReadAfterACrash) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {  // writes, flushes, writes again, then dies without closing anything
-    auto store = ChunkStore::open(root_ / "index", {{root_ / "nvme0", 1 << 20}},
-                                  std::chrono::hours(1));
+    auto store =
+        ChunkStore::open(root_ / "index", {{root_ / "nvme0", 1 << 20}}, std::chrono::hours(1));
     const bool ok = store.isOk() && (*store)->put(chunk("flushed"), "early bytes").isOk() &&
                     (*store)->flush().isOk() && (*store)->put(chunk("late"), "late bytes").isOk();
     ::_exit(ok ? 0 : 1);
