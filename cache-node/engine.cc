@@ -41,6 +41,21 @@ Result<std::unique_ptr<CacheEngine>> CacheEngine::open(EngineOptions options, Cl
 }
 
 Result<std::shared_ptr<DatasetCache>> CacheEngine::ensure(EnsureSpec spec) {
+  bool created = false;
+  GRANARY_ASSIGN_OR_RETURN(auto cache, createOrUpdate(std::move(spec), created));
+  if (created) {
+    std::lock_guard lock(listenerMutex_);
+    if (onCreated_) onCreated_(cache);
+  }
+  return cache;
+}
+
+void CacheEngine::onCreated(std::function<void(const std::shared_ptr<DatasetCache>&)> listener) {
+  std::lock_guard lock(listenerMutex_);
+  onCreated_ = std::move(listener);
+}
+
+Result<std::shared_ptr<DatasetCache>> CacheEngine::createOrUpdate(EnsureSpec spec, bool& created) {
   const DatasetKey& key = spec.key;
   if (key.ns.empty()) return invalidArgument("dataset.namespace: must be set");
   if (key.name.empty()) return invalidArgument("dataset.name: must be set");
@@ -79,6 +94,7 @@ Result<std::shared_ptr<DatasetCache>> CacheEngine::ensure(EnsureSpec spec) {
                            DatasetCache::create(*context_, key, std::move(sources), settings));
   std::shared_ptr<DatasetCache> shared = std::move(cache);
   datasets_[key.id()] = shared;
+  created = true;
   Logger("cache").info("dataset ensured",
                        {{"dataset", key.label()},
                         {"generation", key.generation},

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,6 +66,9 @@ class CacheEngine {
   // Creates the dataset generation (building its origins) or updates its node set and warm
   // settings. Errors name the field at fault (mounts[i].source.uri, cache.replicas, ...).
   Result<std::shared_ptr<DatasetCache>> ensure(EnsureSpec spec);
+  // Calls `listener` with each dataset generation ensure() creates from now on, on the ensuring
+  // thread; an empty function ends the calls (and waits for one in progress). One at a time.
+  void onCreated(std::function<void(const std::shared_ptr<DatasetCache>&)> listener);
   // Purges one generation, or every generation of namespace/name. Returns the bytes freed;
   // NotFound when nothing matched.
   Result<int64_t> purge(const DatasetKey& key, bool allGenerations);
@@ -78,6 +82,7 @@ class CacheEngine {
 
  private:
   CacheEngine(EngineOptions options, Clock& clock);
+  Result<std::shared_ptr<DatasetCache>> createOrUpdate(EnsureSpec spec, bool& created);
 
   EngineOptions options_;
   std::unique_ptr<ManifestStore> manifests_;
@@ -87,6 +92,8 @@ class CacheEngine {
   ReconcileReport startup_;
   mutable std::mutex mutex_;                                       // guards datasets_
   std::map<std::string, std::shared_ptr<DatasetCache>> datasets_;  // by DatasetKey::id()
+  std::mutex listenerMutex_;  // guards onCreated_, held while it runs
+  std::function<void(const std::shared_ptr<DatasetCache>&)> onCreated_;
 };
 
 }  // namespace granary::cache

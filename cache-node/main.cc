@@ -13,6 +13,7 @@
 #include "cache-node/cache_metrics.h"
 #include "cache-node/csi/csi_server.h"
 #include "cache-node/grpc_service.h"
+#include "cache-node/mount/mount_keeper.h"
 #include "cache-node/mount/mount_table.h"
 #include "cache-node/options.h"
 #include "cache-node/standalone.h"
@@ -25,6 +26,7 @@ namespace {
 constexpr const char* kUsage = R"(granary-cache-node: the node-local dataset cache
 
 Usage: granary-cache-node [--config FILE] [--dataset FILE [--exit-when-warm]]
+       granary-cache-node --serve-mount-keeper SOCKET
 
 Options:
   --config FILE       options file (YAML); without it every option has its default
@@ -35,6 +37,10 @@ Options:
   --dataset FILE      standalone: cache the Datasets of a manifest file on this node
   --exit-when-warm    with --dataset: exit once every dataset settled (0 when all Ready)
   --csi-socket PATH   serve the CSI node plugin (csi.granary.io) on this unix socket
+  --mount-keeper-socket PATH  hand dataset mounts to the keeper there, so that they and their
+                      readers outlive a restart of this process
+  --serve-mount-keeper SOCKET  be the mount keeper (a process of its own, e.g. a second
+                      container of the pod): hold the mounts' FUSE connections across restarts
   --log-level LEVEL   debug, info, warn or error (default: info)
 )";
 
@@ -61,6 +67,24 @@ granary::Result<granary::Secret> loadToken(const std::string& path, bool mayCrea
   return granary::cache::readTokenFile(path);
 }
 
+// The mount keeper's whole life: hold what it is given until SIGTERM.
+int serveMountKeeper(const std::string& socket, const std::string& level,
+                     const std::stop_source& stop) {
+  auto logLevel = granary::parseLogLevel(level.empty() ? "info" : level);
+  if (!logLevel.isOk()) usageError("--log-level: " + logLevel.status().message());
+  granary::configureLogging({.level = *logLevel});
+  const granary::Logger log("mount-keeper");
+  auto keeper = granary::cache::MountKeeper::listen(socket);
+  if (!keeper.isOk()) {
+    log.error("cannot start", {{"error", keeper.status()}});
+    return 1;
+  }
+  log.info("started", {{"socket", socket}});
+  (*keeper)->serve(stop.get_token());
+  log.info("stopped: the mounts it kept end");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,7 +92,8 @@ int main(int argc, char** argv) {
   using namespace granary::cache;
   std::stop_source stop = stopOnTerminationSignals();
 
-  std::string configFile, datasetFile, nodeName, stateDir, listen, metricsAddress, level, csiSocket;
+  std::string configFile, datasetFile, nodeName, stateDir, listen, metricsAddress, level, csiSocket,
+      keeperSocket, serveKeeper;
   bool metricsAddressSet = false, exitWhenWarm = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -92,6 +117,10 @@ int main(int argc, char** argv) {
       value(level);
     else if (arg == "--csi-socket")
       value(csiSocket);
+    else if (arg == "--mount-keeper-socket")
+      value(keeperSocket);
+    else if (arg == "--serve-mount-keeper")
+      value(serveKeeper);
     else if (arg == "--exit-when-warm")
       exitWhenWarm = true;
     else if (arg == "-h" || arg == "--help") {
@@ -102,6 +131,7 @@ int main(int argc, char** argv) {
     }
   }
   if (exitWhenWarm && datasetFile.empty()) usageError("--exit-when-warm needs --dataset");
+  if (!serveKeeper.empty()) return serveMountKeeper(serveKeeper, level, stop);
 
   NodeOptions options;
   if (!configFile.empty()) {
@@ -118,6 +148,7 @@ int main(int argc, char** argv) {
   if (metricsAddressSet) options.metricsAddress = metricsAddress;
   if (!level.empty()) options.logLevel = level;
   if (!csiSocket.empty()) options.csiSocket = csiSocket;
+  if (!keeperSocket.empty()) options.mountKeeperSocket = keeperSocket;
   const bool defaultToken = options.tokenFile.empty();
   applyDefaults(options);
 
@@ -174,7 +205,8 @@ int main(int argc, char** argv) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;
   }
-  auto mounts = std::make_unique<MountTable>(**engine, options.mountRoot, readers);
+  auto mounts = std::make_unique<MountTable>(
+      **engine, MountTableOptions{options.mountRoot, options.mountKeeperSocket}, readers);
   std::unique_ptr<CsiServer> csi;
   if (!options.csiSocket.empty()) {
     auto started = CsiServer::start(options.csiSocket, options.nodeName, *mounts);
@@ -234,8 +266,8 @@ int main(int argc, char** argv) {
   }
   log.info("stopping");
   csi.reset();
-  mounts.reset();
   server->reset();
+  mounts.reset();
   standalone.clear();
   engine->reset();
   log.info("stopped");

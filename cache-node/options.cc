@@ -55,6 +55,7 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
   f.optional("pvcRoot", out.pvcRoot);
   f.optional("mountRoot", out.mountRoot);
   f.optional("csiSocket", out.csiSocket);
+  f.optional("mountKeeperSocket", out.mountKeeperSocket);
   f.optional("logLevel", out.logLevel);
   return f.finish();
 }

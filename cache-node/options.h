@@ -17,6 +17,9 @@
 //   flush always are) pvcRoot: ""                      # where PersistentVolumeClaims are mounted
 //   mountRoot: ""                    # dataset mounts; default <stateDirectory>/mounts
 //   csiSocket: ""                    # e.g. /csi/csi.sock: serve the CSI node plugin there
+//   mountKeeperSocket: ""            # e.g. /run/granary/keeper.sock: hand dataset mounts to
+//                                    # a keeper (granary-cache-node --serve-mount-keeper) so they
+//                                    # outlive restarts
 //   logLevel: info
 #pragma once
 
@@ -54,8 +57,9 @@ struct NodeOptions {
   ByteSize bandwidthLimit{0};
   bool verifyChecksumsAtStart = false;
   std::string pvcRoot;
-  std::string mountRoot;  // dataset mounts; default <stateDirectory>/mounts
-  std::string csiSocket;  // the CSI node plugin's unix socket; "" serves no CSI
+  std::string mountRoot;          // dataset mounts; default <stateDirectory>/mounts
+  std::string csiSocket;          // the CSI node plugin's unix socket; "" serves no CSI
+  std::string mountKeeperSocket;  // the mount keeper's unix socket; "" none
   std::string logLevel = "info";
 };
 

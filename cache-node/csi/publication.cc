@@ -1,5 +1,8 @@
 #include "cache-node/csi/publication.h"
 
+#include <sstream>
+#include <vector>
+
 namespace granary::cache {
 namespace {
 
@@ -12,8 +15,9 @@ std::string valueOf(const std::map<std::string, std::string>& context, const std
 
 Result<Publication> parsePublication(const PublishFields& fields) {
   if (fields.volumeId.empty()) return invalidArgument("volume_id: must be set");
-  if (fields.targetPath.empty() || fields.targetPath.front() != '/')
-    return invalidArgument("target_path: must be an absolute path");
+  if (fields.targetPath.empty() || fields.targetPath.front() != '/' ||
+      fields.targetPath.find_first_of("\t\n") != std::string::npos)
+    return invalidArgument("target_path: must be an absolute path without tabs or newlines");
   if (!fields.hasCapability) return invalidArgument("volume_capability: must be set");
   if (fields.blockAccess) {
     return invalidArgument(
@@ -57,6 +61,39 @@ Result<Publication> parsePublication(const PublishFields& fields) {
   }
   p.datasetNamespace = p.podNamespace;
   return p;
+}
+
+std::string formatRecord(const PublicationRecord& record) {
+  const Publication& p = record.publication;
+  std::string line;
+  for (const std::string& field :
+       {p.targetPath.string(), p.volumeId, p.datasetNamespace, p.datasetName,
+        std::to_string(record.generation), p.podNamespace, p.podName, p.podUid}) {
+    line += (line.empty() ? "" : "\t") + field;
+  }
+  return line;
+}
+
+std::optional<PublicationRecord> parseRecord(const std::string& line) {
+  std::vector<std::string> fields;
+  std::istringstream in(line);
+  for (std::string field; std::getline(in, field, '\t');) fields.push_back(field);
+  if (fields.size() != 8 || fields[0].empty() || fields[0].front() != '/') return std::nullopt;
+  PublicationRecord record;
+  Publication& p = record.publication;
+  p.targetPath = fields[0];
+  p.volumeId = fields[1];
+  p.datasetNamespace = fields[2];
+  p.datasetName = fields[3];
+  try {
+    record.generation = std::stoll(fields[4]);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  p.podNamespace = fields[5];
+  p.podName = fields[6];
+  p.podUid = fields[7];
+  return record;
 }
 
 }  // namespace granary::cache

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "common/result.h"
@@ -33,5 +34,15 @@ struct PublishFields {
 // information (the CSIDriver needs podInfoOnMount); PermissionDenied when the `namespace`
 // attribute names another namespace than the pod's.
 Result<Publication> parsePublication(const PublishFields& fields);
+
+// A publication as the node records it (one line, tab-separated), with the dataset generation
+// its pod sees, so that a restarted node can repair the pod's view.
+struct PublicationRecord {
+  Publication publication;
+  int64_t generation = 0;
+};
+std::string formatRecord(const PublicationRecord& record);
+// Nullopt for a line that is not a record.
+std::optional<PublicationRecord> parseRecord(const std::string& line);
 
 }  // namespace granary::cache

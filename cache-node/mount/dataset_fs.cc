@@ -17,7 +17,10 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <thread>
+#include <unordered_map>
 
 #include "common/log.h"
 
@@ -25,10 +28,62 @@ namespace granary::cache {
 
 // ---- what the handlers see ----
 
+namespace {
+
+// Open files or directories by the handle the kernel keeps for them. Handles live as long as
+// the connection, which may be longer than this process: a handle a previous process gave out
+// (an adopted connection) is not in the table and is opened again on first use. Handles start at
+// a random number, so that a new one does not collide with one still open from before.
+template <typename T>
+class Handles {
+ public:
+  Handles() : next_(std::random_device()() | (uint64_t{std::random_device()()} << 31)) {}
+  uint64_t add(T value) {
+    std::lock_guard lock(mutex_);
+    const uint64_t handle = next_++;
+    open_[handle] = std::make_shared<T>(std::move(value));
+    return handle;
+  }
+  // The handle's value, else `reopen()`'s, kept under the handle; null when that fails.
+  template <typename Reopen>
+  std::shared_ptr<T> find(uint64_t handle, const Reopen& reopen) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = open_.find(handle); it != open_.end()) return it->second;
+    }
+    auto value = reopen();
+    if (!value) return nullptr;
+    auto shared = std::make_shared<T>(std::move(*value));
+    std::lock_guard lock(mutex_);
+    return open_.try_emplace(handle, std::move(shared)).first->second;
+  }
+  void remove(uint64_t handle) {
+    std::lock_guard lock(mutex_);
+    open_.erase(handle);
+  }
+
+ private:
+  std::mutex mutex_;
+  uint64_t next_;
+  std::unordered_map<uint64_t, std::shared_ptr<T>> open_;
+};
+
+// A directory handle: a page of entries and where it starts, so sequential reads page through
+// the manifest by name instead of offsets.
+struct DirectoryHandle {
+  ManifestEntry directory;
+  std::vector<ManifestEntry> page;
+  off_t pageStart = 0;
+};
+
+}  // namespace
+
 struct DatasetFilesystem::State {
   std::shared_ptr<DatasetCache> cache;
   ReaderAccounting* accounting = nullptr;
   std::string dataset;  // "namespace/name"
+  Handles<ManifestEntry> files;
+  Handles<DirectoryHandle> directories;
 };
 
 namespace {
@@ -121,20 +176,33 @@ void onOpen(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
   auto entry = stateOf(req).cache->statInode(inode);
   if (!entry.isOk()) return (void)fuse_reply_err(req, errnoOf(entry.status()));
   if (entry->directory) return (void)fuse_reply_err(req, EISDIR);
-  fi->fh = reinterpret_cast<uint64_t>(new ManifestEntry(std::move(*entry)));
+  auto& files = stateOf(req).files;
+  fi->fh = files.add(std::move(*entry));
   fi->keep_cache = 1;  // the file's pages stay valid across opens
   fi->noflush = 1;
-  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<ManifestEntry*>(fi->fh);
+  if (fuse_reply_open(req, fi) != 0) files.remove(fi->fh);
 }
 
 void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<ManifestEntry*>(fi->fh);
+  stateOf(req).files.remove(fi->fh);
   fuse_reply_err(req, 0);
 }
 
-void onRead(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+// The entry an open file handle stands for.
+std::shared_ptr<ManifestEntry> openFile(DatasetFilesystem::State& state, fuse_ino_t inode,
+                                        uint64_t handle) {
+  return state.files.find(handle, [&]() -> std::optional<ManifestEntry> {
+    auto entry = state.cache->statInode(inode);
+    if (!entry.isOk()) return std::nullopt;
+    return std::move(*entry);
+  });
+}
+
+void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_file_info* fi) {
   auto& state = stateOf(req);
-  const auto& file = *reinterpret_cast<const ManifestEntry*>(fi->fh);
+  const auto opened = openFile(state, inode, fi->fh);
+  if (!opened) return (void)fuse_reply_err(req, EIO);
+  const ManifestEntry& file = *opened;
   const auto start = std::chrono::steady_clock::now();
   std::string out;
   ReadRecord record;
@@ -165,26 +233,19 @@ void onRead(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_inf
   fuse_reply_buf(req, out.data(), out.size());
 }
 
-// A directory handle: a page of entries and where it starts, so sequential reads page through
-// the manifest by name instead of offsets.
-struct DirectoryHandle {
-  ManifestEntry directory;
-  std::vector<ManifestEntry> page;
-  off_t pageStart = 0;
-};
-
 void onOpendir(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
   auto entry = stateOf(req).cache->statInode(inode);
   if (!entry.isOk()) return (void)fuse_reply_err(req, errnoOf(entry.status()));
   if (!entry->directory) return (void)fuse_reply_err(req, ENOTDIR);
-  fi->fh = reinterpret_cast<uint64_t>(new DirectoryHandle{std::move(*entry), {}, 0});
+  auto& directories = stateOf(req).directories;
+  fi->fh = directories.add(DirectoryHandle{std::move(*entry), {}, 0});
   fi->keep_cache = 1;
   fi->cache_readdir = 1;
-  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirectoryHandle*>(fi->fh);
+  if (fuse_reply_open(req, fi) != 0) directories.remove(fi->fh);
 }
 
 void onReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<DirectoryHandle*>(fi->fh);
+  stateOf(req).directories.remove(fi->fh);
   fuse_reply_err(req, 0);
 }
 
@@ -212,12 +273,20 @@ Status seek(DatasetCache& cache, DirectoryHandle& handle, off_t offset) {
   }
 }
 
-void readDirectory(fuse_req_t req, size_t size, off_t offset, fuse_file_info* fi, bool plus) {
-  auto& handle = *reinterpret_cast<DirectoryHandle*>(fi->fh);
+void readDirectory(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_file_info* fi,
+                   bool plus) {
+  auto& state = stateOf(req);
+  const auto opened = state.directories.find(fi->fh, [&]() -> std::optional<DirectoryHandle> {
+    auto entry = state.cache->statInode(inode);
+    if (!entry.isOk()) return std::nullopt;
+    return DirectoryHandle{std::move(*entry), {}, 0};
+  });
+  if (!opened) return (void)fuse_reply_err(req, EIO);
+  DirectoryHandle& handle = *opened;
   std::string buffer(size, '\0');
   size_t used = 0;
   for (off_t at = offset;; ++at) {
-    if (const Status moved = seek(*stateOf(req).cache, handle, at); !moved.isOk())
+    if (const Status moved = seek(*state.cache, handle, at); !moved.isOk())
       return (void)fuse_reply_err(req, errnoOf(moved));
     if (at >= handle.pageStart + static_cast<off_t>(handle.page.size())) break;  // the end
     const ManifestEntry& entry = handle.page[at - handle.pageStart];
@@ -237,12 +306,13 @@ void readDirectory(fuse_req_t req, size_t size, off_t offset, fuse_file_info* fi
   fuse_reply_buf(req, buffer.data(), used);
 }
 
-void onReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
-  readDirectory(req, size, offset, fi, false);
+void onReaddir(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_file_info* fi) {
+  readDirectory(req, inode, size, offset, fi, false);
 }
 
-void onReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
-  readDirectory(req, size, offset, fi, true);
+void onReaddirplus(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset,
+                   fuse_file_info* fi) {
+  readDirectory(req, inode, size, offset, fi, true);
 }
 
 void onStatfs(fuse_req_t req, fuse_ino_t) {
@@ -360,8 +430,10 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
   std::unique_ptr<DatasetFilesystem> fs(new DatasetFilesystem());
   fs->cache_ = cache;
   fs->mountpoint_ = mountpoint;
-  fs->state_ =
-      std::make_unique<State>(State{cache, accounting, cache->key().ns + "/" + cache->key().name});
+  fs->state_ = std::make_unique<State>();
+  fs->state_->cache = cache;
+  fs->state_->accounting = accounting;
+  fs->state_->dataset = cache->key().ns + "/" + cache->key().name;
   const std::string fsname = "fsname=granary:" + fs->state_->dataset;
   std::string mountOptions = "ro,default_permissions,subtype=granary," + fsname;
   if (options.allowOther) mountOptions += ",allow_other";
@@ -390,18 +462,17 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
   fs->loop_ = std::make_unique<Loop>();
   std::mutex started;
   started.lock();
-  fs->loop_->thread = std::thread(
-      [session = fs->session_, &loop = *fs->loop_, &started, maxThreads = options.maxThreads] {
-        loop.handle = ::pthread_self();
-        started.unlock();
-        fuse_loop_config* config = fuse_loop_cfg_create();
-        fuse_loop_cfg_set_clone_fd(config, 1);
-        fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(maxThreads));
-        fuse_loop_cfg_set_idle_threads(config, 8);
-        fuse_session_loop_mt(session, config);
-        fuse_loop_cfg_destroy(config);
-        loop.done = true;
-      });
+  fs->loop_->thread = std::thread([session = fs->session_, &loop = *fs->loop_, &started, options] {
+    loop.handle = ::pthread_self();
+    started.unlock();
+    fuse_loop_config* config = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_clone_fd(config, options.cloneFd ? 1 : 0);
+    fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(options.maxThreads));
+    fuse_loop_cfg_set_idle_threads(config, 8);
+    fuse_session_loop_mt(session, config);
+    fuse_loop_cfg_destroy(config);
+    loop.done = true;
+  });
   started.lock();  // the handle is set
   started.unlock();
   raiseReadAhead(mountpoint, kReadAheadKib);

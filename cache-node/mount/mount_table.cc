@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <set>
 
 #include "common/log.h"
 
@@ -18,45 +20,105 @@ bool isMountPoint(const std::filesystem::path& path) {
   return self.st_dev != parent.st_dev || self.st_ino == parent.st_ino;
 }
 
-MountTable::MountTable(CacheEngine& engine, std::filesystem::path root,
-                       ReaderAccounting& accounting)
-    : engine_(engine), root_(std::move(root)), accounting_(accounting) {
-  // Dataset mounts a previous process left without a daemon ("transport endpoint is not
-  // connected") go at start.
-  for (const auto& mount : currentMounts()) {
-    if (mount.type == "fuse.granary" && mount.point.starts_with(root_.string()) &&
-        cleanStaleMount(mount.point))
-      Logger("mount").info("stale mount removed", {{"mountpoint", mount.point}});
-  }
+namespace {
+
+std::filesystem::path normalRoot(const std::filesystem::path& root) {
+  std::filesystem::path normal = std::filesystem::absolute(root).lexically_normal();
+  return normal.has_filename() ? normal : normal.parent_path();
 }
 
-MountTable::~MountTable() = default;
+}  // namespace
+
+MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAccounting& accounting)
+    : engine_(engine), options_(std::move(options)), accounting_(accounting) {
+  const Logger log("mount");
+  options_.root = normalRoot(options_.root);
+  if (!options_.keeperSocket.empty()) {
+    auto kept = keptMounts(options_.keeperSocket);
+    if (kept.isOk()) {
+      for (auto& [point, fd] : *kept) kept_[point] = std::move(fd);
+    } else {
+      log.warn("no mount keeper: dataset mounts end with this process", {{"error", kept.status()}});
+    }
+  }
+  // The dataset mounts under the root: the kept ones wait for their datasets; dead ones go.
+  std::set<std::filesystem::path> mounted;
+  for (const auto& mount : currentMounts()) {
+    if (mount.type != "fuse.granary" || !mount.point.starts_with(options_.root.string() + "/"))
+      continue;
+    mounted.insert(mount.point);
+    if (!kept_.contains(mount.point) && cleanStaleMount(mount.point))
+      log.info("stale mount removed", {{"mountpoint", mount.point}});
+  }
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    if (mounted.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    (void)dropMount(options_.keeperSocket, it->first);  // its mount is gone
+    it = kept_.erase(it);
+  }
+  std::ifstream records(options_.root / ".publications");
+  for (std::string line; std::getline(records, line);) {
+    if (auto record = parseRecord(line)) {
+      const Publication& p = record->publication;
+      accounting_.namePod(p.podUid, p.podNamespace, p.podName);
+      published_[p.targetPath] = std::move(*record);
+    }
+  }
+  engine_.onCreated([this](const std::shared_ptr<DatasetCache>& cache) {
+    std::lock_guard lock(mutex_);
+    repairLocked(cache);
+  });
+  std::lock_guard lock(mutex_);
+  for (const auto& cache : engine_.datasets()) repairLocked(cache);
+}
+
+MountTable::~MountTable() {
+  engine_.onCreated(nullptr);
+  std::lock_guard lock(mutex_);
+  mounts_.clear();  // kept mounts stay mounted (detached)
+}
 
 Result<std::filesystem::path> MountTable::datasetMountLocked(
     const std::shared_ptr<DatasetCache>& cache) {
+  const Logger log("mount");
   const DatasetKey& key = cache->key();
-  const std::string id = key.ns + "/" + key.name + "/" + std::to_string(key.generation);
-  if (auto it = mounts_.find(id); it != mounts_.end() && it->second->serving())
-    return it->second->mountpoint();
-  const std::filesystem::path mountpoint =
-      root_ / key.ns / key.name / std::to_string(key.generation);
-  cleanStaleMount(mountpoint);
-  GRANARY_ASSIGN_OR_RETURN(auto fs, DatasetFilesystem::mount(cache, mountpoint, &accounting_));
-  Logger("mount").info("dataset mounted",
-                       {{"dataset", key.label()}, {"mountpoint", mountpoint.string()}});
-  mounts_[id] = std::move(fs);
-  return mountpoint;
+  const std::filesystem::path point =
+      options_.root / key.ns / key.name / std::to_string(key.generation);
+  if (auto it = mounts_.find(point); it != mounts_.end() && it->second->serving()) return point;
+  const MountOptions mountOptions{.cloneFd = options_.keeperSocket.empty()};
+  if (auto kept = kept_.extract(point)) {
+    auto adopted =
+        DatasetFilesystem::adopt(cache, kept.mapped().release(), point, &accounting_, mountOptions);
+    if (adopted.isOk()) {
+      (*adopted)->detach();  // the keeper still holds it
+      log.info("dataset mount adopted", {{"dataset", key.label()}, {"mountpoint", point.string()}});
+      mounts_[point] = std::move(*adopted);
+      return point;
+    }
+    log.warn("cannot adopt a kept dataset mount; mounting it again",
+             {{"dataset", key.label()}, {"error", adopted.status()}});
+    (void)dropMount(options_.keeperSocket, point);
+    ::umount2(point.c_str(), MNT_DETACH);
+  }
+  cleanStaleMount(point);
+  GRANARY_ASSIGN_OR_RETURN(auto fs,
+                           DatasetFilesystem::mount(cache, point, &accounting_, mountOptions));
+  if (!options_.keeperSocket.empty()) {
+    if (Status kept = keepMount(options_.keeperSocket, point, fs->fd()); kept.isOk()) {
+      fs->detach();
+    } else {
+      log.warn("the mount keeper did not take the mount: it ends with this process",
+               {{"dataset", key.label()}, {"error", kept}});
+    }
+  }
+  log.info("dataset mounted", {{"dataset", key.label()}, {"mountpoint", point.string()}});
+  mounts_[point] = std::move(fs);
+  return point;
 }
 
-Status MountTable::publish(const Publication& p) {
-  auto cache = engine_.find({p.datasetNamespace, p.datasetName, 0, ""});
-  if (!cache.isOk()) {
-    return notFound("Dataset " + p.datasetNamespace + "/" + p.datasetName + " is not on node " +
-                    engine_.nodeName() + " yet; the operator ensures it where a job's workers run");
-  }
-  accounting_.namePod(p.podUid, p.podNamespace, p.podName);
-  std::lock_guard lock(mutex_);
-  GRANARY_ASSIGN_OR_RETURN(const auto source, datasetMountLocked(*cache));
+Status MountTable::bindLocked(const std::filesystem::path& source, const Publication& p) {
   cleanStaleMount(p.targetPath);
   if (isMountPoint(p.targetPath)) return Status::ok();  // published before
   std::error_code error;
@@ -70,14 +132,81 @@ Status MountTable::publish(const Publication& p) {
     return unavailable("cannot bind " + source.string() + " to " + p.targetPath.string() + ": " +
                        std::strerror(e));
   }
-  Logger("mount").info("volume published", {{"dataset", (*cache)->key().label()},
-                                            {"pod", p.podNamespace + "/" + p.podName},
-                                            {"target", p.targetPath.string()}});
+  return Status::ok();
+}
+
+void MountTable::repairLocked(const std::shared_ptr<DatasetCache>& cache) {
+  const DatasetKey& key = cache->key();
+  const auto isOfCache = [&](const PublicationRecord& record) {
+    return record.publication.datasetNamespace == key.ns &&
+           record.publication.datasetName == key.name && record.generation == key.generation;
+  };
+  bool wanted = kept_.contains(options_.root / key.ns / key.name / std::to_string(key.generation));
+  for (const auto& [_, record] : published_) wanted = wanted || isOfCache(record);
+  if (!wanted) return;
+  const Logger log("mount");
+  auto source = datasetMountLocked(cache);
+  if (!source.isOk()) {
+    log.warn("cannot mount a dataset again",
+             {{"dataset", key.label()}, {"error", source.status()}});
+    return;
+  }
+  for (auto it = published_.begin(); it != published_.end();) {
+    const Publication& p = it->second.publication;
+    if (!isOfCache(it->second) || !isStaleMount(p.targetPath)) {
+      ++it;
+    } else if (Status bound = bindLocked(*source, p); bound.isOk()) {
+      log.info("volume repaired", {{"dataset", key.label()},
+                                   {"pod", p.podNamespace + "/" + p.podName},
+                                   {"target", p.targetPath.string()}});
+      ++it;
+    } else {
+      log.warn("cannot repair a volume", {{"target", p.targetPath.string()}, {"error", bound}});
+      it = published_.erase(it);
+    }
+  }
+  saveRecordsLocked();
+}
+
+void MountTable::saveRecordsLocked() const {
+  const std::filesystem::path file = options_.root / ".publications";
+  std::error_code error;
+  std::filesystem::create_directories(options_.root, error);
+  {
+    std::ofstream out(file.string() + ".new", std::ios::trunc);
+    for (const auto& [_, record] : published_) out << formatRecord(record) << "\n";
+  }
+  std::filesystem::rename(file.string() + ".new", file, error);
+  if (error)
+    Logger("mount").warn("cannot record the published volumes",
+                         {{"file", file.string()}, {"error", error.message()}});
+}
+
+Status MountTable::publish(const Publication& p) {
+  auto cache = engine_.find({p.datasetNamespace, p.datasetName, 0, ""});
+  if (!cache.isOk()) {
+    return notFound("Dataset " + p.datasetNamespace + "/" + p.datasetName + " is not on node " +
+                    engine_.nodeName() + " yet; the operator ensures it where a job's workers run");
+  }
+  accounting_.namePod(p.podUid, p.podNamespace, p.podName);
+  std::lock_guard lock(mutex_);
+  GRANARY_ASSIGN_OR_RETURN(const auto source, datasetMountLocked(*cache));
+  GRANARY_RETURN_IF_ERROR(bindLocked(source, p));
+  if (!published_.contains(p.targetPath)) {
+    published_[p.targetPath] = {p, (*cache)->key().generation};
+    saveRecordsLocked();
+    Logger("mount").info("volume published", {{"dataset", (*cache)->key().label()},
+                                              {"pod", p.podNamespace + "/" + p.podName},
+                                              {"target", p.targetPath.string()}});
+  }
   return Status::ok();
 }
 
 Status MountTable::unpublish(const std::filesystem::path& targetPath) {
-  if (isMountPoint(targetPath) && ::umount2(targetPath.c_str(), 0) != 0) {
+  std::lock_guard lock(mutex_);
+  // Unmounting asks nothing of the daemon, so it works on a view whose dataset waits for its
+  // process.
+  if (::umount2(targetPath.c_str(), 0) != 0 && errno != EINVAL && errno != ENOENT) {
     if (errno != EBUSY || ::umount2(targetPath.c_str(), MNT_DETACH) != 0)
       return unavailable("cannot unmount " + targetPath.string() + ": " + std::strerror(errno));
   }
@@ -85,6 +214,7 @@ Status MountTable::unpublish(const std::filesystem::path& targetPath) {
   std::filesystem::remove(targetPath, error);  // an empty directory, or nothing
   if (error && error != std::errc::no_such_file_or_directory)
     return unavailable("cannot remove " + targetPath.string() + ": " + error.message());
+  if (published_.erase(targetPath) > 0) saveRecordsLocked();
   return Status::ok();
 }
 

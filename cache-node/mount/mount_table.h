@@ -2,6 +2,13 @@
 // is mounted once under the node's mount root (root/namespace/name/generation); each pod gets a
 // read-only bind mount of it at its volume's target path.
 //
+// Restarts. With a mount keeper (mount_keeper.h), each dataset mount's FUSE connection is handed
+// to the keeper, and a table in a new process adopts the connections the keeper held as soon as
+// their datasets are ensured again: the mounts, and the pods' bind mounts of them, never go away
+// and their readers only wait. Without one (or when the keeper went too), the mounts a previous
+// process left are dead; they are removed at start, and the pods' views, recorded under the root,
+// are bound again to fresh mounts once their datasets are ensured.
+//
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -13,14 +20,23 @@
 #include "cache-node/csi/publication.h"
 #include "cache-node/engine.h"
 #include "cache-node/mount/dataset_fs.h"
+#include "cache-node/mount/mount_keeper.h"
 
 namespace granary::cache {
 
+struct MountTableOptions {
+  std::filesystem::path root;          // where dataset mounts go
+  std::filesystem::path keeperSocket;  // the mount keeper's socket; empty: none
+};
+
 class MountTable {
  public:
-  // Removes stale dataset mounts under `root` that a previous process left.
-  MountTable(CacheEngine& engine, std::filesystem::path root, ReaderAccounting& accounting);
-  // Stops serving the dataset mounts and unmounts them.
+  // Takes back the connections the keeper holds, removes dead dataset mounts under the root and
+  // reads the recorded publications; from then on, repairs each dataset's mounts when the
+  // engine has it.
+  MountTable(CacheEngine& engine, MountTableOptions options, ReaderAccounting& accounting);
+  // Stops serving. Without a keeper the dataset mounts are unmounted; with one they stay, for the
+  // next process to adopt.
   ~MountTable();
 
   // Mounts the newest generation of the publication's dataset (once) and bind-mounts it
@@ -31,14 +47,20 @@ class MountTable {
   Status unpublish(const std::filesystem::path& targetPath);
 
  private:
-  // The dataset's mount on this node, mounted if needed.
+  // The dataset's mount on this node: served already, adopted from the keeper, or mounted.
   Result<std::filesystem::path> datasetMountLocked(const std::shared_ptr<DatasetCache>& cache);
+  Status bindLocked(const std::filesystem::path& source, const Publication& publication);
+  // Adopts the dataset's kept connection and binds again the pods' views that died.
+  void repairLocked(const std::shared_ptr<DatasetCache>& cache);
+  void saveRecordsLocked() const;
 
   CacheEngine& engine_;
-  std::filesystem::path root_;
+  MountTableOptions options_;
   ReaderAccounting& accounting_;
   std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<DatasetFilesystem>> mounts_;  // by "ns/name/generation"
+  std::map<std::filesystem::path, std::unique_ptr<DatasetFilesystem>> mounts_;  // by mount point
+  std::map<std::filesystem::path, OwnedFd> kept_;  // connections to adopt, by mount point
+  std::map<std::filesystem::path, PublicationRecord> published_;  // by target path
 };
 
 // True when `path` is the root of a mount (its device differs from its parent's).

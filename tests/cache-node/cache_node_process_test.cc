@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "csi/v1/csi.grpc.pb.h"
@@ -46,7 +48,7 @@ int freePort() {
 class NodeProcess {
  public:
   NodeProcess(std::filesystem::path root, std::string name,
-              const testing::TestCertificates* tls = nullptr)
+              const testing::TestCertificates* tls = nullptr, std::string keeperSocket = "")
       : root_(std::move(root)),
         name_(std::move(name)),
         port_(freePort()),
@@ -61,6 +63,9 @@ class NodeProcess {
         << "\ncacheDirectories:\n  - path: " << (root_ / "cache")
         << "\n    quota: 1Gi\nwarmConcurrency: 4\ncsiSocket: " << (root_ / "csi.sock")
         << "\nmountRoot: " << (root_ / "mounts") << "\n";
+    if (!keeperSocket.empty())
+      std::ofstream(root_ / "config.yaml", std::ios::app)
+          << "mountKeeperSocket: " << keeperSocket << "\n";
     if (tls_) {
       std::ofstream(root_ / "config.yaml", std::ios::app)
           << "tls:\n  certificateFile: " << tls_->serverPemFile
@@ -88,6 +93,8 @@ class NodeProcess {
   }
   void kill(int signal) {
     if (pid_ <= 0) return;
+    channel_.reset();
+    stub_.reset();
     ::kill(pid_, signal);
     int status = 0;
     ::waitpid(pid_, &status, 0);
@@ -113,6 +120,112 @@ class NodeProcess {
   pid_t pid_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::CacheNode::Stub> stub_;
+};
+
+// granary-cache-node --serve-mount-keeper: holds dataset mounts across node restarts.
+class KeeperProcess {
+ public:
+  explicit KeeperProcess(std::filesystem::path socket) : socket_(std::move(socket)) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string log = socket_.string() + ".log";
+      std::freopen(log.c_str(), "a", stderr);
+      ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--serve-mount-keeper",
+              socket_.c_str(), nullptr);
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200 && !std::filesystem::exists(socket_); ++i)
+      std::this_thread::sleep_for(10ms);
+  }
+  ~KeeperProcess() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  const std::filesystem::path& socket() const { return socket_; }
+
+ private:
+  std::filesystem::path socket_;
+  pid_t pid_;
+};
+
+// The mount ID the kernel gave the mount at `point` (-1 if none): the same ID means the same
+// mount, not a new one at the same place.
+int mountIdOf(const std::filesystem::path& point) {
+  std::ifstream info("/proc/self/mountinfo");
+  for (std::string line; std::getline(info, line);) {
+    std::istringstream fields(line);
+    int id, parent;
+    std::string device, root, mountPoint;
+    fields >> id >> parent >> device >> root >> mountPoint;
+    if (mountPoint == point.string()) return id;
+  }
+  return -1;
+}
+
+// Threads reading every file of a dataset through a mount, again and again, each file's pages
+// dropped first so that every read reaches the cache node. Counts failures (an error or a wrong
+// byte) and the longest a single file took.
+class Readers {
+ public:
+  Readers(const std::filesystem::path& mount, const std::map<std::string, std::string>& files,
+          int threads) {
+    for (int t = 0; t < threads; ++t) {
+      threads_.emplace_back([this, mount, &files, t](std::stop_token stop) {
+        std::vector<std::string> order;
+        for (const auto& [path, _] : files) order.push_back(path);
+        std::mt19937 random(t);
+        std::string data;
+        while (!stop.stop_requested()) {
+          std::shuffle(order.begin(), order.end(), random);
+          for (const auto& path : order) {
+            const auto start = std::chrono::steady_clock::now();
+            const bool read = readWhole(mount / path, data);
+            const int error = errno;
+            const bool ok = read && data == files.at(path);
+            const auto took = std::chrono::steady_clock::now() - start;
+            std::lock_guard lock(mutex_);
+            (ok ? completed_ : failed_)++;
+            if (!ok)
+              failures_.push_back(path + ": " + (read ? "wrong bytes" : std::strerror(error)));
+            longest_ = std::max(longest_, took);
+          }
+        }
+      });
+    }
+  }
+  void stop() { threads_.clear(); }
+  int64_t completed() const {
+    std::lock_guard lock(mutex_);
+    return completed_;
+  }
+  // Waits until `more` further files were read (or 60 s pass).
+  bool waitFor(int64_t more) const {
+    const int64_t target = completed() + more;
+    for (int i = 0; i < 6000 && completed() < target; ++i) std::this_thread::sleep_for(10ms);
+    return completed() >= target;
+  }
+  int64_t failed() const { return failed_; }
+  const std::vector<std::string>& failures() const { return failures_; }
+  std::chrono::steady_clock::duration longest() const { return longest_; }
+
+ private:
+  static bool readWhole(const std::filesystem::path& path, std::string& out) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return false;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    out.clear();
+    char buffer[1 << 16];
+    ssize_t got;
+    while ((got = ::read(fd, buffer, sizeof buffer)) > 0) out.append(buffer, got);
+    ::close(fd);
+    return got == 0;
+  }
+
+  mutable std::mutex mutex_;
+  int64_t completed_ = 0, failed_ = 0;
+  std::vector<std::string> failures_;
+  std::chrono::steady_clock::duration longest_{};
+  std::vector<std::jthread> threads_;
 };
 
 std::unique_ptr<grpc::ClientContext> authorized(const std::string& token = kToken) {
@@ -166,8 +279,9 @@ class CacheNodeProcessTest : public ::testing::Test {
     return total;
   }
 
-  NodeProcess& addNode(const std::string& name, const testing::TestCertificates* tls = nullptr) {
-    nodes_.push_back(std::make_unique<NodeProcess>(root_ / name, name, tls));
+  NodeProcess& addNode(const std::string& name, const testing::TestCertificates* tls = nullptr,
+                       const std::string& keeperSocket = "") {
+    nodes_.push_back(std::make_unique<NodeProcess>(root_ / name, name, tls, keeperSocket));
     nodes_.back()->start();
     return *nodes_.back();
   }
@@ -553,6 +667,94 @@ TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
   std::ifstream mounts("/proc/self/mounts");
   const std::string text(std::istreambuf_iterator<char>(mounts), {});
   EXPECT_EQ(text.find((root_ / "n1" / "mounts").string()), std::string::npos) << text;
+}
+
+// A pod's volume of ml/coco, published through the node's CSI socket.
+grpc::Status publishVolume(NodeProcess& node, const std::filesystem::path& target) {
+  auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + 10s))
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no CSI socket");
+  csi::v1::NodePublishVolumeRequest request;
+  request.set_volume_id("csi-0123");
+  request.set_target_path(target.string());
+  request.mutable_volume_capability()->mutable_mount();
+  request.mutable_volume_context()->insert({{"dataset", "coco"},
+                                            {"csi.storage.k8s.io/ephemeral", "true"},
+                                            {"csi.storage.k8s.io/pod.namespace", "ml"},
+                                            {"csi.storage.k8s.io/pod.name", "worker-0"},
+                                            {"csi.storage.k8s.io/pod.uid", "uid-a"}});
+  grpc::ClientContext context;
+  csi::v1::NodePublishVolumeResponse response;
+  return csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, request, &response);
+}
+
+// Restarts with running readers: a pod reads the dataset through its volume while the node is
+// killed and started again (as the operator does, the dataset is then ensured again), and again
+// stopped gracefully and started. With the mount keeper, reads only wait: none fails or returns
+// a wrong byte, and the pod's mount is the very same one throughout.
+TEST_F(CacheNodeProcessTest, ReadersOnlyWaitWhileTheNodeRestartsWithAMountKeeper) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  std::optional<Readers> readers;  // stopped last: when a check fails, the keeper goes first and
+                                   // the mount with it, so that no read waits forever
+  KeeperProcess keeper(root_ / "keeper.sock");
+  NodeProcess& node = addNode("n1", nullptr, keeper.socket().string());
+  v1::EnsureDatasetResponse ensured;
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
+  ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
+  ASSERT_TRUE(publishVolume(node, target).ok()) << node.log();
+  const int mountId = mountIdOf(target);
+  ASSERT_GT(mountId, 0);
+
+  readers.emplace(target, files_, 4);
+  ASSERT_TRUE(readers->waitFor(200));
+  std::chrono::steady_clock::duration longestRestart{};
+  for (const int signal : {SIGKILL, SIGTERM}) {
+    const auto stopped = std::chrono::steady_clock::now();
+    node.kill(signal);
+    std::this_thread::sleep_for(500ms);  // readers wait on a node that is not there
+    node.start();
+    ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
+    ASSERT_TRUE(readers->waitFor(200)) << node.log();
+    const auto back = std::chrono::steady_clock::now() - stopped;
+    longestRestart = std::max(longestRestart, back);
+    std::printf("signal %d: reads went on %.2f s after the node stopped\n", signal,
+                std::chrono::duration<double>(back).count());
+  }
+  readers->stop();
+  EXPECT_EQ(readers->failed(), 0) << ::testing::PrintToString(readers->failures()) << node.log();
+  EXPECT_EQ(mountIdOf(target), mountId) << "the pod kept the same mount";
+  std::printf("%lld files read whole, the longest took %.2f s\n",
+              static_cast<long long>(readers->completed()),
+              std::chrono::duration<double>(readers->longest()).count());
+  EXPECT_LE(readers->longest(), longestRestart) << "no read waited longer than a restart";
+  EXPECT_NE(node.log().find("dataset mount adopted"), std::string::npos) << node.log();
+}
+
+// Without a keeper a killed node's mounts die with it; once the dataset is ensured again, the
+// restarted node binds the pods' views again, and new reads see every byte.
+TEST_F(CacheNodeProcessTest, PodViewsAreBoundAgainAfterARestartWithoutAKeeper) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  NodeProcess& node = addNode("n1");
+  v1::EnsureDatasetResponse ensured;
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
+  ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
+  ASSERT_TRUE(publishVolume(node, target).ok()) << node.log();
+
+  node.kill(SIGKILL);
+  struct statvfs vfs;
+  EXPECT_NE(::statvfs(target.c_str(), &vfs), 0);
+  EXPECT_EQ(errno, ENOTCONN) << "the pod's view died with the node";
+  node.start();
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
+  for (const auto& [path, data] : files_) {
+    std::ifstream in(target / path, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
+  }
+  EXPECT_NE(node.log().find("volume repaired"), std::string::npos) << node.log();
 }
 
 }  // namespace
