@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -68,6 +69,37 @@ class Handles {
   std::unordered_map<uint64_t, std::shared_ptr<T>> open_;
 };
 
+// Manifest entries by inode, for requests that name only an inode (reads, above all): filled by
+// lookups, else read from the manifest. Bounded: a full shard starts again empty.
+class InodeCache {
+ public:
+  void put(const ManifestEntry& entry) {
+    Shard& shard = shardOf(entry.inode);
+    std::lock_guard lock(shard.mutex);
+    if (shard.entries.size() >= kShardEntries) shard.entries.clear();
+    shard.entries[entry.inode] = std::make_shared<const ManifestEntry>(entry);
+  }
+  Result<std::shared_ptr<const ManifestEntry>> find(uint64_t inode, DatasetCache& cache) {
+    Shard& shard = shardOf(inode);
+    {
+      std::lock_guard lock(shard.mutex);
+      if (auto it = shard.entries.find(inode); it != shard.entries.end()) return it->second;
+    }
+    GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry, cache.statInode(inode));
+    put(entry);
+    return std::make_shared<const ManifestEntry>(std::move(entry));
+  }
+
+ private:
+  static constexpr size_t kShards = 16, kShardEntries = 4096;
+  struct Shard {
+    std::mutex mutex;
+    std::unordered_map<uint64_t, std::shared_ptr<const ManifestEntry>> entries;
+  };
+  Shard& shardOf(uint64_t inode) { return shards_[inode % kShards]; }
+  std::array<Shard, kShards> shards_;
+};
+
 // A directory handle: a page of entries and where it starts, so sequential reads page through
 // the manifest by name instead of offsets.
 struct DirectoryHandle {
@@ -82,7 +114,8 @@ struct DatasetFilesystem::State {
   std::shared_ptr<DatasetCache> cache;
   ReaderAccounting* accounting = nullptr;
   std::string dataset;  // "namespace/name"
-  Handles<ManifestEntry> files;
+  InodeCache inodes;
+  bool noOpen = false;  // the kernel sends no opens once one answered ENOSYS
   Handles<DirectoryHandle> directories;
 };
 
@@ -147,11 +180,12 @@ std::string childPath(const ManifestEntry& parent, const char* name) {
 
 void onLookup(fuse_req_t req, fuse_ino_t parentInode, const char* name) {
   auto& state = stateOf(req);
-  auto parent = state.cache->statInode(parentInode);
+  auto parent = state.inodes.find(parentInode, *state.cache);
   if (!parent.isOk()) return (void)fuse_reply_err(req, errnoOf(parent.status()));
-  if (!parent->directory) return (void)fuse_reply_err(req, ENOTDIR);
-  auto child = state.cache->stat(childPath(*parent, name));
+  if (!(*parent)->directory) return (void)fuse_reply_err(req, ENOTDIR);
+  auto child = state.cache->stat(childPath(**parent, name));
   if (child.isOk()) {
+    state.inodes.put(*child);
     const fuse_entry_param e = entryOf(*child);
     return (void)fuse_reply_entry(req, &e);
   }
@@ -165,44 +199,32 @@ void onLookup(fuse_req_t req, fuse_ino_t parentInode, const char* name) {
 }
 
 void onGetattr(fuse_req_t req, fuse_ino_t inode, fuse_file_info*) {
-  auto entry = stateOf(req).cache->statInode(inode);
+  auto& state = stateOf(req);
+  auto entry = state.inodes.find(inode, *state.cache);
   if (!entry.isOk()) return (void)fuse_reply_err(req, errnoOf(entry.status()));
-  const struct stat st = attributesOf(*entry);
+  const struct stat st = attributesOf(**entry);
   fuse_reply_attr(req, &st, kForever);
 }
 
-void onOpen(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
+// Files need no open state: where the kernel allows, opens are declined once with ENOSYS and
+// never sent again (nor their releases), and every open keeps the page cache. Reads name the
+// inode, which is all they need, also across an adopted connection.
+void onOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
-  auto entry = stateOf(req).cache->statInode(inode);
-  if (!entry.isOk()) return (void)fuse_reply_err(req, errnoOf(entry.status()));
-  if (entry->directory) return (void)fuse_reply_err(req, EISDIR);
-  auto& files = stateOf(req).files;
-  fi->fh = files.add(std::move(*entry));
+  if (stateOf(req).noOpen) return (void)fuse_reply_err(req, ENOSYS);
+  fi->fh = 0;
   fi->keep_cache = 1;  // the file's pages stay valid across opens
   fi->noflush = 1;
-  if (fuse_reply_open(req, fi) != 0) files.remove(fi->fh);
+  fuse_reply_open(req, fi);
 }
 
-void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  stateOf(req).files.remove(fi->fh);
-  fuse_reply_err(req, 0);
-}
+void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
-// The entry an open file handle stands for.
-std::shared_ptr<ManifestEntry> openFile(DatasetFilesystem::State& state, fuse_ino_t inode,
-                                        uint64_t handle) {
-  return state.files.find(handle, [&]() -> std::optional<ManifestEntry> {
-    auto entry = state.cache->statInode(inode);
-    if (!entry.isOk()) return std::nullopt;
-    return std::move(*entry);
-  });
-}
-
-void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_file_info* fi) {
+void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_file_info*) {
   auto& state = stateOf(req);
-  const auto opened = openFile(state, inode, fi->fh);
-  if (!opened) return (void)fuse_reply_err(req, EIO);
-  const ManifestEntry& file = *opened;
+  auto opened = state.inodes.find(inode, *state.cache);
+  if (!opened.isOk()) return (void)fuse_reply_err(req, errnoOf(opened.status()));
+  const ManifestEntry& file = **opened;
   const auto start = std::chrono::steady_clock::now();
   std::string out;
   ReadRecord record;
@@ -326,7 +348,9 @@ void onStatfs(fuse_req_t req, fuse_ino_t) {
   fuse_reply_statfs(req, &st);
 }
 
-void onInit(void*, fuse_conn_info* conn) {
+void onInit(void* userdata, fuse_conn_info* conn) {
+  static_cast<DatasetFilesystem::State*>(userdata)->noOpen =
+      (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
   conn->max_readahead = 4 << 20;
   conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS;
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
@@ -365,7 +389,7 @@ void replayInit(fuse_session* session) {
   message.init.max_readahead = 4 << 20;
   message.init.flags = FUSE_ASYNC_READ | FUSE_BIG_WRITES | FUSE_DO_READDIRPLUS |
                        FUSE_READDIRPLUS_AUTO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES |
-                       FUSE_CACHE_SYMLINKS;
+                       FUSE_CACHE_SYMLINKS | FUSE_NO_OPEN_SUPPORT;
   fuse_buf buffer{};
   buffer.mem = &message;
   buffer.size = sizeof message;

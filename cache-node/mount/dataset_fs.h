@@ -24,9 +24,6 @@ namespace granary::cache {
 struct MountOptions {
   int maxThreads = 64;     // FUSE request threads at most (reads block on misses)
   bool allowOther = true;  // other users (pods) may read the mount
-  // A /dev/fuse descriptor per request thread. Off when a keeper holds the connection: requests
-  // in flight on a cloned descriptor fail when the process dies, instead of waiting for the next.
-  bool cloneFd = true;
 };
 
 class DatasetFilesystem {

@@ -87,7 +87,6 @@ Result<std::filesystem::path> MountTable::datasetMountLocked(
   const std::filesystem::path point =
       options_.root / key.ns / key.name / std::to_string(key.generation);
   if (auto it = mounts_.find(point); it != mounts_.end() && it->second->serving()) return point;
-  const MountOptions mountOptions{.cloneFd = options_.keeperSocket.empty()};
   if (auto kept = kept_.extract(point)) {
     auto adopted =
         DatasetFilesystem::adopt(cache, kept.mapped().release(), point, &accounting_, mountOptions);
@@ -103,8 +102,7 @@ Result<std::filesystem::path> MountTable::datasetMountLocked(
     ::umount2(point.c_str(), MNT_DETACH);
   }
   cleanStaleMount(point);
-  GRANARY_ASSIGN_OR_RETURN(auto fs,
-                           DatasetFilesystem::mount(cache, point, &accounting_, mountOptions));
+  GRANARY_ASSIGN_OR_RETURN(auto fs, DatasetFilesystem::mount(cache, point, &accounting_));
   if (!options_.keeperSocket.empty()) {
     if (Status kept = keepMount(options_.keeperSocket, point, fs->fd()); kept.isOk()) {
       fs->detach();
