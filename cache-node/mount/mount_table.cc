@@ -88,8 +88,7 @@ Result<std::filesystem::path> MountTable::datasetMountLocked(
       options_.root / key.ns / key.name / std::to_string(key.generation);
   if (auto it = mounts_.find(point); it != mounts_.end() && it->second->serving()) return point;
   if (auto kept = kept_.extract(point)) {
-    auto adopted =
-        DatasetFilesystem::adopt(cache, kept.mapped().release(), point, &accounting_, mountOptions);
+    auto adopted = DatasetFilesystem::adopt(cache, kept.mapped().release(), point, &accounting_);
     if (adopted.isOk()) {
       (*adopted)->detach();  // the keeper still holds it
       log.info("dataset mount adopted", {{"dataset", key.label()}, {"mountpoint", point.string()}});
