@@ -490,7 +490,10 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
     loop.handle = ::pthread_self();
     started.unlock();
     fuse_loop_config* config = fuse_loop_cfg_create();
-    fuse_loop_cfg_set_clone_fd(config, options.cloneFd ? 1 : 0);
+    // One descriptor for all threads: requests in flight on a cloned descriptor would fail when
+    // the process dies, instead of waiting for the process that adopts the connection (and
+    // cloning measured no faster).
+    fuse_loop_cfg_set_clone_fd(config, 0);
     fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(options.maxThreads));
     fuse_loop_cfg_set_idle_threads(config, 8);
     fuse_session_loop_mt(session, config);
