@@ -79,7 +79,7 @@ Status writeFile(const std::filesystem::path& path, std::string_view data) {
 // bytes past them in the background: each read opens the file afresh, so the kernel's own
 // sequential readahead never builds up.
 Result<std::string> readFile(const std::filesystem::path& path, int64_t offset, int64_t length,
-                             int64_t readAhead = 0) {
+                             int64_t readAhead = 0, PageCache pageCache = PageCache::kKeep) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return notFound(path.string() + " is missing");
   if (readAhead > 0) ::posix_fadvise(fd, offset + length, readAhead, POSIX_FADV_WILLNEED);
@@ -92,6 +92,7 @@ Result<std::string> readFile(const std::filesystem::path& path, int64_t offset, 
     if (n <= 0) break;
     done += n;
   }
+  if (pageCache == PageCache::kDrop) ::posix_fadvise(fd, offset, done, POSIX_FADV_DONTNEED);
   ::close(fd);
   if (done != length) return corruption(path.string() + " is shorter than recorded");
   return data;
@@ -201,9 +202,17 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path
   return store;
 }
 
+// The chunks of the files of one dataset directory share a sub-directory (named by a hash of
+// generation and directory), so that the file system keeps their inodes together as it does the
+// dataset's own: a reader going through a directory reads a few inode blocks, not one per file.
+// The file's name hashes the whole key.
 std::filesystem::path ChunkStore::fileOf(uint32_t directory, const std::string& key) const {
+  const size_t pathStart = key.find('\0') + 1, pathEnd = key.rfind('\0');
+  const size_t slash = key.rfind('/', pathEnd);
+  const size_t groupEnd = slash == std::string::npos || slash < pathStart ? pathStart : slash;
+  const std::string group = hex64(XXH3_64bits(key.data(), groupEnd));
   const std::string name = hex64(XXH3_64bits(key.data(), key.size()));
-  return directories_[directory].path / name.substr(0, 3) / (name + kSuffix);
+  return directories_[directory].path / group.substr(0, 4) / (name + kSuffix);
 }
 
 Result<ChunkStore::Record> ChunkStore::recordOf(const std::string& key) const {
@@ -282,7 +291,8 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
   return written;
 }
 
-Result<std::string> ChunkStore::read(const ChunkId& id, int64_t offset, int64_t length) {
+Result<std::string> ChunkStore::read(const ChunkId& id, int64_t offset, int64_t length,
+                                     PageCache pageCache) {
   const std::string key = id.key();
   GRANARY_ASSIGN_OR_RETURN(Record record, recordOf(key));
   if (offset < 0 || offset > record.size) return invalidArgument("offset beyond the chunk");
@@ -290,7 +300,7 @@ Result<std::string> ChunkStore::read(const ChunkId& id, int64_t offset, int64_t 
   // A read that starts inside the chunk is likely part of a sequential pass: read ahead.
   const int64_t readAhead =
       offset > 0 ? std::min<int64_t>(kReadAhead, record.size - offset - length) : 0;
-  auto data = readFile(fileOf(record.directory, key), offset, length, readAhead);
+  auto data = readFile(fileOf(record.directory, key), offset, length, readAhead, pageCache);
   if (data.isOk() && offset == 0 && length == record.size &&
       XXH3_64bits(data->data(), data->size()) != record.checksum) {
     data = corruption("checksum mismatch");

@@ -43,6 +43,11 @@ struct ChunkId {
   std::string key() const;  // generation NUL path NUL index, for the index
 };
 
+// What becomes of the chunk file's pages a read brought into the page cache. A reader with a
+// page cache of its own (a FUSE mount) has them dropped, so that the node does not hold every
+// byte twice.
+enum class PageCache { kKeep, kDrop };
+
 struct CacheDirectory {
   std::filesystem::path path;
   int64_t quotaBytes = 0;
@@ -81,7 +86,8 @@ class ChunkStore {
   Status put(const ChunkId& id, std::string_view data);
   // Reads `length` bytes from `offset` of a recorded chunk (-1 to its end). NotFound when not
   // cached; Corruption when the file no longer matches its record (the record is dropped).
-  Result<std::string> read(const ChunkId& id, int64_t offset = 0, int64_t length = -1);
+  Result<std::string> read(const ChunkId& id, int64_t offset = 0, int64_t length = -1,
+                           PageCache pageCache = PageCache::kKeep);
   bool contains(const ChunkId& id) const;
   Status remove(const ChunkId& id);
   // Calls `each` with every recorded chunk of a generation and its size (to rebuild eviction

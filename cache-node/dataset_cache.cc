@@ -207,14 +207,15 @@ Result<Piece> DatasetCache::readPiece(const std::string& path, int64_t offset, i
   return readPiece(file, offset, maxLength);
 }
 
-Result<Piece> DatasetCache::readPiece(const ManifestEntry& file, int64_t offset,
-                                      int64_t maxLength) {
+Result<Piece> DatasetCache::readPiece(const ManifestEntry& file, int64_t offset, int64_t maxLength,
+                                      PageCache pageCache) {
   if (offset < 0 || maxLength < 0) return invalidArgument("offset and length must be >= 0");
   if (file.directory) return failedPrecondition("\"" + file.path + "\" is a directory");
   if (offset >= file.size || maxLength == 0) return Piece{};
   const int64_t index = offset / settings_.chunkSize;
   const int64_t within = offset - index * settings_.chunkSize;
-  return chunkPiece(file, index, within, std::min(maxLength, chunkLength(file, index) - within));
+  return chunkPiece(file, index, within, std::min(maxLength, chunkLength(file, index) - within),
+                    pageCache);
 }
 
 Result<std::string> DatasetCache::read(const std::string& path, int64_t offset, int64_t length) {
@@ -231,9 +232,9 @@ Result<std::string> DatasetCache::read(const std::string& path, int64_t offset, 
 }
 
 Result<Piece> DatasetCache::chunkPiece(const ManifestEntry& file, int64_t index, int64_t offset,
-                                       int64_t length) {
+                                       int64_t length, PageCache pageCache) {
   const ChunkId id = chunkId(file.path, index);
-  auto local = node_.chunks.read(id, offset, length);
+  auto local = node_.chunks.read(id, offset, length, pageCache);
   if (local.isOk()) {
     {
       std::lock_guard lock(mutex_);

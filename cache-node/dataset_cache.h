@@ -174,7 +174,8 @@ class DatasetCache {
   // bytes; empty at or past the end of the file.
   Result<Piece> readPiece(const std::string& path, int64_t offset, int64_t maxLength);
   // The same for a file already looked up (`file` must come from this dataset's manifest).
-  Result<Piece> readPiece(const ManifestEntry& file, int64_t offset, int64_t maxLength);
+  Result<Piece> readPiece(const ManifestEntry& file, int64_t offset, int64_t maxLength,
+                          PageCache pageCache = PageCache::kKeep);
   // Reads `length` bytes (-1: to the end) from `offset`, chunk by chunk.
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length);
   // For a peer: chunk `index` of `path`, whole and verified. With `fill`, fetched (and kept)
@@ -213,8 +214,8 @@ class DatasetCache {
   Status waitListed();  // Unavailable when listing failed or the dataset is stopping
   bool ownsLocked(const std::string& path) const;
 
-  Result<Piece> chunkPiece(const ManifestEntry& file, int64_t index, int64_t offset,
-                           int64_t length);
+  Result<Piece> chunkPiece(const ManifestEntry& file, int64_t index, int64_t offset, int64_t length,
+                           PageCache pageCache);
   Result<Piece> fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind);
   Result<Piece> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind);
   Result<std::string> readOrigin(const ManifestEntry& file, int64_t offset, int64_t length);

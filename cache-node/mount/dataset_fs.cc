@@ -230,7 +230,7 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
   ReadRecord record;
   while (out.size() < size) {
     auto piece = state.cache->readPiece(file, offset + static_cast<off_t>(out.size()),
-                                        static_cast<int64_t>(size - out.size()));
+                                        static_cast<int64_t>(size - out.size()), PageCache::kDrop);
     if (!piece.isOk()) {
       Logger("mount").warn(
           "read failed",

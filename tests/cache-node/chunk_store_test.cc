@@ -63,17 +63,25 @@ TEST_F(ChunkStoreTest, RoundTripsWholeAndPartialReads) {
   EXPECT_FALSE(store_->contains(chunk("train/a.bin", 3)));
 }
 
-TEST_F(ChunkStoreTest, FilesFanOutUnderHashedDirectories) {
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(store_->put(chunk("f" + std::to_string(i)), "x").isOk());
+// Chunks of one dataset directory's files share a sub-directory (their inodes stay together);
+// directories fan out over hashed sub-directories.
+TEST_F(ChunkStoreTest, ChunksOfADirectoryShareASubdirectoryAndDirectoriesFanOut) {
+  std::set<std::string> parents;  // sub-directory names (the same in each cache directory)
+  for (int d = 0; d < 50; ++d) {
+    for (int f = 0; f < 3; ++f) {
+      const std::string dir = d < 49 ? "d" + std::to_string(d) : "";
+      const std::string path = (dir.empty() ? "" : dir + "/") + "f" + std::to_string(f);
+      ASSERT_TRUE(store_->put(chunk(path), "x").isOk());
+    }
+  }
   const auto files = chunkFiles();
-  ASSERT_EQ(files.size(), 50u);
-  std::set<std::filesystem::path> parents;
+  ASSERT_EQ(files.size(), 150u);
   for (const auto& f : files) {
     EXPECT_EQ(f.extension(), ".chunk");
-    EXPECT_EQ(f.parent_path().filename().string().size(), 3u);
-    parents.insert(f.parent_path());
+    EXPECT_EQ(f.parent_path().filename().string().size(), 4u);
+    parents.insert(f.parent_path().filename().string());
   }
-  EXPECT_GT(parents.size(), 40u) << "no hot directory";
+  EXPECT_EQ(parents.size(), 50u) << "one sub-directory for each dataset directory";
 }
 
 TEST_F(ChunkStoreTest, QuotasSpreadChunksAndRefuseWhatDoesNotFit) {
