@@ -512,7 +512,10 @@ bool DatasetFilesystem::serving() const { return !loop_->done; }
 
 DatasetFilesystem::~DatasetFilesystem() {
   if (session_ == nullptr) return;
-  if (!detached_) fuse_session_unmount(session_);  // the kernel ends the connection
+  // Unmounting ends the connection (the request threads read ENODEV and stop) unless pods'
+  // views still hold it. libfuse's own unmount would also close the descriptor the threads read,
+  // racing them into EBADF.
+  if (!detached_) ::umount2(mountpoint_.c_str(), MNT_DETACH);
   fuse_session_exit(session_);
   while (!loop_->done) {
     ::pthread_kill(loop_->handle, SIGUSR2);  // wakes the loop to see it should stop

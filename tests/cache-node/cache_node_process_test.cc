@@ -338,6 +338,15 @@ class CacheNodeProcessTest : public ::testing::Test {
     });
   }
 
+  static bool canMount() { return ::geteuid() == 0 && ::access("/dev/fuse", R_OK | W_OK) == 0; }
+
+  // Ensures ml/coco on `node` and waits until it is Ready.
+  bool ensureReady(NodeProcess& node) const {
+    v1::EnsureDatasetResponse ensured;
+    return node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok() &&
+           waitReady(node).phase() == v1::DATASET_PHASE_READY;
+  }
+
   // Reads a whole file through the node's Read stream, counting bytes by source.
   static std::string readFile(NodeProcess& node, const std::string& path,
                               std::map<v1::ReadSource, int64_t>* sources = nullptr) {
@@ -543,12 +552,9 @@ TEST_F(CacheNodeProcessTest, PurgeFreesTheCache) {
 // pod's inline volume shows its namespace's dataset read-only, byte for byte; bad or foreign
 // requests get errors that name the field.
 TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
-  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
-    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  if (!canMount()) GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
   NodeProcess& node = addNode("n1");
-  v1::EnsureDatasetResponse ensured;
-  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
-  ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  ASSERT_TRUE(ensureReady(node));
 
   auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
   ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + 10s));
@@ -693,15 +699,12 @@ grpc::Status publishVolume(NodeProcess& node, const std::filesystem::path& targe
 // stopped gracefully and started. With the mount keeper, reads only wait: none fails or returns
 // a wrong byte, and the pod's mount is the very same one throughout.
 TEST_F(CacheNodeProcessTest, ReadersOnlyWaitWhileTheNodeRestartsWithAMountKeeper) {
-  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
-    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  if (!canMount()) GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
   std::optional<Readers> readers;  // stopped last: when a check fails, the keeper goes first and
                                    // the mount with it, so that no read waits forever
   KeeperProcess keeper(root_ / "keeper.sock");
   NodeProcess& node = addNode("n1", nullptr, keeper.socket().string());
-  v1::EnsureDatasetResponse ensured;
-  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
-  ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  ASSERT_TRUE(ensureReady(node));
   const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
   ASSERT_TRUE(publishVolume(node, target).ok()) << node.log();
   const int mountId = mountIdOf(target);
@@ -715,6 +718,7 @@ TEST_F(CacheNodeProcessTest, ReadersOnlyWaitWhileTheNodeRestartsWithAMountKeeper
     node.kill(signal);
     std::this_thread::sleep_for(500ms);  // readers wait on a node that is not there
     node.start();
+    v1::EnsureDatasetResponse ensured;  // as the operator does when a node comes back
     ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
     ASSERT_TRUE(readers->waitFor(200)) << node.log();
     const auto back = std::chrono::steady_clock::now() - stopped;
@@ -735,12 +739,9 @@ TEST_F(CacheNodeProcessTest, ReadersOnlyWaitWhileTheNodeRestartsWithAMountKeeper
 // Without a keeper a killed node's mounts die with it; once the dataset is ensured again, the
 // restarted node binds the pods' views again, and new reads see every byte.
 TEST_F(CacheNodeProcessTest, PodViewsAreBoundAgainAfterARestartWithoutAKeeper) {
-  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
-    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  if (!canMount()) GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
   NodeProcess& node = addNode("n1");
-  v1::EnsureDatasetResponse ensured;
-  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
-  ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  ASSERT_TRUE(ensureReady(node));
   const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
   ASSERT_TRUE(publishVolume(node, target).ok()) << node.log();
 
@@ -749,7 +750,7 @@ TEST_F(CacheNodeProcessTest, PodViewsAreBoundAgainAfterARestartWithoutAKeeper) {
   EXPECT_NE(::statvfs(target.c_str(), &vfs), 0);
   EXPECT_EQ(errno, ENOTCONN) << "the pod's view died with the node";
   node.start();
-  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
+  ASSERT_TRUE(ensureReady(node));
   for (const auto& [path, data] : files_) {
     std::ifstream in(target / path, std::ios::binary);
     EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
