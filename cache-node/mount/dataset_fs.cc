@@ -522,6 +522,7 @@ DatasetFilesystem::~DatasetFilesystem() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   loop_->thread.join();
+  if (!detached_) fuse_session_unmount(session_);  // frees what libfuse kept for the mount
   fuse_session_destroy(session_);
 }
 
