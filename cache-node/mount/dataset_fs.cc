@@ -256,11 +256,12 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
 }
 
 void onOpendir(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
-  auto entry = stateOf(req).cache->statInode(inode);
+  auto& state = stateOf(req);
+  auto entry = state.inodes.find(inode, *state.cache);
   if (!entry.isOk()) return (void)fuse_reply_err(req, errnoOf(entry.status()));
-  if (!entry->directory) return (void)fuse_reply_err(req, ENOTDIR);
-  auto& directories = stateOf(req).directories;
-  fi->fh = directories.add(DirectoryHandle{std::move(*entry), {}, 0});
+  if (!(*entry)->directory) return (void)fuse_reply_err(req, ENOTDIR);
+  auto& directories = state.directories;
+  fi->fh = directories.add(DirectoryHandle{**entry, {}, 0});
   fi->keep_cache = 1;
   fi->cache_readdir = 1;
   if (fuse_reply_open(req, fi) != 0) directories.remove(fi->fh);
@@ -299,9 +300,9 @@ void readDirectory(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, 
                    bool plus) {
   auto& state = stateOf(req);
   const auto opened = state.directories.find(fi->fh, [&]() -> std::optional<DirectoryHandle> {
-    auto entry = state.cache->statInode(inode);
+    auto entry = state.inodes.find(inode, *state.cache);
     if (!entry.isOk()) return std::nullopt;
-    return DirectoryHandle{std::move(*entry), {}, 0};
+    return DirectoryHandle{**entry, {}, 0};
   });
   if (!opened) return (void)fuse_reply_err(req, EIO);
   DirectoryHandle& handle = *opened;

@@ -58,7 +58,7 @@ MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAcc
     (void)dropMount(options_.keeperSocket, it->first);  // its mount is gone
     it = kept_.erase(it);
   }
-  std::ifstream records(options_.root / ".publications");
+  std::ifstream records(recordsFile());
   for (std::string line; std::getline(records, line);) {
     if (auto record = parseRecord(line)) {
       const Publication& p = record->publication;
@@ -84,8 +84,7 @@ Result<std::filesystem::path> MountTable::datasetMountLocked(
     const std::shared_ptr<DatasetCache>& cache) {
   const Logger log("mount");
   const DatasetKey& key = cache->key();
-  const std::filesystem::path point =
-      options_.root / key.ns / key.name / std::to_string(key.generation);
+  const std::filesystem::path point = mountpointOf(key);
   if (auto it = mounts_.find(point); it != mounts_.end() && it->second->serving()) return point;
   if (auto kept = kept_.extract(point)) {
     auto adopted = DatasetFilesystem::adopt(cache, kept.mapped().release(), point, &accounting_);
@@ -138,7 +137,7 @@ void MountTable::repairLocked(const std::shared_ptr<DatasetCache>& cache) {
     return record.publication.datasetNamespace == key.ns &&
            record.publication.datasetName == key.name && record.generation == key.generation;
   };
-  bool wanted = kept_.contains(options_.root / key.ns / key.name / std::to_string(key.generation));
+  bool wanted = kept_.contains(mountpointOf(key));
   for (const auto& [_, record] : published_) wanted = wanted || isOfCache(record);
   if (!wanted) return;
   const Logger log("mount");
@@ -166,7 +165,7 @@ void MountTable::repairLocked(const std::shared_ptr<DatasetCache>& cache) {
 }
 
 void MountTable::saveRecordsLocked() const {
-  const std::filesystem::path file = options_.root / ".publications";
+  const std::filesystem::path file = recordsFile();
   std::error_code error;
   std::filesystem::create_directories(options_.root, error);
   {

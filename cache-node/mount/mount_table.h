@@ -53,6 +53,10 @@ class MountTable {
   // Adopts the dataset's kept connection and binds again the pods' views that died.
   void repairLocked(const std::shared_ptr<DatasetCache>& cache);
   void saveRecordsLocked() const;
+  std::filesystem::path mountpointOf(const DatasetKey& key) const {
+    return options_.root / key.ns / key.name / std::to_string(key.generation);
+  }
+  std::filesystem::path recordsFile() const { return options_.root / ".publications"; }
 
   CacheEngine& engine_;
   MountTableOptions options_;
