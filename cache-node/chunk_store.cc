@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "cache-node/rocksdb_options.h"
@@ -96,6 +99,26 @@ Result<std::string> readFile(const std::filesystem::path& path, int64_t offset, 
   ::close(fd);
   if (done != length) return corruption(path.string() + " is shorter than recorded");
   return data;
+}
+
+// Reads a whole file of `length` bytes past the page cache (O_DIRECT), so the kernel neither
+// fills nor evicts pages for it; the caller keeps its own copy. Nullopt where the filesystem
+// refuses direct I/O or the read comes back short: the caller reads it the ordinary way.
+std::optional<std::string> readWholeFileDirect(const std::filesystem::path& path, int64_t length) {
+  constexpr size_t kAlignment = 4096;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (fd < 0) return std::nullopt;
+  const size_t rounded = (static_cast<size_t>(length) + kAlignment - 1) / kAlignment * kAlignment;
+  std::unique_ptr<char, decltype(&std::free)> buffer(
+      static_cast<char*>(std::aligned_alloc(kAlignment, std::max(rounded, kAlignment))),
+      &std::free);
+  ssize_t n;
+  do {
+    n = ::pread(fd, buffer.get(), rounded, 0);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n != length) return std::nullopt;
+  return std::string(buffer.get(), static_cast<size_t>(length));
 }
 
 }  // namespace
@@ -300,9 +323,13 @@ Result<std::string> ChunkStore::read(const ChunkId& id, int64_t offset, int64_t 
   // A read that starts inside the chunk is likely part of a sequential pass: read ahead.
   const int64_t readAhead =
       offset > 0 ? std::min<int64_t>(kReadAhead, record.size - offset - length) : 0;
-  auto data = readFile(fileOf(record.directory, key), offset, length, readAhead, pageCache);
-  if (data.isOk() && offset == 0 && length == record.size &&
-      XXH3_64bits(data->data(), data->size()) != record.checksum) {
+  const std::filesystem::path file = fileOf(record.directory, key);
+  const bool whole = offset == 0 && length == record.size;
+  std::optional<std::string> direct;
+  if (whole && pageCache == PageCache::kDrop) direct = readWholeFileDirect(file, length);
+  auto data = direct ? Result<std::string>(std::move(*direct))
+                     : readFile(file, offset, length, readAhead, pageCache);
+  if (data.isOk() && whole && XXH3_64bits(data->data(), data->size()) != record.checksum) {
     data = corruption("checksum mismatch");
   }
   if (!data.isOk()) {

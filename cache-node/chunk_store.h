@@ -43,9 +43,10 @@ struct ChunkId {
   std::string key() const;  // generation NUL path NUL index, for the index
 };
 
-// What becomes of the chunk file's pages a read brought into the page cache. A reader with a
-// page cache of its own (a FUSE mount) has them dropped, so that the node does not hold every
-// byte twice.
+// Whether a read goes through the page cache and leaves the chunk file's pages there. A reader
+// with a page cache of its own (a FUSE mount) asks kDrop, so that the node does not hold every
+// byte twice: whole chunks are then read past the page cache (direct I/O), parts of chunks
+// have their pages dropped after the read.
 enum class PageCache { kKeep, kDrop };
 
 struct CacheDirectory {

@@ -63,6 +63,24 @@ TEST_F(ChunkStoreTest, RoundTripsWholeAndPartialReads) {
   EXPECT_FALSE(store_->contains(chunk("train/a.bin", 3)));
 }
 
+// A reader with its own page cache reads whole chunks past the page cache (direct I/O, sizes
+// not a multiple of the block) and parts through it; the bytes are the same either way.
+TEST_F(ChunkStoreTest, ReadsThatDropThePageCacheReturnTheSameBytes) {
+  std::string data(3 * 4096 + 123, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 % 251);
+  ASSERT_TRUE(store_->put(chunk("d"), data).isOk());
+  EXPECT_EQ(*store_->read(chunk("d"), 0, -1, PageCache::kDrop), data);
+  EXPECT_EQ(*store_->read(chunk("d"), 5000, 100, PageCache::kDrop), data.substr(5000, 100));
+  for (const auto& f : chunkFiles()) {
+    std::fstream file(f, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(4096);
+    file.put('!');
+  }
+  EXPECT_EQ(store_->read(chunk("d"), 0, -1, PageCache::kDrop).status().code(),
+            StatusCode::kCorruption);
+  EXPECT_FALSE(store_->contains(chunk("d")));
+}
+
 // Chunks of one dataset directory's files share a sub-directory (their inodes stay together);
 // directories fan out over hashed sub-directories.
 TEST_F(ChunkStoreTest, ChunksOfADirectoryShareASubdirectoryAndDirectoriesFanOut) {
