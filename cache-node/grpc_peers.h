@@ -1,5 +1,4 @@
-// The gRPC side of peer transfer: reads chunks from other cache nodes (PeerReader), and the
-// mapping between granary's Status and gRPC's status shared by server and client.
+// The gRPC side of peer transfer: reads chunks from other cache nodes (PeerReader).
 #pragma once
 
 #include <grpcpp/support/status.h>
@@ -10,12 +9,10 @@
 #include <string>
 
 #include "cache-node/dataset_cache.h"
+#include "common/grpc_status.h"
 #include "common/secret.h"
 
 namespace granary::cache {
-
-grpc::Status toGrpc(const Status& status);
-Status fromGrpc(const grpc::Status& status);
 
 // The whole content of a (PEM, token) file; "" when it cannot be read.
 std::string readTextFile(const std::string& path);

@@ -52,10 +52,9 @@ Json podView(Json pod) {
 }
 
 double secondsSince(const std::string& timestamp, Clock::WallTime now) {
-  std::tm tm{};
-  if (timestamp.size() < 19 || !strptime(timestamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
-  const auto created = std::chrono::system_clock::from_time_t(timegm(&tm));
-  return std::max(0.0, std::chrono::duration<double>(now - created).count());
+  const auto created = kube::parseMetav1Time(timestamp);
+  if (!created) return 0;
+  return std::max(0.0, std::chrono::duration<double>(now - *created).count());
 }
 
 }  // namespace

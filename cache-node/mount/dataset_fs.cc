@@ -496,7 +496,7 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
     // cloning measured no faster).
     fuse_loop_cfg_set_clone_fd(config, 0);
     fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(options.maxThreads));
-    fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(options.maxThreads));
+    fuse_loop_cfg_set_idle_threads(config, 8);
     fuse_session_loop_mt(session, config);
     fuse_loop_cfg_destroy(config);
     loop.done = true;

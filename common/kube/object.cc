@@ -1,5 +1,7 @@
 #include "common/kube/object.h"
 
+#include <ctime>
+
 #include "common/log.h"
 
 namespace granary::kube {
@@ -42,6 +44,12 @@ std::string metav1Time(std::chrono::system_clock::time_point time) {
 std::string metav1MicroTime(std::chrono::system_clock::time_point time) {
   const std::string t = formatTimestamp(time);
   return t.substr(0, t.size() - 1) + "000Z";
+}
+
+std::optional<std::chrono::system_clock::time_point> parseMetav1Time(const std::string& text) {
+  std::tm tm{};
+  if (text.size() < 19 || !strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
 }
 
 void eraseField(Json& object, const std::string& field) {

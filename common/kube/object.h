@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace granary::kube {
@@ -36,6 +37,8 @@ void eraseField(Json& object, const std::string& field);
 // metav1.Time (RFC 3339, seconds, UTC) and metav1.MicroTime (microseconds).
 std::string metav1Time(std::chrono::system_clock::time_point time);
 std::string metav1MicroTime(std::chrono::system_clock::time_point time);
+// Reads either (fractions of a second are dropped); nullopt when `text` is not one.
+std::optional<std::chrono::system_clock::time_point> parseMetav1Time(const std::string& text);
 
 // Follows a dotted path ("spec.nodeName"); null Json when any step is missing.
 Json pathValue(const Json& object, const std::string& dottedPath);

@@ -1,5 +1,7 @@
 // granary-cache-node processes on loopback: real gRPC between them, a real web server as the
 // origin, kill -9 and restart.
+#include "tests/support/cache_node_process.h"
+
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -30,97 +32,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr const char* kToken = "s3cr3t-t0ken";
-
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-// One granary-cache-node process with its own state directory and ports.
-class NodeProcess {
- public:
-  NodeProcess(std::filesystem::path root, std::string name,
-              const testing::TestCertificates* tls = nullptr, std::string keeperSocket = "")
-      : root_(std::move(root)),
-        name_(std::move(name)),
-        port_(freePort()),
-        metricsPort_(freePort()),
-        tls_(tls) {
-    std::filesystem::create_directories(root_);
-    std::ofstream(root_ / "token") << kToken << "\n";
-    std::ofstream(root_ / "config.yaml")
-        << "nodeName: " << name_ << "\nlisten: 127.0.0.1:" << port_
-        << "\nmetricsAddress: 127.0.0.1:" << metricsPort_ << "\ntokenFile: " << (root_ / "token")
-        << "\nstateDirectory: " << (root_ / "state")
-        << "\ncacheDirectories:\n  - path: " << (root_ / "cache")
-        << "\n    quota: 1Gi\nwarmConcurrency: 4\ncsiSocket: " << (root_ / "csi.sock")
-        << "\nmountRoot: " << (root_ / "mounts") << "\n";
-    if (!keeperSocket.empty())
-      std::ofstream(root_ / "config.yaml", std::ios::app)
-          << "mountKeeperSocket: " << keeperSocket << "\n";
-    if (tls_) {
-      std::ofstream(root_ / "config.yaml", std::ios::app)
-          << "tls:\n  certificateFile: " << tls_->serverPemFile
-          << "\n  keyFile: " << tls_->serverPemFile << "\n  caFile: " << tls_->caFile << "\n";
-    }
-  }
-  ~NodeProcess() { kill(SIGKILL); }
-
-  void start() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const std::string log = (root_ / "log").string();
-      std::freopen(log.c_str(), "a", stderr);
-      const std::string config = (root_ / "config.yaml").string();
-      ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--config", config.c_str(), nullptr);
-      ::_exit(127);
-    }
-    channel_ =
-        grpc::CreateChannel(address(), tls_ ? grpc::SslCredentials({.pem_root_certs = tls_->caPem})
-                                            : grpc::InsecureChannelCredentials());
-    stub_ = v1::CacheNode::NewStub(channel_);
-    ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() + 20s))
-        << name_ << " did not start; its log:\n"
-        << log();
-  }
-  void kill(int signal) {
-    if (pid_ <= 0) return;
-    channel_.reset();
-    stub_.reset();
-    ::kill(pid_, signal);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = 0;
-  }
-  std::string log() const {
-    std::ifstream in(root_ / "log");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  std::string csiAddress() const { return "unix://" + (root_ / "csi.sock").string(); }
-  const std::string& name() const { return name_; }
-  int metricsPort() const { return metricsPort_; }
-  v1::CacheNode::Stub& api() { return *stub_; }
-
- private:
-  std::filesystem::path root_;
-  std::string name_;
-  int port_;
-  int metricsPort_;
-  const testing::TestCertificates* tls_;
-  pid_t pid_ = 0;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::CacheNode::Stub> stub_;
-};
+using testing::freePort;
+using testing::kToken;
+using testing::NodeProcess;
 
 // granary-cache-node --serve-mount-keeper: holds dataset mounts across node restarts.
 class KeeperProcess {

@@ -1,0 +1,57 @@
+// The operator's client of the granary-cache-node API (gRPC, bearer token, optional TLS), one
+// channel per node address, reused. Every call has a deadline. Errors: Unavailable or
+// DeadlineExceeded when the node cannot be reached (retry), InvalidArgument naming the field
+// the node rejected, NotFound for a dataset the node does not hold, Unauthenticated for a
+// wrong token. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/secret.h"
+#include "granary/v1/cache_node.grpc.pb.h"
+#include "operator/core/dataset_status.h"
+
+namespace granary::op {
+
+struct CacheNodeClientOptions {
+  Secret token;           // sent as "authorization: Bearer <token>"
+  std::string tlsCaFile;  // PEM of the CA of the nodes' certificates; "": plain connections
+  std::chrono::milliseconds timeout{10'000};  // per call
+};
+
+class CacheNodeClient {
+ public:
+  explicit CacheNodeClient(CacheNodeClientOptions options);
+  ~CacheNodeClient();
+
+  Result<NodeProgress> ensure(const std::string& address, const v1::EnsureDatasetRequest& request);
+  Result<NodeProgress> status(const std::string& address, const v1::DatasetRef& dataset);
+  // Bytes freed. NotFound when the node holds nothing of it.
+  Result<int64_t> purge(const std::string& address, const v1::DatasetRef& dataset,
+                        bool allGenerations);
+  // Every dataset generation the node holds.
+  Result<std::vector<v1::DatasetRef>> list(const std::string& address);
+  Status setWarmPlan(const std::string& address, const v1::SetWarmPlanRequest& request);
+  Result<v1::GetTelemetryResponse> telemetry(const std::string& address,
+                                             const v1::GetTelemetryRequest& request);
+
+ private:
+  v1::CacheNode::Stub& stubFor(const std::string& address);
+  void prepare(grpc::ClientContext& context) const;
+
+  CacheNodeClientOptions options_;
+  std::string caPem_;
+  std::mutex mutex_;  // guards stubs_
+  std::map<std::string, std::unique_ptr<v1::CacheNode::Stub>> stubs_;
+};
+
+// One node's DatasetStatus in the operator's terms.
+NodeProgress progressOf(const v1::DatasetStatus& status);
+
+}  // namespace granary::op

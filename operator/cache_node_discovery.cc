@@ -1,0 +1,66 @@
+#include "operator/cache_node_discovery.h"
+
+#include "common/quantity.h"
+#include "scheduler/kube_model.h"
+
+namespace granary::op {
+
+using kube::Json;
+
+namespace {
+
+int grpcPortOf(const Json& pod) {
+  const Json containers = kube::pathValue(pod, "spec.containers");
+  if (!containers.is_array()) return kDefaultCacheNodePort;
+  for (const auto& c : containers.as_array()) {
+    if (!c.has_array_field("ports")) continue;
+    for (const auto& p : c.at("ports").as_array()) {
+      if (p.has_string_field("name") && p.at("name").as_string() == "grpc" &&
+          p.has_integer_field("containerPort"))
+        return p.at("containerPort").as_integer();
+    }
+  }
+  return kDefaultCacheNodePort;
+}
+
+bool podReady(const Json& pod) {
+  if (!kube::pathValue(pod, "metadata.deletionTimestamp").is_null()) return false;
+  const Json conditions = kube::pathValue(pod, "status.conditions");
+  if (!conditions.is_array()) return false;
+  for (const auto& c : conditions.as_array()) {
+    if (c.has_string_field("type") && c.at("type").as_string() == "Ready")
+      return c.has_string_field("status") && c.at("status").as_string() == "True";
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<CacheNode> discoverCacheNodes(const std::vector<kube::ObjectPtr>& agentPods,
+                                          const kube::Store& nodes) {
+  std::vector<CacheNode> out;
+  for (const auto& pod : agentPods) {
+    const std::string nodeName = scheduler::nodeNameOf(*pod);
+    const Json ip = kube::pathValue(*pod, "status.podIP");
+    if (nodeName.empty() || !ip.is_string() || ip.as_string().empty()) continue;
+    CacheNode node;
+    if (auto object = nodes.get(nodeName)) {
+      node.node = scheduler::nodeInfoFrom(*object);
+    } else {
+      node.node.name = nodeName;
+      node.node.ready = false;
+    }
+    const std::string host = ip.as_string();
+    node.address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                   std::to_string(grpcPortOf(*pod));
+    node.agentReady = podReady(*pod);
+    const auto annotations = kube::stringMap(*pod, "annotations");
+    if (auto it = annotations.find(kCacheCapacityAnnotation); it != annotations.end()) {
+      if (auto size = parseByteSize(it->second); size.isOk()) node.capacityBytes = size->bytes;
+    }
+    out.push_back(std::move(node));
+  }
+  return out;
+}
+
+}  // namespace granary::op

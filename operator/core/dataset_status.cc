@@ -1,0 +1,168 @@
+#include "operator/core/dataset_status.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/quantity.h"
+#include "operator/core/conditions.h"
+
+namespace granary::op {
+
+using kube::Json;
+
+std::string phaseName(DatasetPhase phase) {
+  switch (phase) {
+    case DatasetPhase::kPending:
+      return "Pending";
+    case DatasetPhase::kListing:
+      return "Listing";
+    case DatasetPhase::kWarming:
+      return "Warming";
+    case DatasetPhase::kReady:
+      return "Ready";
+    case DatasetPhase::kDegraded:
+      return "Degraded";
+    case DatasetPhase::kFailed:
+      return "Failed";
+  }
+  return "Pending";
+}
+
+namespace {
+
+struct Totals {
+  int64_t totalFiles = 0, totalBytes = 0, ownedBytes = 0, cachedFiles = 0, cachedBytes = 0;
+  int64_t originBytes = 0, hits = 0, misses = 0, etaSeconds = 0;
+  double bytesPerSecond = 0;
+  bool etaKnown = true;
+  std::optional<std::chrono::system_clock::time_point> warmStart;
+};
+
+Totals add(const std::vector<NodeReport>& reports) {
+  Totals t;
+  for (const auto& r : reports) {
+    if (!r.progress) continue;
+    const NodeProgress& p = *r.progress;
+    t.totalFiles = std::max(t.totalFiles, p.totalFiles);
+    t.totalBytes = std::max(t.totalBytes, p.totalBytes);
+    t.ownedBytes += p.ownedBytes;
+    t.cachedFiles += p.cachedFiles;
+    t.cachedBytes += p.cachedBytes;
+    t.originBytes += p.originBytes;
+    t.hits += p.chunkHits;
+    t.misses += p.chunkMisses;
+    t.bytesPerSecond += p.bytesPerSecond;
+    if (p.phase != DatasetPhase::kReady) {
+      if (p.etaSeconds < 0) t.etaKnown = false;
+      t.etaSeconds = std::max(t.etaSeconds, p.etaSeconds);
+    }
+    if (p.warmStart && (!t.warmStart || *p.warmStart < *t.warmStart)) t.warmStart = p.warmStart;
+  }
+  return t;
+}
+
+// The dataset's phase, the reason and a message saying why, from every node's report.
+std::tuple<DatasetPhase, std::string, std::string> phaseOf(const DatasetObservation& o,
+                                                           const Totals& totals,
+                                                           const std::string& cached) {
+  if (o.reports.empty())
+    return {DatasetPhase::kPending, "NoCacheNodes", "no cache node may hold this dataset"};
+  for (const auto& r : o.reports)
+    if (r.progress && r.progress->phase == DatasetPhase::kFailed)
+      return {DatasetPhase::kFailed, "NodeFailed", r.nodeName + ": " + r.progress->message};
+  for (const auto& r : o.reports)
+    if (!r.progress)
+      return {DatasetPhase::kDegraded, "NodeUnreachable", r.nodeName + ": " + r.error};
+  for (const auto& r : o.reports)
+    if (r.progress->phase == DatasetPhase::kDegraded)
+      return {DatasetPhase::kDegraded, "NodeDegraded", r.nodeName + ": " + r.progress->message};
+  bool ready = true, listing = false;
+  for (const auto& r : o.reports) {
+    ready = ready && r.progress->phase == DatasetPhase::kReady;
+    listing = listing || r.progress->phase == DatasetPhase::kPending ||
+              r.progress->phase == DatasetPhase::kListing;
+  }
+  const std::string where =
+      " on " + std::to_string(o.reports.size()) + (o.reports.size() == 1 ? " node" : " nodes");
+  if (ready) {
+    return {DatasetPhase::kReady, "Cached",
+            cached + " of " + formatByteSize({totals.totalBytes}) + " cached" + where};
+  }
+  if (!o.lostNodes.empty()) {
+    std::string lost;
+    for (const auto& n : o.lostNodes) lost += (lost.empty() ? "" : ", ") + n;
+    return {DatasetPhase::kDegraded, "NodeLost",
+            "cache node(s) " + lost + " gone; their share is warming again" + where};
+  }
+  if (listing) return {DatasetPhase::kListing, "Listing", "listing the origin" + where};
+  return {DatasetPhase::kWarming, "Warming",
+          cached + " of " + formatByteSize({totals.totalBytes}) + " cached" + where};
+}
+
+std::string percentage(double fraction) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.1f%%", 100.0 * fraction);
+  return text;
+}
+
+}  // namespace
+
+Json datasetStatus(const DatasetObservation& o, const Json& previous,
+                   std::chrono::system_clock::time_point now) {
+  const Totals t = add(o.reports);
+  const int64_t copies =
+      std::max<int64_t>(1, std::min<int64_t>(o.replicas, static_cast<int64_t>(o.reports.size())));
+  const double fraction =
+      t.ownedBytes > 0 ? static_cast<double>(t.cachedBytes) / static_cast<double>(t.ownedBytes)
+                       : 0.0;
+  const std::string cached = percentage(fraction);
+  const auto [phase, reason, message] = phaseOf(o, t, cached);
+  const bool ready = phase == DatasetPhase::kReady;
+
+  Json status = Json::object();
+  status["phase"] = Json::string(phaseName(phase));
+  status["observedGeneration"] = Json::number(o.generation);
+  status["totalBytes"] = Json::number(t.totalBytes);
+  status["totalSize"] = Json::string(formatByteSize({t.totalBytes}));
+  status["totalFiles"] = Json::number(t.totalFiles);
+  status["cachedBytes"] = Json::number(ready ? t.totalBytes : t.cachedBytes / copies);
+  status["cachedFiles"] = Json::number(ready ? t.totalFiles : t.cachedFiles / copies);
+  status["cachedPercentage"] = Json::string(ready ? percentage(1.0) : cached);
+  status["originBytesRead"] = Json::number(t.originBytes);
+  status["hitRatio"] = Json::number(
+      t.hits + t.misses > 0 ? static_cast<double>(t.hits) / static_cast<double>(t.hits + t.misses)
+                            : 0.0);
+  Json warm = Json::object();
+  if (t.warmStart) warm["startTime"] = Json::string(kube::metav1Time(*t.warmStart));
+  warm["bytesPerSecond"] = Json::number(ready ? 0 : static_cast<int64_t>(t.bytesPerSecond));
+  if (ready || t.etaKnown) warm["etaSeconds"] = Json::number(ready ? int64_t{0} : t.etaSeconds);
+  status["warm"] = std::move(warm);
+  Json nodes = Json::array();
+  for (const auto& r : o.reports) {
+    Json n = Json::object();
+    n["name"] = Json::string(r.nodeName);
+    n["cachedBytes"] = Json::number(r.progress ? r.progress->cachedBytes : int64_t{0});
+    n["capacityBytes"] = Json::number(r.progress ? r.progress->capacityBytes : int64_t{0});
+    n["ready"] = Json::boolean(r.progress && r.progress->phase == DatasetPhase::kReady);
+    nodes[nodes.size()] = std::move(n);
+  }
+  status["nodes"] = std::move(nodes);
+  Json conditions = kube::pathValue(previous, "conditions");
+  setCondition(conditions, {"Ready", ready, reason, message}, o.generation, now);
+  status["conditions"] = std::move(conditions);
+  return status;
+}
+
+Json problemStatus(const Json& previous, int64_t generation, DatasetPhase phase,
+                   const std::string& reason, const std::string& message,
+                   std::chrono::system_clock::time_point now) {
+  Json status = previous.is_object() ? previous : Json::object();
+  status["phase"] = Json::string(phaseName(phase));
+  status["observedGeneration"] = Json::number(generation);
+  Json conditions = kube::pathValue(previous, "conditions");
+  setCondition(conditions, {"Ready", false, reason, message}, generation, now);
+  status["conditions"] = std::move(conditions);
+  return status;
+}
+
+}  // namespace granary::op

@@ -1,0 +1,32 @@
+// Which cache nodes hold a dataset: every cache node whose Kubernetes node the Dataset's
+// nodeSelector, nodeAffinity and tolerations admit, that is ready and has room for
+// capacityPerNode. Rendezvous hashing on the nodes spreads the files (and `replicas` copies of
+// each) over the set, so a node joining or leaving moves only its own share. Pure.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/api/dataset.h"
+#include "scheduler/core/model.h"
+
+namespace granary::op {
+
+// A granary-cache-node agent and the node it runs on.
+struct CacheNode {
+  scheduler::NodeInfo node;              // labels, taints, readiness of the Kubernetes node
+  std::string address;                   // host:port of its CacheNode API
+  bool agentReady = true;                // the agent's pod is Ready
+  std::optional<int64_t> capacityBytes;  // cache space it advertises; unset: unknown
+};
+
+struct NodeSetPlan {
+  std::vector<CacheNode> nodes;                 // chosen, by node name
+  std::map<std::string, std::string> excluded;  // node name → why not
+};
+
+NodeSetPlan planNodeSet(const api::CacheSpec& spec, const std::vector<CacheNode>& candidates);
+
+}  // namespace granary::op

@@ -1,0 +1,32 @@
+// The EnsureDataset request for a Dataset generation on its node set. Pure.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "common/api/dataset.h"
+#include "common/kube/object.h"
+#include "common/secret.h"
+#include "granary/v1/cache_node.pb.h"
+#include "operator/core/node_set.h"
+
+namespace granary::op {
+
+// The keys of a Dataset's Secret (spec.source.secretRef / spec.mounts[].source.secretRef).
+struct OriginCredentials {
+  Secret accessKeyId, secretAccessKey, sessionToken;  // s3
+  Secret token;                                       // http(s): a bearer token
+};
+
+// `credentials` by mount name, for the mounts that reference a Secret.
+v1::EnsureDatasetRequest ensureRequestOf(
+    const api::Dataset& dataset, const std::map<std::string, OriginCredentials>& credentials,
+    const NodeSetPlan& plan);
+
+v1::DatasetRef refOf(const api::ObjectMeta& metadata);
+
+// Reads the credential keys of a Secret object (base64 `data`, or `stringData`).
+// InvalidArgument naming the Secret when it holds none of the keys.
+Result<OriginCredentials> credentialsOf(const kube::Json& secret);
+
+}  // namespace granary::op

@@ -1,0 +1,133 @@
+// granary-operator: the Dataset controller (and, as it lands, the TrainingJob controller).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "common/kube/manager.h"
+#include "common/log.h"
+#include "common/termination.h"
+#include "operator/dataset_controller.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(granary-operator: caches Datasets on the GPU nodes
+
+Options:
+  --kubeconfig PATH            kubeconfig to use (default: in-cluster service account)
+  --context NAME               kubeconfig context (default: current-context)
+  --cache-node-token-file PATH the cache nodes' API token (required)
+  --cache-node-ca-file PATH    CA of the cache nodes' TLS certificates (default: plain gRPC)
+  --cache-node-selector SEL    labels of the granary-cache-node pods
+                               (default: app.kubernetes.io/name=granary-cache-node)
+  --dataset-workers N          concurrent Dataset reconciles (default: 4)
+  --metrics-address ADDR       /metrics, /healthz, /readyz (default: 0.0.0.0:8080)
+  --leader-elect               elect a leader among replicas (Lease granary-operator)
+  --namespace NS               namespace of the Lease (default: the pod's namespace)
+  --log-level LEVEL            debug, info, warn or error (default: info)
+)";
+
+[[noreturn]] void usageError(const std::string& message) {
+  std::fprintf(stderr, "granary-operator: %s\n\n%s", message.c_str(), kUsage);
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace granary;
+  std::stop_source stop = stopOnTerminationSignals();
+
+  std::string kubeconfig, context, tokenFile, caFile, leaseNamespace, level = "info";
+  std::string selector = "app.kubernetes.io/name=granary-cache-node";
+  std::string metricsAddress = "0.0.0.0:8080", workers = "4";
+  bool leaderElect = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&](std::string& into) {
+      if (i + 1 >= argc) usageError(arg + " needs a value");
+      into = argv[++i];
+    };
+    if (arg == "--kubeconfig")
+      value(kubeconfig);
+    else if (arg == "--context")
+      value(context);
+    else if (arg == "--cache-node-token-file")
+      value(tokenFile);
+    else if (arg == "--cache-node-ca-file")
+      value(caFile);
+    else if (arg == "--cache-node-selector")
+      value(selector);
+    else if (arg == "--dataset-workers")
+      value(workers);
+    else if (arg == "--metrics-address")
+      value(metricsAddress);
+    else if (arg == "--namespace")
+      value(leaseNamespace);
+    else if (arg == "--log-level")
+      value(level);
+    else if (arg == "--leader-elect")
+      leaderElect = true;
+    else if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      usageError("unknown option " + arg);
+    }
+  }
+  auto logLevel = parseLogLevel(level);
+  if (!logLevel.isOk()) usageError("--log-level: " + logLevel.status().message());
+  const int datasetWorkers = std::atoi(workers.c_str());
+  if (datasetWorkers < 1 || datasetWorkers > 64)
+    usageError("--dataset-workers: expected 1 to 64, got \"" + workers + "\"");
+  if (tokenFile.empty()) usageError("--cache-node-token-file: required (the cache nodes' token)");
+  std::string token;
+  {
+    std::ifstream in(tokenFile);
+    if (!in) usageError("--cache-node-token-file: cannot read " + tokenFile);
+    token.assign(std::istreambuf_iterator<char>(in), {});
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    if (token.empty()) usageError("--cache-node-token-file: " + tokenFile + " is empty");
+  }
+  configureLogging({.level = *logLevel});
+  const Logger log("operator");
+
+  auto config =
+      kubeconfig.empty() ? kube::inClusterConfig() : kube::loadKubeconfig(kubeconfig, context);
+  if (!config.isOk()) {
+    log.error("cannot reach Kubernetes", {{"error", config.status()}});
+    return 1;
+  }
+  auto client = kube::Client::create(*config);
+  if (!client.isOk()) {
+    log.error("cannot create the client", {{"error", client.status()}});
+    return 1;
+  }
+  MetricsRegistry registry;
+  kube::ManagerOptions options{.metricsAddress = metricsAddress, .component = "granary-operator"};
+  if (leaderElect) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    options.leaderElection = kube::LeaderElectionOptions{
+        .ns = leaseNamespace.empty() ? config->namespace_ : leaseNamespace,
+        .name = "granary-operator",
+        .identity = std::string(host) + "_" + std::to_string(getpid())};
+  }
+  auto manager = kube::Manager::create(**client, options, registry);
+  if (!manager.isOk()) {
+    log.error("cannot start", {{"error", manager.status()}});
+    return 1;
+  }
+  op::CacheNodeClient cacheNodes({.token = Secret(token), .tlsCaFile = caFile});
+  op::DatasetController datasets(**manager, cacheNodes, selector, {.workers = datasetWorkers});
+  log.info("started", {{"metrics", metricsAddress}, {"cacheNodes", selector}});
+  const Status result = (*manager)->run(stop.get_token());
+  if (!result.isOk()) {
+    log.error("stopped", {{"error", result}});
+    return 1;
+  }
+  log.info("stopped");
+  return 0;
+}

@@ -1,0 +1,302 @@
+// The Dataset controller against the API-server double (or a real cluster through
+// GRANARY_TEST_KUBECONFIG) with real granary-cache-node processes and a real web origin on
+// loopback. The test plays the kubelet: it creates the Nodes and the cache-node pods and sets
+// their status.
+#include "operator/dataset_controller.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/kube/manager.h"
+#include "operator/core/conditions.h"
+#include "tests/kube/cluster.h"
+#include "tests/support/cache_node_process.h"
+#include "tests/support/http_file_server.h"
+
+namespace granary::testing {
+namespace {
+
+using kube::Json;
+namespace resources = kube::resources;
+using namespace std::chrono_literals;
+
+class DatasetControllerTest : public ClusterTest {
+ protected:
+  void SetUp() override {
+    ClusterTest::SetUp();
+    if (HasFatalFailure()) return;
+    suffix_ = ns().substr(ns().rfind('-') + 1);
+    root_ = std::filesystem::temp_directory_path() / ("granary-operator-" + ns());
+    std::filesystem::remove_all(root_);
+    std::mt19937 random(11);
+    for (int i = 0; i < 12; ++i) {
+      std::string data(3000 + 1777 * i, '\0');
+      for (auto& c : data) c = static_cast<char>(random());
+      const auto path = root_ / "origin" / "train" / ("part-" + std::to_string(i) + ".bin");
+      std::filesystem::create_directories(path.parent_path());
+      std::ofstream(path, std::ios::binary) << data;
+      totalBytes_ += static_cast<int64_t>(data.size());
+    }
+    auto server = HttpFileServer::start(root_ / "origin");
+    ASSERT_TRUE(server.isOk()) << server.status();
+    origin_ = std::move(*server);
+  }
+  void TearDown() override {
+    running_.reset();
+    manager_.reset();
+    processes_.clear();
+    for (const auto& node : nodes_) (void)client().remove(resources::nodes(), "", node);
+    origin_.reset();
+    std::filesystem::remove_all(root_);
+    ClusterTest::TearDown();
+  }
+
+  // A Kubernetes node with a granary-cache-node on it (a real process, a pod object).
+  NodeProcess& cacheNode(const std::string& name) {
+    const std::string full = name + "-" + suffix_;
+    auto created = client().create(resources::nodes(), "", yaml("metadata: {name: " + full + "}"));
+    EXPECT_TRUE(created.isOk()) << created.status();
+    EXPECT_TRUE(client()
+                    .mergePatch(resources::nodes(), "", full,
+                                yaml("status: {conditions: [{type: Ready, status: \"True\"}]}"),
+                                "status")
+                    .isOk());
+    nodes_.push_back(full);
+    processes_[full] = std::make_unique<NodeProcess>(root_ / full, full);
+    NodeProcess& process = *processes_[full];
+    process.start();
+    const std::string port = process.address().substr(process.address().rfind(':') + 1);
+    auto pod = client().create(
+        resources::pods(), ns(),
+        yaml("metadata: {name: agent-" + full + ", labels: {" + agentSelector() +
+             "}}\nspec: {nodeName: " + full +
+             ", containers: [{name: agent, image: granary, ports: [{name: grpc, containerPort: " +
+             port + "}]}]}"));
+    EXPECT_TRUE(pod.isOk()) << pod.status();
+    EXPECT_TRUE(client()
+                    .mergePatch(resources::pods(), ns(), "agent-" + full,
+                                yaml("status: {podIP: 127.0.0.1, conditions: [{type: Ready, "
+                                     "status: \"True\"}]}"),
+                                "status")
+                    .isOk());
+    return process;
+  }
+  std::string agentSelector() const {
+    return "app.kubernetes.io/name: granary-cache-node, granary.io/test: t" + suffix_;
+  }
+
+  void startOperator(op::DatasetControllerOptions options = {}) {
+    options.pollWarming = 200ms;
+    options.pollReady = 500ms;
+    auto manager = kube::Manager::create(client(), {.metricsAddress = ""}, registry_);
+    ASSERT_TRUE(manager.isOk()) << manager.status();
+    manager_ = std::move(*manager);
+    std::string selector = agentSelector();
+    selector.replace(selector.find(": "), 2, "=");
+    selector.replace(selector.find(": "), 2, "=");
+    selector.erase(selector.find(' '), 1);
+    controller_ = std::make_unique<op::DatasetController>(*manager_, nodesApi_, selector, options);
+    running_ =
+        std::make_unique<Running>([this](std::stop_token stop) { (void)manager_->run(stop); });
+  }
+
+  void createDataset(const std::string& extra = "", const std::string& name = "coco") {
+    auto created = client().create(
+        resources::datasets(), ns(),
+        yaml("apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: " + name +
+             "}\nspec:\n  source: {uri: \"" + origin_->url() + "\"" + extra +
+             "}\n  cache: {chunkSize: 1Mi}\n"));
+    ASSERT_TRUE(created.isOk()) << created.status();
+  }
+
+  Json dataset(const std::string& name = "coco") {
+    auto got = client().get(resources::datasets(), ns(), name);
+    return got.isOk() ? *got : Json();
+  }
+  std::string phase(const std::string& name = "coco") {
+    const Json p = kube::pathValue(dataset(name), "status.phase");
+    return p.is_string() ? p.as_string() : "";
+  }
+  bool waitPhase(const std::string& wanted, std::chrono::milliseconds limit = 30s) {
+    return eventually([&] { return phase() == wanted; }, limit);
+  }
+  // Events in the test's namespace as "Type/Reason: message".
+  std::vector<std::string> events() {
+    std::vector<std::string> out;
+    auto listed = client().list(resources::events(), ns());
+    if (!listed.isOk()) return out;
+    for (const auto& e : listed->items) {
+      out.push_back(e.at("type").as_string() + "/" + e.at("reason").as_string() + ": " +
+                    e.at("message").as_string());
+    }
+    return out;
+  }
+  bool hasEvent(const std::string& typeAndReason) {
+    for (const auto& e : events())
+      if (e.starts_with(typeAndReason + ":")) return true;
+    return false;
+  }
+  // Dataset generations a node holds.
+  std::vector<int64_t> heldGenerations(NodeProcess& node) {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    v1::ListDatasetsResponse response;
+    std::vector<int64_t> out;
+    if (!node.api().ListDatasets(&context, {}, &response).ok()) return {-1};
+    for (const auto& d : response.datasets())
+      if (d.dataset().namespace_() == ns()) out.push_back(d.dataset().generation());
+    return out;
+  }
+  op::Condition readyCondition() {
+    return op::conditionOf(kube::pathValue(dataset(), "status"), "Ready");
+  }
+  int64_t statusInt(const std::string& field) {
+    const Json v = kube::pathValue(dataset(), "status." + field);
+    return v.is_integer() ? v.as_number().to_int64() : -1;
+  }
+
+  std::string suffix_;
+  std::filesystem::path root_;
+  std::unique_ptr<HttpFileServer> origin_;
+  int64_t totalBytes_ = 0;
+  std::vector<std::string> nodes_;
+  std::map<std::string, std::unique_ptr<NodeProcess>> processes_;
+  op::CacheNodeClient nodesApi_{{.token = Secret(kToken)}};
+  MetricsRegistry registry_;
+  std::unique_ptr<kube::Manager> manager_;
+  std::unique_ptr<op::DatasetController> controller_;
+  std::unique_ptr<Running> running_;
+};
+
+TEST_F(DatasetControllerTest, CachesOnEveryNodeReportsProgressAndPurgesOnDeletion) {
+  NodeProcess& a = cacheNode("a");
+  NodeProcess& b = cacheNode("b");
+  startOperator();
+  createDataset();
+  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  const Json status = dataset().at("status");
+  EXPECT_EQ(statusInt("totalBytes"), totalBytes_);
+  EXPECT_EQ(statusInt("totalFiles"), 12);
+  EXPECT_EQ(statusInt("cachedBytes"), totalBytes_);
+  EXPECT_EQ(status.at("cachedPercentage").as_string(), "100.0%");
+  EXPECT_EQ(statusInt("observedGeneration"), 1);
+  ASSERT_EQ(status.at("nodes").size(), 2u);
+  int64_t onNodes = 0;
+  for (const auto& n : status.at("nodes").as_array()) {
+    EXPECT_TRUE(n.at("ready").as_bool());
+    onNodes += n.at("cachedBytes").as_number().to_int64();
+  }
+  EXPECT_EQ(onNodes, totalBytes_) << "one copy of every byte, spread over the nodes";
+  EXPECT_GE(statusInt("originBytesRead"), 0);
+  const op::Condition ready = op::conditionOf(status, "Ready");
+  EXPECT_TRUE(ready.status);
+  EXPECT_EQ(ready.reason, "Cached");
+  EXPECT_TRUE(hasEvent("Normal/Cached")) << ::testing::PrintToString(events());
+  const auto finalizers = kube::pathValue(dataset(), "metadata.finalizers");
+  ASSERT_TRUE(finalizers.is_array());
+  EXPECT_EQ(finalizers.at(0).as_string(), op::kDatasetFinalizer);
+
+  // At steady state nothing is written: the resourceVersion stays.
+  const std::string version = kube::resourceVersionOf(dataset());
+  std::this_thread::sleep_for(1500ms);  // three Ready polls
+  EXPECT_EQ(kube::resourceVersionOf(dataset()), version);
+
+  ASSERT_TRUE(client().remove(resources::datasets(), ns(), "coco").isOk());
+  ASSERT_TRUE(eventually([&] { return dataset().is_null(); }, 20s));
+  EXPECT_TRUE(heldGenerations(a).empty());
+  EXPECT_TRUE(heldGenerations(b).empty());
+}
+
+TEST_F(DatasetControllerTest, AMissingSecretIsAConditionAndAnEventUntilItExists) {
+  NodeProcess& node = cacheNode("a");
+  startOperator();
+  createDataset(", secretRef: {name: origin-token}");
+  ASSERT_TRUE(eventually([&] { return readyCondition().reason == "SecretNotFound"; }, 20s))
+      << dataset().serialize();
+  EXPECT_EQ(phase(), "Pending");
+  EXPECT_NE(readyCondition().message.find("origin-token"), std::string::npos);
+  EXPECT_TRUE(hasEvent("Warning/SecretNotFound"));
+  const std::string secretValue = "tok-9f8e7d6c5b4a";
+  ASSERT_TRUE(
+      client()
+          .create(resources::secrets(), ns(),
+                  yaml("metadata: {name: origin-token}\nstringData: {token: " + secretValue +
+                       "}\ndata: {token: " +
+                       utility::conversions::to_utf8string(utility::conversions::to_base64(
+                           std::vector<unsigned char>(secretValue.begin(), secretValue.end()))) +
+                       "}"))
+          .isOk());
+  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  // The credential reached the node, and nothing the operator wrote carries it.
+  EXPECT_EQ(dataset().serialize().find(secretValue), std::string::npos);
+  for (const auto& e : events()) EXPECT_EQ(e.find(secretValue), std::string::npos) << e;
+  EXPECT_EQ(node.log().find(secretValue), std::string::npos);
+}
+
+TEST_F(DatasetControllerTest, ANodeThatGoesIsReplannedAndTheDatasetHeals) {
+  cacheNode("a");
+  cacheNode("b");
+  startOperator();
+  createDataset();
+  ASSERT_TRUE(waitPhase("Ready"));
+  // Node b goes: its agent pod disappears and its process dies.
+  const std::string b = "b-" + suffix_;
+  processes_.at(b)->kill(SIGKILL);
+  ASSERT_TRUE(client().remove(resources::pods(), ns(), "agent-" + b).isOk());
+  ASSERT_TRUE(eventually(
+      [&] {
+        const Json s = dataset().at("status");
+        return s.at("nodes").size() == 1 && s.at("phase").as_string() == "Ready";
+      },
+      30s))
+      << dataset().serialize();
+  EXPECT_EQ(statusInt("cachedBytes"), totalBytes_);
+  EXPECT_EQ(dataset().at("status").at("nodes").at(0).at("cachedBytes").as_number().to_int64(),
+            totalBytes_)
+      << "the remaining node holds everything";
+  EXPECT_TRUE(hasEvent("Warning/NodeLost") || hasEvent("Warning/NodeUnreachable"))
+      << ::testing::PrintToString(events());
+}
+
+TEST_F(DatasetControllerTest, DeletionDoesNotHangOnADeadNode) {
+  NodeProcess& a = cacheNode("a");
+  cacheNode("b");
+  startOperator({.purgeTimeout = 2s});
+  createDataset();
+  ASSERT_TRUE(waitPhase("Ready"));
+  processes_.at("b-" + suffix_)->kill(SIGKILL);  // its pod stays: the node looks alive
+  ASSERT_TRUE(client().remove(resources::datasets(), ns(), "coco").isOk());
+  ASSERT_TRUE(eventually([&] { return dataset().is_null(); }, 20s));
+  EXPECT_TRUE(hasEvent("Warning/PurgeIncomplete")) << ::testing::PrintToString(events());
+  EXPECT_TRUE(heldGenerations(a).empty());
+}
+
+TEST_F(DatasetControllerTest, ASpecChangeCachesTheNewGenerationAndDropsTheOld) {
+  NodeProcess& a = cacheNode("a");
+  startOperator();
+  createDataset();
+  ASSERT_TRUE(waitPhase("Ready"));
+  Json changed = dataset();
+  changed["spec"]["cache"]["chunkSize"] = Json::string("2Mi");
+  ASSERT_TRUE(client().update(resources::datasets(), changed).isOk());
+  ASSERT_TRUE(
+      eventually([&] { return statusInt("observedGeneration") == 2 && phase() == "Ready"; }, 30s))
+      << dataset().serialize();
+  EXPECT_EQ(heldGenerations(a), std::vector<int64_t>{2});
+}
+
+TEST_F(DatasetControllerTest, ABadSpecFailsWithTheFieldNamed) {
+  cacheNode("a");
+  startOperator();
+  // Accepted by the API server, refused by the origin factory: an option it does not know.
+  createDataset(", options: {addressing: sideways}");
+  ASSERT_TRUE(waitPhase("Failed")) << dataset().serialize();
+  const op::Condition ready = readyCondition();
+  EXPECT_EQ(ready.reason, "InvalidSpec");
+  EXPECT_NE(ready.message.find("addressing"), std::string::npos) << ready.message;
+  EXPECT_TRUE(hasEvent("Warning/InvalidSpec"));
+}
+
+}  // namespace
+}  // namespace granary::testing
