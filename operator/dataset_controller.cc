@@ -175,6 +175,7 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
       if (progress.isOk()) {
         std::lock_guard lock(mutex_);
         ensured_[memo] = {fingerprint, clock_.monoNow()};
+        observation.replanned = true;
         purgeOtherGenerations(node.address, bare.dataset());
       } else if (progress.status().code() == StatusCode::kInvalidArgument) {
         manager_.recorder().record(dataset, kube::EventType::kWarning, "InvalidSpec",

@@ -1,4 +1,4 @@
-// granary-operator: the Dataset controller (and, as it lands, the TrainingJob controller).
+// granary-operator: the Dataset and TrainingJob controllers.
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/termination.h"
 #include "operator/dataset_controller.h"
+#include "operator/training_job_controller.h"
 
 namespace {
 
@@ -122,6 +123,7 @@ int main(int argc, char** argv) {
   }
   op::CacheNodeClient cacheNodes({.token = Secret(token), .tlsCaFile = caFile});
   op::DatasetController datasets(**manager, cacheNodes, selector, {.workers = datasetWorkers});
+  op::TrainingJobController jobs(**manager);
   log.info("started", {{"metrics", metricsAddress}, {"cacheNodes", selector}});
   const Status result = (*manager)->run(stop.get_token());
   if (!result.isOk()) {

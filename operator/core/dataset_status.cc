@@ -84,7 +84,7 @@ std::tuple<DatasetPhase, std::string, std::string> phaseOf(const DatasetObservat
   }
   const std::string where =
       " on " + std::to_string(o.reports.size()) + (o.reports.size() == 1 ? " node" : " nodes");
-  if (ready) {
+  if (ready && !(o.replanned && !o.lostNodes.empty())) {
     return {DatasetPhase::kReady, "Cached",
             cached + " of " + formatByteSize({totals.totalBytes}) + " cached" + where};
   }

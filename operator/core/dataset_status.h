@@ -39,6 +39,8 @@ struct DatasetObservation {
   int32_t replicas = 1;
   std::vector<NodeReport> reports;     // one per node of the plan
   std::vector<std::string> lostNodes;  // nodes that held this generation and are gone
+  // The nodes were just told a new node set: a Ready in their answer predates it.
+  bool replanned = false;
 };
 
 // The status for `observation`; conditions are carried over from `previous` (the current

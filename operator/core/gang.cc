@@ -1,0 +1,304 @@
+#include "operator/core/gang.h"
+
+#include <algorithm>
+#include <set>
+
+#include "operator/core/conditions.h"
+
+namespace granary::op {
+
+using kube::Json;
+
+namespace {
+
+int64_t intField(const Json& status, const char* field) {
+  const Json v = kube::pathValue(status, field);
+  return v.is_integer() ? v.as_number().to_int64() : 0;
+}
+
+std::string stringField(const Json& status, const char* field) {
+  const Json v = kube::pathValue(status, field);
+  return v.is_string() ? v.as_string() : std::string();
+}
+
+bool terminal(const WorkerState& w) {
+  return w.phase == WorkerState::Phase::kSucceeded || w.phase == WorkerState::Phase::kFailed;
+}
+
+struct Planner {
+  const JobObservation& o;
+  JobPlan plan;
+  Json status;
+  Json conditions;
+  int64_t restarts;
+
+  explicit Planner(const JobObservation& observation)
+      : o(observation),
+        status(observation.previousStatus.is_object() ? observation.previousStatus
+                                                      : Json::object()),
+        conditions(kube::pathValue(observation.previousStatus, "conditions")),
+        restarts(intField(observation.previousStatus, "restarts")) {}
+
+  void condition(const std::string& type, bool value, const std::string& reason,
+                 const std::string& message) {
+    setCondition(conditions, {type, value, reason, message}, o.generation, o.now);
+  }
+  void event(bool warning, const std::string& reason, const std::string& message) {
+    plan.events.push_back({warning, reason, message});
+  }
+  void requeueIn(std::chrono::seconds after) {
+    after = std::max(after, std::chrono::seconds(1));
+    if (!plan.requeueAfter || after < *plan.requeueAfter) plan.requeueAfter = after;
+  }
+
+  // Pods to delete once the job finished, by cleanPodPolicy.
+  void cleanUp() {
+    for (const auto& w : o.workers) {
+      const bool active = !terminal(w);
+      if (o.spec.runPolicy.cleanPodPolicy == api::CleanPodPolicy::kAll ||
+          (o.spec.runPolicy.cleanPodPolicy == api::CleanPodPolicy::kRunning && active))
+        plan.remove.push_back(w.name);
+    }
+  }
+  void finish(bool succeeded, const std::string& reason, const std::string& message) {
+    status["phase"] = Json::string(succeeded ? "Succeeded" : "Failed");
+    status["completionTime"] = Json::string(kube::metav1Time(o.now));
+    condition("Running", false, reason, message);
+    condition(succeeded ? "Succeeded" : "Failed", true, reason, message);
+    event(!succeeded, reason, message);
+    cleanUp();
+  }
+  void counts(const std::vector<const WorkerState*>& current) {
+    int64_t active = 0, ready = 0, succeeded = 0, failed = 0;
+    for (const auto* w : current) {
+      active += !terminal(*w);
+      ready += w->phase == WorkerState::Phase::kRunning && w->ready;
+      succeeded += w->phase == WorkerState::Phase::kSucceeded;
+      failed += w->phase == WorkerState::Phase::kFailed;
+    }
+    Json workers = Json::object();
+    workers["active"] = Json::number(active);
+    workers["ready"] = Json::number(ready);
+    workers["succeeded"] = Json::number(succeeded);
+    workers["failed"] = Json::number(failed);
+    status["workers"] = std::move(workers);
+  }
+  void placement(const std::vector<const WorkerState*>& current) {
+    Json placed = Json::array();
+    for (const auto* w : current) {
+      if (w->node.empty()) continue;
+      double fraction = 0;
+      int counted = 0;
+      for (const auto& d : o.datasets) {
+        if (!d.exists) continue;
+        ++counted;
+        if (d.totalBytes > 0) {
+          auto it = d.cachedBytesByNode.find(w->node);
+          if (it != d.cachedBytesByNode.end())
+            fraction += static_cast<double>(it->second) / static_cast<double>(d.totalBytes);
+        }
+      }
+      Json p = Json::object();
+      p["rank"] = Json::number(w->rank);
+      p["node"] = Json::string(w->node);
+      p["cachedFraction"] = Json::number(counted ? fraction / counted : 0.0);
+      placed[placed.size()] = std::move(p);
+    }
+    status["placement"] = std::move(placed);
+  }
+
+  JobPlan run() {
+    status["observedGeneration"] = Json::number(o.generation);
+    status["gpus"] = Json::number(int64_t{o.spec.workers} * o.spec.gpusPerWorker);
+    status["restarts"] = Json::number(restarts);
+    const std::string phase = stringField(o.previousStatus, "phase");
+    std::vector<const WorkerState*> current, old;
+    for (const auto& w : o.workers) {
+      (w.attempt == restarts && w.rank < o.spec.workers ? current : old).push_back(&w);
+    }
+    std::sort(current.begin(), current.end(),
+              [](const WorkerState* a, const WorkerState* b) { return a->rank < b->rank; });
+    if (phase == "Succeeded" || phase == "Failed") {
+      cleanUp();
+      if (o.spec.runPolicy.ttlSecondsAfterFinished) {
+        const auto done = kube::parseMetav1Time(stringField(o.previousStatus, "completionTime"));
+        const auto expires =
+            done.value_or(o.now) + std::chrono::seconds(*o.spec.runPolicy.ttlSecondsAfterFinished);
+        if (o.now >= expires) {
+          plan.deleteJob = true;
+        } else {
+          requeueIn(std::chrono::duration_cast<std::chrono::seconds>(expires - o.now));
+        }
+      }
+      return done(current);
+    }
+    Condition created = conditionOf(o.previousStatus, "Created");
+    if (!created.status) condition("Created", true, "Created", "the job was accepted");
+
+    if (o.spec.suspend) {
+      for (const auto& w : o.workers) plan.remove.push_back(w.name);
+      status["phase"] = Json::string("Suspended");
+      condition("Suspended", true, "Suspended", "spec.suspend is true: workers deleted");
+      condition("Running", false, "Suspended", "the job is suspended");
+      if (phase != "Suspended") event(false, "Suspended", "workers deleted while suspended");
+      return done({});
+    }
+    WallTime since = o.created;  // when the current wait for workers began
+    if (conditionOf(o.previousStatus, "Suspended").status) {
+      condition("Suspended", false, "Resumed", "spec.suspend is false again");
+      event(false, "Resumed", "the job resumes");
+      since = o.now;
+    } else if (auto resumed = resumedAt()) {
+      since = std::max(since, *resumed);
+    }
+
+    // Datasets: all must exist; BeforeStart also waits until they are Ready.
+    std::string missing, failed, warming;
+    const auto add = [](std::string& list, const std::string& name) {
+      list += (list.empty() ? "" : ", ") + name;
+    };
+    for (const auto& d : o.datasets) {
+      if (!d.exists) {
+        add(missing, d.name);
+      } else if (d.phase == "Failed") {
+        add(failed, d.name);
+      } else if (d.phase != "Ready") {
+        add(warming, d.name);
+      }
+    }
+    const Condition before = conditionOf(o.previousStatus, "DatasetsReady");
+    if (!missing.empty()) {
+      condition("DatasetsReady", false, "DatasetNotFound",
+                "Dataset(s) " + missing + " not found in this namespace; create them");
+      if (before.reason != "DatasetNotFound")
+        event(true, "DatasetNotFound", "Dataset(s) " + missing + " not found in this namespace");
+    } else if (!failed.empty()) {
+      condition("DatasetsReady", false, "DatasetFailed",
+                "Dataset(s) " + failed + " failed; see their status");
+      if (before.reason != "DatasetFailed")
+        event(true, "DatasetFailed", "Dataset(s) " + failed + " failed");
+    } else if (!warming.empty()) {
+      condition("DatasetsReady", false, "Warming", "Dataset(s) " + warming + " are warming");
+    } else {
+      condition("DatasetsReady", true, "Ready", "every dataset is cached");
+    }
+    const bool canStart = missing.empty() && failed.empty() &&
+                          (o.spec.warmPolicy != api::WarmStart::kBeforeStart || warming.empty());
+
+    for (const auto* w : old) plan.remove.push_back(w->name);
+
+    // A failed worker restarts the whole gang, or fails the job.
+    for (const auto* w : current) {
+      if (w->phase != WorkerState::Phase::kFailed) continue;
+      const auto policy = o.spec.runPolicy.restartPolicy;
+      const bool retryable = policy == api::RestartPolicy::kOnFailure ||
+                             (policy == api::RestartPolicy::kExitCode && w->exitCode >= 128);
+      const std::string what = "worker " + std::to_string(w->rank) + " failed with exit code " +
+                               std::to_string(w->exitCode);
+      if (retryable && restarts < o.spec.runPolicy.backoffLimit) {
+        for (const auto* c : current) plan.remove.push_back(c->name);
+        ++restarts;
+        status["restarts"] = Json::number(restarts);
+        status["phase"] = Json::string("Restarting");
+        const std::string message = what + "; restarting the gang (" + std::to_string(restarts) +
+                                    " of " + std::to_string(o.spec.runPolicy.backoffLimit) + ")";
+        condition("Restarting", true, "WorkerFailed", message);
+        condition("Running", false, "Restarting", message);
+        event(true, "Restarting", message);
+        return done(current);
+      }
+      finish(false, retryable ? "BackoffLimitExceeded" : "WorkerFailed",
+             what + (retryable ? "; backoffLimit " + std::to_string(o.spec.runPolicy.backoffLimit) +
+                                     " reached"
+                               : ""));
+      return done(current);
+    }
+    const bool allSucceeded = static_cast<int>(current.size()) == o.spec.workers &&
+                              std::all_of(current.begin(), current.end(), [](const WorkerState* w) {
+                                return w->phase == WorkerState::Phase::kSucceeded;
+                              });
+    if (allSucceeded) {
+      finish(true, "Succeeded", "every worker succeeded");
+      return done(current);
+    }
+    const auto startTime = kube::parseMetav1Time(stringField(o.previousStatus, "startTime"));
+    if (startTime && o.spec.runPolicy.activeDeadlineSeconds) {
+      const auto deadline =
+          *startTime + std::chrono::seconds(*o.spec.runPolicy.activeDeadlineSeconds);
+      if (o.now >= deadline) {
+        finish(false, "DeadlineExceeded",
+               "activeDeadlineSeconds " + std::to_string(*o.spec.runPolicy.activeDeadlineSeconds) +
+                   " passed");
+        return done(current);
+      }
+      requeueIn(std::chrono::duration_cast<std::chrono::seconds>(deadline - o.now));
+    }
+    const bool allRunning = static_cast<int>(current.size()) == o.spec.workers &&
+                            std::all_of(current.begin(), current.end(), [](const WorkerState* w) {
+                              return w->phase == WorkerState::Phase::kRunning ||
+                                     w->phase == WorkerState::Phase::kSucceeded;
+                            });
+    if (!allRunning) {
+      for (const auto* w : current) since = std::max(since, w->created);
+      if (current.empty() && conditionOf(o.previousStatus, "Restarting").status) since = o.now;
+      const auto deadline = since + std::chrono::seconds(o.spec.runPolicy.startDeadlineSeconds);
+      if (o.now >= deadline) {
+        std::string why;
+        for (const auto* w : current)
+          if (!w->waitingReason.empty())
+            why += "; worker " + std::to_string(w->rank) + ": " + w->waitingReason;
+        finish(false, "StartDeadlineExceeded",
+               "workers did not all start within startDeadlineSeconds " +
+                   std::to_string(o.spec.runPolicy.startDeadlineSeconds) + why);
+        return done(current);
+      }
+      requeueIn(std::chrono::duration_cast<std::chrono::seconds>(deadline - o.now));
+    }
+    if (canStart && old.empty()) {
+      std::set<int> present;
+      for (const auto* w : current) present.insert(w->rank);
+      for (int rank = 0; rank < o.spec.workers; ++rank)
+        if (!present.count(rank)) plan.create.push_back(rank);
+    }
+    if (allRunning) {
+      status["phase"] = Json::string("Running");
+      if (!startTime) status["startTime"] = Json::string(kube::metav1Time(o.now));
+      condition("Running", true, "Running", "every worker is running");
+      if (conditionOf(o.previousStatus, "Restarting").status)
+        condition("Restarting", false, "Running", "the gang runs again");
+      if (phase != "Running") event(false, "Running", "every worker is running");
+    } else {
+      const bool restarting = conditionOf(o.previousStatus, "Restarting").status;
+      status["phase"] = Json::string(restarting ? "Restarting" : "Pending");
+      condition("Running", false, canStart ? "WorkersStarting" : "WaitingForDatasets",
+                canStart ? "waiting for every worker to run" : "waiting for the datasets");
+    }
+    return done(current);
+  }
+
+  std::optional<WallTime> resumedAt() const {
+    const Json cs = kube::pathValue(o.previousStatus, "conditions");
+    if (!cs.is_array()) return std::nullopt;
+    for (const auto& c : cs.as_array())
+      if (c.has_string_field("type") && c.at("type").as_string() == "Suspended" &&
+          c.has_string_field("lastTransitionTime"))
+        return kube::parseMetav1Time(c.at("lastTransitionTime").as_string());
+    return std::nullopt;
+  }
+
+  JobPlan done(const std::vector<const WorkerState*>& current) {
+    counts(current);
+    placement(current);
+    status["conditions"] = conditions;
+    std::sort(plan.remove.begin(), plan.remove.end());
+    plan.remove.erase(std::unique(plan.remove.begin(), plan.remove.end()), plan.remove.end());
+    plan.status = std::move(status);
+    return std::move(plan);
+  }
+};
+
+}  // namespace
+
+JobPlan planJob(const JobObservation& observation) { return Planner(observation).run(); }
+
+}  // namespace granary::op

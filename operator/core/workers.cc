@@ -1,0 +1,166 @@
+#include "operator/core/workers.h"
+
+#include <algorithm>
+#include <set>
+
+namespace granary::op {
+
+using kube::Json;
+
+namespace {
+
+Json ownerReference(const Json& job) {
+  Json owner = Json::object();
+  owner["apiVersion"] = Json::string("granary.io/v1alpha1");
+  owner["kind"] = Json::string("TrainingJob");
+  owner["name"] = Json::string(kube::nameOf(job));
+  owner["uid"] = Json::string(kube::uidOf(job));
+  owner["controller"] = Json::boolean(true);
+  owner["blockOwnerDeletion"] = Json::boolean(true);
+  Json list = Json::array();
+  list[0] = std::move(owner);
+  return list;
+}
+
+Json envVar(const std::string& name, const std::string& value) {
+  Json e = Json::object();
+  e["name"] = Json::string(name);
+  e["value"] = Json::string(value);
+  return e;
+}
+
+// Appends `add` to the array at `field` of `object`, skipping entries whose "name" (or
+// "mountPath" for mounts) the user already set: the template wins.
+void appendNamed(Json& object, const std::string& field, const Json& add, const char* key) {
+  Json list = object.has_array_field(field) ? object.at(field) : Json::array();
+  std::set<std::string> taken;
+  for (const auto& item : list.as_array())
+    if (item.has_string_field(key)) taken.insert(item.at(key).as_string());
+  for (const auto& item : add.as_array())
+    if (!taken.count(item.at(key).as_string())) list[list.size()] = item;
+  object[field] = std::move(list);
+}
+
+std::string volumeName(const std::string& dataset) { return "dataset-" + dataset; }
+
+}  // namespace
+
+std::string workerName(const std::string& job, int rank) {
+  return job + "-worker-" + std::to_string(rank);
+}
+
+std::string masterAddress(const std::string& job, const std::string& ns) {
+  return workerName(job, 0) + "." + job + "." + ns + ".svc";
+}
+
+Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int attempt) {
+  const std::string name = kube::nameOf(job), ns = kube::namespaceOf(job);
+  const Json tmpl = kube::pathValue(job, "spec.template");
+  Json pod = Json::object();
+  pod["apiVersion"] = Json::string("v1");
+  pod["kind"] = Json::string("Pod");
+  Json metadata = tmpl.has_object_field("metadata") ? tmpl.at("metadata") : Json::object();
+  metadata["name"] = Json::string(workerName(name, rank));
+  metadata["namespace"] = Json::string(ns);
+  if (!metadata.has_object_field("labels")) metadata["labels"] = Json::object();
+  metadata["labels"][kJobNameLabel] = Json::string(name);
+  metadata["labels"][kRankLabel] = Json::string(std::to_string(rank));
+  metadata["labels"][kAttemptLabel] = Json::string(std::to_string(attempt));
+  metadata["ownerReferences"] = ownerReference(job);
+  pod["metadata"] = std::move(metadata);
+
+  Json podSpec = tmpl.at("spec");
+  podSpec["restartPolicy"] = Json::string("Never");
+  if (!podSpec.has_string_field("schedulerName"))
+    podSpec["schedulerName"] = Json::string(spec.scheduling.schedulerName);
+  if (!spec.scheduling.priorityClassName.empty() && !podSpec.has_string_field("priorityClassName"))
+    podSpec["priorityClassName"] = Json::string(spec.scheduling.priorityClassName);
+  podSpec["hostname"] = Json::string(workerName(name, rank));
+  podSpec["subdomain"] = Json::string(name);
+
+  const std::string master = masterAddress(name, ns);
+  const std::string port = std::to_string(spec.masterPort);
+  const std::string workers = std::to_string(spec.workers);
+  const std::string rankText = std::to_string(rank);
+  Json env = Json::array();
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"MASTER_ADDR", master},
+           {"MASTER_PORT", port},
+           {"WORLD_SIZE", workers},
+           {"RANK", rankText},
+           {"PET_NNODES", workers},
+           {"PET_NPROC_PER_NODE", std::to_string(std::max(1, spec.gpusPerWorker))},
+           {"PET_NODE_RANK", rankText},
+           {"PET_MASTER_ADDR", master},
+           {"PET_MASTER_PORT", port},
+           {"PYTHONUNBUFFERED", "1"}})
+    env[env.size()] = envVar(key, value);
+  Json mounts = Json::array();
+  Json volumes = Json::array();
+  for (const auto& d : spec.datasets) {
+    Json m = Json::object();
+    m["name"] = Json::string(volumeName(d.name));
+    m["mountPath"] = Json::string(d.mountPath);
+    m["readOnly"] = Json::boolean(true);
+    mounts[mounts.size()] = std::move(m);
+    Json v = Json::object();
+    v["name"] = Json::string(volumeName(d.name));
+    v["csi"]["driver"] = Json::string(kCsiDriver);
+    v["csi"]["readOnly"] = Json::boolean(true);
+    v["csi"]["volumeAttributes"]["dataset"] = Json::string(d.name);
+    volumes[volumes.size()] = std::move(v);
+  }
+  appendNamed(podSpec, "volumes", volumes, "name");
+  Json& containers = podSpec["containers"];
+  for (size_t i = 0; i < containers.size(); ++i) {
+    Json& c = containers[i];
+    appendNamed(c, "env", env, "name");
+    appendNamed(c, "volumeMounts", mounts, "mountPath");
+    if (i == 0 && spec.gpusPerWorker > 0) {
+      const Json gpus = Json::string(std::to_string(spec.gpusPerWorker));
+      c["resources"]["limits"]["nvidia.com/gpu"] = gpus;
+      c["resources"]["requests"]["nvidia.com/gpu"] = gpus;
+    }
+  }
+  if (rank > 0) {
+    // Workers must not race rank 0's DNS record (torchrun fails on an unknown host).
+    Json wait = Json::object();
+    wait["name"] = Json::string("wait-for-rank-0");
+    wait["image"] = containers[0].at("image");
+    wait["command"][0] = Json::string("sh");
+    wait["command"][1] = Json::string("-c");
+    wait["command"][2] = Json::string(
+        "until getent hosts \"$MASTER_ADDR\" >/dev/null 2>&1 || nslookup \"$MASTER_ADDR\" "
+        ">/dev/null 2>&1; do echo waiting for $MASTER_ADDR; sleep 1; done");
+    wait["env"][0] = envVar("MASTER_ADDR", master);
+    Json init =
+        podSpec.has_array_field("initContainers") ? podSpec.at("initContainers") : Json::array();
+    Json ordered = Json::array();
+    ordered[0] = std::move(wait);
+    for (const auto& c : init.as_array()) ordered[ordered.size()] = c;
+    podSpec["initContainers"] = std::move(ordered);
+  }
+  pod["spec"] = std::move(podSpec);
+  return pod;
+}
+
+Json headlessService(const Json& job, const api::TrainingJobSpec& spec) {
+  const std::string name = kube::nameOf(job);
+  Json service = Json::object();
+  service["apiVersion"] = Json::string("v1");
+  service["kind"] = Json::string("Service");
+  service["metadata"]["name"] = Json::string(name);
+  service["metadata"]["namespace"] = Json::string(kube::namespaceOf(job));
+  service["metadata"]["labels"][kJobNameLabel] = Json::string(name);
+  service["metadata"]["ownerReferences"] = ownerReference(job);
+  service["spec"]["clusterIP"] = Json::string("None");
+  service["spec"]["publishNotReadyAddresses"] = Json::boolean(true);
+  service["spec"]["selector"][kJobNameLabel] = Json::string(name);
+  Json port = Json::object();
+  port["name"] = Json::string("master");
+  port["port"] = Json::number(spec.masterPort);
+  service["spec"]["ports"][0] = std::move(port);
+  return service;
+}
+
+}  // namespace granary::op

@@ -1,0 +1,33 @@
+// The objects a TrainingJob owns: one worker pod per rank and a headless Service. Names are
+// deterministic (<job>-worker-<rank>; the Service is <job>), so applying them again changes
+// nothing. Pure.
+#pragma once
+
+#include <string>
+
+#include "common/api/training_job.h"
+#include "common/kube/object.h"
+
+namespace granary::op {
+
+inline constexpr const char* kJobNameLabel = "granary.io/job-name";
+inline constexpr const char* kRankLabel = "granary.io/rank";
+// The gang attempt a pod belongs to (status.restarts when it was created).
+inline constexpr const char* kAttemptLabel = "granary.io/attempt";
+inline constexpr const char* kCsiDriver = "csi.granary.io";
+
+std::string workerName(const std::string& job, int rank);
+// Rank 0's stable DNS name through the headless Service.
+std::string masterAddress(const std::string& job, const std::string& ns);
+
+// The worker pod of `rank` in gang attempt `attempt`: the job's template with restartPolicy
+// Never (the operator restarts whole gangs), the scheduler, GPUs on the first container, the
+// torchrun environment, a read-only CSI volume per dataset at its mountPath, hostname and
+// subdomain for DNS, an owner reference to the job, and, on ranks above 0, an init container
+// that waits until rank 0's DNS record resolves.
+kube::Json workerPod(const kube::Json& job, const api::TrainingJobSpec& spec, int rank,
+                     int attempt);
+// Headless, publishing addresses before readiness, so rank 0 resolves as soon as it has an IP.
+kube::Json headlessService(const kube::Json& job, const api::TrainingJobSpec& spec);
+
+}  // namespace granary::op

@@ -1,0 +1,208 @@
+#include "operator/training_job_controller.h"
+
+#include "common/api/training_job.h"
+#include "common/log.h"
+#include "operator/core/conditions.h"
+#include "operator/core/gang.h"
+#include "operator/core/workers.h"
+#include "scheduler/kube_model.h"
+
+namespace granary::op {
+
+using kube::Json;
+
+namespace {
+
+const Logger& log() {
+  static const Logger logger("trainingjob-controller");
+  return logger;
+}
+
+Result<api::TrainingJobSpec> decodeSpec(const Json& job) {
+  GRANARY_ASSIGN_OR_RETURN(config::Node root,
+                           config::parse(job.serialize(), "TrainingJob " + kube::objectKey(job)));
+  const config::Node* spec = root.find("spec");
+  if (spec == nullptr) return invalidArgument("spec: required");
+  api::TrainingJobSpec out;
+  GRANARY_RETURN_IF_ERROR(decodeValue(*spec, out));
+  return out;
+}
+
+int labelInt(const Json& pod, const char* label) {
+  const auto labels = kube::stringMap(pod);
+  auto it = labels.find(label);
+  return it == labels.end() ? -1 : std::atoi(it->second.c_str());
+}
+
+WorkerState workerOf(const Json& pod) {
+  WorkerState w;
+  w.name = kube::nameOf(pod);
+  w.rank = labelInt(pod, kRankLabel);
+  w.attempt = labelInt(pod, kAttemptLabel);
+  w.node = scheduler::nodeNameOf(pod);
+  const Json phase = kube::pathValue(pod, "status.phase");
+  const std::string p = phase.is_string() ? phase.as_string() : "Pending";
+  w.phase = p == "Running"     ? WorkerState::Phase::kRunning
+            : p == "Succeeded" ? WorkerState::Phase::kSucceeded
+            : p == "Failed"    ? WorkerState::Phase::kFailed
+                               : WorkerState::Phase::kPending;
+  const Json conditions = kube::pathValue(pod, "status.conditions");
+  if (conditions.is_array())
+    for (const auto& c : conditions.as_array())
+      if (c.has_string_field("type") && c.at("type").as_string() == "Ready")
+        w.ready = c.has_string_field("status") && c.at("status").as_string() == "True";
+  const Json statuses = kube::pathValue(pod, "status.containerStatuses");
+  if (statuses.is_array()) {
+    for (const auto& s : statuses.as_array()) {
+      const Json code = kube::pathValue(s, "state.terminated.exitCode");
+      if (code.is_integer() && code.as_integer() != 0 && w.exitCode == 0)
+        w.exitCode = code.as_integer();
+      const Json reason = kube::pathValue(s, "state.waiting.reason");
+      if (reason.is_string() && w.waitingReason.empty()) w.waitingReason = reason.as_string();
+    }
+  }
+  if (auto created = kube::parseMetav1Time(kube::metadataField(pod, "creationTimestamp")))
+    w.created = *created;
+  return w;
+}
+
+DatasetState datasetOf(const std::string& name, const kube::ObjectPtr& object) {
+  DatasetState d{.name = name};
+  if (!object) return d;
+  d.exists = true;
+  const Json phase = kube::pathValue(*object, "status.phase");
+  d.phase = phase.is_string() ? phase.as_string() : "";
+  const Json total = kube::pathValue(*object, "status.totalBytes");
+  d.totalBytes = total.is_integer() ? total.as_number().to_int64() : 0;
+  const Json nodes = kube::pathValue(*object, "status.nodes");
+  if (nodes.is_array())
+    for (const auto& n : nodes.as_array())
+      if (n.has_string_field("name") && n.has_integer_field("cachedBytes"))
+        d.cachedBytesByNode[n.at("name").as_string()] = n.at("cachedBytes").as_number().to_int64();
+  return d;
+}
+
+}  // namespace
+
+TrainingJobController::TrainingJobController(kube::Manager& manager,
+                                             TrainingJobControllerOptions options, Clock& clock)
+    : manager_(manager), clock_(clock) {
+  jobs_ = &manager.informer({.type = kube::resources::trainingJobs()});
+  pods_ = &manager.informer({.type = kube::resources::pods(), .labelSelector = kJobNameLabel});
+  services_ =
+      &manager.informer({.type = kube::resources::services(), .labelSelector = kJobNameLabel});
+  datasets_ = &manager.informer({.type = kube::resources::datasets()});
+  pods_->store().addIndex("job", kube::indexByLabel(kJobNameLabel));
+  auto& controller = manager.controller(
+      {.name = "trainingjob", .workers = options.workers},
+      [this](const std::string& key, std::stop_token) { return reconcile(key); });
+  jobs_->addHandler(controller.enqueueObjects());
+  const auto ownerJob = [](const Json& object) {
+    const auto labels = kube::stringMap(object);
+    auto it = labels.find(kJobNameLabel);
+    return it == labels.end()
+               ? std::vector<std::string>{}
+               : std::vector<std::string>{kube::objectKey(kube::namespaceOf(object), it->second)};
+  };
+  pods_->addHandler(controller.enqueueMapped(ownerJob));
+  services_->addHandler(controller.enqueueMapped(ownerJob));
+  // A Dataset changing phase may let its jobs start: every job of its namespace looks again.
+  datasets_->addHandler(controller.enqueueMapped([this](const Json& dataset) {
+    std::vector<std::string> keys;
+    const std::string ns = kube::namespaceOf(dataset);
+    for (const auto& job : jobs_->store().list())
+      if (kube::namespaceOf(*job) == ns) keys.push_back(kube::objectKey(*job));
+    return keys;
+  }));
+}
+
+Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string& key) {
+  const kube::ObjectPtr object = jobs_->store().get(key);
+  if (!object) return kube::ReconcileResult{};
+  const Json& job = *object;
+  if (!kube::pathValue(job, "metadata.deletionTimestamp").is_null()) return kube::ReconcileResult{};
+  const std::string ns = kube::namespaceOf(job), name = kube::nameOf(job);
+  const Json previous = job.has_object_field("status") ? job.at("status") : Json();
+  const Json generation = kube::pathValue(job, "metadata.generation");
+  JobObservation o{.generation = generation.is_integer() ? generation.as_number().to_int64() : 1,
+                   .previousStatus = previous,
+                   .now = clock_.wallNow()};
+  auto spec = decodeSpec(job);
+  if (!spec.isOk()) {
+    Json status = previous.is_object() ? previous : Json::object();
+    if (kube::pathValue(status, "phase").is_string() && status.at("phase").as_string() == "Failed")
+      return kube::ReconcileResult{};
+    Json conditions = kube::pathValue(status, "conditions");
+    setCondition(conditions, {"Failed", true, "InvalidSpec", spec.status().message()}, o.generation,
+                 o.now);
+    status["conditions"] = conditions;
+    status["phase"] = Json::string("Failed");
+    Json next = job;
+    next["status"] = status;
+    GRANARY_RETURN_IF_ERROR(
+        manager_.client().updateStatus(kube::resources::trainingJobs(), next).status());
+    manager_.recorder().record(job, kube::EventType::kWarning, "InvalidSpec",
+                               spec.status().message());
+    return kube::ReconcileResult{};
+  }
+  {
+    const Json seen = kube::pathValue(previous, "restarts");
+    std::lock_guard lock(mutex_);
+    if ((seen.is_integer() ? seen.as_number().to_int64() : 0) < attempts_[kube::uidOf(job)])
+      return kube::ReconcileResult{.requeueAfter = std::chrono::milliseconds(100)};
+  }
+  o.spec = std::move(*spec);
+  if (auto created = kube::parseMetav1Time(kube::metadataField(job, "creationTimestamp")))
+    o.created = *created;
+  for (const auto& pod : pods_->store().byIndex("job", name))
+    if (kube::namespaceOf(*pod) == ns &&
+        kube::pathValue(*pod, "metadata.deletionTimestamp").is_null())
+      o.workers.push_back(workerOf(*pod));
+  for (const auto& d : o.spec.datasets)
+    o.datasets.push_back(datasetOf(d.name, datasets_->store().get(kube::objectKey(ns, d.name))));
+
+  const JobPlan plan = planJob(o);
+  auto& client = manager_.client();
+  if (plan.deleteJob) {
+    Status removed =
+        client.remove(kube::resources::trainingJobs(), ns, name,
+                      {.propagationPolicy = "Background", .preconditionUid = kube::uidOf(job)});
+    if (!removed.isOk() && removed.code() != StatusCode::kNotFound) return removed;
+    return kube::ReconcileResult{};
+  }
+  for (const auto& pod : plan.remove) {
+    Status removed = client.remove(kube::resources::pods(), ns, pod);
+    if (!removed.isOk() && removed.code() != StatusCode::kNotFound) return removed;
+  }
+  if (!plan.create.empty() && !services_->store().get(kube::objectKey(ns, name))) {
+    auto created = client.create(kube::resources::services(), ns, headlessService(job, o.spec));
+    if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
+      return created.status();
+  }
+  const int attempt =
+      static_cast<int>(kube::pathValue(plan.status, "restarts").as_number().to_int64());
+  for (int rank : plan.create) {
+    auto created =
+        client.create(kube::resources::pods(), ns, workerPod(job, o.spec, rank, attempt));
+    if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
+      return created.status();
+  }
+  if (plan.status != previous) {
+    Json next = job;
+    next["status"] = plan.status;
+    auto written = client.updateStatus(kube::resources::trainingJobs(), next);
+    if (!written.isOk()) return written.status();
+    std::lock_guard lock(mutex_);
+    attempts_[kube::uidOf(job)] = attempt;
+  }
+  for (const auto& e : plan.events) {
+    manager_.recorder().record(
+        job, e.warning ? kube::EventType::kWarning : kube::EventType::kNormal, e.reason, e.message);
+    log().info(e.reason, {{"job", key}, {"message", e.message}});
+  }
+  kube::ReconcileResult result;
+  if (plan.requeueAfter) result.requeueAfter = *plan.requeueAfter;
+  return result;
+}
+
+}  // namespace granary::op

@@ -1,0 +1,239 @@
+// The TrainingJob controller against the API-server double (or a real cluster through
+// GRANARY_TEST_KUBECONFIG). The test plays the kubelet (pod phases and exit codes) and the
+// Dataset controller (a Dataset's status).
+#include "operator/training_job_controller.h"
+
+#include <gtest/gtest.h>
+
+#include "common/kube/manager.h"
+#include "operator/core/conditions.h"
+#include "tests/kube/cluster.h"
+
+namespace granary::testing {
+namespace {
+
+using kube::Json;
+namespace resources = kube::resources;
+using namespace std::chrono_literals;
+
+class TrainingJobControllerTest : public ClusterTest {
+ protected:
+  void TearDown() override {
+    running_.reset();
+    manager_.reset();
+    ClusterTest::TearDown();
+  }
+
+  void startOperator() {
+    auto manager = kube::Manager::create(client(), {.metricsAddress = ""}, registry_);
+    ASSERT_TRUE(manager.isOk()) << manager.status();
+    manager_ = std::move(*manager);
+    controller_ = std::make_unique<op::TrainingJobController>(*manager_);
+    running_ =
+        std::make_unique<Running>([this](std::stop_token stop) { (void)manager_->run(stop); });
+  }
+
+  void readyDataset(const std::string& name) {
+    ASSERT_TRUE(
+        client()
+            .create(resources::datasets(), ns(),
+                    yaml("apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: " +
+                         name + "}\nspec: {source: {uri: \"s3://bucket/" + name + "/\"}}"))
+            .isOk());
+    ASSERT_TRUE(client()
+                    .mergePatch(resources::datasets(), ns(), name,
+                                yaml("status: {phase: Ready, totalBytes: 1000, nodes: [{name: n1, "
+                                     "cachedBytes: 1000}]}"),
+                                "status")
+                    .isOk());
+  }
+
+  void createJob(const std::string& runPolicy = "{}", int workers = 2) {
+    auto created = client().create(
+        resources::trainingJobs(), ns(),
+        yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
+             "spec:\n  workers: " +
+             std::to_string(workers) +
+             "\n  gpusPerWorker: 4\n  datasets: [{name: wiki, mountPath: /data}]\n"
+             "  runPolicy: " +
+             runPolicy +
+             "\n  template: {spec: {containers: [{name: trainer, image: pytorch, env: [{name: "
+             "EPOCHS, value: \"3\"}]}]}}"));
+    ASSERT_TRUE(created.isOk()) << created.status();
+  }
+
+  Json job() {
+    auto got = client().get(resources::trainingJobs(), ns(), "bert");
+    return got.isOk() ? *got : Json();
+  }
+  std::string jobPhase() {
+    const Json p = kube::pathValue(job(), "status.phase");
+    return p.is_string() ? p.as_string() : "";
+  }
+  std::vector<Json> workers() {
+    auto listed =
+        client().list(resources::pods(), ns(), {.labelSelector = "granary.io/job-name=bert"});
+    std::vector<Json> out;
+    if (listed.isOk())
+      for (auto& p : listed->items)
+        if (kube::pathValue(p, "metadata.deletionTimestamp").is_null()) out.push_back(p);
+    return out;
+  }
+  std::string attemptOf(const Json& pod) { return kube::stringMap(pod).at("granary.io/attempt"); }
+  // Sets a worker's phase as the kubelet would (with an exit code for terminated ones).
+  void setPhase(const std::string& pod, const std::string& phase, int exitCode = 0) {
+    std::string status = "status: {phase: " + phase;
+    if (phase == "Running") status += ", conditions: [{type: Ready, status: \"True\"}]";
+    if (phase == "Succeeded" || phase == "Failed")
+      status += ", containerStatuses: [{name: trainer, state: {terminated: {exitCode: " +
+                std::to_string(exitCode) + "}}}]";
+    status += "}";
+    ASSERT_TRUE(client().mergePatch(resources::pods(), ns(), pod, yaml(status), "status").isOk());
+  }
+  bool hasEvent(const std::string& reason) {
+    auto listed = client().list(resources::events(), ns());
+    if (!listed.isOk()) return false;
+    for (const auto& e : listed->items)
+      if (e.at("reason").as_string() == reason) return true;
+    return false;
+  }
+  static std::string env(const Json& container, const std::string& name) {
+    for (const auto& e : container.at("env").as_array())
+      if (e.at("name").as_string() == name) return e.at("value").as_string();
+    return "<unset>";
+  }
+
+  MetricsRegistry registry_;
+  std::unique_ptr<kube::Manager> manager_;
+  std::unique_ptr<op::TrainingJobController> controller_;
+  std::unique_ptr<Running> running_;
+};
+
+TEST_F(TrainingJobControllerTest, CreatesTheGangTracksItAndSucceeds) {
+  readyDataset("wiki");
+  createJob();
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s));
+  for (const auto& pod : workers()) {
+    const int rank = std::stoi(kube::stringMap(pod).at("granary.io/rank"));
+    EXPECT_EQ(kube::nameOf(pod), "bert-worker-" + std::to_string(rank));
+    EXPECT_EQ(kube::pathValue(pod, "spec.schedulerName").as_string(), "granary-scheduler");
+    EXPECT_EQ(kube::pathValue(pod, "spec.restartPolicy").as_string(), "Never");
+    EXPECT_EQ(kube::pathValue(pod, "spec.subdomain").as_string(), "bert");
+    EXPECT_EQ(kube::pathValue(pod, "metadata.ownerReferences").at(0).at("uid").as_string(),
+              kube::uidOf(job()));
+    const Json trainer = kube::pathValue(pod, "spec.containers").at(0);
+    EXPECT_EQ(env(trainer, "RANK"), std::to_string(rank));
+    EXPECT_EQ(env(trainer, "WORLD_SIZE"), "2");
+    EXPECT_EQ(env(trainer, "MASTER_ADDR"), "bert-worker-0.bert." + ns() + ".svc");
+    EXPECT_EQ(env(trainer, "MASTER_PORT"), "29500");
+    EXPECT_EQ(env(trainer, "PET_NPROC_PER_NODE"), "4");
+    EXPECT_EQ(env(trainer, "EPOCHS"), "3") << "the template's own environment stays";
+    EXPECT_EQ(kube::pathValue(trainer, "resources.limits").at("nvidia.com/gpu").as_string(), "4");
+    EXPECT_EQ(kube::pathValue(trainer, "volumeMounts").at(0).at("mountPath").as_string(), "/data");
+    const Json volume = kube::pathValue(pod, "spec.volumes").at(0);
+    EXPECT_EQ(kube::pathValue(volume, "csi.driver").as_string(), "csi.granary.io");
+    EXPECT_EQ(kube::pathValue(volume, "csi.volumeAttributes.dataset").as_string(), "wiki");
+    EXPECT_EQ(kube::pathValue(pod, "spec.initContainers").is_array(), rank > 0)
+        << "ranks above 0 wait for rank 0's DNS record";
+  }
+  auto service = client().get(resources::services(), ns(), "bert");
+  ASSERT_TRUE(service.isOk()) << service.status();
+  EXPECT_EQ(kube::pathValue(*service, "spec.clusterIP").as_string(), "None");
+  EXPECT_TRUE(kube::pathValue(*service, "spec.publishNotReadyAddresses").as_bool());
+
+  for (const char* pod : {"bert-worker-0", "bert-worker-1"}) {
+    ASSERT_TRUE(
+        client().mergePatch(resources::pods(), ns(), pod, yaml("spec: {nodeName: n1}")).isOk());
+    setPhase(pod, "Running");
+  }
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Running"; }, 20s)) << job().serialize();
+  EXPECT_TRUE(kube::pathValue(job(), "status.startTime").is_string());
+  EXPECT_EQ(kube::pathValue(job(), "status.workers.ready").as_integer(), 2);
+  EXPECT_EQ(kube::pathValue(job(), "status.placement").size(), 2u);
+  EXPECT_EQ(kube::pathValue(job(), "status.placement").at(0).at("cachedFraction").as_double(), 1.0);
+  setPhase("bert-worker-0", "Succeeded");
+  setPhase("bert-worker-1", "Succeeded");
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Succeeded"; }, 20s)) << job().serialize();
+  EXPECT_TRUE(kube::pathValue(job(), "status.completionTime").is_string());
+  EXPECT_TRUE(op::conditionOf(job().at("status"), "Succeeded").status);
+  EXPECT_TRUE(hasEvent("Succeeded"));
+}
+
+TEST_F(TrainingJobControllerTest, AFailedWorkerRestartsTheWholeGangUpToTheBackoffLimit) {
+  readyDataset("wiki");
+  createJob("{backoffLimit: 1}");
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s));
+  setPhase("bert-worker-0", "Running");
+  setPhase("bert-worker-1", "Failed", 1);
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto pods = workers();
+        return pods.size() == 2 && attemptOf(pods[0]) == "1" && attemptOf(pods[1]) == "1";
+      },
+      20s))
+      << "both workers, not only the failed one, come back in attempt 1: " << job().serialize()
+      << " " << ::testing::PrintToString(workers().size());
+  EXPECT_EQ(kube::pathValue(job(), "status.restarts").as_integer(), 1);
+  EXPECT_TRUE(hasEvent("Restarting"));
+  setPhase("bert-worker-1", "Failed", 137);
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Failed"; }, 20s)) << job().serialize();
+  EXPECT_EQ(op::conditionOf(job().at("status"), "Failed").reason, "BackoffLimitExceeded");
+  ASSERT_TRUE(eventually(
+      [&] { return workers().size() == 1 && kube::nameOf(workers()[0]) == "bert-worker-1"; }, 20s))
+      << "cleanPodPolicy Running deletes the workers still running and keeps the failed one";
+}
+
+TEST_F(TrainingJobControllerTest, SuspendDeletesTheWorkersAndResumeBringsThemBack) {
+  readyDataset("wiki");
+  createJob();
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s));
+  Json suspended = job();
+  suspended["spec"]["suspend"] = Json::boolean(true);
+  ASSERT_TRUE(client().update(resources::trainingJobs(), suspended).isOk());
+  ASSERT_TRUE(eventually([&] { return workers().empty() && jobPhase() == "Suspended"; }, 20s))
+      << job().serialize();
+  Json resumed = job();
+  resumed["spec"]["suspend"] = Json::boolean(false);
+  ASSERT_TRUE(client().update(resources::trainingJobs(), resumed).isOk());
+  ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s)) << job().serialize();
+  EXPECT_FALSE(op::conditionOf(job().at("status"), "Suspended").status);
+}
+
+TEST_F(TrainingJobControllerTest, AMissingDatasetIsAConditionAndAnEventNotASilentWait) {
+  createJob();
+  startOperator();
+  ASSERT_TRUE(eventually(
+      [&] {
+        return op::conditionOf(kube::pathValue(job(), "status"), "DatasetsReady").reason ==
+               "DatasetNotFound";
+      },
+      20s))
+      << job().serialize();
+  EXPECT_TRUE(hasEvent("DatasetNotFound"));
+  EXPECT_TRUE(workers().empty());
+  readyDataset("wiki");
+  ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s)) << job().serialize();
+}
+
+TEST_F(TrainingJobControllerTest, WorkersStuckPendingFailTheJobAtTheStartDeadline) {
+  readyDataset("wiki");
+  createJob("{startDeadlineSeconds: 2}");
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s));
+  ASSERT_TRUE(client()
+                  .mergePatch(resources::pods(), ns(), "bert-worker-1",
+                              yaml("status: {phase: Pending, containerStatuses: [{name: trainer, "
+                                   "state: {waiting: {reason: ImagePullBackOff}}}]}"),
+                              "status")
+                  .isOk());
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Failed"; }, 20s)) << job().serialize();
+  const op::Condition failed = op::conditionOf(job().at("status"), "Failed");
+  EXPECT_EQ(failed.reason, "StartDeadlineExceeded");
+  EXPECT_NE(failed.message.find("ImagePullBackOff"), std::string::npos) << failed.message;
+}
+
+}  // namespace
+}  // namespace granary::testing
