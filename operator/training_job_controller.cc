@@ -170,6 +170,18 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     if (!removed.isOk() && removed.code() != StatusCode::kNotFound) return removed;
     return kube::ReconcileResult{};
   }
+  const int attempt =
+      static_cast<int>(kube::pathValue(plan.status, "restarts").as_number().to_int64());
+  // The status goes first: it records decisions (a gang restart's attempt) that the deletions
+  // below would otherwise erase from view if the write failed.
+  if (plan.status != previous) {
+    Json next = job;
+    next["status"] = plan.status;
+    auto written = client.updateStatus(kube::resources::trainingJobs(), next);
+    if (!written.isOk()) return written.status();
+    std::lock_guard lock(mutex_);
+    attempts_[kube::uidOf(job)] = attempt;
+  }
   for (const auto& pod : plan.remove) {
     Status removed = client.remove(kube::resources::pods(), ns, pod);
     if (!removed.isOk() && removed.code() != StatusCode::kNotFound) return removed;
@@ -179,21 +191,11 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
       return created.status();
   }
-  const int attempt =
-      static_cast<int>(kube::pathValue(plan.status, "restarts").as_number().to_int64());
   for (int rank : plan.create) {
     auto created =
         client.create(kube::resources::pods(), ns, workerPod(job, o.spec, rank, attempt));
     if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
       return created.status();
-  }
-  if (plan.status != previous) {
-    Json next = job;
-    next["status"] = plan.status;
-    auto written = client.updateStatus(kube::resources::trainingJobs(), next);
-    if (!written.isOk()) return written.status();
-    std::lock_guard lock(mutex_);
-    attempts_[kube::uidOf(job)] = attempt;
   }
   for (const auto& e : plan.events) {
     manager_.recorder().record(
