@@ -97,10 +97,7 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
   }
   const Json previous = dataset.has_object_field("status") ? dataset.at("status") : Json::object();
   const auto now = clock_.wallNow();
-  const int64_t generation =
-      kube::pathValue(dataset, "metadata.generation").is_integer()
-          ? kube::pathValue(dataset, "metadata.generation").as_number().to_int64()
-          : 1;
+  const int64_t generation = kube::generationOf(dataset);
   const auto problem = [&](DatasetPhase phase, const std::string& reason,
                            const std::string& message) -> Result<kube::ReconcileResult> {
     GRANARY_RETURN_IF_ERROR(
@@ -196,30 +193,8 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
     }
     observation.reports.push_back(std::move(report));
   }
-  // Nodes that held this generation before and are no longer in the plan.
-  if (kube::pathValue(previous, "observedGeneration").is_integer() &&
-      kube::pathValue(previous, "observedGeneration").as_number().to_int64() == generation &&
-      previous.has_array_field("nodes")) {
-    std::set<std::string> planned;
-    for (const auto& n : plan.nodes) planned.insert(n.node.name);
-    for (const auto& n : previous.at("nodes").as_array()) {
-      if (n.has_string_field("name") && !planned.count(n.at("name").as_string()))
-        observation.lostNodes.push_back(n.at("name").as_string());
-    }
-  }
   Json status = datasetStatus(observation, previous, now);
   const bool ready = status.at("phase").as_string() == "Ready";
-  if (!observation.lostNodes.empty() && !ready) {
-    // Keep naming the lost nodes until the share they held is warm again elsewhere.
-    for (const auto& lost : observation.lostNodes) {
-      Json n = Json::object();
-      n["name"] = Json::string(lost);
-      n["cachedBytes"] = Json::number(int64_t{0});
-      n["capacityBytes"] = Json::number(int64_t{0});
-      n["ready"] = Json::boolean(false);
-      status["nodes"][status["nodes"].size()] = std::move(n);
-    }
-  }
   GRANARY_RETURN_IF_ERROR(writeStatus(dataset, std::move(status)));
   return kube::ReconcileResult{.requeueAfter = ready ? options_.pollReady : options_.pollWarming};
 }

@@ -1,6 +1,4 @@
 // granary-operator: the Dataset and TrainingJob controllers.
-#include <unistd.h>
-
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -95,8 +93,7 @@ int main(int argc, char** argv) {
   configureLogging({.level = *logLevel});
   const Logger log("operator");
 
-  auto config =
-      kubeconfig.empty() ? kube::inClusterConfig() : kube::loadKubeconfig(kubeconfig, context);
+  auto config = kube::loadRestConfig(kubeconfig, context);
   if (!config.isOk()) {
     log.error("cannot reach Kubernetes", {{"error", config.status()}});
     return 1;
@@ -109,12 +106,10 @@ int main(int argc, char** argv) {
   MetricsRegistry registry;
   kube::ManagerOptions options{.metricsAddress = metricsAddress, .component = "granary-operator"};
   if (leaderElect) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
     options.leaderElection = kube::LeaderElectionOptions{
         .ns = leaseNamespace.empty() ? config->namespace_ : leaseNamespace,
         .name = "granary-operator",
-        .identity = std::string(host) + "_" + std::to_string(getpid())};
+        .identity = kube::candidateIdentity()};
   }
   auto manager = kube::Manager::create(**client, options, registry);
   if (!manager.isOk()) {

@@ -118,15 +118,17 @@ TrainingJobController::TrainingJobController(kube::Manager& manager,
 
 Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string& key) {
   const kube::ObjectPtr object = jobs_->store().get(key);
-  if (!object) return kube::ReconcileResult{};
+  if (!object) {
+    std::lock_guard lock(mutex_);
+    attempts_.erase(key);
+    return kube::ReconcileResult{};
+  }
   const Json& job = *object;
   if (!kube::pathValue(job, "metadata.deletionTimestamp").is_null()) return kube::ReconcileResult{};
   const std::string ns = kube::namespaceOf(job), name = kube::nameOf(job);
   const Json previous = job.has_object_field("status") ? job.at("status") : Json();
-  const Json generation = kube::pathValue(job, "metadata.generation");
-  JobObservation o{.generation = generation.is_integer() ? generation.as_number().to_int64() : 1,
-                   .previousStatus = previous,
-                   .now = clock_.wallNow()};
+  JobObservation o{
+      .generation = kube::generationOf(job), .previousStatus = previous, .now = clock_.wallNow()};
   auto spec = decodeSpec(job);
   if (!spec.isOk()) {
     Json status = previous.is_object() ? previous : Json::object();
@@ -148,7 +150,9 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   {
     const Json seen = kube::pathValue(previous, "restarts");
     std::lock_guard lock(mutex_);
-    if ((seen.is_integer() ? seen.as_number().to_int64() : 0) < attempts_[kube::uidOf(job)])
+    const auto it = attempts_.find(key);
+    if (it != attempts_.end() && it->second.uid == kube::uidOf(job) &&
+        (seen.is_integer() ? seen.as_number().to_int64() : 0) < it->second.attempt)
       return kube::ReconcileResult{.requeueAfter = std::chrono::milliseconds(100)};
   }
   o.spec = std::move(*spec);
@@ -180,7 +184,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     auto written = client.updateStatus(kube::resources::trainingJobs(), next);
     if (!written.isOk()) return written.status();
     std::lock_guard lock(mutex_);
-    attempts_[kube::uidOf(job)] = attempt;
+    attempts_[key] = {kube::uidOf(job), attempt};
   }
   for (const auto& pod : plan.remove) {
     Status removed = client.remove(kube::resources::pods(), ns, pod);

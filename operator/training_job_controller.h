@@ -30,10 +30,15 @@ class TrainingJobController {
   kube::Informer* pods_;
   kube::Informer* services_;
   kube::Informer* datasets_;
-  // Gang attempts written per job uid: a cache that has not yet seen the write must not act on
-  // the older attempt (it would recreate the workers just deleted).
+  // The gang attempt last written per job key (with the job's uid): a cache that has not yet
+  // seen the write must not act on the older attempt (it would recreate the workers just
+  // deleted). Forgotten when the job is gone.
+  struct Written {
+    std::string uid;
+    int64_t attempt = 0;
+  };
   std::mutex mutex_;
-  std::map<std::string, int64_t> attempts_;
+  std::map<std::string, Written> attempts_;
 };
 
 }  // namespace granary::op

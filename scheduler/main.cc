@@ -1,8 +1,6 @@
 // granary-scheduler: gang placement where the data is cached (a secondary scheduler for pods
 // with spec.schedulerName: granary-scheduler), and the same scoring as a kube-scheduler
 // extender.
-#include <unistd.h>
-
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -80,8 +78,7 @@ int main(int argc, char** argv) {
   configureLogging({.level = *logLevel});
   const Logger log("scheduler");
 
-  auto config =
-      kubeconfig.empty() ? kube::inClusterConfig() : kube::loadKubeconfig(kubeconfig, context);
+  auto config = kube::loadRestConfig(kubeconfig, context);
   if (!config.isOk()) {
     log.error("cannot reach Kubernetes", {{"error", config.status()}});
     return 1;
@@ -94,12 +91,10 @@ int main(int argc, char** argv) {
   MetricsRegistry registry;
   kube::ManagerOptions options{.metricsAddress = metricsAddress, .component = schedulerName};
   if (leaderElect) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
     options.leaderElection = kube::LeaderElectionOptions{
         .ns = leaseNamespace.empty() ? config->namespace_ : leaseNamespace,
         .name = schedulerName,
-        .identity = std::string(host) + "_" + std::to_string(getpid())};
+        .identity = kube::candidateIdentity()};
   }
   auto manager = kube::Manager::create(**client, options, registry);
   if (!manager.isOk()) {

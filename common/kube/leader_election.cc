@@ -1,10 +1,19 @@
 #include "common/kube/leader_election.h"
 
+#include <unistd.h>
+
 #include <thread>
 
 #include "common/log.h"
 
 namespace granary::kube {
+
+std::string candidateIdentity() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + "_" + std::to_string(::getpid());
+}
+
 namespace {
 
 const Logger& logger() {

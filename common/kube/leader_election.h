@@ -26,6 +26,9 @@ struct LeaderElectionOptions {
   bool releaseOnCancel = true;
 };
 
+// An identity unique to this process among the candidates: host name and pid.
+std::string candidateIdentity();
+
 class LeaderElector {
  public:
   LeaderElector(Client& client, LeaderElectionOptions options, Clock& clock = realClock());

@@ -6,6 +6,11 @@
 
 namespace granary::kube {
 
+int64_t generationOf(const Json& object) {
+  const Json generation = pathValue(object, "metadata.generation");
+  return generation.is_integer() ? generation.as_number().to_int64() : 1;
+}
+
 std::string metadataField(const Json& object, const char* field) {
   if (!object.is_object() || !object.has_object_field("metadata")) return {};
   const auto& metadata = object.at("metadata");

@@ -21,6 +21,8 @@ inline std::string nameOf(const Json& o) { return metadataField(o, "name"); }
 inline std::string namespaceOf(const Json& o) { return metadataField(o, "namespace"); }
 inline std::string resourceVersionOf(const Json& o) { return metadataField(o, "resourceVersion"); }
 inline std::string uidOf(const Json& o) { return metadataField(o, "uid"); }
+// metadata.generation; 1 when absent (objects of types without generations).
+int64_t generationOf(const Json& object);
 
 // The cache key of an object: "namespace/name", or "name" when cluster-scoped.
 std::string objectKey(const Json& object);

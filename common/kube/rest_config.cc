@@ -156,4 +156,8 @@ Result<RestConfig> inClusterConfig(const std::filesystem::path& serviceAccountDi
   return config;
 }
 
+Result<RestConfig> loadRestConfig(const std::string& kubeconfig, std::string_view context) {
+  return kubeconfig.empty() ? inClusterConfig() : loadKubeconfig(kubeconfig, context);
+}
+
 }  // namespace granary::kube

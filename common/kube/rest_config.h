@@ -41,4 +41,8 @@ Result<RestConfig> loadKubeconfig(const std::filesystem::path& path, std::string
 Result<RestConfig> inClusterConfig(const std::filesystem::path& serviceAccountDir =
                                        "/var/run/secrets/kubernetes.io/serviceaccount");
 
+// A binary's --kubeconfig/--context: the kubeconfig when a path is given, else the pod's
+// service account.
+Result<RestConfig> loadRestConfig(const std::string& kubeconfig, std::string_view context);
+
 }  // namespace granary::kube

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "common/quantity.h"
 #include "operator/core/conditions.h"
@@ -62,9 +63,25 @@ Totals add(const std::vector<NodeReport>& reports) {
 }
 
 // The dataset's phase, the reason and a message saying why, from every node's report.
-std::tuple<DatasetPhase, std::string, std::string> phaseOf(const DatasetObservation& o,
-                                                           const Totals& totals,
-                                                           const std::string& cached) {
+// Nodes `previous` lists for this generation that are not in the plan any more.
+std::vector<std::string> lostNodes(const DatasetObservation& o, const Json& previous) {
+  const Json generation = kube::pathValue(previous, "observedGeneration");
+  const Json listed = kube::pathValue(previous, "nodes");
+  if (!generation.is_integer() || generation.as_number().to_int64() != o.generation ||
+      !listed.is_array())
+    return {};
+  std::set<std::string> planned;
+  for (const auto& r : o.reports) planned.insert(r.nodeName);
+  std::vector<std::string> lost;
+  for (const auto& n : listed.as_array())
+    if (n.has_string_field("name") && !planned.count(n.at("name").as_string()))
+      lost.push_back(n.at("name").as_string());
+  return lost;
+}
+
+std::tuple<DatasetPhase, std::string, std::string> phaseOf(
+    const DatasetObservation& o, const std::vector<std::string>& lostNodes, const Totals& totals,
+    const std::string& cached) {
   if (o.reports.empty())
     return {DatasetPhase::kPending, "NoCacheNodes", "no cache node may hold this dataset"};
   for (const auto& r : o.reports)
@@ -84,13 +101,13 @@ std::tuple<DatasetPhase, std::string, std::string> phaseOf(const DatasetObservat
   }
   const std::string where =
       " on " + std::to_string(o.reports.size()) + (o.reports.size() == 1 ? " node" : " nodes");
-  if (ready && !(o.replanned && !o.lostNodes.empty())) {
+  if (ready && !(o.replanned && !lostNodes.empty())) {
     return {DatasetPhase::kReady, "Cached",
             cached + " of " + formatByteSize({totals.totalBytes}) + " cached" + where};
   }
-  if (!o.lostNodes.empty()) {
+  if (!lostNodes.empty()) {
     std::string lost;
-    for (const auto& n : o.lostNodes) lost += (lost.empty() ? "" : ", ") + n;
+    for (const auto& n : lostNodes) lost += (lost.empty() ? "" : ", ") + n;
     return {DatasetPhase::kDegraded, "NodeLost",
             "cache node(s) " + lost + " gone; their share is warming again" + where};
   }
@@ -116,7 +133,8 @@ Json datasetStatus(const DatasetObservation& o, const Json& previous,
       t.ownedBytes > 0 ? static_cast<double>(t.cachedBytes) / static_cast<double>(t.ownedBytes)
                        : 0.0;
   const std::string cached = percentage(fraction);
-  const auto [phase, reason, message] = phaseOf(o, t, cached);
+  const std::vector<std::string> lost = lostNodes(o, previous);
+  const auto [phase, reason, message] = phaseOf(o, lost, t, cached);
   const bool ready = phase == DatasetPhase::kReady;
 
   Json status = Json::object();
@@ -138,14 +156,18 @@ Json datasetStatus(const DatasetObservation& o, const Json& previous,
   if (ready || t.etaKnown) warm["etaSeconds"] = Json::number(ready ? int64_t{0} : t.etaSeconds);
   status["warm"] = std::move(warm);
   Json nodes = Json::array();
-  for (const auto& r : o.reports) {
+  const auto addNode = [&](const std::string& name, const NodeProgress* p) {
     Json n = Json::object();
-    n["name"] = Json::string(r.nodeName);
-    n["cachedBytes"] = Json::number(r.progress ? r.progress->cachedBytes : int64_t{0});
-    n["capacityBytes"] = Json::number(r.progress ? r.progress->capacityBytes : int64_t{0});
-    n["ready"] = Json::boolean(r.progress && r.progress->phase == DatasetPhase::kReady);
+    n["name"] = Json::string(name);
+    n["cachedBytes"] = Json::number(p ? p->cachedBytes : int64_t{0});
+    n["capacityBytes"] = Json::number(p ? p->capacityBytes : int64_t{0});
+    n["ready"] = Json::boolean(p && p->phase == DatasetPhase::kReady);
     nodes[nodes.size()] = std::move(n);
-  }
+  };
+  for (const auto& r : o.reports) addNode(r.nodeName, r.progress ? &*r.progress : nullptr);
+  // Lost nodes stay listed until the share they held is warm again elsewhere.
+  if (!ready)
+    for (const auto& name : lost) addNode(name, nullptr);
   status["nodes"] = std::move(nodes);
   Json conditions = kube::pathValue(previous, "conditions");
   setCondition(conditions, {"Ready", ready, reason, message}, o.generation, now);

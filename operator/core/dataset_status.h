@@ -37,14 +37,15 @@ struct NodeReport {
 struct DatasetObservation {
   int64_t generation = 0;
   int32_t replicas = 1;
-  std::vector<NodeReport> reports;     // one per node of the plan
-  std::vector<std::string> lostNodes;  // nodes that held this generation and are gone
+  std::vector<NodeReport> reports;  // one per node of the plan
   // The nodes were just told a new node set: a Ready in their answer predates it.
   bool replanned = false;
 };
 
 // The status for `observation`; conditions are carried over from `previous` (the current
-// status), so an unchanged world yields an equal status.
+// status), so an unchanged world yields an equal status. Nodes that `previous` lists for this
+// generation and the plan no longer has are lost: the Dataset stays Degraded, still listing
+// them, until the remaining nodes are Ready.
 kube::Json datasetStatus(const DatasetObservation& observation, const kube::Json& previous,
                          std::chrono::system_clock::time_point now);
 
