@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "operator/cache_node_discovery.h"
 #include "operator/core/conditions.h"
+#include "operator/core/workers.h"
 #include "operator/ensure_request.h"
 
 namespace granary::op {
@@ -55,6 +56,18 @@ Result<api::Dataset> decodeDataset(const Json& object) {
   return dataset;
 }
 
+// "namespace/name" of each Dataset `pod` mounts.
+std::vector<std::string> datasetKeysOf(const Json& pod) {
+  std::vector<std::string> keys;
+  for (const auto& name : datasetsMountedBy(pod))
+    keys.push_back(kube::objectKey(kube::namespaceOf(pod), name));
+  return keys;
+}
+
+size_t fingerprintOf(const google::protobuf::Message& request) {
+  return std::hash<std::string>()(request.SerializeAsString());
+}
+
 std::string phaseOfStatus(const Json& object) {
   const Json phase = kube::pathValue(object, "status.phase");
   return phase.is_string() ? phase.as_string() : std::string();
@@ -66,9 +79,14 @@ DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& no
                                      const std::string& agentSelector,
                                      DatasetControllerOptions options, Clock& clock)
     : manager_(manager), nodes_(nodes), options_(options), clock_(clock) {
-  datasets_ = &manager.informer({.type = kube::resources::datasets()});
-  agents_ = &manager.informer({.type = kube::resources::pods(), .labelSelector = agentSelector});
+  datasets_ = &manager.informer({.type = kube::resources::datasets(), .ns = options_.ns});
+  agents_ = &manager.informer({.type = kube::resources::pods(),
+                               .ns = options_.cacheNodeNamespace,
+                               .labelSelector = agentSelector});
   kubeNodes_ = &manager.informer({.type = kube::resources::nodes()});
+  workers_ = &manager.informer(
+      {.type = kube::resources::pods(), .ns = options_.ns, .labelSelector = kJobNameLabel});
+  workers_->store().addIndex("dataset", datasetKeysOf);
   auto& controller = manager.controller(
       {.name = "dataset", .workers = options_.workers},
       [this](const std::string& key, std::stop_token) { return reconcile(key); });
@@ -77,6 +95,8 @@ DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& no
   auto everyDataset =
       controller.enqueueMapped([this](const Json&) { return datasets_->store().keys(); });
   agents_->addHandler(everyDataset);
+  // A worker placed or gone changes the readers of the datasets it mounts.
+  workers_->addHandler(controller.enqueueMapped(datasetKeysOf));
 }
 
 std::vector<CacheNode> DatasetController::cacheNodes() {
@@ -147,7 +167,11 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
 
   // Fingerprint of what each node is asked, without credentials.
   const v1::EnsureDatasetRequest bare = ensureRequestOf(spec, {}, plan);
-  const size_t fingerprint = std::hash<std::string>()(bare.SerializeAsString());
+  const size_t fingerprint = fingerprintOf(bare);
+  const v1::SetWarmPlanRequest warmPlan = warmPlanRequestOf(
+      bare.dataset(), readersOf(workers_->store().byIndex("dataset", key), spec.metadata.name));
+  const size_t warmPlanFingerprint = fingerprintOf(warmPlan);
+  const size_t noReaders = fingerprintOf(warmPlanRequestOf(bare.dataset(), {}));
   DatasetObservation observation{.generation = generation, .replicas = spec.spec.cache.replicas};
   for (const auto& node : plan.nodes) {
     const std::string memo = spec.metadata.uid + "/" + node.address;
@@ -171,7 +195,7 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
       progress = nodes_.ensure(node.address, ensureRequestOf(spec, credentials, plan));
       if (progress.isOk()) {
         std::lock_guard lock(mutex_);
-        ensured_[memo] = {fingerprint, clock_.monoNow()};
+        ensured_[memo] = {fingerprint, clock_.monoNow(), noReaders};
         observation.replanned = true;
         purgeOtherGenerations(node.address, bare.dataset());
       } else if (progress.status().code() == StatusCode::kInvalidArgument) {
@@ -186,6 +210,7 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
     NodeReport report{.nodeName = node.node.name};
     if (progress.isOk()) {
       report.progress = std::move(*progress);
+      announceReaders(memo, node.address, warmPlan, warmPlanFingerprint);
     } else {
       report.error = progress.status().message();
       std::lock_guard lock(mutex_);
@@ -197,6 +222,24 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
   const bool ready = status.at("phase").as_string() == "Ready";
   GRANARY_RETURN_IF_ERROR(writeStatus(dataset, std::move(status)));
   return kube::ReconcileResult{.requeueAfter = ready ? options_.pollReady : options_.pollWarming};
+}
+
+void DatasetController::announceReaders(const std::string& memo, const std::string& address,
+                                        const v1::SetWarmPlanRequest& plan, size_t fingerprint) {
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = ensured_.find(memo);
+    if (it == ensured_.end() || it->second.warmPlan == fingerprint) return;
+  }
+  const Status sent = nodes_.setWarmPlan(address, plan);
+  log().info("readers announced",
+             {{"dataset", plan.dataset().namespace_() + "/" + plan.dataset().name()},
+              {"node", address},
+              {"readers", plan.readers_size()},
+              {"result", sent}});
+  std::lock_guard lock(mutex_);
+  const auto it = ensured_.find(memo);
+  if (sent.isOk() && it != ensured_.end()) it->second.warmPlan = fingerprint;
 }
 
 void DatasetController::purgeOtherGenerations(const std::string& address,

@@ -6,7 +6,9 @@
 //
 // Status is written only when it changed. A node is asked to ensure again when the request
 // for it changed, when it no longer holds the dataset, or after reensureInterval (so rotated
-// credentials reach it); otherwise it is only asked for status.
+// credentials reach it); otherwise it is only asked for status. Each node is also told the
+// dataset's readers (operator/core/readers.h) whenever they change, so that an OnJob dataset
+// warms once a job's workers are placed.
 #pragma once
 
 #include <chrono>
@@ -31,6 +33,8 @@ struct DatasetControllerOptions {
   // After a deletion, nodes that cannot be reached this long are given up. Default 2 min.
   std::chrono::milliseconds purgeTimeout{120'000};
   int workers = 4;
+  std::string ns;                  // the namespace of the Datasets watched; "" for all
+  std::string cacheNodeNamespace;  // of the cache-node pods; "" for all
 };
 
 class DatasetController {
@@ -45,8 +49,9 @@ class DatasetController {
 
  private:
   struct Ensured {
-    size_t fingerprint = 0;
+    size_t fingerprint = 0;  // of the EnsureDataset request, without credentials
     Clock::MonoTime at{};
+    size_t warmPlan = 0;  // of the SetWarmPlan request the node last accepted
   };
 
   Result<kube::ReconcileResult> finalize(const kube::Json& dataset);
@@ -55,6 +60,9 @@ class DatasetController {
   std::vector<CacheNode> cacheNodes();
   // Drops generations of the dataset other than `current` from a node (best effort: one still
   // mounted by a pod stays until the next ensure).
+  // Sends `plan` (the dataset's readers) to the node at `address` unless it already has it.
+  void announceReaders(const std::string& memo, const std::string& address,
+                       const v1::SetWarmPlanRequest& plan, size_t fingerprint);
   void purgeOtherGenerations(const std::string& address, const v1::DatasetRef& current);
 
   kube::Manager& manager_;
@@ -63,6 +71,7 @@ class DatasetController {
   Clock& clock_;
   kube::Informer* datasets_;
   kube::Informer* agents_;
+  kube::Informer* workers_;  // TrainingJob worker pods, indexed by the datasets they mount
   kube::Informer* kubeNodes_;
   std::mutex mutex_;                        // guards ensured_
   std::map<std::string, Ensured> ensured_;  // by uid + node address

@@ -13,6 +13,21 @@ v1::DatasetRef refOf(const api::ObjectMeta& metadata) {
   return ref;
 }
 
+v1::SetWarmPlanRequest warmPlanRequestOf(const v1::DatasetRef& dataset,
+                                         const std::vector<DatasetReader>& readers) {
+  v1::SetWarmPlanRequest request;
+  *request.mutable_dataset() = dataset;
+  for (const auto& r : readers) {
+    v1::Reader& reader = *request.add_readers();
+    reader.set_pod_namespace(r.podNamespace);
+    reader.set_pod_name(r.podName);
+    reader.set_pod_uid(r.podUid);
+    reader.set_node_name(r.node);
+    reader.set_rank(r.rank);
+  }
+  return request;
+}
+
 v1::EnsureDatasetRequest ensureRequestOf(
     const api::Dataset& dataset, const std::map<std::string, OriginCredentials>& credentials,
     const NodeSetPlan& plan) {

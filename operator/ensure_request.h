@@ -1,4 +1,5 @@
-// The EnsureDataset request for a Dataset generation on its node set. Pure.
+// The requests the Dataset controller sends a cache node: EnsureDataset for a Dataset
+// generation on its node set, and SetWarmPlan with the dataset's readers. Pure.
 #pragma once
 
 #include <map>
@@ -9,6 +10,7 @@
 #include "common/secret.h"
 #include "granary/v1/cache_node.pb.h"
 #include "operator/core/node_set.h"
+#include "operator/core/readers.h"
 
 namespace granary::op {
 
@@ -24,6 +26,9 @@ v1::EnsureDatasetRequest ensureRequestOf(
     const NodeSetPlan& plan);
 
 v1::DatasetRef refOf(const api::ObjectMeta& metadata);
+
+v1::SetWarmPlanRequest warmPlanRequestOf(const v1::DatasetRef& dataset,
+                                         const std::vector<DatasetReader>& readers);
 
 // Reads the credential keys of a Secret object (base64 `data`, or `stringData`).
 // InvalidArgument naming the Secret when it holds none of the keys.

@@ -21,7 +21,13 @@ Options:
   --cache-node-ca-file PATH    CA of the cache nodes' TLS certificates (default: plain gRPC)
   --cache-node-selector SEL    labels of the granary-cache-node pods
                                (default: app.kubernetes.io/name=granary-cache-node)
+  --cache-node-namespace NS    namespace of the granary-cache-node pods (default: all)
+  --watch-namespace NS         reconcile the Datasets and TrainingJobs of NS only
+                               (default: all namespaces)
   --dataset-workers N          concurrent Dataset reconciles (default: 4)
+  --job-workers N              concurrent TrainingJob reconciles (default: 4)
+  --telemetry-interval SECONDS how often running jobs' data figures are sampled
+                               from the cache nodes into status (default: 20)
   --metrics-address ADDR       /metrics, /healthz, /readyz (default: 0.0.0.0:8080)
   --leader-elect               elect a leader among replicas (Lease granary-operator)
   --namespace NS               namespace of the Lease (default: the pod's namespace)
@@ -41,7 +47,8 @@ int main(int argc, char** argv) {
 
   std::string kubeconfig, context, tokenFile, caFile, leaseNamespace, level = "info";
   std::string selector = "app.kubernetes.io/name=granary-cache-node";
-  std::string metricsAddress = "0.0.0.0:8080", workers = "4";
+  std::string metricsAddress = "0.0.0.0:8080", datasetWorkersText = "4", jobWorkersText = "4";
+  std::string watchNamespace, cacheNodeNamespace, telemetryText = "20";
   bool leaderElect = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -59,8 +66,16 @@ int main(int argc, char** argv) {
       value(caFile);
     else if (arg == "--cache-node-selector")
       value(selector);
+    else if (arg == "--cache-node-namespace")
+      value(cacheNodeNamespace);
+    else if (arg == "--watch-namespace")
+      value(watchNamespace);
     else if (arg == "--dataset-workers")
-      value(workers);
+      value(datasetWorkersText);
+    else if (arg == "--job-workers")
+      value(jobWorkersText);
+    else if (arg == "--telemetry-interval")
+      value(telemetryText);
     else if (arg == "--metrics-address")
       value(metricsAddress);
     else if (arg == "--namespace")
@@ -78,9 +93,17 @@ int main(int argc, char** argv) {
   }
   auto logLevel = parseLogLevel(level);
   if (!logLevel.isOk()) usageError("--log-level: " + logLevel.status().message());
-  const int datasetWorkers = std::atoi(workers.c_str());
-  if (datasetWorkers < 1 || datasetWorkers > 64)
-    usageError("--dataset-workers: expected 1 to 64, got \"" + workers + "\"");
+  const auto count = [](const std::string& flag, const std::string& text, int low, int high) {
+    char* end = nullptr;
+    const long n = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || n < low || n > high)
+      usageError(flag + ": expected a whole number from " + std::to_string(low) + " to " +
+                 std::to_string(high) + ", got \"" + text + "\"");
+    return static_cast<int>(n);
+  };
+  const int datasetWorkers = count("--dataset-workers", datasetWorkersText, 1, 64);
+  const int jobWorkers = count("--job-workers", jobWorkersText, 1, 64);
+  const int telemetrySeconds = count("--telemetry-interval", telemetryText, 5, 3600);
   if (tokenFile.empty()) usageError("--cache-node-token-file: required (the cache nodes' token)");
   std::string token;
   {
@@ -117,9 +140,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   op::CacheNodeClient cacheNodes({.token = Secret(token), .tlsCaFile = caFile});
-  op::DatasetController datasets(**manager, cacheNodes, selector, {.workers = datasetWorkers});
-  op::TrainingJobController jobs(**manager);
-  log.info("started", {{"metrics", metricsAddress}, {"cacheNodes", selector}});
+  op::DatasetController datasets(
+      **manager, cacheNodes, selector,
+      {.workers = datasetWorkers, .ns = watchNamespace, .cacheNodeNamespace = cacheNodeNamespace});
+  op::TrainingJobController jobs(**manager,
+                                 {.workers = jobWorkers,
+                                  .ns = watchNamespace,
+                                  .cacheNodeNamespace = cacheNodeNamespace,
+                                  .cacheNodes = &cacheNodes,
+                                  .cacheNodeSelector = selector,
+                                  .telemetryInterval = std::chrono::seconds(telemetrySeconds)});
+  log.info("started", {{"metrics", metricsAddress},
+                       {"cacheNodes", selector},
+                       {"namespace", watchNamespace.empty() ? "all" : watchNamespace}});
   const Status result = (*manager)->run(stop.get_token());
   if (!result.isOk()) {
     log.error("stopped", {{"error", result}});

@@ -1,9 +1,11 @@
 #include "operator/training_job_controller.h"
 
+#include <set>
+
 #include "common/api/training_job.h"
 #include "common/log.h"
+#include "operator/cache_node_discovery.h"
 #include "operator/core/conditions.h"
-#include "operator/core/gang.h"
 #include "operator/core/workers.h"
 #include "scheduler/kube_model.h"
 
@@ -37,6 +39,7 @@ int labelInt(const Json& pod, const char* label) {
 WorkerState workerOf(const Json& pod) {
   WorkerState w;
   w.name = kube::nameOf(pod);
+  w.uid = kube::uidOf(pod);
   w.rank = labelInt(pod, kRankLabel);
   w.attempt = labelInt(pod, kAttemptLabel);
   w.node = scheduler::nodeNameOf(pod);
@@ -86,15 +89,23 @@ DatasetState datasetOf(const std::string& name, const kube::ObjectPtr& object) {
 
 TrainingJobController::TrainingJobController(kube::Manager& manager,
                                              TrainingJobControllerOptions options, Clock& clock)
-    : manager_(manager), clock_(clock) {
-  jobs_ = &manager.informer({.type = kube::resources::trainingJobs()});
-  pods_ = &manager.informer({.type = kube::resources::pods(), .labelSelector = kJobNameLabel});
-  services_ =
-      &manager.informer({.type = kube::resources::services(), .labelSelector = kJobNameLabel});
-  datasets_ = &manager.informer({.type = kube::resources::datasets()});
+    : manager_(manager), options_(std::move(options)), clock_(clock) {
+  if (options_.cacheNodes) {
+    agents_ = &manager.informer({.type = kube::resources::pods(),
+                                 .ns = options_.cacheNodeNamespace,
+                                 .labelSelector = options_.cacheNodeSelector});
+    kubeNodes_ = &manager.informer({.type = kube::resources::nodes()});
+  }
+  const std::string& scope = options_.ns;
+  jobs_ = &manager.informer({.type = kube::resources::trainingJobs(), .ns = scope});
+  pods_ = &manager.informer(
+      {.type = kube::resources::pods(), .ns = scope, .labelSelector = kJobNameLabel});
+  services_ = &manager.informer(
+      {.type = kube::resources::services(), .ns = scope, .labelSelector = kJobNameLabel});
+  datasets_ = &manager.informer({.type = kube::resources::datasets(), .ns = scope});
   pods_->store().addIndex("job", kube::indexByLabel(kJobNameLabel));
   auto& controller = manager.controller(
-      {.name = "trainingjob", .workers = options.workers},
+      {.name = "trainingjob", .workers = options_.workers},
       [this](const std::string& key, std::stop_token) { return reconcile(key); });
   jobs_->addHandler(controller.enqueueObjects());
   const auto ownerJob = [](const Json& object) {
@@ -121,6 +132,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   if (!object) {
     std::lock_guard lock(mutex_);
     attempts_.erase(key);
+    samples_.erase(key);
     return kube::ReconcileResult{};
   }
   const Json& job = *object;
@@ -165,7 +177,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   for (const auto& d : o.spec.datasets)
     o.datasets.push_back(datasetOf(d.name, datasets_->store().get(kube::objectKey(ns, d.name))));
 
-  const JobPlan plan = planJob(o);
+  JobPlan plan = planJob(o);
   auto& client = manager_.client();
   if (plan.deleteJob) {
     Status removed =
@@ -173,6 +185,19 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
                       {.propagationPolicy = "Background", .preconditionUid = kube::uidOf(job)});
     if (!removed.isOk() && removed.code() != StatusCode::kNotFound) return removed;
     return kube::ReconcileResult{};
+  }
+  kube::ReconcileResult result;
+  if (plan.requeueAfter) result.requeueAfter = *plan.requeueAfter;
+  const bool running = kube::pathValue(plan.status, "phase").is_string() &&
+                       plan.status.at("phase").as_string() == "Running";
+  if (options_.cacheNodes && running && !o.spec.datasets.empty()) {
+    if (auto summaries = sampleTelemetry(key, ns, o.spec, o.workers)) {
+      if (!summaries->first.is_null()) plan.status["data"] = summaries->first;
+      if (!summaries->second.is_null()) plan.status["gpu"] = summaries->second;
+    }
+    if (result.requeueAfter == Clock::Duration::zero() ||
+        result.requeueAfter > options_.telemetryInterval)
+      result.requeueAfter = options_.telemetryInterval;
   }
   const int attempt =
       static_cast<int>(kube::pathValue(plan.status, "restarts").as_number().to_int64());
@@ -206,9 +231,57 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
         job, e.warning ? kube::EventType::kWarning : kube::EventType::kNormal, e.reason, e.message);
     log().info(e.reason, {{"job", key}, {"message", e.message}});
   }
-  kube::ReconcileResult result;
-  if (plan.requeueAfter) result.requeueAfter = *plan.requeueAfter;
   return result;
+}
+
+std::optional<std::pair<Json, Json>> TrainingJobController::sampleTelemetry(
+    const std::string& key, const std::string& ns, const api::TrainingJobSpec& spec,
+    const std::vector<WorkerState>& workers) {
+  {
+    std::lock_guard lock(mutex_);
+    const auto last = samples_.find(key);
+    if (last != samples_.end() && clock_.monoNow() - last->second.at < options_.telemetryInterval)
+      return std::nullopt;
+  }
+  std::set<std::string> uids, names;
+  std::map<std::string, std::vector<std::string>> uidsByNode;
+  for (const auto& w : workers) {
+    uids.insert(w.uid);
+    names.insert(w.name);
+    if (!w.node.empty()) uidsByNode[w.node].push_back(w.uid);
+  }
+  v1::GetTelemetryRequest request;
+  for (const auto& d : spec.datasets) {
+    v1::DatasetRef& ref = *request.add_datasets();
+    ref.set_namespace_(ns);
+    ref.set_name(d.name);
+  }
+  JobSample sample{.at = clock_.monoNow()};
+  for (const auto& cacheNode : discoverCacheNodes(agents_->store().list(), kubeNodes_->store())) {
+    const auto onNode = uidsByNode.find(cacheNode.node.name);
+    if (onNode == uidsByNode.end()) continue;
+    auto reply = options_.cacheNodes->telemetry(cacheNode.address, request);
+    if (!reply.isOk()) {
+      log().debug("no telemetry",
+                  {{"job", key}, {"node", cacheNode.node.name}, {"error", reply.status()}});
+      continue;
+    }
+    // Workers of an answering node are in the sample, with zeros until they read.
+    for (const auto& uid : onNode->second) sample.workers[uid];
+    for (const auto& r : reply->readers()) {
+      if (!uids.count(r.pod_uid())) continue;
+      WorkerReads& reads = sample.workers[r.pod_uid()];
+      reads.waitSeconds += r.read_wait_seconds();
+      reads.localBytes += r.reads().local_bytes();
+      reads.remoteBytes += r.reads().peer_bytes() + r.reads().origin_bytes();
+    }
+    for (const auto& g : reply->gpus())
+      if (g.pod_namespace() == ns && names.count(g.pod_name()))
+        sample.gpus.push_back({g.utilization_ratio(), g.memory_used_bytes()});
+  }
+  std::lock_guard lock(mutex_);
+  const JobSample previous = std::exchange(samples_[key], sample);
+  return std::pair{dataSummary(previous, sample), gpuSummary(sample)};
 }
 
 }  // namespace granary::op

@@ -1,19 +1,31 @@
 // The TrainingJob controller: observes a job, its worker pods and its Datasets (all from
 // informer caches), plans with planJob (operator/core/gang.h) and applies the plan: the
 // headless Service, worker pods created or deleted, the job deleted after its TTL, status
-// written only when it changed, and Events.
+// written only when it changed, and Events. While a job runs it samples the telemetry of the
+// cache nodes its workers read through, every telemetryInterval, into status.data and
+// status.gpu (operator/core/job_data.h).
 #pragma once
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "common/kube/manager.h"
+#include "operator/cache_node_client.h"
+#include "operator/core/gang.h"
+#include "operator/core/job_data.h"
 
 namespace granary::op {
 
 struct TrainingJobControllerOptions {
-  int workers = 4;  // concurrent reconciles
+  int workers = 4;                 // concurrent reconciles
+  std::string ns;                  // the namespace of the TrainingJobs watched; "" for all
+  std::string cacheNodeNamespace;  // of the cache-node pods; "" for all
+  // The cache nodes to sample (and the selector of their pods); null: no telemetry in status.
+  CacheNodeClient* cacheNodes = nullptr;
+  std::string cacheNodeSelector = "app.kubernetes.io/name=granary-cache-node";
+  std::chrono::milliseconds telemetryInterval{20'000};
 };
 
 class TrainingJobController {
@@ -24,8 +36,18 @@ class TrainingJobController {
   Result<kube::ReconcileResult> reconcile(const std::string& key);
 
  private:
+  // A new sample of the job's workers when the last is telemetryInterval old, with the
+  // summaries it gives against the last one ({data, gpu}, each null when there is nothing to
+  // say); nullopt when it is not time yet.
+  std::optional<std::pair<kube::Json, kube::Json>> sampleTelemetry(
+      const std::string& key, const std::string& ns, const api::TrainingJobSpec& spec,
+      const std::vector<WorkerState>& workers);
+
   kube::Manager& manager_;
+  TrainingJobControllerOptions options_;
   Clock& clock_;
+  kube::Informer* agents_ = nullptr;
+  kube::Informer* kubeNodes_ = nullptr;
   kube::Informer* jobs_;
   kube::Informer* pods_;
   kube::Informer* services_;
@@ -39,6 +61,7 @@ class TrainingJobController {
   };
   std::mutex mutex_;
   std::map<std::string, Written> attempts_;
+  std::map<std::string, JobSample> samples_;  // the last telemetry sample per job key
 };
 
 }  // namespace granary::op

@@ -18,6 +18,7 @@ using WallTime = std::chrono::system_clock::time_point;
 
 struct WorkerState {
   std::string name;
+  std::string uid;
   int rank = 0;
   int attempt = 0;  // the gang attempt it was created for
   enum class Phase { kPending, kRunning, kSucceeded, kFailed } phase = Phase::kPending;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "operator/core/readers.h"
+
 namespace granary::op {
 
 using kube::Json;
@@ -66,6 +68,8 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
   metadata["labels"][kJobNameLabel] = Json::string(name);
   metadata["labels"][kRankLabel] = Json::string(std::to_string(rank));
   metadata["labels"][kAttemptLabel] = Json::string(std::to_string(attempt));
+  if (spec.warmPolicy == api::WarmStart::kNone)
+    metadata["labels"][kWarmLabel] = Json::string("false");
   metadata["ownerReferences"] = ownerReference(job);
   pod["metadata"] = std::move(metadata);
 

@@ -5,11 +5,15 @@
 #include "operator/dataset_controller.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <random>
 
 #include "common/kube/manager.h"
+#include "csi/v1/csi.grpc.pb.h"
 #include "operator/core/conditions.h"
+#include "operator/training_job_controller.h"
 #include "tests/kube/cluster.h"
 #include "tests/support/cache_node_process.h"
 #include "tests/support/http_file_server.h"
@@ -44,7 +48,9 @@ class DatasetControllerTest : public ClusterTest {
   }
   void TearDown() override {
     running_.reset();
+    jobs_.reset();
     manager_.reset();
+    for (auto& [name, process] : processes_) process->kill(SIGTERM);  // unmounts its datasets
     processes_.clear();
     for (const auto& node : nodes_) (void)client().remove(resources::nodes(), "", node);
     origin_.reset();
@@ -86,7 +92,9 @@ class DatasetControllerTest : public ClusterTest {
     return "app.kubernetes.io/name: granary-cache-node, granary.io/test: t" + suffix_;
   }
 
-  void startOperator(op::DatasetControllerOptions options = {}) {
+  // The Dataset controller; with `trainingJobs`, the TrainingJob controller too, sampling the
+  // cache nodes' telemetry every 300 ms.
+  void startOperator(op::DatasetControllerOptions options = {}, bool trainingJobs = false) {
     options.pollWarming = 200ms;
     options.pollReady = 500ms;
     auto manager = kube::Manager::create(client(), {.metricsAddress = ""}, registry_);
@@ -97,16 +105,24 @@ class DatasetControllerTest : public ClusterTest {
     selector.replace(selector.find(": "), 2, "=");
     selector.erase(selector.find(' '), 1);
     controller_ = std::make_unique<op::DatasetController>(*manager_, nodesApi_, selector, options);
+    if (trainingJobs) {
+      jobs_ = std::make_unique<op::TrainingJobController>(
+          *manager_,
+          op::TrainingJobControllerOptions{
+              .cacheNodes = &nodesApi_, .cacheNodeSelector = selector, .telemetryInterval = 300ms});
+    }
     running_ =
         std::make_unique<Running>([this](std::stop_token stop) { (void)manager_->run(stop); });
   }
 
-  void createDataset(const std::string& extra = "", const std::string& name = "coco") {
+  // `extra` goes into spec.source, `cacheExtra` into spec.cache.
+  void createDataset(const std::string& extra = "", const std::string& name = "coco",
+                     const std::string& cacheExtra = "") {
     auto created = client().create(
         resources::datasets(), ns(),
         yaml("apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: " + name +
              "}\nspec:\n  source: {uri: \"" + origin_->url() + "\"" + extra +
-             "}\n  cache: {chunkSize: 1Mi}\n"));
+             "}\n  cache: {chunkSize: 1Mi" + cacheExtra + "}\n"));
     ASSERT_TRUE(created.isOk()) << created.status();
   }
 
@@ -166,6 +182,7 @@ class DatasetControllerTest : public ClusterTest {
   MetricsRegistry registry_;
   std::unique_ptr<kube::Manager> manager_;
   std::unique_ptr<op::DatasetController> controller_;
+  std::unique_ptr<op::TrainingJobController> jobs_;
   std::unique_ptr<Running> running_;
 };
 
@@ -296,6 +313,161 @@ TEST_F(DatasetControllerTest, ABadSpecFailsWithTheFieldNamed) {
   EXPECT_EQ(ready.reason, "InvalidSpec");
   EXPECT_NE(ready.message.find("addressing"), std::string::npos) << ready.message;
   EXPECT_TRUE(hasEvent("Warning/InvalidSpec"));
+}
+
+// Runs `command` (sh -c) in a child process placed in a cgroup named like a kubelet's cgroup
+// of the pod `uid` (".../pod<uid>"), as a container of that pod runs. The exit status, or -1
+// when no cgroup hierarchy can be written here.
+int runInPodCgroup(const std::string& uid, const std::string& command) {
+  std::ifstream mounts("/proc/self/mounts");
+  std::vector<std::filesystem::path> hierarchies;
+  for (std::string device, point, type, rest; mounts >> device >> point >> type;) {
+    std::getline(mounts, rest);
+    if (type == "cgroup2" || (type == "cgroup" && rest.find("pids") != std::string::npos))
+      hierarchies.emplace_back(point);
+  }
+  for (const auto& hierarchy : hierarchies) {
+    const auto cgroup = hierarchy / "granary-test" / ("pod" + uid);
+    std::error_code error;
+    std::filesystem::create_directories(cgroup, error);
+    if (error) continue;
+    int release[2];
+    if (::pipe(release) != 0) return -1;
+    const pid_t child = ::fork();
+    if (child == 0) {
+      char go = 0;
+      ::close(release[1]);
+      if (::read(release[0], &go, 1) != 1 || go != 'y') ::_exit(126);
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+      ::_exit(127);
+    }
+    ::close(release[0]);
+    const bool moved =
+        static_cast<bool>(std::ofstream(cgroup / "cgroup.procs") << child << std::endl);
+    const char go = moved ? 'y' : 'n';
+    (void)!::write(release[1], &go, 1);
+    ::close(release[1]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    std::filesystem::remove(cgroup, error);
+    std::filesystem::remove(cgroup.parent_path(), error);
+    if (moved) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  }
+  return -1;
+}
+
+// OnJob: nothing is warmed until a TrainingJob's worker is placed; the cache nodes are told
+// about it and warm. The kubelet's part is played for real: the worker's inline volume is
+// published through the node's CSI socket, and a process in the worker pod's cgroup reads the
+// dataset through it; the job's status then shows the reads (rate, local share, data wait).
+TEST_F(DatasetControllerTest, OnJobWarmsForPlacedWorkersWhoseReadsShowInTheJobStatus) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  NodeProcess& node = cacheNode("a");
+  const std::string nodeName = "a-" + suffix_;
+  startOperator({}, true);
+  createDataset("", "coco", ", warm: OnJob");
+  ASSERT_TRUE(eventually([&] { return statusInt("totalBytes") == totalBytes_; }, 20s))
+      << dataset().serialize();
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(statusInt("cachedBytes"), 0) << "OnJob: nothing warms before a job is placed";
+
+  ASSERT_TRUE(client()
+                  .create(resources::trainingJobs(), ns(),
+                          yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: "
+                               "{name: bert}\nspec:\n  datasets: [{name: coco, mountPath: "
+                               "/data}]\n  template: {spec: {containers: [{name: trainer, "
+                               "image: pytorch}]}}"))
+                  .isOk());
+  Json worker;
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto got = client().get(resources::pods(), ns(), "bert-worker-0");
+        if (got.isOk()) worker = *got;
+        return got.isOk();
+      },
+      20s));
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(statusInt("cachedBytes"), 0) << "a worker not yet placed does not start warming";
+  ASSERT_TRUE(client()
+                  .mergePatch(resources::pods(), ns(), "bert-worker-0",
+                              yaml("spec: {nodeName: " + nodeName + "}"))
+                  .isOk());
+  ASSERT_TRUE(client()
+                  .mergePatch(resources::pods(), ns(), "bert-worker-0",
+                              yaml("status: {phase: Running, conditions: [{type: Ready, status: "
+                                   "\"True\"}]}"),
+                              "status")
+                  .isOk());
+  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  EXPECT_EQ(statusInt("cachedBytes"), totalBytes_);
+
+  // The kubelet publishes the worker's volume; the worker reads every file through it.
+  const std::string uid = kube::uidOf(worker);
+  const auto target = root_ / "kubelet" / uid / "data";
+  auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + 10s));
+  csi::v1::NodePublishVolumeRequest publish;
+  publish.set_volume_id("csi-" + uid);
+  publish.set_target_path(target.string());
+  publish.set_readonly(true);
+  publish.mutable_volume_capability()->mutable_mount();
+  publish.mutable_volume_context()->insert({{"dataset", "coco"},
+                                            {"csi.storage.k8s.io/ephemeral", "true"},
+                                            {"csi.storage.k8s.io/pod.namespace", ns()},
+                                            {"csi.storage.k8s.io/pod.name", "bert-worker-0"},
+                                            {"csi.storage.k8s.io/pod.uid", uid}});
+  {
+    grpc::ClientContext context;
+    csi::v1::NodePublishVolumeResponse response;
+    const grpc::Status published =
+        csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, publish, &response);
+    ASSERT_TRUE(published.ok()) << published.error_message();
+  }
+  const int read = runInPodCgroup(uid, "find '" + target.string() +
+                                           "' -type f -exec cat {} + | wc -c | grep -qx " +
+                                           std::to_string(totalBytes_));
+  {
+    grpc::ClientContext context;
+    csi::v1::NodeUnpublishVolumeRequest unpublish;
+    unpublish.set_volume_id(publish.volume_id());
+    unpublish.set_target_path(target.string());
+    csi::v1::NodeUnpublishVolumeResponse response;
+    EXPECT_TRUE(
+        csi::v1::Node::NewStub(channel)->NodeUnpublishVolume(&context, unpublish, &response).ok());
+  }
+  if (read < 0) GTEST_SKIP() << "no writable cgroup hierarchy to run a reader as the pod";
+  ASSERT_EQ(read, 0) << "the worker read every byte of the dataset through its volume";
+  const auto data = [&] {
+    auto got = client().get(resources::trainingJobs(), ns(), "bert");
+    return got.isOk() ? kube::pathValue(*got, "status.data") : Json();
+  };
+  // The sample that saw the reads (status keeps it until the next one, 300 ms later).
+  Json figures;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const Json d = data();
+        if (d.has_integer_field("readBytesPerSecond") &&
+            d.at("readBytesPerSecond").as_number().to_int64() > 0)
+          figures = d;
+        return !figures.is_null();
+      },
+      20s))
+      << "the job's status shows the reads: " << data().serialize();
+  EXPECT_EQ(figures.at("localFraction").as_double(), 1.0) << "every chunk was warm on the node";
+  EXPECT_GE(figures.at("waitFraction").as_double(), 0.0);
+  EXPECT_LE(figures.at("waitFraction").as_double(), 0.1) << "warm reads do not wait";
+  // Reads stopped: the next samples say so, and then the status stays as it is.
+  ASSERT_TRUE(
+      eventually([&] { return data().at("readBytesPerSecond").as_number().to_int64() == 0; }, 20s))
+      << data().serialize();
+  auto before = client().get(resources::trainingJobs(), ns(), "bert");
+  ASSERT_TRUE(before.isOk());
+  std::this_thread::sleep_for(1500ms);  // five telemetry samples
+  auto after = client().get(resources::trainingJobs(), ns(), "bert");
+  ASSERT_TRUE(after.isOk());
+  EXPECT_EQ(kube::resourceVersionOf(*after), kube::resourceVersionOf(*before))
+      << "no write while nothing changed";
 }
 
 }  // namespace

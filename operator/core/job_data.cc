@@ -1,0 +1,62 @@
+#include "operator/core/job_data.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace granary::op {
+
+using kube::Json;
+
+namespace {
+
+double rounded(double fraction) { return std::round(fraction * 1000) / 1000; }
+
+template <typename T>
+T increase(T earlier, T later) {
+  return later >= earlier ? later - earlier : later;
+}
+
+}  // namespace
+
+Json dataSummary(const JobSample& earlier, const JobSample& later) {
+  const double seconds = std::chrono::duration<double>(later.at - earlier.at).count();
+  if (seconds <= 0) return Json();
+  double wait = 0;
+  int64_t read = 0, workers = 0, local = 0, total = 0;
+  for (const auto& [uid, now] : later.workers) {
+    local += now.localBytes;
+    total += now.localBytes + now.remoteBytes;
+    const auto before = earlier.workers.find(uid);
+    if (before == earlier.workers.end()) continue;
+    ++workers;
+    wait += increase(before->second.waitSeconds, now.waitSeconds);
+    read += increase(before->second.localBytes, now.localBytes) +
+            increase(before->second.remoteBytes, now.remoteBytes);
+  }
+  if (workers == 0) return Json();
+  Json data = Json::object();
+  data["waitFraction"] =
+      Json::number(rounded(std::min(1.0, wait / (seconds * static_cast<double>(workers)))));
+  data["readBytesPerSecond"] =
+      Json::number(static_cast<int64_t>(static_cast<double>(read) / seconds));
+  if (total > 0)
+    data["localFraction"] =
+        Json::number(rounded(static_cast<double>(local) / static_cast<double>(total)));
+  return data;
+}
+
+Json gpuSummary(const JobSample& sample) {
+  if (sample.gpus.empty()) return Json();
+  double utilization = 0;
+  int64_t memory = 0;
+  for (const auto& g : sample.gpus) {
+    utilization += g.utilization;
+    memory += g.memoryUsedBytes;
+  }
+  Json gpu = Json::object();
+  gpu["utilization"] = Json::number(rounded(utilization / static_cast<double>(sample.gpus.size())));
+  gpu["memoryUsedBytes"] = Json::number(memory);
+  return gpu;
+}
+
+}  // namespace granary::op

@@ -1,0 +1,46 @@
+// The live summary of a TrainingJob's data path for its status: how much of the time its
+// workers were blocked on data, how fast they read and how much came from the cache on their
+// own node; and their GPUs, once cache-node telemetry carries GPU samples. Pure.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/kube/object.h"
+
+namespace granary::op {
+
+// One worker's reads so far (cumulative, summed over the job's datasets), from the cache node
+// of the worker's node.
+struct WorkerReads {
+  double waitSeconds = 0;  // blocked on chunks the node did not hold
+  int64_t localBytes = 0;
+  int64_t remoteBytes = 0;  // from peers and the origin
+};
+
+struct GpuReading {
+  double utilization = 0;  // 0..1
+  int64_t memoryUsedBytes = 0;
+};
+
+struct JobSample {
+  Clock::MonoTime at{};
+  // By pod uid: every worker whose node answered (zeros until it reads), none other.
+  std::map<std::string, WorkerReads> workers;
+  std::vector<GpuReading> gpus;  // of the workers' pods
+};
+
+// status.data: over the interval between two samples, counting the workers present in both,
+// waitFraction (summed wait ÷ (interval × workers), at most 1: parallel loader processes of
+// one worker add up) and readBytesPerSecond; and localFraction, the local share of every byte
+// the later sample's workers have read so far (absent before any). Fractions are rounded to
+// 0.001 so that noise does not rewrite status. Null when no worker is in both samples or the
+// interval is empty. A counter that went down (the node restarted) counts from zero.
+kube::Json dataSummary(const JobSample& earlier, const JobSample& later);
+
+// status.gpu: {utilization (mean), memoryUsedBytes (sum)}; null without readings.
+kube::Json gpuSummary(const JobSample& sample);
+
+}  // namespace granary::op

@@ -1,0 +1,53 @@
+#include "operator/core/readers.h"
+
+#include <algorithm>
+
+#include "operator/core/workers.h"
+
+namespace granary::op {
+
+using kube::Json;
+
+std::vector<std::string> datasetsMountedBy(const Json& pod) {
+  std::vector<std::string> names;
+  const Json volumes = kube::pathValue(pod, "spec.volumes");
+  if (!volumes.is_array()) return names;
+  for (const auto& volume : volumes.as_array()) {
+    const Json driver = kube::pathValue(volume, "csi.driver");
+    const Json dataset = kube::pathValue(volume, "csi.volumeAttributes.dataset");
+    if (driver.is_string() && driver.as_string() == kCsiDriver && dataset.is_string())
+      names.push_back(dataset.as_string());
+  }
+  return names;
+}
+
+std::vector<DatasetReader> readersOf(const std::vector<kube::ObjectPtr>& pods,
+                                     const std::string& name) {
+  std::vector<DatasetReader> readers;
+  for (const auto& pod : pods) {
+    const Json node = kube::pathValue(*pod, "spec.nodeName");
+    const Json phase = kube::pathValue(*pod, "status.phase");
+    const bool finished =
+        phase.is_string() && (phase.as_string() == "Succeeded" || phase.as_string() == "Failed");
+    const auto labels = kube::stringMap(*pod);
+    const auto warm = labels.find(kWarmLabel);
+    if (!node.is_string() || node.as_string().empty() || finished ||
+        !kube::pathValue(*pod, "metadata.deletionTimestamp").is_null() ||
+        (warm != labels.end() && warm->second == "false"))
+      continue;
+    const auto mounted = datasetsMountedBy(*pod);
+    if (std::find(mounted.begin(), mounted.end(), name) == mounted.end()) continue;
+    DatasetReader reader{.podNamespace = kube::namespaceOf(*pod),
+                         .podName = kube::nameOf(*pod),
+                         .podUid = kube::uidOf(*pod),
+                         .node = node.as_string()};
+    if (const auto rank = labels.find(kRankLabel); rank != labels.end())
+      reader.rank = std::atoi(rank->second.c_str());
+    readers.push_back(std::move(reader));
+  }
+  std::sort(readers.begin(), readers.end(),
+            [](const auto& a, const auto& b) { return a.podName < b.podName; });
+  return readers;
+}
+
+}  // namespace granary::op
