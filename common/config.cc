@@ -339,7 +339,8 @@ void Fields::missing(std::string_view key) {
 }
 
 void Fields::allow(std::initializer_list<std::string_view> keys) {
-  for (auto key : keys) known_.emplace_back(key);
+  for (auto key : keys)
+    if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.emplace_back(key);
 }
 
 Status Fields::finish() {

@@ -60,6 +60,14 @@ NodeProgress progressOf(const v1::DatasetStatus& s) {
   return out;
 }
 
+Result<CounterFamily> declareCacheNodeRequests(MetricsRegistry& registry) {
+  return registry.addCounter(
+      {.name = "granary_operator_cache_node_requests_total",
+       .type = MetricType::kCounter,
+       .help = "Calls of the cache-node API by method and result code (ok, unavailable, ...).",
+       .labels = {"method", "code"}});
+}
+
 CacheNodeClient::CacheNodeClient(CacheNodeClientOptions options) : options_(std::move(options)) {
   if (!options_.tlsCaFile.empty()) {
     std::ifstream in(options_.tlsCaFile);
@@ -81,53 +89,51 @@ v1::CacheNode::Stub& CacheNodeClient::stubFor(const std::string& address) {
   return *stub;
 }
 
-void CacheNodeClient::prepare(grpc::ClientContext& context) const {
+template <typename Request, typename Response>
+Result<Response> CacheNodeClient::call(const std::string& address, const char* method,
+                                       Rpc<Request, Response> rpc, const Request& request) {
+  grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
   context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  Response response;
+  const grpc::Status status = (stubFor(address).*rpc)(&context, request, &response);
+  const Status result = status.ok() ? Status::ok() : fromNode(address, status);
+  if (options_.requests)
+    options_.requests->with({method, std::string(statusCodeName(result.code()))}).increment();
+  if (!result.isOk()) return result;
+  return response;
 }
 
 Result<NodeProgress> CacheNodeClient::ensure(const std::string& address,
                                              const v1::EnsureDatasetRequest& request) {
-  grpc::ClientContext context;
-  prepare(context);
-  v1::EnsureDatasetResponse response;
-  const grpc::Status status = stubFor(address).EnsureDataset(&context, request, &response);
-  if (!status.ok()) return fromNode(address, status);
+  GRANARY_ASSIGN_OR_RETURN(
+      auto response, call(address, "EnsureDataset", &v1::CacheNode::Stub::EnsureDataset, request));
   return progressOf(response.status());
 }
 
 Result<NodeProgress> CacheNodeClient::status(const std::string& address,
                                              const v1::DatasetRef& dataset) {
-  grpc::ClientContext context;
-  prepare(context);
   v1::GetDatasetStatusRequest request;
   *request.mutable_dataset() = dataset;
-  v1::DatasetStatus response;
-  const grpc::Status status = stubFor(address).GetDatasetStatus(&context, request, &response);
-  if (!status.ok()) return fromNode(address, status);
+  GRANARY_ASSIGN_OR_RETURN(auto response, call(address, "GetDatasetStatus",
+                                               &v1::CacheNode::Stub::GetDatasetStatus, request));
   return progressOf(response);
 }
 
 Result<int64_t> CacheNodeClient::purge(const std::string& address, const v1::DatasetRef& dataset,
                                        bool allGenerations) {
-  grpc::ClientContext context;
-  prepare(context);
   v1::PurgeDatasetRequest request;
   *request.mutable_dataset() = dataset;
   request.set_all_generations(allGenerations);
-  v1::PurgeDatasetResponse response;
-  const grpc::Status status = stubFor(address).PurgeDataset(&context, request, &response);
-  if (!status.ok()) return fromNode(address, status);
+  GRANARY_ASSIGN_OR_RETURN(
+      auto response, call(address, "PurgeDataset", &v1::CacheNode::Stub::PurgeDataset, request));
   return response.freed_bytes();
 }
 
 Result<std::vector<v1::DatasetRef>> CacheNodeClient::list(const std::string& address) {
-  grpc::ClientContext context;
-  prepare(context);
-  v1::ListDatasetsResponse response;
-  const grpc::Status status =
-      stubFor(address).ListDatasets(&context, v1::ListDatasetsRequest(), &response);
-  if (!status.ok()) return fromNode(address, status);
+  GRANARY_ASSIGN_OR_RETURN(
+      auto response,
+      call(address, "ListDatasets", &v1::CacheNode::Stub::ListDatasets, v1::ListDatasetsRequest()));
   std::vector<v1::DatasetRef> out;
   for (const auto& d : response.datasets()) out.push_back(d.dataset());
   return out;
@@ -135,21 +141,12 @@ Result<std::vector<v1::DatasetRef>> CacheNodeClient::list(const std::string& add
 
 Status CacheNodeClient::setWarmPlan(const std::string& address,
                                     const v1::SetWarmPlanRequest& request) {
-  grpc::ClientContext context;
-  prepare(context);
-  v1::SetWarmPlanResponse response;
-  const grpc::Status status = stubFor(address).SetWarmPlan(&context, request, &response);
-  return status.ok() ? Status::ok() : fromNode(address, status);
+  return call(address, "SetWarmPlan", &v1::CacheNode::Stub::SetWarmPlan, request).status();
 }
 
 Result<v1::GetTelemetryResponse> CacheNodeClient::telemetry(
     const std::string& address, const v1::GetTelemetryRequest& request) {
-  grpc::ClientContext context;
-  prepare(context);
-  v1::GetTelemetryResponse response;
-  const grpc::Status status = stubFor(address).GetTelemetry(&context, request, &response);
-  if (!status.ok()) return fromNode(address, status);
-  return response;
+  return call(address, "GetTelemetry", &v1::CacheNode::Stub::GetTelemetry, request);
 }
 
 }  // namespace granary::op

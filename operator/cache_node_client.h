@@ -9,9 +9,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/metrics.h"
 #include "common/result.h"
 #include "common/secret.h"
 #include "granary/v1/cache_node.grpc.pb.h"
@@ -23,7 +25,12 @@ struct CacheNodeClientOptions {
   Secret token;           // sent as "authorization: Bearer <token>"
   std::string tlsCaFile;  // PEM of the CA of the nodes' certificates; "": plain connections
   std::chrono::milliseconds timeout{10'000};  // per call
+  // Counts calls by {method, code} (declareCacheNodeRequests); unset counts nothing.
+  std::optional<CounterFamily> requests;
 };
+
+// granary_operator_cache_node_requests_total{method, code}.
+Result<CounterFamily> declareCacheNodeRequests(MetricsRegistry& registry);
 
 class CacheNodeClient {
  public:
@@ -42,8 +49,14 @@ class CacheNodeClient {
                                              const v1::GetTelemetryRequest& request);
 
  private:
+  template <typename Request, typename Response>
+  using Rpc = grpc::Status (v1::CacheNode::Stub::*)(grpc::ClientContext*, const Request&,
+                                                    Response*);
+  // One unary call with the deadline and the token, counted; errors name the node.
+  template <typename Request, typename Response>
+  Result<Response> call(const std::string& address, const char* method, Rpc<Request, Response> rpc,
+                        const Request& request);
   v1::CacheNode::Stub& stubFor(const std::string& address);
-  void prepare(grpc::ClientContext& context) const;
 
   CacheNodeClientOptions options_;
   std::string caPem_;

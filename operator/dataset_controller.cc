@@ -261,7 +261,7 @@ void DatasetController::purgeOtherGenerations(const std::string& address,
 
 Status DatasetController::writeStatus(const Json& dataset, Json status) {
   const Json previous = dataset.has_object_field("status") ? dataset.at("status") : Json::object();
-  if (status == previous) return Status::ok();
+  if (kube::sameJson(status, previous)) return Status::ok();
   Json next = dataset;
   next["status"] = std::move(status);
   auto written = manager_.client().updateStatus(kube::resources::datasets(), next);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/kube/manager.h"
+#include "common/kube/runtime_metrics.h"
 #include "common/log.h"
 #include "common/termination.h"
 #include "operator/dataset_controller.h"
@@ -121,12 +122,17 @@ int main(int argc, char** argv) {
     log.error("cannot reach Kubernetes", {{"error", config.status()}});
     return 1;
   }
-  auto client = kube::Client::create(*config);
+  MetricsRegistry registry;
+  auto countRequests = kube::countRequests(registry);
+  if (!countRequests.isOk()) {
+    log.error("cannot declare metrics", {{"error", countRequests.status()}});
+    return 1;
+  }
+  auto client = kube::Client::create(*config, {.onResponse = *countRequests});
   if (!client.isOk()) {
     log.error("cannot create the client", {{"error", client.status()}});
     return 1;
   }
-  MetricsRegistry registry;
   kube::ManagerOptions options{.metricsAddress = metricsAddress, .component = "granary-operator"};
   if (leaderElect) {
     options.leaderElection = kube::LeaderElectionOptions{
@@ -139,7 +145,13 @@ int main(int argc, char** argv) {
     log.error("cannot start", {{"error", manager.status()}});
     return 1;
   }
-  op::CacheNodeClient cacheNodes({.token = Secret(token), .tlsCaFile = caFile});
+  auto cacheNodeRequests = op::declareCacheNodeRequests(registry);
+  if (!cacheNodeRequests.isOk()) {
+    log.error("cannot declare metrics", {{"error", cacheNodeRequests.status()}});
+    return 1;
+  }
+  op::CacheNodeClient cacheNodes(
+      {.token = Secret(token), .tlsCaFile = caFile, .requests = *cacheNodeRequests});
   op::DatasetController datasets(
       **manager, cacheNodes, selector,
       {.workers = datasetWorkers, .ns = watchNamespace, .cacheNodeNamespace = cacheNodeNamespace});

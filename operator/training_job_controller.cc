@@ -203,7 +203,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
       static_cast<int>(kube::pathValue(plan.status, "restarts").as_number().to_int64());
   // The status goes first: it records decisions (a gang restart's attempt) that the deletions
   // below would otherwise erase from view if the write failed.
-  if (plan.status != previous) {
+  if (!kube::sameJson(plan.status, previous)) {
     Json next = job;
     next["status"] = plan.status;
     auto written = client.updateStatus(kube::resources::trainingJobs(), next);

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/kube/manager.h"
+#include "common/kube/runtime_metrics.h"
 #include "common/log.h"
 #include "common/termination.h"
 #include "scheduler/extender.h"
@@ -83,12 +84,17 @@ int main(int argc, char** argv) {
     log.error("cannot reach Kubernetes", {{"error", config.status()}});
     return 1;
   }
-  auto client = kube::Client::create(*config);
+  MetricsRegistry registry;
+  auto countRequests = kube::countRequests(registry);
+  if (!countRequests.isOk()) {
+    log.error("cannot declare metrics", {{"error", countRequests.status()}});
+    return 1;
+  }
+  auto client = kube::Client::create(*config, {.onResponse = *countRequests});
   if (!client.isOk()) {
     log.error("cannot create the client", {{"error", client.status()}});
     return 1;
   }
-  MetricsRegistry registry;
   kube::ManagerOptions options{.metricsAddress = metricsAddress, .component = schedulerName};
   if (leaderElect) {
     options.leaderElection = kube::LeaderElectionOptions{

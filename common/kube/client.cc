@@ -108,6 +108,7 @@ struct Client::Impl {
         http::http_response response = requests->request(request).get();
         const std::string text = response.extract_utf8string(true).get();
         const int code = response.status_code();
+        if (options.onResponse) options.onResponse(method, code);
         if (code >= 200 && code < 300) {
           if (text.empty()) return Json::object();
           try {
@@ -122,8 +123,10 @@ struct Client::Impl {
         }
       } catch (const http::http_exception& e) {
         last = unavailable(operation + ": " + e.what());
+        if (options.onResponse) options.onResponse(method, 0);
       } catch (const std::exception& e) {
         last = unavailable(operation + ": " + e.what());
+        if (options.onResponse) options.onResponse(method, 0);
       }
       if (!isRetryable(last) || attempt == options.maxAttempts) break;
       auto delay = backoff.next();

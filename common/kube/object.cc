@@ -75,4 +75,22 @@ Json pathValue(const Json& object, const std::string& dottedPath) {
   return *node;
 }
 
+bool sameJson(const Json& a, const Json& b) {
+  if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
+  if (a.type() != b.type()) return false;
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!sameJson(a.at(i), b.at(i))) return false;
+    return true;
+  }
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (const auto& [key, value] : a.as_object())
+      if (!b.has_field(key) || !sameJson(value, b.at(key))) return false;
+    return true;
+  }
+  return a == b;
+}
+
 }  // namespace granary::kube

@@ -45,4 +45,8 @@ std::optional<std::chrono::system_clock::time_point> parseMetav1Time(const std::
 // Follows a dotted path ("spec.nodeName"); null Json when any step is missing.
 Json pathValue(const Json& object, const std::string& dottedPath);
 
+// Whether two values mean the same JSON: numbers compare by value (2 and 2.0 are equal, as
+// after a round trip through an API server), objects regardless of key order.
+bool sameJson(const Json& a, const Json& b);
+
 }  // namespace granary::kube

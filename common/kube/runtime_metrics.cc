@@ -51,4 +51,19 @@ Result<RuntimeMetrics> RuntimeMetrics::declare(MetricsRegistry& registry) {
   return RuntimeMetrics{reconciles, duration, depth, latency, retries, restarts, relists, leader};
 }
 
+Result<std::function<void(const std::string& method, int code)>> countRequests(
+    MetricsRegistry& registry) {
+  GRANARY_ASSIGN_OR_RETURN(
+      auto requests,
+      registry.addCounter({.name = "granary_kube_requests_total",
+                           .type = MetricType::kCounter,
+                           .help = "Requests to the Kubernetes API (watches excepted) by HTTP "
+                                   "method and status code (0: no response).",
+                           .labels = {"method", "code"}}));
+  return std::function<void(const std::string&, int)>(
+      [requests](const std::string& method, int code) {
+        requests.with({method, std::to_string(code)}).increment();
+      });
+}
+
 }  // namespace granary::kube

@@ -1,6 +1,9 @@
 // The metrics of the controller runtime, declared once per process.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "common/metrics.h"
 
 namespace granary::kube {
@@ -18,5 +21,10 @@ struct RuntimeMetrics {
   CounterFamily relists;              // {resource}
   GaugeFamily leader;                 // {lease}: 1 while this process holds the lease
 };
+
+// Counts a client's requests in granary_kube_requests_total{method, code} (code "0" when no
+// response came): set the result as ClientOptions::onResponse.
+Result<std::function<void(const std::string& method, int code)>> countRequests(
+    MetricsRegistry& registry);
 
 }  // namespace granary::kube

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <random>
 
 #include "common/kube/manager.h"
@@ -50,6 +51,7 @@ class DatasetControllerTest : public ClusterTest {
     running_.reset();
     jobs_.reset();
     manager_.reset();
+    operatorClient_.reset();
     for (auto& [name, process] : processes_) process->kill(SIGTERM);  // unmounts its datasets
     processes_.clear();
     for (const auto& node : nodes_) (void)client().remove(resources::nodes(), "", node);
@@ -97,7 +99,14 @@ class DatasetControllerTest : public ClusterTest {
   void startOperator(op::DatasetControllerOptions options = {}, bool trainingJobs = false) {
     options.pollWarming = 200ms;
     options.pollReady = 500ms;
-    auto manager = kube::Manager::create(client(), {.metricsAddress = ""}, registry_);
+    // The operator's own client, counting its writes.
+    auto operatorClient = kube::Client::create(cluster_->restConfig(),
+                                               {.onResponse = [this](const std::string& m, int) {
+                                                 if (m != "GET") ++operatorWrites_;
+                                               }});
+    ASSERT_TRUE(operatorClient.isOk()) << operatorClient.status();
+    operatorClient_ = std::move(*operatorClient);
+    auto manager = kube::Manager::create(*operatorClient_, {.metricsAddress = ""}, registry_);
     ASSERT_TRUE(manager.isOk()) << manager.status();
     manager_ = std::move(*manager);
     std::string selector = agentSelector();
@@ -179,6 +188,8 @@ class DatasetControllerTest : public ClusterTest {
   std::vector<std::string> nodes_;
   std::map<std::string, std::unique_ptr<NodeProcess>> processes_;
   op::CacheNodeClient nodesApi_{{.token = Secret(kToken)}};
+  std::atomic<int64_t> operatorWrites_{0};  // POST, PUT, PATCH and DELETE requests
+  std::unique_ptr<kube::Client> operatorClient_;
   MetricsRegistry registry_;
   std::unique_ptr<kube::Manager> manager_;
   std::unique_ptr<op::DatasetController> controller_;
@@ -214,9 +225,11 @@ TEST_F(DatasetControllerTest, CachesOnEveryNodeReportsProgressAndPurgesOnDeletio
   ASSERT_TRUE(finalizers.is_array());
   EXPECT_EQ(finalizers.at(0).as_string(), op::kDatasetFinalizer);
 
-  // At steady state nothing is written: the resourceVersion stays.
+  // At steady state nothing is written: no request, and so the resourceVersion stays.
   const std::string version = kube::resourceVersionOf(dataset());
+  const int64_t writes = operatorWrites_;
   std::this_thread::sleep_for(1500ms);  // three Ready polls
+  EXPECT_EQ(operatorWrites_ - writes, 0);
   EXPECT_EQ(kube::resourceVersionOf(dataset()), version);
 
   ASSERT_TRUE(client().remove(resources::datasets(), ns(), "coco").isOk());
@@ -463,11 +476,12 @@ TEST_F(DatasetControllerTest, OnJobWarmsForPlacedWorkersWhoseReadsShowInTheJobSt
       << data().serialize();
   auto before = client().get(resources::trainingJobs(), ns(), "bert");
   ASSERT_TRUE(before.isOk());
-  std::this_thread::sleep_for(1500ms);  // five telemetry samples
+  const int64_t writes = operatorWrites_;
+  std::this_thread::sleep_for(1500ms);  // five telemetry samples, three Dataset polls
   auto after = client().get(resources::trainingJobs(), ns(), "bert");
   ASSERT_TRUE(after.isOk());
-  EXPECT_EQ(kube::resourceVersionOf(*after), kube::resourceVersionOf(*before))
-      << "no write while nothing changed";
+  EXPECT_EQ(operatorWrites_ - writes, 0) << "no write while nothing changed";
+  EXPECT_EQ(kube::resourceVersionOf(*after), kube::resourceVersionOf(*before));
 }
 
 }  // namespace
