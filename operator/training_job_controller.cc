@@ -117,12 +117,20 @@ TrainingJobController::TrainingJobController(kube::Manager& manager,
   };
   pods_->addHandler(controller.enqueueMapped(ownerJob));
   services_->addHandler(controller.enqueueMapped(ownerJob));
-  // A Dataset changing phase may let its jobs start: every job of its namespace looks again.
+  // A Dataset changing phase may let the jobs that use it start.
+  jobs_->store().addIndex("dataset", [](const Json& job) {
+    std::vector<std::string> keys;
+    const Json datasets = kube::pathValue(job, "spec.datasets");
+    if (datasets.is_array())
+      for (const auto& d : datasets.as_array())
+        if (d.has_string_field("name"))
+          keys.push_back(kube::objectKey(kube::namespaceOf(job), d.at("name").as_string()));
+    return keys;
+  });
   datasets_->addHandler(controller.enqueueMapped([this](const Json& dataset) {
     std::vector<std::string> keys;
-    const std::string ns = kube::namespaceOf(dataset);
-    for (const auto& job : jobs_->store().list())
-      if (kube::namespaceOf(*job) == ns) keys.push_back(kube::objectKey(*job));
+    for (const auto& job : jobs_->store().byIndex("dataset", kube::objectKey(dataset)))
+      keys.push_back(kube::objectKey(*job));
     return keys;
   }));
 }
