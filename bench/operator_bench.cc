@@ -135,9 +135,10 @@ struct Operator {
   std::thread thread;
 
   Operator(const kube::RestConfig& config, Counts& counts) {
-    auto c = kube::Client::create(config, {.onResponse = [&counts](const std::string& m, int code) {
-                                    counts.onResponse(m, code);
-                                  }});
+    auto c = kube::Client::create(
+        config, {.onResponse = [&counts](const std::string& m, const std::string&, int code) {
+          counts.onResponse(m, code);
+        }});
     check(c.status(), "client");
     client = std::move(*c);
     cacheNodes = std::make_unique<op::CacheNodeClient>(

@@ -108,7 +108,7 @@ struct Client::Impl {
         http::http_response response = requests->request(request).get();
         const std::string text = response.extract_utf8string(true).get();
         const int code = response.status_code();
-        if (options.onResponse) options.onResponse(method, code);
+        if (options.onResponse) options.onResponse(method, pathAndQuery, code);
         if (code >= 200 && code < 300) {
           if (text.empty()) return Json::object();
           try {
@@ -123,10 +123,10 @@ struct Client::Impl {
         }
       } catch (const http::http_exception& e) {
         last = unavailable(operation + ": " + e.what());
-        if (options.onResponse) options.onResponse(method, 0);
+        if (options.onResponse) options.onResponse(method, pathAndQuery, 0);
       } catch (const std::exception& e) {
         last = unavailable(operation + ": " + e.what());
-        if (options.onResponse) options.onResponse(method, 0);
+        if (options.onResponse) options.onResponse(method, pathAndQuery, 0);
       }
       if (!isRetryable(last) || attempt == options.maxAttempts) break;
       auto delay = backoff.next();

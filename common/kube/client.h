@@ -66,9 +66,10 @@ struct ClientOptions {
   // Used for the delays between attempts. Null: realClock().
   Clock* clock = nullptr;
   std::string userAgent = "granary/0.1";
-  // Called after every attempt of a request (watches excepted) with its HTTP method and
-  // status code, 0 when no response came (e.g. countRequests in runtime_metrics.h).
-  std::function<void(const std::string& method, int code)> onResponse;
+  // Called after every attempt of a request (watches excepted) with its HTTP method, path
+  // (with the query) and status code, 0 when no response came (e.g. countRequests in
+  // runtime_metrics.h).
+  std::function<void(const std::string& method, const std::string& path, int code)> onResponse;
 };
 
 class Client {

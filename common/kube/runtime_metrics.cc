@@ -51,8 +51,8 @@ Result<RuntimeMetrics> RuntimeMetrics::declare(MetricsRegistry& registry) {
   return RuntimeMetrics{reconciles, duration, depth, latency, retries, restarts, relists, leader};
 }
 
-Result<std::function<void(const std::string& method, int code)>> countRequests(
-    MetricsRegistry& registry) {
+Result<std::function<void(const std::string& method, const std::string& path, int code)>>
+countRequests(MetricsRegistry& registry) {
   GRANARY_ASSIGN_OR_RETURN(
       auto requests,
       registry.addCounter({.name = "granary_kube_requests_total",
@@ -60,8 +60,8 @@ Result<std::function<void(const std::string& method, int code)>> countRequests(
                            .help = "Requests to the Kubernetes API (watches excepted) by HTTP "
                                    "method and status code (0: no response).",
                            .labels = {"method", "code"}}));
-  return std::function<void(const std::string&, int)>(
-      [requests](const std::string& method, int code) {
+  return std::function<void(const std::string&, const std::string&, int)>(
+      [requests](const std::string& method, const std::string&, int code) {
         requests.with({method, std::to_string(code)}).increment();
       });
 }

@@ -24,7 +24,7 @@ struct RuntimeMetrics {
 
 // Counts a client's requests in granary_kube_requests_total{method, code} (code "0" when no
 // response came): set the result as ClientOptions::onResponse.
-Result<std::function<void(const std::string& method, int code)>> countRequests(
-    MetricsRegistry& registry);
+Result<std::function<void(const std::string& method, const std::string& path, int code)>>
+countRequests(MetricsRegistry& registry);
 
 }  // namespace granary::kube

@@ -16,6 +16,7 @@
 #include "operator/core/conditions.h"
 #include "operator/training_job_controller.h"
 #include "tests/kube/cluster.h"
+#include "tests/operator/rbac_check.h"
 #include "tests/support/cache_node_process.h"
 #include "tests/support/http_file_server.h"
 
@@ -52,6 +53,8 @@ class DatasetControllerTest : public ClusterTest {
     jobs_.reset();
     manager_.reset();
     operatorClient_.reset();
+    EXPECT_EQ(rbac_.notGranted(), std::vector<std::string>{})
+        << "deploy/operator-rbac.yaml must grant every request the operator made";
     for (auto& [name, process] : processes_) process->kill(SIGTERM);  // unmounts its datasets
     processes_.clear();
     for (const auto& node : nodes_) (void)client().remove(resources::nodes(), "", node);
@@ -99,11 +102,14 @@ class DatasetControllerTest : public ClusterTest {
   void startOperator(op::DatasetControllerOptions options = {}, bool trainingJobs = false) {
     options.pollWarming = 200ms;
     options.pollReady = 500ms;
-    // The operator's own client, counting its writes.
-    auto operatorClient = kube::Client::create(cluster_->restConfig(),
-                                               {.onResponse = [this](const std::string& m, int) {
-                                                 if (m != "GET") ++operatorWrites_;
-                                               }});
+    // The operator's own client: its writes counted, its requests checked against RBAC.
+    auto operatorClient = kube::Client::create(
+        cluster_->restConfig(),
+        {.onResponse = [this, record = rbac_.recorder()](const std::string& method,
+                                                         const std::string& path, int code) {
+          if (method != "GET") ++operatorWrites_;
+          record(method, path, code);
+        }});
     ASSERT_TRUE(operatorClient.isOk()) << operatorClient.status();
     operatorClient_ = std::move(*operatorClient);
     auto manager = kube::Manager::create(*operatorClient_, {.metricsAddress = ""}, registry_);
@@ -189,6 +195,7 @@ class DatasetControllerTest : public ClusterTest {
   std::map<std::string, std::unique_ptr<NodeProcess>> processes_;
   op::CacheNodeClient nodesApi_{{.token = Secret(kToken)}};
   std::atomic<int64_t> operatorWrites_{0};  // POST, PUT, PATCH and DELETE requests
+  RbacCheck rbac_;
   std::unique_ptr<kube::Client> operatorClient_;
   MetricsRegistry registry_;
   std::unique_ptr<kube::Manager> manager_;

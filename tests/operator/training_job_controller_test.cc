@@ -8,6 +8,7 @@
 #include "common/kube/manager.h"
 #include "operator/core/conditions.h"
 #include "tests/kube/cluster.h"
+#include "tests/operator/rbac_check.h"
 
 namespace granary::testing {
 namespace {
@@ -21,11 +22,18 @@ class TrainingJobControllerTest : public ClusterTest {
   void TearDown() override {
     running_.reset();
     manager_.reset();
+    operatorClient_.reset();
+    EXPECT_EQ(rbac_.notGranted(), std::vector<std::string>{})
+        << "deploy/operator-rbac.yaml must grant every request the operator made";
     ClusterTest::TearDown();
   }
 
   void startOperator() {
-    auto manager = kube::Manager::create(client(), {.metricsAddress = ""}, registry_);
+    auto operatorClient =
+        kube::Client::create(cluster_->restConfig(), {.onResponse = rbac_.recorder()});
+    ASSERT_TRUE(operatorClient.isOk()) << operatorClient.status();
+    operatorClient_ = std::move(*operatorClient);
+    auto manager = kube::Manager::create(*operatorClient_, {.metricsAddress = ""}, registry_);
     ASSERT_TRUE(manager.isOk()) << manager.status();
     manager_ = std::move(*manager);
     controller_ = std::make_unique<op::TrainingJobController>(*manager_);
@@ -103,6 +111,8 @@ class TrainingJobControllerTest : public ClusterTest {
     return "<unset>";
   }
 
+  RbacCheck rbac_;
+  std::unique_ptr<kube::Client> operatorClient_;
   MetricsRegistry registry_;
   std::unique_ptr<kube::Manager> manager_;
   std::unique_ptr<op::TrainingJobController> controller_;
