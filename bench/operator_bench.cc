@@ -285,7 +285,8 @@ int run(int objects) {
               .status(),
           "job");
   }
-  // The kubelet: place every worker on its dataset's node and run it; until all converged.
+  // The scheduler and the kubelet: bind every worker to its dataset's node and run it; until
+  // all converged.
   std::set<std::string> placed;
   for (;;) {
     auto pods = kubelet.listAll(resources::pods(), "bench", {.labelSelector = op::kJobNameLabel});
@@ -294,12 +295,8 @@ int run(int objects) {
       const std::string name = kube::nameOf(pod);
       if (placed.count(name)) continue;
       const int i = std::atoi(name.c_str() + 4);  // job-<i>-worker-0
-      check(kubelet
-                .mergePatch(
-                    resources::pods(), "bench", name,
-                    parse(R"({"spec":{"nodeName":"gpu-)" + std::to_string(i % kNodes) + R"("}})"))
-                .status(),
-            "place");
+      check(kubelet.bindPod("bench", name, kube::uidOf(pod), "gpu-" + std::to_string(i % kNodes)),
+            "bind");
       check(kubelet
                 .mergePatch(resources::pods(), "bench", name,
                             parse(R"({"status":{"phase":"Running","conditions":)"

@@ -85,12 +85,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   MetricsRegistry registry;
-  auto countRequests = kube::countRequests(registry);
-  if (!countRequests.isOk()) {
-    log.error("cannot declare metrics", {{"error", countRequests.status()}});
-    return 1;
-  }
-  auto client = kube::Client::create(*config, {.onResponse = *countRequests});
+  auto client = kube::createCountedClient(*config, registry);
   if (!client.isOk()) {
     log.error("cannot create the client", {{"error", client.status()}});
     return 1;

@@ -67,7 +67,7 @@ struct ClientOptions {
   Clock* clock = nullptr;
   std::string userAgent = "granary/0.1";
   // Called after every attempt of a request (watches excepted) with its HTTP method, path
-  // (with the query) and status code, 0 when no response came (e.g. countRequests in
+  // (with the query) and status code, 0 when no response came (e.g. createCountedClient in
   // runtime_metrics.h).
   std::function<void(const std::string& method, const std::string& path, int code)> onResponse;
 };

@@ -51,8 +51,7 @@ Result<RuntimeMetrics> RuntimeMetrics::declare(MetricsRegistry& registry) {
   return RuntimeMetrics{reconciles, duration, depth, latency, retries, restarts, relists, leader};
 }
 
-Result<std::function<void(const std::string& method, const std::string& path, int code)>>
-countRequests(MetricsRegistry& registry) {
+Result<std::unique_ptr<Client>> createCountedClient(RestConfig config, MetricsRegistry& registry) {
   GRANARY_ASSIGN_OR_RETURN(
       auto requests,
       registry.addCounter({.name = "granary_kube_requests_total",
@@ -60,10 +59,10 @@ countRequests(MetricsRegistry& registry) {
                            .help = "Requests to the Kubernetes API (watches excepted) by HTTP "
                                    "method and status code (0: no response).",
                            .labels = {"method", "code"}}));
-  return std::function<void(const std::string&, const std::string&, int)>(
-      [requests](const std::string& method, const std::string&, int code) {
-        requests.with({method, std::to_string(code)}).increment();
-      });
+  return Client::create(std::move(config), {.onResponse = [requests](const std::string& method,
+                                                                     const std::string&, int code) {
+                          requests.with({method, std::to_string(code)}).increment();
+                        }});
 }
 
 }  // namespace granary::kube

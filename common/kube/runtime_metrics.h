@@ -1,9 +1,9 @@
 // The metrics of the controller runtime, declared once per process.
 #pragma once
 
-#include <functional>
-#include <string>
+#include <memory>
 
+#include "common/kube/client.h"
 #include "common/metrics.h"
 
 namespace granary::kube {
@@ -22,9 +22,8 @@ struct RuntimeMetrics {
   GaugeFamily leader;                 // {lease}: 1 while this process holds the lease
 };
 
-// Counts a client's requests in granary_kube_requests_total{method, code} (code "0" when no
-// response came): set the result as ClientOptions::onResponse.
-Result<std::function<void(const std::string& method, const std::string& path, int code)>>
-countRequests(MetricsRegistry& registry);
+// A client whose requests are counted in `registry` as granary_kube_requests_total{method,
+// code} (code "0" when no response came). AlreadyExists when the registry counts another.
+Result<std::unique_ptr<Client>> createCountedClient(RestConfig config, MetricsRegistry& registry);
 
 }  // namespace granary::kube

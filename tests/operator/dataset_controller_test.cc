@@ -409,10 +409,8 @@ TEST_F(DatasetControllerTest, OnJobWarmsForPlacedWorkersWhoseReadsShowInTheJobSt
       20s));
   std::this_thread::sleep_for(1s);
   EXPECT_EQ(statusInt("cachedBytes"), 0) << "a worker not yet placed does not start warming";
-  ASSERT_TRUE(client()
-                  .mergePatch(resources::pods(), ns(), "bert-worker-0",
-                              yaml("spec: {nodeName: " + nodeName + "}"))
-                  .isOk());
+  // The scheduler's part: bind the worker to the node (pods/binding, as on a real cluster).
+  ASSERT_TRUE(client().bindPod(ns(), "bert-worker-0", kube::uidOf(worker), nodeName).isOk());
   ASSERT_TRUE(client()
                   .mergePatch(resources::pods(), ns(), "bert-worker-0",
                               yaml("status: {phase: Running, conditions: [{type: Ready, status: "

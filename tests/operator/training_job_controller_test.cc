@@ -152,10 +152,9 @@ TEST_F(TrainingJobControllerTest, CreatesTheGangTracksItAndSucceeds) {
   EXPECT_EQ(kube::pathValue(*service, "spec.clusterIP").as_string(), "None");
   EXPECT_TRUE(kube::pathValue(*service, "spec.publishNotReadyAddresses").as_bool());
 
-  for (const char* pod : {"bert-worker-0", "bert-worker-1"}) {
-    ASSERT_TRUE(
-        client().mergePatch(resources::pods(), ns(), pod, yaml("spec: {nodeName: n1}")).isOk());
-    setPhase(pod, "Running");
+  for (const auto& pod : workers()) {  // bound as the scheduler binds them
+    ASSERT_TRUE(client().bindPod(ns(), kube::nameOf(pod), kube::uidOf(pod), "n1").isOk());
+    setPhase(kube::nameOf(pod), "Running");
   }
   ASSERT_TRUE(eventually([&] { return jobPhase() == "Running"; }, 20s)) << job().serialize();
   EXPECT_TRUE(kube::pathValue(job(), "status.startTime").is_string());
