@@ -200,8 +200,8 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
                        plan.status.at("phase").as_string() == "Running";
   if (options_.cacheNodes && running && !o.spec.datasets.empty()) {
     if (auto summaries = sampleTelemetry(key, ns, o.spec, o.workers)) {
-      if (!summaries->first.is_null()) plan.status["data"] = summaries->first;
-      if (!summaries->second.is_null()) plan.status["gpu"] = summaries->second;
+      if (!summaries->data.is_null()) plan.status["data"] = summaries->data;
+      if (!summaries->gpu.is_null()) plan.status["gpu"] = summaries->gpu;
     }
     if (result.requeueAfter == Clock::Duration::zero() ||
         result.requeueAfter > options_.telemetryInterval)
@@ -242,7 +242,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   return result;
 }
 
-std::optional<std::pair<Json, Json>> TrainingJobController::sampleTelemetry(
+std::optional<TrainingJobController::Summaries> TrainingJobController::sampleTelemetry(
     const std::string& key, const std::string& ns, const api::TrainingJobSpec& spec,
     const std::vector<WorkerState>& workers) {
   {
@@ -289,7 +289,7 @@ std::optional<std::pair<Json, Json>> TrainingJobController::sampleTelemetry(
   }
   std::lock_guard lock(mutex_);
   const JobSample previous = std::exchange(samples_[key], sample);
-  return std::pair{dataSummary(previous, sample), gpuSummary(sample)};
+  return Summaries{dataSummary(previous, sample), gpuSummary(sample)};
 }
 
 }  // namespace granary::op

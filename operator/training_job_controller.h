@@ -36,12 +36,14 @@ class TrainingJobController {
   Result<kube::ReconcileResult> reconcile(const std::string& key);
 
  private:
-  // A new sample of the job's workers when the last is telemetryInterval old, with the
-  // summaries it gives against the last one ({data, gpu}, each null when there is nothing to
-  // say); nullopt when it is not time yet.
-  std::optional<std::pair<kube::Json, kube::Json>> sampleTelemetry(
-      const std::string& key, const std::string& ns, const api::TrainingJobSpec& spec,
-      const std::vector<WorkerState>& workers);
+  struct Summaries {
+    kube::Json data, gpu;  // status.data and status.gpu; null when there is nothing to say
+  };
+  // A new sample of the job's workers when the last is telemetryInterval old, summarized
+  // against the last one; nullopt when it is not time yet.
+  std::optional<Summaries> sampleTelemetry(const std::string& key, const std::string& ns,
+                                           const api::TrainingJobSpec& spec,
+                                           const std::vector<WorkerState>& workers);
 
   kube::Manager& manager_;
   TrainingJobControllerOptions options_;

@@ -33,16 +33,17 @@ class RbacCheck {
   // Every permission used that deploy/operator-rbac.yaml does not grant.
   std::vector<Permission> notGranted() const {
     const std::set<Permission> granted = grantedPermissions();
-    std::vector<Permission> missing;
-    std::lock_guard lock(mutex_);
-    for (const auto& p : used_) {
-      if (granted.count(p)) continue;
-      if (p.starts_with("list ") && granted.count("watch " + p.substr(5))) continue;
-      missing.push_back(p);
+    std::set<Permission> needed;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& p : used_) {
+        needed.insert(p);
+        if (p.starts_with("list ")) needed.insert("watch " + p.substr(5));
+      }
     }
-    for (const auto& p : used_)
-      if (p.starts_with("list ") && !granted.count("watch " + p.substr(5)))
-        missing.push_back("watch " + p.substr(5));
+    std::vector<Permission> missing;
+    for (const auto& p : needed)
+      if (!granted.count(p)) missing.push_back(p);
     return missing;
   }
   std::set<Permission> used() const {
