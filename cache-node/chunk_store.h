@@ -45,8 +45,8 @@ struct ChunkId {
 
 // Whether a read goes through the page cache and leaves the chunk file's pages there. A reader
 // with a page cache of its own (a FUSE mount) asks kDrop, so that the node does not hold every
-// byte twice: whole chunks are then read past the page cache (direct I/O), parts of chunks
-// have their pages dropped after the read.
+// byte twice: reads of up to about 2 MiB then go past the page cache (direct I/O, at most 8 at
+// once), longer ones have their pages dropped after the read.
 enum class PageCache { kKeep, kDrop };
 
 struct CacheDirectory {

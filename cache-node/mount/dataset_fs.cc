@@ -124,7 +124,7 @@ namespace {
 // A generation never changes: the kernel may keep what it learns.
 constexpr double kForever = 365.0 * 24 * 3600;
 constexpr size_t kDirectoryPage = 512;
-constexpr int kReadAheadKib = 4096;
+constexpr int kReadAheadBytes = 16 << 20;
 
 DatasetFilesystem::State& stateOf(fuse_req_t req) {
   return *static_cast<DatasetFilesystem::State*>(fuse_req_userdata(req));
@@ -352,7 +352,11 @@ void onStatfs(fuse_req_t req, fuse_ino_t) {
 void onInit(void* userdata, fuse_conn_info* conn) {
   static_cast<DatasetFilesystem::State*>(userdata)->noOpen =
       (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
-  conn->max_readahead = 4 << 20;
+  conn->max_readahead = kReadAheadBytes;
+  // Reads ahead are background requests, 12 at once unless raised: too few to keep a window of
+  // kReadAheadBytes in flight.
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
   conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS;
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
@@ -387,7 +391,7 @@ void replayInit(fuse_session* session) {
   message.header.unique = ~uint64_t{0} >> 2;
   message.init.major = FUSE_KERNEL_VERSION;
   message.init.minor = FUSE_KERNEL_MINOR_VERSION;
-  message.init.max_readahead = 4 << 20;
+  message.init.max_readahead = kReadAheadBytes;
   message.init.flags = FUSE_ASYNC_READ | FUSE_BIG_WRITES | FUSE_DO_READDIRPLUS |
                        FUSE_READDIRPLUS_AUTO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES |
                        FUSE_CACHE_SYMLINKS | FUSE_NO_OPEN_SUPPORT;
@@ -496,14 +500,14 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
     // cloning measured no faster).
     fuse_loop_cfg_set_clone_fd(config, 0);
     fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(options.maxThreads));
-    fuse_loop_cfg_set_idle_threads(config, 8);
+    fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(options.maxThreads));
     fuse_session_loop_mt(session, config);
     fuse_loop_cfg_destroy(config);
     loop.done = true;
   });
   started.lock();  // the handle is set
   started.unlock();
-  raiseReadAhead(mountpoint, kReadAheadKib);
+  raiseReadAhead(mountpoint, kReadAheadBytes >> 10);
   return fs;
 }
 

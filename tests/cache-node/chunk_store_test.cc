@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -63,14 +64,43 @@ TEST_F(ChunkStoreTest, RoundTripsWholeAndPartialReads) {
   EXPECT_FALSE(store_->contains(chunk("train/a.bin", 3)));
 }
 
-// A reader with its own page cache reads whole chunks past the page cache (direct I/O, sizes
-// not a multiple of the block) and parts through it; the bytes are the same either way.
+// A reader with its own page cache reads past the page cache (direct I/O, at offsets and sizes
+// not a multiple of the block, many at once) or, for long reads, through it; the bytes are the
+// same either way.
 TEST_F(ChunkStoreTest, ReadsThatDropThePageCacheReturnTheSameBytes) {
-  std::string data(3 * 4096 + 123, '\0');
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 % 251);
+  const auto pattern = [](size_t size) {
+    std::string data(size, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 % 251);
+    return data;
+  };
+  reopen(8 << 20);
+  const std::string big = pattern((3 << 20) + 5);  // longer than a direct read takes
+  ASSERT_TRUE(store_->put(chunk("big"), big).isOk());
+  EXPECT_EQ(*store_->read(chunk("big"), 0, -1, PageCache::kDrop), big);
+  EXPECT_EQ(*store_->read(chunk("big"), 4000, 1 << 20, PageCache::kDrop),
+            big.substr(4000, 1 << 20));
+  EXPECT_EQ(*store_->read(chunk("big"), (3 << 20) - 10, 100, PageCache::kDrop),
+            big.substr((3 << 20) - 10));
+  const std::string data = pattern(3 * 4096 + 123);
   ASSERT_TRUE(store_->put(chunk("d"), data).isOk());
   EXPECT_EQ(*store_->read(chunk("d"), 0, -1, PageCache::kDrop), data);
   EXPECT_EQ(*store_->read(chunk("d"), 5000, 100, PageCache::kDrop), data.substr(5000, 100));
+  {
+    std::vector<std::jthread> readers;  // more than the direct reads allowed at once
+    std::atomic<int> wrong{0};
+    for (int t = 0; t < 24; ++t) {
+      readers.emplace_back([&, t] {
+        for (int i = 0; i < 20; ++i) {
+          const int64_t offset = (t * 4099 + i * 131) % (1 << 20);
+          auto read = store_->read(chunk("big"), offset, 200'000, PageCache::kDrop);
+          if (!read.isOk() || *read != big.substr(offset, 200'000)) ++wrong;
+        }
+      });
+    }
+    readers.clear();
+    EXPECT_EQ(wrong.load(), 0);
+  }
+  ASSERT_TRUE(store_->remove(chunk("big")).isOk());
   for (const auto& f : chunkFiles()) {
     std::fstream file(f, std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(4096);
