@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -116,8 +117,13 @@ class DirectReadBuffers {
   static Buffer take() {
     auto& self = instance();
     std::unique_lock lock(self.mutex_);
-    const uint64_t ticket = self.tickets_++;
-    self.freed_.wait(lock, [&] { return ticket < self.returned_ + kCount; });
+    if (self.taken_ < kCount && self.waiting_.empty()) {
+      ++self.taken_;
+    } else {
+      Waiter waiter;  // admitted by give(), which hands over its place
+      self.waiting_.push_back(&waiter);
+      waiter.turn.wait(lock, [&] { return waiter.admitted; });
+    }
     if (!self.free_.empty()) {
       char* buffer = self.free_.back();
       self.free_.pop_back();
@@ -136,23 +142,31 @@ class DirectReadBuffers {
 
  private:
   static constexpr size_t kCount = 8;
+  struct Waiter {
+    std::condition_variable turn;
+    bool admitted = false;
+  };
   static DirectReadBuffers& instance() {
     static DirectReadBuffers buffers;
     return buffers;
   }
   static void give(char* buffer) {
     auto& self = instance();
-    {
-      std::lock_guard lock(self.mutex_);
-      if (buffer != nullptr) self.free_.push_back(buffer);
-      ++self.returned_;
+    std::lock_guard lock(self.mutex_);
+    if (buffer != nullptr) self.free_.push_back(buffer);
+    if (self.waiting_.empty()) {
+      --self.taken_;
+      return;
     }
-    self.freed_.notify_all();
+    Waiter* next = self.waiting_.front();
+    self.waiting_.pop_front();
+    next->admitted = true;
+    next->turn.notify_one();
   }
   std::mutex mutex_;
-  std::condition_variable freed_;
   std::vector<char*> free_;
-  uint64_t tickets_ = 0, returned_ = 0;
+  std::deque<Waiter*> waiting_;
+  size_t taken_ = 0;  // buffers out, or allocating
 };
 
 // Reads `length` bytes from `offset` past the page cache (O_DIRECT), so the kernel neither
