@@ -150,6 +150,9 @@ class DirectReadBuffers {
     static DirectReadBuffers buffers;
     return buffers;
   }
+  ~DirectReadBuffers() {
+    for (char* buffer : free_) std::free(buffer);
+  }
   static void give(char* buffer) {
     auto& self = instance();
     std::lock_guard lock(self.mutex_);
