@@ -57,15 +57,25 @@ ReaderAccounting::ReaderAccounting(CacheMetrics* metrics,
                                    std::function<ProcessIdentity(int)> identify)
     : metrics_(metrics), identify_(std::move(identify)) {}
 
-ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& dataset, int tid) {
+ProcessIdentity ReaderAccounting::identityOf(int tid) {
   const auto now = std::chrono::steady_clock::now();
-  auto lookup = threads_.find(tid);
-  if (lookup == threads_.end() || now - lookup->second.at > kLookupLifetime) {
-    if (threads_.size() > 4096) threads_.clear();  // bounded: lookups are cheap to redo
-    lookup = threads_.insert_or_assign(tid, Lookup{identify_(tid), now}).first;
+  {
+    std::lock_guard lock(mutex_);
+    const auto lookup = threads_.find(tid);
+    if (lookup != threads_.end() && now - lookup->second.at <= kLookupLifetime)
+      return lookup->second.identity;
   }
-  const std::string& uid = lookup->second.identity.podUid;
-  const int pid = lookup->second.identity.pid;
+  ProcessIdentity identity = identify_(tid);  // reads /proc: not while holding the lock
+  std::lock_guard lock(mutex_);
+  if (threads_.size() > 4096) threads_.clear();  // bounded: lookups are cheap to redo
+  threads_.insert_or_assign(tid, Lookup{identity, now});
+  return identity;
+}
+
+ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& dataset,
+                                                         const ProcessIdentity& identity) {
+  const std::string& uid = identity.podUid;
+  const int pid = identity.pid;
   ReaderKey key{.dataset = dataset, .podUid = uid, .pid = uid.empty() ? pid : 0};
   auto it = readers_.find(key);
   if (it != readers_.end()) return it->second;
@@ -84,8 +94,9 @@ ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& data
 }
 
 void ReaderAccounting::record(const std::string& dataset, int tid, const ReadRecord& read) {
+  const ProcessIdentity identity = identityOf(tid);
   std::lock_guard lock(mutex_);
-  Reader& reader = readerLocked(dataset, tid);
+  Reader& reader = readerLocked(dataset, identity);
   ReaderTotals& t = reader.totals;
   t.wait += read.wait;
   t.reads.localBytes += read.localBytes;

@@ -80,7 +80,9 @@ class ReaderAccounting {
     ProcessIdentity identity;
     std::chrono::steady_clock::time_point at;
   };
-  Reader& readerLocked(const std::string& dataset, int tid);
+  // The process and pod of a thread, looked up again after a while (thread ids are reused).
+  ProcessIdentity identityOf(int tid);
+  Reader& readerLocked(const std::string& dataset, const ProcessIdentity& identity);
 
   CacheMetrics* metrics_;
   std::function<ProcessIdentity(int)> identify_;
