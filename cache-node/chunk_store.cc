@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <rocksdb/db.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -12,9 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <memory>
-#include <optional>
 #include <set>
 
 #include "cache-node/rocksdb_options.h"
@@ -80,123 +77,58 @@ Status writeFile(const std::filesystem::path& path, std::string_view data) {
   return Status::ok();
 }
 
+// Reads up to `length` bytes from `offset` of `fd` into `into`; the bytes read (short at the
+// end of the file), or -1 on an error.
+int64_t readFully(int fd, char* into, int64_t length, int64_t offset) {
+  int64_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, into + done, static_cast<size_t>(length - done), offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break;
+    done += n;
+  }
+  return done;
+}
+
 // Reads `length` bytes from `offset`. With `readAhead`, the kernel starts reading that many
 // bytes past them in the background: each read opens the file afresh, so the kernel's own
 // sequential readahead never builds up.
 Result<std::string> readFile(const std::filesystem::path& path, int64_t offset, int64_t length,
-                             int64_t readAhead = 0, PageCache pageCache = PageCache::kKeep) {
+                             int64_t readAhead = 0) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return notFound(path.string() + " is missing");
   if (readAhead > 0) ::posix_fadvise(fd, offset + length, readAhead, POSIX_FADV_WILLNEED);
   std::string data(static_cast<size_t>(length), '\0');
-  int64_t done = 0;
-  while (done < length) {
-    const ssize_t n =
-        ::pread(fd, data.data() + done, static_cast<size_t>(length - done), offset + done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += n;
-  }
-  if (pageCache == PageCache::kDrop) ::posix_fadvise(fd, offset, done, POSIX_FADV_DONTNEED);
+  const int64_t done = readFully(fd, data.data(), length, offset);
   ::close(fd);
   if (done != length) return corruption(path.string() + " is shorter than recorded");
   return data;
 }
 
-// The buffers direct reads go through, which also bound how many are in flight: more did not
-// read faster, only each slower (a virtual disk measured best at about 8). Each is aligned to and
-// backed by a huge page where the kernel grants one, so that a read is one large segment rather
-// than one per 4 KiB page (direct reads into ordinary pages ran at half the speed).
-class DirectReadBuffers {
- public:
-  static constexpr size_t kSize = 2 << 20;  // a FUSE read (<= 1 MiB) and its alignment slack
-  using Buffer = std::unique_ptr<char, void (*)(char*)>;
-
-  // A buffer of kSize bytes, once one is free, in the order asked (readers wait for the earliest
-  // of their requests); null when memory is short.
-  static Buffer take() {
-    auto& self = instance();
-    std::unique_lock lock(self.mutex_);
-    if (self.taken_ < kCount && self.waiting_.empty()) {
-      ++self.taken_;
-    } else {
-      Waiter waiter;  // admitted by give(), which hands over its place
-      self.waiting_.push_back(&waiter);
-      waiter.turn.wait(lock, [&] { return waiter.admitted; });
-    }
-    if (!self.free_.empty()) {
-      char* buffer = self.free_.back();
-      self.free_.pop_back();
-      return Buffer(buffer, &give);
-    }
-    lock.unlock();
-    auto* buffer = static_cast<char*>(std::aligned_alloc(kSize, kSize));
-    if (buffer == nullptr) {
-      give(nullptr);
-      return Buffer(nullptr, &give);
-    }
-    ::madvise(buffer, kSize, MADV_HUGEPAGE);
-    std::memset(buffer, 0, kSize);  // fault it in now, as one huge page
-    return Buffer(buffer, &give);
-  }
-
- private:
-  static constexpr size_t kCount = 8;
-  struct Waiter {
-    std::condition_variable turn;
-    bool admitted = false;
-  };
-  static DirectReadBuffers& instance() {
-    static DirectReadBuffers buffers;
-    return buffers;
-  }
-  ~DirectReadBuffers() {
-    for (char* buffer : free_) std::free(buffer);
-  }
-  static void give(char* buffer) {
-    auto& self = instance();
-    std::lock_guard lock(self.mutex_);
-    if (buffer != nullptr) self.free_.push_back(buffer);
-    if (self.waiting_.empty()) {
-      --self.taken_;
-      return;
-    }
-    Waiter* next = self.waiting_.front();
-    self.waiting_.pop_front();
-    next->admitted = true;
-    next->turn.notify_one();
-  }
-  std::mutex mutex_;
-  std::vector<char*> free_;
-  std::deque<Waiter*> waiting_;
-  size_t taken_ = 0;  // buffers out, or allocating
-};
-
-// Reads `length` bytes from `offset` past the page cache (O_DIRECT), so the kernel neither
-// fills nor evicts pages for them; the caller keeps its own copy. Nullopt where the filesystem
-// refuses direct I/O or the read comes back short: the caller reads it the ordinary way.
-std::optional<std::string> readDirect(const std::filesystem::path& path, int64_t offset,
-                                      int64_t length) {
+// Reads `length` bytes from `offset` into `buffer` past the page cache: direct I/O where the
+// alignment allows (a virtual disk then reads into the caller's memory in one go), else an
+// ordinary read with the pages dropped after.
+Status readUncached(const std::filesystem::path& path, int64_t offset, int64_t length,
+                    std::span<char> buffer) {
   constexpr int64_t kAlignment = 4096;
-  const int64_t start = offset / kAlignment * kAlignment;
-  const int64_t end = (offset + length + kAlignment - 1) / kAlignment * kAlignment;
-  if (end - start > static_cast<int64_t>(DirectReadBuffers::kSize)) return std::nullopt;
-  const auto held = DirectReadBuffers::take();
-  char* buffer = held.get();
-  if (buffer == nullptr) return std::nullopt;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-  if (fd < 0) return std::nullopt;
-  int64_t done = 0;
-  while (start + done < offset + length) {
-    const ssize_t n =
-        ::pread(fd, buffer + done, static_cast<size_t>(end - start - done), start + done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += n;
+  const int64_t rounded = (length + kAlignment - 1) / kAlignment * kAlignment;
+  if (offset % kAlignment == 0 && reinterpret_cast<uintptr_t>(buffer.data()) % kAlignment == 0 &&
+      rounded <= static_cast<int64_t>(buffer.size())) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (fd >= 0) {
+      const int64_t done = readFully(fd, buffer.data(), rounded, offset);
+      ::close(fd);
+      if (done >= length) return Status::ok();
+    }  // else: no direct I/O on this file system, or short: read it the ordinary way
   }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return notFound(path.string() + " is missing");
+  const int64_t done = readFully(fd, buffer.data(), length, offset);
+  ::posix_fadvise(fd, offset, length, POSIX_FADV_DONTNEED);
   ::close(fd);
-  if (start + done < offset + length) return std::nullopt;
-  return std::string(buffer + (offset - start), static_cast<size_t>(length));
+  if (done != length) return corruption(path.string() + " is shorter than recorded");
+  return Status::ok();
 }
 
 }  // namespace
@@ -392,31 +324,49 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
   return written;
 }
 
-Result<std::string> ChunkStore::read(const ChunkId& id, int64_t offset, int64_t length,
-                                     PageCache pageCache) {
-  const std::string key = id.key();
+Result<ChunkStore::Record> ChunkStore::recordForRead(const std::string& key, int64_t offset,
+                                                     int64_t& length) const {
   GRANARY_ASSIGN_OR_RETURN(Record record, recordOf(key));
   if (offset < 0 || offset > record.size) return invalidArgument("offset beyond the chunk");
   if (length < 0 || offset + length > record.size) length = record.size - offset;
+  return record;
+}
+
+Status ChunkStore::verifyRead(const ChunkId& id, const std::string& key, const Record& record,
+                              const Status& read, int64_t offset, std::string_view data) {
+  Status status = read;
+  if (status.isOk() && offset == 0 && static_cast<int64_t>(data.size()) == record.size &&
+      XXH3_64bits(data.data(), data.size()) != record.checksum) {
+    status = corruption("checksum mismatch");
+  }
+  if (status.isOk()) return status;
+  std::lock_guard lock(mutex_);
+  (void)dropLocked(key, record);
+  return corruption("cached chunk of " + id.path + " is damaged; dropped: " + status.message());
+}
+
+Result<std::string> ChunkStore::read(const ChunkId& id, int64_t offset, int64_t length) {
+  const std::string key = id.key();
+  GRANARY_ASSIGN_OR_RETURN(Record record, recordForRead(key, offset, length));
   // A read that starts inside the chunk is likely part of a sequential pass: read ahead.
   const int64_t readAhead =
       offset > 0 ? std::min<int64_t>(kReadAhead, record.size - offset - length) : 0;
-  const std::filesystem::path file = fileOf(record.directory, key);
-  const bool whole = offset == 0 && length == record.size;
-  std::optional<std::string> direct;
-  if (pageCache == PageCache::kDrop) direct = readDirect(file, offset, length);
-  auto data = direct ? Result<std::string>(std::move(*direct))
-                     : readFile(file, offset, length, readAhead, pageCache);
-  if (data.isOk() && whole && XXH3_64bits(data->data(), data->size()) != record.checksum) {
-    data = corruption("checksum mismatch");
-  }
-  if (!data.isOk()) {
-    std::lock_guard lock(mutex_);
-    (void)dropLocked(key, record);
-    return corruption("cached chunk of " + id.path +
-                      " is damaged; dropped: " + data.status().message());
-  }
+  auto data = readFile(fileOf(record.directory, key), offset, length, readAhead);
+  GRANARY_RETURN_IF_ERROR(verifyRead(id, key, record, data.status(), offset,
+                                     data.isOk() ? std::string_view(*data) : std::string_view()));
   return data;
+}
+
+Result<int64_t> ChunkStore::readInto(const ChunkId& id, int64_t offset, int64_t length,
+                                     std::span<char> buffer) {
+  const std::string key = id.key();
+  GRANARY_ASSIGN_OR_RETURN(Record record, recordForRead(key, offset, length));
+  if (length > static_cast<int64_t>(buffer.size()))
+    return invalidArgument("the buffer is smaller than the read");
+  const Status read = readUncached(fileOf(record.directory, key), offset, length, buffer);
+  GRANARY_RETURN_IF_ERROR(verifyRead(id, key, record, read, offset,
+                                     std::string_view(buffer.data(), static_cast<size_t>(length))));
+  return length;
 }
 
 bool ChunkStore::contains(const ChunkId& id) const { return recordOf(id.key()).isOk(); }

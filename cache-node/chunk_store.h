@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -42,12 +43,6 @@ struct ChunkId {
 
   std::string key() const;  // generation NUL path NUL index, for the index
 };
-
-// Whether a read goes through the page cache and leaves the chunk file's pages there. A reader
-// with a page cache of its own (a FUSE mount) asks kDrop, so that the node does not hold every
-// byte twice: reads of up to about 2 MiB then go past the page cache (direct I/O, at most 8 at
-// once), longer ones have their pages dropped after the read.
-enum class PageCache { kKeep, kDrop };
 
 struct CacheDirectory {
   std::filesystem::path path;
@@ -87,8 +82,14 @@ class ChunkStore {
   Status put(const ChunkId& id, std::string_view data);
   // Reads `length` bytes from `offset` of a recorded chunk (-1 to its end). NotFound when not
   // cached; Corruption when the file no longer matches its record (the record is dropped).
-  Result<std::string> read(const ChunkId& id, int64_t offset = 0, int64_t length = -1,
-                           PageCache pageCache = PageCache::kKeep);
+  Result<std::string> read(const ChunkId& id, int64_t offset = 0, int64_t length = -1);
+  // The same into the start of `buffer` (room for `length` bytes at least), past the page
+  // cache: for a reader with a page cache of its own (a FUSE mount), so that the node does not
+  // hold every byte twice. Direct I/O where the offset and `buffer` are 4 KiB aligned and
+  // `buffer` has room for `length` rounded up to 4 KiB; else an ordinary read whose pages are
+  // dropped after. Returns the bytes read. Callers bound how many run at once.
+  Result<int64_t> readInto(const ChunkId& id, int64_t offset, int64_t length,
+                           std::span<char> buffer);
   bool contains(const ChunkId& id) const;
   Status remove(const ChunkId& id);
   // Calls `each` with every recorded chunk of a generation and its size (to rebuild eviction
@@ -115,6 +116,13 @@ class ChunkStore {
   ChunkStore(std::unique_ptr<rocksdb::DB> index, std::vector<CacheDirectory> directories);
   std::filesystem::path fileOf(uint32_t directory, const std::string& key) const;
   Result<Record> recordOf(const std::string& key) const;
+  // The record of a chunk to read `length` bytes (-1: to its end) from `offset` of, the length
+  // clamped to the chunk. InvalidArgument for an offset beyond it.
+  Result<Record> recordForRead(const std::string& key, int64_t offset, int64_t& length) const;
+  // Checks a read's outcome; a failed read or a whole read failing the checksum drops the
+  // chunk and becomes Corruption.
+  Status verifyRead(const ChunkId& id, const std::string& key, const Record& record,
+                    const Status& read, int64_t offset, std::string_view data);
   Status dropLocked(const std::string& key, const Record& record);
   void flushEvery(std::chrono::milliseconds interval, std::stop_token stop);
 

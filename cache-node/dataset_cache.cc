@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "cache-node/core/placement.h"
 #include "common/backoff.h"
@@ -207,15 +208,50 @@ Result<Piece> DatasetCache::readPiece(const std::string& path, int64_t offset, i
   return readPiece(file, offset, maxLength);
 }
 
-Result<Piece> DatasetCache::readPiece(const ManifestEntry& file, int64_t offset, int64_t maxLength,
-                                      PageCache pageCache) {
-  if (offset < 0 || maxLength < 0) return invalidArgument("offset and length must be >= 0");
-  if (file.directory) return failedPrecondition("\"" + file.path + "\" is a directory");
-  if (offset >= file.size || maxLength == 0) return Piece{};
+DatasetCache::ChunkSpan DatasetCache::spanOf(const ManifestEntry& file, int64_t offset,
+                                             int64_t maxLength) const {
+  if (offset >= file.size || maxLength == 0) return {};
   const int64_t index = offset / settings_.chunkSize;
   const int64_t within = offset - index * settings_.chunkSize;
-  return chunkPiece(file, index, within, std::min(maxLength, chunkLength(file, index) - within),
-                    pageCache);
+  return {index, within, std::min(maxLength, chunkLength(file, index) - within)};
+}
+
+Result<Piece> DatasetCache::readPiece(const ManifestEntry& file, int64_t offset,
+                                      int64_t maxLength) {
+  if (offset < 0 || maxLength < 0) return invalidArgument("offset and length must be >= 0");
+  if (file.directory) return failedPrecondition("\"" + file.path + "\" is a directory");
+  const ChunkSpan span = spanOf(file, offset, maxLength);
+  if (span.length == 0) return Piece{};
+  auto local = node_.chunks.read(chunkId(file.path, span.index), span.within, span.length);
+  if (!local.isOk()) return readMissing(file, span, local.status());
+  countHit(file, span.index, static_cast<int64_t>(local->size()));
+  return Piece{std::move(*local), Source::kLocal};
+}
+
+Result<PieceRead> DatasetCache::readPieceInto(const ManifestEntry& file, int64_t offset,
+                                              int64_t maxLength, std::span<char> buffer) {
+  if (offset < 0 || maxLength < 0) return invalidArgument("offset and length must be >= 0");
+  if (file.directory) return failedPrecondition("\"" + file.path + "\" is a directory");
+  if (maxLength > static_cast<int64_t>(buffer.size()))
+    return invalidArgument("the buffer is smaller than the read");
+  const ChunkSpan span = spanOf(file, offset, maxLength);
+  if (span.length == 0) return PieceRead{};
+  auto local =
+      node_.chunks.readInto(chunkId(file.path, span.index), span.within, span.length, buffer);
+  if (local.isOk()) {
+    countHit(file, span.index, *local);
+    return PieceRead{*local, Source::kLocal};
+  }
+  GRANARY_ASSIGN_OR_RETURN(Piece piece, readMissing(file, span, local.status()));
+  std::memcpy(buffer.data(), piece.data.data(), piece.data.size());
+  return PieceRead{static_cast<int64_t>(piece.data.size()), piece.source};
+}
+
+bool DatasetCache::isLocal(const ManifestEntry& file, int64_t offset, int64_t length) const {
+  const int64_t end = std::min(file.size, offset + length);
+  for (int64_t index = offset / settings_.chunkSize; index * settings_.chunkSize < end; ++index)
+    if (!node_.chunks.contains(chunkId(file.path, index))) return false;
+  return true;
 }
 
 Result<std::string> DatasetCache::read(const std::string& path, int64_t offset, int64_t length) {
@@ -231,28 +267,27 @@ Result<std::string> DatasetCache::read(const std::string& path, int64_t offset, 
   return out;
 }
 
-Result<Piece> DatasetCache::chunkPiece(const ManifestEntry& file, int64_t index, int64_t offset,
-                                       int64_t length, PageCache pageCache) {
-  const ChunkId id = chunkId(file.path, index);
-  auto local = node_.chunks.read(id, offset, length, pageCache);
-  if (local.isOk()) {
-    {
-      std::lock_guard lock(mutex_);
-      policy_->touch(policyId(file.path, index));
-    }
-    countRead(Source::kLocal, static_cast<int64_t>(local->size()), true);
-    return Piece{std::move(*local), Source::kLocal};
+void DatasetCache::countHit(const ManifestEntry& file, int64_t index, int64_t bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    policy_->touch(policyId(file.path, index));
   }
-  if (local.status().code() == StatusCode::kCorruption) {
+  countRead(Source::kLocal, bytes, true);
+}
+
+Result<Piece> DatasetCache::readMissing(const ManifestEntry& file, const ChunkSpan& span,
+                                        const Status& local) {
+  if (local.code() == StatusCode::kCorruption) {
     std::lock_guard lock(mutex_);  // the store dropped it; it is fetched again below
-    policy_->forget(policyId(file.path, index));
-  } else if (local.status().code() != StatusCode::kNotFound) {
-    return local.status();
+    policy_->forget(policyId(file.path, span.index));
+  } else if (local.code() != StatusCode::kNotFound) {
+    return local;
   }
-  GRANARY_ASSIGN_OR_RETURN(Piece whole, fetchChunk(file, index, FetchKind::kDemand));
-  countRead(whole.source, std::min<int64_t>(length, whole.data.size() - offset), false);
-  if (offset >= static_cast<int64_t>(whole.data.size())) return Piece{{}, whole.source};
-  return Piece{whole.data.substr(offset, length), whole.source};
+  GRANARY_ASSIGN_OR_RETURN(Piece whole, fetchChunk(file, span.index, FetchKind::kDemand));
+  const auto available = static_cast<int64_t>(whole.data.size()) - span.within;
+  if (available <= 0) return Piece{{}, whole.source};
+  countRead(whole.source, std::min(span.length, available), false);
+  return Piece{whole.data.substr(span.within, span.length), whole.source};
 }
 
 Result<std::string> DatasetCache::readChunkForPeer(const std::string& path, int64_t index,

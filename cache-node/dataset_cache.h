@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -147,6 +148,12 @@ struct Piece {
   Source source = Source::kLocal;
 };
 
+// The same read into a caller's buffer: how many bytes, and from where.
+struct PieceRead {
+  int64_t size = 0;
+  Source source = Source::kLocal;
+};
+
 class DatasetCache {
  public:
   // InvalidArgument for no sources, an empty node set without this node, replicas < 1 or a
@@ -174,8 +181,13 @@ class DatasetCache {
   // bytes; empty at or past the end of the file.
   Result<Piece> readPiece(const std::string& path, int64_t offset, int64_t maxLength);
   // The same for a file already looked up (`file` must come from this dataset's manifest).
-  Result<Piece> readPiece(const ManifestEntry& file, int64_t offset, int64_t maxLength,
-                          PageCache pageCache = PageCache::kKeep);
+  Result<Piece> readPiece(const ManifestEntry& file, int64_t offset, int64_t maxLength);
+  // The same into the start of `buffer` (room for `maxLength` bytes), past this node's page
+  // cache (ChunkStore::readInto): for a reader with a page cache of its own.
+  Result<PieceRead> readPieceInto(const ManifestEntry& file, int64_t offset, int64_t maxLength,
+                                  std::span<char> buffer);
+  // Whether every chunk holding `length` bytes from `offset` of `file` is on this node's disks.
+  bool isLocal(const ManifestEntry& file, int64_t offset, int64_t length) const;
   // Reads `length` bytes (-1: to the end) from `offset`, chunk by chunk.
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length);
   // For a peer: chunk `index` of `path`, whole and verified. With `fill`, fetched (and kept)
@@ -214,8 +226,16 @@ class DatasetCache {
   Status waitListed();  // Unavailable when listing failed or the dataset is stopping
   bool ownsLocked(const std::string& path) const;
 
-  Result<Piece> chunkPiece(const ManifestEntry& file, int64_t index, int64_t offset, int64_t length,
-                           PageCache pageCache);
+  // Where a read of `file` from `offset` falls: chunk `index`, `within` it, `length` bytes
+  // (0 at or past the end of the file).
+  struct ChunkSpan {
+    int64_t index = 0, within = 0, length = 0;
+  };
+  ChunkSpan spanOf(const ManifestEntry& file, int64_t offset, int64_t maxLength) const;
+  void countHit(const ManifestEntry& file, int64_t index, int64_t bytes);
+  // A read the local store could not serve (`local`): fetched when the chunk is missing or was
+  // damaged; other errors are returned.
+  Result<Piece> readMissing(const ManifestEntry& file, const ChunkSpan& span, const Status& local);
   Result<Piece> fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind);
   Result<Piece> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind);
   Result<std::string> readOrigin(const ManifestEntry& file, int64_t offset, int64_t length);

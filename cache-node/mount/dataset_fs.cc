@@ -23,6 +23,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "cache-node/mount/read_buffers.h"
 #include "common/log.h"
 
 namespace granary::cache {
@@ -220,39 +221,40 @@ void onOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
+// Reads land in one buffer the kernel takes from. Reads of data on this node's disks wait for a
+// pooled buffer, their turn at the disk; a read that must fetch takes a buffer of its own.
 void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_file_info*) {
   auto& state = stateOf(req);
   auto opened = state.inodes.find(inode, *state.cache);
   if (!opened.isOk()) return (void)fuse_reply_err(req, errnoOf(opened.status()));
   const ManifestEntry& file = **opened;
   const auto start = std::chrono::steady_clock::now();
-  std::string out;
+  const auto length = static_cast<int64_t>(size);
+  const ReadBuffer buffer =
+      state.cache->isLocal(file, offset, length) ? ReadBuffer::pooled(size) : ReadBuffer::own(size);
+  if (!buffer) return (void)fuse_reply_err(req, ENOMEM);
+  int64_t filled = 0;
   ReadRecord record;
-  while (out.size() < size) {
-    auto piece = state.cache->readPiece(file, offset + static_cast<off_t>(out.size()),
-                                        static_cast<int64_t>(size - out.size()), PageCache::kDrop);
+  while (filled < length) {
+    auto piece = state.cache->readPieceInto(file, offset + filled, length - filled,
+                                            buffer.span().subspan(static_cast<size_t>(filled)));
     if (!piece.isOk()) {
       Logger("mount").warn(
           "read failed",
           {{"dataset", state.dataset}, {"path", file.path}, {"error", piece.status()}});
       return (void)fuse_reply_err(req, EIO);
     }
-    if (piece->data.empty()) break;
-    const auto bytes = static_cast<int64_t>(piece->data.size());
+    if (piece->size == 0) break;
     (piece->source == Source::kLocal  ? record.localBytes
      : piece->source == Source::kPeer ? record.peerBytes
-                                      : record.originBytes) += bytes;
-    if (out.empty()) {
-      out = std::move(piece->data);
-    } else {
-      out += piece->data;
-    }
+                                      : record.originBytes) += piece->size;
+    filled += piece->size;
   }
   if (record.peerBytes + record.originBytes > 0)
     record.wait = std::chrono::steady_clock::now() - start;
   if (state.accounting != nullptr)
     state.accounting->record(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), record);
-  fuse_reply_buf(req, out.data(), out.size());
+  fuse_reply_buf(req, buffer.span().data(), static_cast<size_t>(filled));
 }
 
 void onOpendir(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
