@@ -56,9 +56,11 @@ inline int64_t makeDataset(const fs::path& root, const std::string& name, int co
   return static_cast<int64_t>(count) * size;
 }
 
-inline void dropPageCache() {
+// Drops the page cache and, unless `keepNames`, the kernel's cached directory entries and
+// inodes too.
+inline void dropPageCache(bool keepNames = false) {
   ::sync();
-  std::ofstream("/proc/sys/vm/drop_caches") << "3";
+  std::ofstream("/proc/sys/vm/drop_caches") << (keepNames ? "1" : "3");
 }
 
 // A quiet disk and an empty page cache, then the origin's files read once so the origin serves

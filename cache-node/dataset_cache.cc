@@ -208,19 +208,19 @@ Result<Piece> DatasetCache::readPiece(const std::string& path, int64_t offset, i
   return readPiece(file, offset, maxLength);
 }
 
-DatasetCache::ChunkSpan DatasetCache::spanOf(const ManifestEntry& file, int64_t offset,
-                                             int64_t maxLength) const {
-  if (offset >= file.size || maxLength == 0) return {};
+Result<DatasetCache::ChunkSpan> DatasetCache::spanOf(const ManifestEntry& file, int64_t offset,
+                                                     int64_t maxLength) const {
+  if (offset < 0 || maxLength < 0) return invalidArgument("offset and length must be >= 0");
+  if (file.directory) return failedPrecondition("\"" + file.path + "\" is a directory");
+  if (offset >= file.size || maxLength == 0) return ChunkSpan{};
   const int64_t index = offset / settings_.chunkSize;
   const int64_t within = offset - index * settings_.chunkSize;
-  return {index, within, std::min(maxLength, chunkLength(file, index) - within)};
+  return ChunkSpan{index, within, std::min(maxLength, chunkLength(file, index) - within)};
 }
 
 Result<Piece> DatasetCache::readPiece(const ManifestEntry& file, int64_t offset,
                                       int64_t maxLength) {
-  if (offset < 0 || maxLength < 0) return invalidArgument("offset and length must be >= 0");
-  if (file.directory) return failedPrecondition("\"" + file.path + "\" is a directory");
-  const ChunkSpan span = spanOf(file, offset, maxLength);
+  GRANARY_ASSIGN_OR_RETURN(const ChunkSpan span, spanOf(file, offset, maxLength));
   if (span.length == 0) return Piece{};
   auto local = node_.chunks.read(chunkId(file.path, span.index), span.within, span.length);
   if (!local.isOk()) return readMissing(file, span, local.status());
@@ -230,11 +230,9 @@ Result<Piece> DatasetCache::readPiece(const ManifestEntry& file, int64_t offset,
 
 Result<PieceRead> DatasetCache::readPieceInto(const ManifestEntry& file, int64_t offset,
                                               int64_t maxLength, std::span<char> buffer) {
-  if (offset < 0 || maxLength < 0) return invalidArgument("offset and length must be >= 0");
-  if (file.directory) return failedPrecondition("\"" + file.path + "\" is a directory");
   if (maxLength > static_cast<int64_t>(buffer.size()))
     return invalidArgument("the buffer is smaller than the read");
-  const ChunkSpan span = spanOf(file, offset, maxLength);
+  GRANARY_ASSIGN_OR_RETURN(const ChunkSpan span, spanOf(file, offset, maxLength));
   if (span.length == 0) return PieceRead{};
   auto local =
       node_.chunks.readInto(chunkId(file.path, span.index), span.within, span.length, buffer);

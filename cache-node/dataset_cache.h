@@ -227,11 +227,12 @@ class DatasetCache {
   bool ownsLocked(const std::string& path) const;
 
   // Where a read of `file` from `offset` falls: chunk `index`, `within` it, `length` bytes
-  // (0 at or past the end of the file).
+  // (0 at or past the end of the file). InvalidArgument for a negative offset or length,
+  // FailedPrecondition for a directory.
   struct ChunkSpan {
     int64_t index = 0, within = 0, length = 0;
   };
-  ChunkSpan spanOf(const ManifestEntry& file, int64_t offset, int64_t maxLength) const;
+  Result<ChunkSpan> spanOf(const ManifestEntry& file, int64_t offset, int64_t maxLength) const;
   void countHit(const ManifestEntry& file, int64_t index, int64_t bytes);
   // A read the local store could not serve (`local`): fetched when the chunk is missing or was
   // damaged; other errors are returned.

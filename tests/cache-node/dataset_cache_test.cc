@@ -159,6 +159,42 @@ TEST_F(DatasetCacheTest, WarmNeverFetchesOnFirstReadAndKeepsIt) {
   EXPECT_EQ(cache->state().reads.originBytes, 100'000);
 }
 
+// A reader with its own buffer (a mount) gets the same bytes as readPiece: fetched on a miss,
+// from the disk once cached, and fetched again when the cached chunk is damaged.
+TEST_F(DatasetCacheTest, ReadsIntoACallersBuffer) {
+  writeTree(1);
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.warm = WarmMode::kNever;
+  auto cache = open(node, s);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  const ManifestEntry file = *cache->stat("big/a.bin");
+  const std::string& data = files_["big/a.bin"];
+  std::vector<char> memory(64 << 10);
+  const auto readInto = [&](int64_t offset, int64_t length) -> std::pair<std::string, Source> {
+    auto piece = cache->readPieceInto(file, offset, length, memory);
+    EXPECT_TRUE(piece.isOk()) << piece.status();
+    if (!piece.isOk()) return {};
+    return {std::string(memory.data(), static_cast<size_t>(piece->size)), piece->source};
+  };
+  EXPECT_FALSE(cache->isLocal(file, 0, 20'000));
+  EXPECT_TRUE(readInto(100, 20'000) == std::pair(data.substr(100, 16384 - 100), Source::kOrigin));
+  EXPECT_TRUE(cache->isLocal(file, 0, 16384));
+  EXPECT_FALSE(cache->isLocal(file, 0, 16385));  // the second chunk is not cached
+  EXPECT_TRUE(readInto(4096, 8192) == std::pair(data.substr(4096, 8192), Source::kLocal));
+  EXPECT_TRUE(readInto(98'304, 4096) == std::pair(data.substr(98'304), Source::kOrigin));
+  EXPECT_TRUE(readInto(100'000, 4096) == std::pair(std::string(), Source::kLocal));
+  EXPECT_EQ(cache->readPieceInto(file, 0, 100'000, memory).status().code(),
+            StatusCode::kInvalidArgument);  // no room
+  for (const auto& e : std::filesystem::recursive_directory_iterator(node.root / "data")) {
+    if (!e.is_regular_file()) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(10);
+    f.put('!');
+  }
+  EXPECT_TRUE(readInto(0, 16384) == std::pair(data.substr(0, 16384), Source::kOrigin));
+}
+
 TEST_F(DatasetCacheTest, WarmOnJobWaitsForReaders) {
   writeTree(3);
   TestNode node(root_, "n1");
