@@ -76,7 +76,8 @@ TEST_F(ChunkStoreTest, ReadsIntoABufferReturnTheSameBytes) {
     return data;
   };
   struct Aligned {
-    explicit Aligned(size_t size) : memory(static_cast<char*>(std::aligned_alloc(4096, size))) {}
+    explicit Aligned(size_t size)
+        : memory(static_cast<char*>(std::aligned_alloc(4096, (size + 4095) / 4096 * 4096))) {}
     ~Aligned() { std::free(memory); }
     char* memory;
   };
