@@ -229,7 +229,8 @@ Result<Piece> DatasetCache::readPiece(const ManifestEntry& file, int64_t offset,
 }
 
 Result<PieceRead> DatasetCache::readPieceInto(const ManifestEntry& file, int64_t offset,
-                                              int64_t maxLength, std::span<char> buffer) {
+                                              int64_t maxLength, std::span<char> buffer,
+                                              bool fetch) {
   if (maxLength > static_cast<int64_t>(buffer.size()))
     return invalidArgument("the buffer is smaller than the read");
   GRANARY_ASSIGN_OR_RETURN(const ChunkSpan span, spanOf(file, offset, maxLength));
@@ -240,16 +241,10 @@ Result<PieceRead> DatasetCache::readPieceInto(const ManifestEntry& file, int64_t
     countHit(file, span.index, *local);
     return PieceRead{*local, Source::kLocal};
   }
+  if (!fetch && local.status().code() == StatusCode::kNotFound) return local.status();
   GRANARY_ASSIGN_OR_RETURN(Piece piece, readMissing(file, span, local.status()));
   std::memcpy(buffer.data(), piece.data.data(), piece.data.size());
   return PieceRead{static_cast<int64_t>(piece.data.size()), piece.source};
-}
-
-bool DatasetCache::isLocal(const ManifestEntry& file, int64_t offset, int64_t length) const {
-  const int64_t end = std::min(file.size, offset + length);
-  for (int64_t index = offset / settings_.chunkSize; index * settings_.chunkSize < end; ++index)
-    if (!node_.chunks.contains(chunkId(file.path, index))) return false;
-  return true;
 }
 
 Result<std::string> DatasetCache::read(const std::string& path, int64_t offset, int64_t length) {

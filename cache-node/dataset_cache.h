@@ -183,11 +183,10 @@ class DatasetCache {
   // The same for a file already looked up (`file` must come from this dataset's manifest).
   Result<Piece> readPiece(const ManifestEntry& file, int64_t offset, int64_t maxLength);
   // The same into the start of `buffer` (room for `maxLength` bytes), past this node's page
-  // cache (ChunkStore::readInto): for a reader with a page cache of its own.
+  // cache (ChunkStore::readInto): for a reader with a page cache of its own. Without `fetch`,
+  // NotFound instead of fetching a chunk this node does not hold.
   Result<PieceRead> readPieceInto(const ManifestEntry& file, int64_t offset, int64_t maxLength,
-                                  std::span<char> buffer);
-  // Whether every chunk holding `length` bytes from `offset` of `file` is on this node's disks.
-  bool isLocal(const ManifestEntry& file, int64_t offset, int64_t length) const;
+                                  std::span<char> buffer, bool fetch = true);
   // Reads `length` bytes (-1: to the end) from `offset`, chunk by chunk.
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length);
   // For a peer: chunk `index` of `path`, whole and verified. With `fill`, fetched (and kept)

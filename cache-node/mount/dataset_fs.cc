@@ -221,8 +221,9 @@ void onOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
-// Reads land in one buffer the kernel takes from. Reads of data on this node's disks wait for a
-// pooled buffer, their turn at the disk; a read that must fetch takes a buffer of its own.
+// Reads land in one buffer the kernel takes from: a pooled one, which is the read's turn at the
+// disk. A read whose first chunk must be fetched gives that turn back and waits on the network
+// in a buffer of its own.
 void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_file_info*) {
   auto& state = stateOf(req);
   auto opened = state.inodes.find(inode, *state.cache);
@@ -230,14 +231,20 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
   const ManifestEntry& file = **opened;
   const auto start = std::chrono::steady_clock::now();
   const auto length = static_cast<int64_t>(size);
-  const ReadBuffer buffer =
-      state.cache->isLocal(file, offset, length) ? ReadBuffer::pooled(size) : ReadBuffer::own(size);
-  if (!buffer) return (void)fuse_reply_err(req, ENOMEM);
+  ReadBuffer buffer = ReadBuffer::pooled(size);
+  bool pooled = true;
   int64_t filled = 0;
   ReadRecord record;
   while (filled < length) {
+    if (!buffer) return (void)fuse_reply_err(req, ENOMEM);
     auto piece = state.cache->readPieceInto(file, offset + filled, length - filled,
-                                            buffer.span().subspan(static_cast<size_t>(filled)));
+                                            buffer.span().subspan(static_cast<size_t>(filled)),
+                                            /*fetch=*/!pooled || filled > 0);
+    if (pooled && filled == 0 && piece.status().code() == StatusCode::kNotFound) {
+      buffer = ReadBuffer::own(size);
+      pooled = false;
+      continue;
+    }
     if (!piece.isOk()) {
       Logger("mount").warn(
           "read failed",

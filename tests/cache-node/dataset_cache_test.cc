@@ -177,10 +177,13 @@ TEST_F(DatasetCacheTest, ReadsIntoACallersBuffer) {
     if (!piece.isOk()) return {};
     return {std::string(memory.data(), static_cast<size_t>(piece->size)), piece->source};
   };
-  EXPECT_FALSE(cache->isLocal(file, 0, 20'000));
+  const auto withoutFetching = [&](int64_t offset) {
+    return cache->readPieceInto(file, offset, 4096, memory, /*fetch=*/false).status().code();
+  };
+  EXPECT_EQ(withoutFetching(100), StatusCode::kNotFound);
   EXPECT_TRUE(readInto(100, 20'000) == std::pair(data.substr(100, 16384 - 100), Source::kOrigin));
-  EXPECT_TRUE(cache->isLocal(file, 0, 16384));
-  EXPECT_FALSE(cache->isLocal(file, 0, 16385));  // the second chunk is not cached
+  EXPECT_EQ(withoutFetching(100), StatusCode::kOk);
+  EXPECT_EQ(withoutFetching(16384), StatusCode::kNotFound);  // the second chunk is not cached
   EXPECT_TRUE(readInto(4096, 8192) == std::pair(data.substr(4096, 8192), Source::kLocal));
   EXPECT_TRUE(readInto(98'304, 4096) == std::pair(data.substr(98'304), Source::kOrigin));
   EXPECT_TRUE(readInto(100'000, 4096) == std::pair(std::string(), Source::kLocal));
