@@ -84,6 +84,12 @@ class DatasetCacheTest : public ::testing::Test {
     s.warmRetryDelay = 10ms;
     return s;
   }
+  // Settings of a dataset that is listed but never warmed: every chunk is read on demand.
+  static DatasetSettings neverWarmed() {
+    DatasetSettings s = settings();
+    s.warm = WarmMode::kNever;
+    return s;
+  }
 
   void expectAllFilesRead(DatasetCache& cache) {
     for (const auto& [path, data] : files_) {
@@ -144,9 +150,7 @@ TEST_F(DatasetCacheTest, WarmNeverFetchesOnFirstReadAndKeepsIt) {
   writeTree(3);
   TestNode node(root_, "n1");
   RecordingOrigin* origin;
-  auto s = settings();
-  s.warm = WarmMode::kNever;
-  auto cache = open(node, s, &origin);
+  auto cache = open(node, neverWarmed(), &origin);
   const DatasetState state = cache->waitSettled(10s);
   EXPECT_EQ(state.phase, Phase::kReady);
   EXPECT_NE(state.message.find("Never"), std::string::npos);
@@ -164,9 +168,7 @@ TEST_F(DatasetCacheTest, WarmNeverFetchesOnFirstReadAndKeepsIt) {
 TEST_F(DatasetCacheTest, ReadsIntoACallersBuffer) {
   writeTree(1);
   TestNode node(root_, "n1");
-  auto s = settings();
-  s.warm = WarmMode::kNever;
-  auto cache = open(node, s);
+  auto cache = open(node, neverWarmed());
   ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
   const ManifestEntry file = *cache->stat("big/a.bin");
   const std::string& data = files_["big/a.bin"];
@@ -298,9 +300,7 @@ TEST_F(DatasetCacheTest, SecondReplicaFillsFromTheFirstOwner) {
 TEST_F(DatasetCacheTest, FileChangedAtTheOriginIsReportedAndNeverServed) {
   writeTree(3);
   TestNode node(root_, "n1");
-  auto s = settings();
-  s.warm = WarmMode::kNever;
-  auto cache = open(node, s);
+  auto cache = open(node, neverWarmed());
   ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
   writeOrigin("big/b.bin", randomBytes(65'537, 7));  // changed after listing
   auto read = cache->read("big/b.bin", 0, -1);
@@ -308,7 +308,7 @@ TEST_F(DatasetCacheTest, FileChangedAtTheOriginIsReportedAndNeverServed) {
   EXPECT_NE(read.status().message().find("changed"), std::string::npos);
 
   (void)cache->update([&] {
-    auto u = s;
+    auto u = neverWarmed();
     u.nodeSet = {"n1"};
     u.warm = WarmMode::kOnCreate;
     return u;
@@ -360,10 +360,8 @@ TEST_F(DatasetCacheTest, FullDiskIsReportedAndReadsStillWork) {
 TEST_F(DatasetCacheTest, ConcurrentMissesOnOneChunkShareOneFetch) {
   writeOrigin("one.bin", randomBytes(16384, 3));
   TestNode node(root_, "n1");
-  auto s = settings();
-  s.warm = WarmMode::kNever;
   RecordingOrigin* origin;
-  auto cache = open(node, s, &origin);
+  auto cache = open(node, neverWarmed(), &origin);
   std::vector<std::thread> readers;
   std::atomic<int> correct{0};
   for (int i = 0; i < 8; ++i) {
