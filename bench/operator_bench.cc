@@ -22,6 +22,7 @@
 
 #include "common/kube/manager.h"
 #include "common/log.h"
+#include "common/names.h"
 #include "operator/core/workers.h"
 #include "operator/dataset_controller.h"
 #include "operator/training_job_controller.h"
@@ -35,7 +36,7 @@ using Steady = std::chrono::steady_clock;
 namespace resources = kube::resources;
 
 constexpr int kNodes = 4;
-constexpr const char* kSelector = "app.kubernetes.io/name=granary-cache-node";
+constexpr const char* kSelector = names::kCacheNodeSelector;
 
 // A cache node that holds every dataset it is asked to hold, fully cached, at once.
 class InstantCacheNode final : public v1::CacheNode::Service {
@@ -289,7 +290,7 @@ int run(int objects) {
   // all converged.
   std::set<std::string> placed;
   for (;;) {
-    auto pods = kubelet.listAll(resources::pods(), "bench", {.labelSelector = op::kJobNameLabel});
+    auto pods = kubelet.listAll(resources::pods(), "bench", {.labelSelector = names::kJobNameLabel});
     check(pods.status(), "list pods");
     for (const auto& pod : pods->items) {
       const std::string name = kube::nameOf(pod);

@@ -3,20 +3,11 @@
 #include <grpcpp/grpcpp.h>
 #include <xxhash.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "cache-node/api_convert.h"
+#include "common/files.h"
 #include "granary/v1/peer.grpc.pb.h"
 
 namespace granary::cache {
-
-std::string readTextFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
 
 struct GrpcPeers::Connection {
   std::shared_ptr<grpc::Channel> channel;
@@ -25,7 +16,7 @@ struct GrpcPeers::Connection {
 
 GrpcPeers::GrpcPeers(PeerClientOptions options)
     : options_(std::move(options)),
-      caPem_(options_.tlsCaFile.empty() ? "" : readTextFile(options_.tlsCaFile)) {}
+      caPem_(options_.tlsCaFile.empty() ? "" : readTextFile(options_.tlsCaFile).valueOr("")) {}
 GrpcPeers::~GrpcPeers() = default;
 
 void GrpcPeers::setAddress(const std::string& node, const std::string& address) {

@@ -14,9 +14,6 @@
 
 namespace granary::cache {
 
-// The whole content of a (PEM, token) file; "" when it cannot be read.
-std::string readTextFile(const std::string& path);
-
 struct PeerClientOptions {
   Secret token;                       // sent as "authorization: Bearer <token>"
   std::string tlsCaFile;              // PEM of the CA that signed the peers' certificates; "" plain

@@ -4,10 +4,10 @@
 #include <grpcpp/grpcpp.h>
 #include <xxhash.h>
 
-#include <fstream>
 #include <thread>
 
 #include "cache-node/api_convert.h"
+#include "common/files.h"
 #include "granary/v1/cache_node.grpc.pb.h"
 #include "granary/v1/peer.grpc.pb.h"
 
@@ -264,8 +264,8 @@ Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& eng
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!options.tlsCertificateFile.empty()) {
     grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back(
-        {readTextFile(options.tlsKeyFile), readTextFile(options.tlsCertificateFile)});
+    ssl.pem_key_cert_pairs.push_back({readTextFile(options.tlsKeyFile).valueOr(""),
+                                      readTextFile(options.tlsCertificateFile).valueOr("")});
     if (ssl.pem_key_cert_pairs[0].private_key.empty() ||
         ssl.pem_key_cert_pairs[0].cert_chain.empty()) {
       return invalidArgument("tls: cannot read " + options.tlsCertificateFile + " or " +
@@ -289,16 +289,6 @@ Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& eng
 
 CacheNodeServer::~CacheNodeServer() {
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-}
-
-Result<Secret> readTokenFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return notFound("token file " + path + " cannot be read");
-  std::string token = readTextFile(path);
-  const auto begin = token.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return invalidArgument("token file " + path + " is empty");
-  token = token.substr(begin, token.find_last_not_of(" \t\r\n") - begin + 1);
-  return Secret(std::move(token));
 }
 
 }  // namespace granary::cache

@@ -9,6 +9,7 @@
 #include "cache-node/engine.h"
 #include "cache-node/grpc_peers.h"
 #include "cache-node/mount/reader_accounting.h"
+#include "common/names.h"
 #include "common/secret.h"
 
 namespace grpc {
@@ -18,9 +19,10 @@ class Server;
 namespace granary::cache {
 
 struct ServerOptions {
-  std::string address = "0.0.0.0:7400";  // port 0 picks a free one (see CacheNodeServer::port)
-  Secret token;                          // the shared bearer token; required
-  std::string tlsCertificateFile;        // PEM; with tlsKeyFile, serves TLS
+  std::string address = names::anyAddress(
+      names::kCacheNodeGrpcPort);  // port 0 picks a free one (see CacheNodeServer::port)
+  Secret token;                    // the shared bearer token; required
+  std::string tlsCertificateFile;  // PEM; with tlsKeyFile, serves TLS
   std::string tlsKeyFile;
   ReaderAccounting* readers = nullptr;  // who reads through mounts, for GetTelemetry
 };
@@ -43,9 +45,5 @@ class CacheNodeServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
-
-// Reads a bearer token from a file (a mounted Secret), trimming whitespace. InvalidArgument
-// when the file is empty; NotFound when it cannot be read.
-Result<Secret> readTokenFile(const std::string& path);
 
 }  // namespace granary::cache

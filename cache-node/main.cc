@@ -5,10 +5,11 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "cache-node/cache_metrics.h"
 #include "cache-node/csi/csi_server.h"
@@ -17,36 +18,65 @@
 #include "cache-node/mount/mount_table.h"
 #include "cache-node/options.h"
 #include "cache-node/standalone.h"
+#include "common/files.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
+#include "common/names.h"
 #include "common/termination.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(granary-cache-node: the node-local dataset cache
+// The command line. Every flag but --config, --dataset, --exit-when-warm and
+// --serve-mount-keeper sets an option over what the options file says.
+struct NodeFlags {
+  std::string configFile, datasetFile, serveKeeper;
+  bool exitWhenWarm = false;
+  std::vector<std::function<void(granary::cache::NodeOptions&)>> overrides;  // in flag order
+};
 
-Usage: granary-cache-node [--config FILE] [--dataset FILE [--exit-when-warm]]
-       granary-cache-node --serve-mount-keeper SOCKET
-
-Options:
-  --config FILE       options file (YAML); without it every option has its default
-  --node-name NAME    this node's name (default: $NODE_NAME, else the host name)
-  --state-dir DIR     manifests, chunk index and default cache directory
-  --listen ADDR       gRPC address of the CacheNode and Peer APIs (default 0.0.0.0:7400)
-  --metrics-address ADDR  /metrics, /healthz, /readyz; "" disables (default 0.0.0.0:9400)
-  --dataset FILE      standalone: cache the Datasets of a manifest file on this node
-  --exit-when-warm    with --dataset: exit once every dataset settled (0 when all Ready)
-  --csi-socket PATH   serve the CSI node plugin (csi.granary.io) on this unix socket
-  --mount-keeper-socket PATH  hand dataset mounts to the keeper there, so that they and their
-                      readers outlive a restart of this process
-  --serve-mount-keeper SOCKET  be the mount keeper (a process of its own, e.g. a second
-                      container of the pod): hold the mounts' FUSE connections across restarts
-  --log-level LEVEL   debug, info, warn or error (default: info)
-)";
-
-[[noreturn]] void usageError(const std::string& message) {
-  std::fprintf(stderr, "granary-cache-node: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
+void addNodeFlags(CLI::App& app, NodeFlags& flags) {
+  using granary::cache::NodeOptions;
+  using granary::names::kCacheNodeGrpcPort, granary::names::kCacheNodeMetricsPort;
+  const auto option = [&](const std::string& flag, std::string NodeOptions::*field,
+                          const std::string& help) {
+    return app.add_option_function<std::string>(
+        flag,
+        [&flags, field](const std::string& value) {
+          flags.overrides.push_back(
+              [field, value](NodeOptions& options) { options.*field = value; });
+        },
+        help);
+  };
+  app.add_option("--config", flags.configFile,
+                 "options file (YAML); without it every option has its default")
+      ->check(CLI::ExistingFile);
+  option("--node-name", &NodeOptions::nodeName,
+         "this node's name (default: $NODE_NAME, else the host name)");
+  option("--state-dir", &NodeOptions::stateDirectory,
+         "manifests, chunk index and default cache directory (default: /var/lib/granary)");
+  option("--listen", &NodeOptions::listen,
+         "gRPC address of the CacheNode and Peer APIs (default: 0.0.0.0:" +
+             std::to_string(kCacheNodeGrpcPort) + ")");
+  option("--metrics-address", &NodeOptions::metricsAddress,
+         "/metrics, /healthz, /readyz; \"\" disables (default: 0.0.0.0:" +
+             std::to_string(kCacheNodeMetricsPort) + ")");
+  option("--csi-socket", &NodeOptions::csiSocket,
+         "serve the CSI node plugin (csi.granary.io) on this unix socket");
+  option("--mount-keeper-socket", &NodeOptions::mountKeeperSocket,
+         "hand dataset mounts to the keeper there, so that they and their readers outlive a "
+         "restart of this process");
+  option("--log-level", &NodeOptions::logLevel, "debug, info, warn or error (default: info)")
+      ->check(granary::checkLogLevel);
+  app.add_option("--dataset", flags.datasetFile,
+                 "standalone: cache the Datasets of a manifest file on this node")
+      ->check(CLI::ExistingFile);
+  app.add_flag("--exit-when-warm", flags.exitWhenWarm,
+               "with --dataset: exit once every dataset settled (0 when all Ready)")
+      ->needs("--dataset");
+  app.add_option("--serve-mount-keeper", flags.serveKeeper,
+                 "be the mount keeper on this unix socket (a process of its own, e.g. a second "
+                 "container of the pod): hold the mounts' FUSE connections across restarts");
 }
 
 // The token file, created with a random token when it is the default one and missing.
@@ -64,15 +94,13 @@ granary::Result<granary::Secret> loadToken(const std::string& path, bool mayCrea
       if (!written) return granary::unavailable("cannot write the token file " + path);
     }
   }
-  return granary::cache::readTokenFile(path);
+  return granary::readSecretFile(path);
 }
 
 // The mount keeper's whole life: hold what it is given until SIGTERM.
 int serveMountKeeper(const std::string& socket, const std::string& level,
                      const std::stop_source& stop) {
-  auto logLevel = granary::parseLogLevel(level.empty() ? "info" : level);
-  if (!logLevel.isOk()) usageError("--log-level: " + logLevel.status().message());
-  granary::configureLogging({.level = *logLevel});
+  granary::configureLoggingAt(level);
   const granary::Logger log("mount-keeper");
   auto keeper = granary::cache::MountKeeper::listen(socket);
   if (!keeper.isOk()) {
@@ -92,74 +120,38 @@ int main(int argc, char** argv) {
   using namespace granary::cache;
   std::stop_source stop = stopOnTerminationSignals();
 
-  std::string configFile, datasetFile, nodeName, stateDir, listen, metricsAddress, level, csiSocket,
-      keeperSocket, serveKeeper;
-  bool metricsAddressSet = false, exitWhenWarm = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto value = [&](std::string& into) {
-      if (i + 1 >= argc) usageError(arg + " needs a value");
-      into = argv[++i];
-    };
-    if (arg == "--config")
-      value(configFile);
-    else if (arg == "--dataset")
-      value(datasetFile);
-    else if (arg == "--node-name")
-      value(nodeName);
-    else if (arg == "--state-dir")
-      value(stateDir);
-    else if (arg == "--listen")
-      value(listen);
-    else if (arg == "--metrics-address")
-      value(metricsAddress), metricsAddressSet = true;
-    else if (arg == "--log-level")
-      value(level);
-    else if (arg == "--csi-socket")
-      value(csiSocket);
-    else if (arg == "--mount-keeper-socket")
-      value(keeperSocket);
-    else if (arg == "--serve-mount-keeper")
-      value(serveKeeper);
-    else if (arg == "--exit-when-warm")
-      exitWhenWarm = true;
-    else if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else {
-      usageError("unknown option " + arg);
-    }
-  }
-  if (exitWhenWarm && datasetFile.empty()) usageError("--exit-when-warm needs --dataset");
-  if (!serveKeeper.empty()) return serveMountKeeper(serveKeeper, level, stop);
+  CLI::App app("granary-cache-node: the node-local dataset cache", names::kCacheNode);
+  NodeFlags flags;
+  addNodeFlags(app, flags);
+  if (auto exit = parseCommandLine(app, argc, argv)) return *exit;
 
   NodeOptions options;
-  if (!configFile.empty()) {
-    auto loaded = config::decodeFile<NodeOptions>(configFile);
+  if (!flags.serveKeeper.empty()) {
+    for (const auto& apply : flags.overrides) apply(options);
+    return serveMountKeeper(flags.serveKeeper, options.logLevel, stop);
+  }
+  if (!flags.configFile.empty()) {
+    auto loaded = config::decodeFile<NodeOptions>(flags.configFile);
     if (!loaded.isOk()) {
       std::fprintf(stderr, "granary-cache-node: %s\n", loaded.status().message().c_str());
       return 2;
     }
     options = std::move(*loaded);
   }
-  if (!nodeName.empty()) options.nodeName = nodeName;
-  if (!stateDir.empty()) options.stateDirectory = stateDir;
-  if (!listen.empty()) options.listen = listen;
-  if (metricsAddressSet) options.metricsAddress = metricsAddress;
-  if (!level.empty()) options.logLevel = level;
-  if (!csiSocket.empty()) options.csiSocket = csiSocket;
-  if (!keeperSocket.empty()) options.mountKeeperSocket = keeperSocket;
+  for (const auto& apply : flags.overrides) apply(options);
   const bool defaultToken = options.tokenFile.empty();
   applyDefaults(options);
 
-  auto logLevel = parseLogLevel(options.logLevel);
-  if (!logLevel.isOk()) usageError("logLevel: " + logLevel.status().message());
-  configureLogging({.level = *logLevel});
+  if (auto wrong = checkLogLevel(options.logLevel); !wrong.empty()) {
+    std::fprintf(stderr, "granary-cache-node: logLevel: %s\n", wrong.c_str());
+    return 2;
+  }
+  configureLoggingAt(options.logLevel);
   const Logger log("cache-node");
 
   std::vector<api::Dataset> datasets;
-  if (!datasetFile.empty()) {
-    auto loaded = loadDatasets(datasetFile);
+  if (!flags.datasetFile.empty()) {
+    auto loaded = loadDatasets(flags.datasetFile);
     if (!loaded.isOk()) {
       std::fprintf(stderr, "granary-cache-node: %s\n", loaded.status().message().c_str());
       return 2;
@@ -254,7 +246,7 @@ int main(int argc, char** argv) {
       if (printed[cache->key().id()] != line) std::fprintf(stderr, "%s\n", line.c_str());
       printed[cache->key().id()] = std::move(line);
     }
-    if (exitWhenWarm && settled) {
+    if (flags.exitWhenWarm && settled) {
       exitCode = ready ? 0 : 1;
       break;
     }

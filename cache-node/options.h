@@ -14,7 +14,8 @@
 //   warmConcurrency: 8
 //   bandwidthLimit: 0                # origin bytes per second for the whole node; 0 unlimited
 //   verifyChecksumsAtStart: false    # true: re-read every chunk (chunks written after the last
-//   flush always are) pvcRoot: ""                      # where PersistentVolumeClaims are mounted
+//                                    # flush always are)
+//   pvcRoot: ""                      # where PersistentVolumeClaims are mounted
 //   mountRoot: ""                    # dataset mounts; default <stateDirectory>/mounts
 //   csiSocket: ""                    # e.g. /csi/csi.sock: serve the CSI node plugin there
 //   mountKeeperSocket: ""            # e.g. /run/granary/keeper.sock: hand dataset mounts to
@@ -29,6 +30,7 @@
 
 #include "cache-node/engine.h"
 #include "common/config.h"
+#include "common/names.h"
 #include "common/quantity.h"
 
 namespace granary::cache {
@@ -46,8 +48,8 @@ struct TlsOptions {
 
 struct NodeOptions {
   std::string nodeName;
-  std::string listen = "0.0.0.0:7400";
-  std::string metricsAddress = "0.0.0.0:9400";
+  std::string listen = names::anyAddress(names::kCacheNodeGrpcPort);
+  std::string metricsAddress = names::anyAddress(names::kCacheNodeMetricsPort);
   std::string tokenFile;
   TlsOptions tls;
   std::string stateDirectory = "/var/lib/granary";

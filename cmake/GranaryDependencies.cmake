@@ -11,6 +11,8 @@ find_package(Protobuf REQUIRED)                 # module mode, for protobuf_gene
 find_package(gRPC CONFIG REQUIRED)
 find_package(CURL REQUIRED)
 find_package(OpenSSL REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)            # the binaries' flags (header-only)
+find_package(pugixml CONFIG REQUIRED)          # the S3 listing's XML
 pkg_check_modules(FUSE3 REQUIRED IMPORTED_TARGET fuse3)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 if(GRANARY_BUILD_TESTS)

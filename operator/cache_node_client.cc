@@ -2,9 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <fstream>
-#include <iterator>
-
+#include "common/files.h"
 #include "common/grpc_status.h"
 
 namespace granary::op {
@@ -69,10 +67,7 @@ Result<CounterFamily> declareCacheNodeRequests(MetricsRegistry& registry) {
 }
 
 CacheNodeClient::CacheNodeClient(CacheNodeClientOptions options) : options_(std::move(options)) {
-  if (!options_.tlsCaFile.empty()) {
-    std::ifstream in(options_.tlsCaFile);
-    caPem_.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  if (!options_.tlsCaFile.empty()) caPem_ = readTextFile(options_.tlsCaFile).valueOr("");
 }
 
 CacheNodeClient::~CacheNodeClient() = default;

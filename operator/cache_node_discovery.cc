@@ -1,7 +1,8 @@
 #include "operator/cache_node_discovery.h"
 
+#include "common/cluster/kube_model.h"
+#include "common/names.h"
 #include "common/quantity.h"
-#include "scheduler/kube_model.h"
 
 namespace granary::op {
 
@@ -11,16 +12,16 @@ namespace {
 
 int grpcPortOf(const Json& pod) {
   const Json containers = kube::pathValue(pod, "spec.containers");
-  if (!containers.is_array()) return kDefaultCacheNodePort;
+  if (!containers.is_array()) return names::kCacheNodeGrpcPort;
   for (const auto& c : containers.as_array()) {
     if (!c.has_array_field("ports")) continue;
     for (const auto& p : c.at("ports").as_array()) {
-      if (p.has_string_field("name") && p.at("name").as_string() == "grpc" &&
+      if (p.has_string_field("name") && p.at("name").as_string() == names::kCacheNodeGrpcPortName &&
           p.has_integer_field("containerPort"))
         return p.at("containerPort").as_integer();
     }
   }
-  return kDefaultCacheNodePort;
+  return names::kCacheNodeGrpcPort;
 }
 
 bool podReady(const Json& pod) {
@@ -40,12 +41,12 @@ std::vector<CacheNode> discoverCacheNodes(const std::vector<kube::ObjectPtr>& ag
                                           const kube::Store& nodes) {
   std::vector<CacheNode> out;
   for (const auto& pod : agentPods) {
-    const std::string nodeName = scheduler::nodeNameOf(*pod);
+    const std::string nodeName = cluster::nodeNameOf(*pod);
     const Json ip = kube::pathValue(*pod, "status.podIP");
     if (nodeName.empty() || !ip.is_string() || ip.as_string().empty()) continue;
     CacheNode node;
     if (auto object = nodes.get(nodeName)) {
-      node.node = scheduler::nodeInfoFrom(*object);
+      node.node = cluster::nodeInfoFrom(*object);
     } else {
       node.node.name = nodeName;
       node.node.ready = false;
@@ -55,7 +56,7 @@ std::vector<CacheNode> discoverCacheNodes(const std::vector<kube::ObjectPtr>& ag
                    std::to_string(grpcPortOf(*pod));
     node.agentReady = podReady(*pod);
     const auto annotations = kube::stringMap(*pod, "annotations");
-    if (auto it = annotations.find(kCacheCapacityAnnotation); it != annotations.end()) {
+    if (auto it = annotations.find(names::kCacheCapacityAnnotation); it != annotations.end()) {
       if (auto size = parseByteSize(it->second); size.isOk()) node.capacityBytes = size->bytes;
     }
     out.push_back(std::move(node));

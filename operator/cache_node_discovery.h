@@ -1,7 +1,7 @@
 // Finds the cache nodes: the granary-cache-node pods (from an informer of them) and the Nodes
 // they run on. A pod's API address is its pod IP and the container port named "grpc"
-// (default 7070); it may advertise its cache space in the annotation granary.io/cache-capacity
-// (a quantity, e.g. "800Gi").
+// (default names::kCacheNodeGrpcPort, 7400); it may advertise its cache space in the annotation
+// granary.io/cache-capacity (a quantity, e.g. "800Gi"). Both names are in common/names.h.
 #pragma once
 
 #include <string>
@@ -11,9 +11,6 @@
 #include "operator/core/node_set.h"
 
 namespace granary::op {
-
-inline constexpr const char* kCacheCapacityAnnotation = "granary.io/cache-capacity";
-inline constexpr int kDefaultCacheNodePort = 7070;
 
 // One CacheNode per scheduled agent pod with an IP; a node without a Node object is not ready.
 std::vector<CacheNode> discoverCacheNodes(const std::vector<kube::ObjectPtr>& agentPods,

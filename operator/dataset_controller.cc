@@ -5,6 +5,7 @@
 
 #include "common/api/dataset.h"
 #include "common/log.h"
+#include "common/names.h"
 #include "operator/cache_node_discovery.h"
 #include "operator/core/conditions.h"
 #include "operator/core/workers.h"
@@ -25,7 +26,7 @@ bool hasFinalizer(const Json& object) {
   const Json finalizers = kube::pathValue(object, "metadata.finalizers");
   if (!finalizers.is_array()) return false;
   for (const auto& f : finalizers.as_array())
-    if (f.is_string() && f.as_string() == kDatasetFinalizer) return true;
+    if (f.is_string() && f.as_string() == names::kDatasetFinalizer) return true;
   return false;
 }
 
@@ -36,9 +37,9 @@ Json withFinalizer(const Json& object, bool present) {
   const Json finalizers = kube::pathValue(object, "metadata.finalizers");
   if (finalizers.is_array()) {
     for (const auto& f : finalizers.as_array())
-      if (!(f.is_string() && f.as_string() == kDatasetFinalizer)) kept[kept.size()] = f;
+      if (!(f.is_string() && f.as_string() == names::kDatasetFinalizer)) kept[kept.size()] = f;
   }
-  if (present) kept[kept.size()] = Json::string(kDatasetFinalizer);
+  if (present) kept[kept.size()] = Json::string(names::kDatasetFinalizer);
   next["metadata"]["finalizers"] = kept;
   return next;
 }
@@ -85,7 +86,7 @@ DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& no
                                .labelSelector = agentSelector});
   kubeNodes_ = &manager.informer({.type = kube::resources::nodes()});
   workers_ = &manager.informer(
-      {.type = kube::resources::pods(), .ns = options_.ns, .labelSelector = kJobNameLabel});
+      {.type = kube::resources::pods(), .ns = options_.ns, .labelSelector = names::kJobNameLabel});
   workers_->store().addIndex("dataset", datasetKeysOf);
   auto& controller = manager.controller(
       {.name = "dataset", .workers = options_.workers},

@@ -22,8 +22,6 @@
 
 namespace granary::op {
 
-inline constexpr const char* kDatasetFinalizer = "granary.io/cache-purge";
-
 struct DatasetControllerOptions {
   // Polls of a Dataset's nodes while it is not Ready, and once it is. Defaults 5 s and 30 s.
   std::chrono::milliseconds pollWarming{5'000};

@@ -3,11 +3,12 @@
 #include <set>
 
 #include "common/api/training_job.h"
+#include "common/cluster/kube_model.h"
 #include "common/log.h"
+#include "common/names.h"
 #include "operator/cache_node_discovery.h"
 #include "operator/core/conditions.h"
 #include "operator/core/workers.h"
-#include "scheduler/kube_model.h"
 
 namespace granary::op {
 
@@ -40,9 +41,9 @@ WorkerState workerOf(const Json& pod) {
   WorkerState w;
   w.name = kube::nameOf(pod);
   w.uid = kube::uidOf(pod);
-  w.rank = labelInt(pod, kRankLabel);
-  w.attempt = labelInt(pod, kAttemptLabel);
-  w.node = scheduler::nodeNameOf(pod);
+  w.rank = labelInt(pod, names::kRankLabel);
+  w.attempt = labelInt(pod, names::kAttemptLabel);
+  w.node = cluster::nodeNameOf(pod);
   const Json phase = kube::pathValue(pod, "status.phase");
   const std::string p = phase.is_string() ? phase.as_string() : "Pending";
   w.phase = p == "Running"     ? WorkerState::Phase::kRunning
@@ -99,18 +100,18 @@ TrainingJobController::TrainingJobController(kube::Manager& manager,
   const std::string& scope = options_.ns;
   jobs_ = &manager.informer({.type = kube::resources::trainingJobs(), .ns = scope});
   pods_ = &manager.informer(
-      {.type = kube::resources::pods(), .ns = scope, .labelSelector = kJobNameLabel});
+      {.type = kube::resources::pods(), .ns = scope, .labelSelector = names::kJobNameLabel});
   services_ = &manager.informer(
-      {.type = kube::resources::services(), .ns = scope, .labelSelector = kJobNameLabel});
+      {.type = kube::resources::services(), .ns = scope, .labelSelector = names::kJobNameLabel});
   datasets_ = &manager.informer({.type = kube::resources::datasets(), .ns = scope});
-  pods_->store().addIndex("job", kube::indexByLabel(kJobNameLabel));
+  pods_->store().addIndex("job", kube::indexByLabel(names::kJobNameLabel));
   auto& controller = manager.controller(
       {.name = "trainingjob", .workers = options_.workers},
       [this](const std::string& key, std::stop_token) { return reconcile(key); });
   jobs_->addHandler(controller.enqueueObjects());
   const auto ownerJob = [](const Json& object) {
     const auto labels = kube::stringMap(object);
-    auto it = labels.find(kJobNameLabel);
+    auto it = labels.find(names::kJobNameLabel);
     return it == labels.end()
                ? std::vector<std::string>{}
                : std::vector<std::string>{kube::objectKey(kube::namespaceOf(object), it->second)};

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/kube/manager.h"
+#include "common/names.h"
 #include "operator/cache_node_client.h"
 #include "operator/core/gang.h"
 #include "operator/core/job_data.h"
@@ -24,7 +25,7 @@ struct TrainingJobControllerOptions {
   std::string cacheNodeNamespace;  // of the cache-node pods; "" for all
   // The cache nodes to sample (and the selector of their pods); null: no telemetry in status.
   CacheNodeClient* cacheNodes = nullptr;
-  std::string cacheNodeSelector = "app.kubernetes.io/name=granary-cache-node";
+  std::string cacheNodeSelector = names::kCacheNodeSelector;
   std::chrono::milliseconds telemetryInterval{20'000};
 };
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <map>
 
-#include "scheduler/core/filters.h"
-#include "scheduler/kube_model.h"
+#include "common/cluster/kube_model.h"
+#include "common/cluster/node_checks.h"
 
 namespace granary::scheduler {
 namespace {
@@ -41,7 +41,7 @@ Candidates candidatesOf(const Json& args, const ClusterState& state) {
     }
   } else if (args.has_object_field("Nodes") && args.at("Nodes").has_array_field("items")) {
     for (const auto& item : args.at("Nodes").at("items").as_array()) {
-      NodeInfo node = nodeInfoFrom(item);
+      NodeInfo node = cluster::nodeInfoFrom(item);
       if (const auto it = known.find(node.name); it != known.end()) {
         node.requested = it->second.requested;
         node.cachedDatasets = it->second.cachedDatasets;
@@ -66,7 +66,7 @@ Json Extender::filter(const Json& args) const {
     result["Error"] = Json::string("the request has no Pod");
     return result;
   }
-  auto pod = podInfoFrom(args.at("Pod"));
+  auto pod = cluster::podInfoFrom(args.at("Pod"));
   if (!pod.isOk()) {
     result["Error"] = Json::string(pod.status().message());
     return result;

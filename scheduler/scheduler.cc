@@ -2,8 +2,9 @@
 
 #include <set>
 
+#include "common/cluster/kube_model.h"
 #include "common/log.h"
-#include "scheduler/kube_model.h"
+#include "common/names.h"
 
 namespace granary::scheduler {
 namespace {
@@ -61,7 +62,7 @@ double secondsSince(const std::string& timestamp, Clock::WallTime now) {
 
 std::string gangKeyOf(const Json& pod) {
   const auto labels = kube::stringMap(pod);
-  const auto job = labels.find(kJobNameLabel);
+  const auto job = labels.find(names::kJobNameLabel);
   if (job != labels.end()) return kube::objectKey(kube::namespaceOf(pod), job->second);
   return "pod:" + kube::objectKey(pod);
 }
@@ -126,15 +127,15 @@ void Scheduler::wire() {
 
   const auto onPod = [this](const kube::ObjectPtr& pod, bool deleted) {
     const std::string key = kube::objectKey(*pod);
-    const std::string node = nodeNameOf(*pod);
-    if (deleted || isTerminal(*pod)) {
+    const std::string node = cluster::nodeNameOf(*pod);
+    if (deleted || cluster::isTerminal(*pod)) {
       state_.observeGone(key);
     } else if (!node.empty()) {
-      if (auto info = podInfoFrom(*pod); info.isOk())
+      if (auto info = cluster::podInfoFrom(*pod); info.isOk())
         state_.observeBound(key, node, info->requests);
     }
-    if (!deleted && node.empty() && schedulerNameOf(*pod) == options_.schedulerName &&
-        !isTerminal(*pod)) {
+    if (!deleted && node.empty() && cluster::schedulerNameOf(*pod) == options_.schedulerName &&
+        !cluster::isTerminal(*pod)) {
       controller_->enqueue(gangKeyOf(*pod));
     }
   };
@@ -154,7 +155,7 @@ void Scheduler::wire() {
 }
 
 void Scheduler::upsertNode(const Json& node) {
-  NodeInfo info = nodeInfoFrom(node);
+  NodeInfo info = cluster::nodeInfoFrom(node);
   {
     std::lock_guard lock(countsMutex_);
     const auto it = cachedDatasets_.find(info.name);
@@ -166,7 +167,8 @@ void Scheduler::upsertNode(const Json& node) {
 void Scheduler::refreshDatasetCounts() {
   std::map<std::string, int> counts;
   for (const auto& dataset : datasets_->store().list()) {
-    for (const auto& [node, bytes] : datasetCacheFrom(*dataset).cachedBytesByNode) ++counts[node];
+    for (const auto& [node, bytes] : cluster::datasetCacheFrom(*dataset).cachedBytesByNode)
+      ++counts[node];
   }
   // Dataset statuses change often; only nodes whose count changed are rebuilt.
   std::set<std::string> changed;
@@ -240,7 +242,7 @@ PodData Scheduler::jobData(const std::string& gangKey) const {
       if (!d.has_string_field("name")) continue;
       if (const kube::ObjectPtr dataset =
               datasets_->store().get(kube::objectKey(ns, d.at("name").as_string()))) {
-        data.datasets.push_back(datasetCacheFrom(*dataset));
+        data.datasets.push_back(cluster::datasetCacheFrom(*dataset));
       }
     }
   }
@@ -262,9 +264,10 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
   int placed = 0;
   std::string earliest;
   for (const auto& pod : pods_->store().byIndex("gang", key)) {
-    if (isTerminal(*pod) || schedulerNameOf(*pod) != options_.schedulerName) continue;
+    if (cluster::isTerminal(*pod) || cluster::schedulerNameOf(*pod) != options_.schedulerName)
+      continue;
     const std::string podKey = kube::objectKey(*pod);
-    if (!nodeNameOf(*pod).empty() || state_.isAssumed(podKey)) {
+    if (!cluster::nodeNameOf(*pod).empty() || state_.isAssumed(podKey)) {
       ++placed;
       continue;
     }
@@ -288,7 +291,7 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
     if (workers.is_number()) gang.size = std::max(0, workers.as_integer() - placed);
   }
   for (const auto& pod : pending) {
-    auto info = podInfoFrom(*pod);
+    auto info = cluster::podInfoFrom(*pod);
     if (!info.isOk()) {
       explain({pod}, info.status().message());
       observe("error");

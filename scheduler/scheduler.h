@@ -16,6 +16,7 @@
 
 #include "common/kube/manager.h"
 #include "common/metrics.h"
+#include "common/names.h"
 #include "scheduler/core/cluster_state.h"
 #include "scheduler/core/placement.h"
 #include "scheduler/extender.h"
@@ -24,7 +25,7 @@ namespace granary::scheduler {
 
 struct SchedulerOptions {
   // Pods with this spec.schedulerName are ours. Default granary-scheduler.
-  std::string schedulerName = "granary-scheduler";
+  std::string schedulerName = names::kScheduler;
   // How soon an unplaceable gang is tried again (nodes and caches change). Default 5 s.
   std::chrono::milliseconds retryInterval{5000};
   ScoreWeights weights{};

@@ -9,7 +9,7 @@ packages=(
   libcpprest-dev libyaml-cpp-dev prometheus-cpp-dev librocksdb-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libxxhash-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcivetweb-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcivetweb-dev libcli11-dev libpugixml-dev
   python3 python3-jsonschema python3-yaml python3-botocore
 )
 

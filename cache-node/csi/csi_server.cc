@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "cache-node/grpc_peers.h"
+#include "common/names.h"
 #include "csi/v1/csi.grpc.pb.h"
 
 namespace granary::cache {
@@ -16,7 +17,7 @@ class IdentityService final : public csi::Identity::Service {
  public:
   grpc::Status GetPluginInfo(grpc::ServerContext*, const csi::GetPluginInfoRequest*,
                              csi::GetPluginInfoResponse* response) override {
-    response->set_name(kCsiDriverName);
+    response->set_name(names::kCsiDriver);
     response->set_vendor_version(GRANARY_VERSION);
     return grpc::Status::OK;
   }

@@ -3,6 +3,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/names.h"
+
 namespace granary::cache {
 namespace {
 
@@ -42,12 +44,12 @@ Result<Publication> parsePublication(const PublishFields& fields) {
         "volume_context: the pod's namespace, name and uid are missing; set podInfoOnMount: true "
         "on the CSIDriver csi.granary.io");
   }
-  p.datasetName = valueOf(context, "dataset");
+  p.datasetName = valueOf(context, names::kCsiDatasetAttribute);
   if (p.datasetName.empty()) {
     return invalidArgument(
         "volumeAttributes.dataset: name the Dataset to mount (in the pod's namespace)");
   }
-  const std::string ns = valueOf(context, "namespace");
+  const std::string ns = valueOf(context, names::kCsiNamespaceAttribute);
   if (!ns.empty() && ns != p.podNamespace) {
     return Status(StatusCode::kPermissionDenied,
                   "volumeAttributes.namespace: a pod may mount only Datasets of its own namespace "
@@ -55,7 +57,9 @@ Result<Publication> parsePublication(const PublishFields& fields) {
                       p.podNamespace + "\"), not of \"" + ns + "\"");
   }
   for (const auto& [key, value] : context) {
-    if (key.starts_with("csi.storage.k8s.io/") || key == "dataset" || key == "namespace") continue;
+    if (key.starts_with("csi.storage.k8s.io/") || key == names::kCsiDatasetAttribute ||
+        key == names::kCsiNamespaceAttribute)
+      continue;
     return invalidArgument("volumeAttributes." + key +
                            ": unknown; granary reads \"dataset\" and \"namespace\"");
   }

@@ -11,8 +11,6 @@
 
 namespace granary::cache {
 
-inline constexpr const char* kCsiDriverName = "csi.granary.io";
-
 struct Publication {
   std::string volumeId;
   std::filesystem::path targetPath;

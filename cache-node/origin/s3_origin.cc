@@ -4,6 +4,7 @@
 #include <charconv>
 #include <chrono>
 #include <map>
+#include <pugixml.hpp>
 
 #include "cache-node/origin/curl_transfer.h"
 #include "common/url.h"
@@ -15,26 +16,6 @@ namespace {
 // wants it in x-amz-content-sha256 on signed requests; libcurl 7.88 does not add it itself.
 constexpr std::string_view kEmptyBodySha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-
-// The text between <name> and the following </name> in xml[from, to), raw (still escaped), and
-// where the closing tag ends. Enough for S3's documents: no attributes on the elements read, no
-// CDATA, and element text never holds a '<'.
-struct Element {
-  std::string_view text;
-  size_t end = 0;
-};
-std::optional<Element> findElement(std::string_view xml, std::string_view name, size_t from = 0,
-                                   size_t to = std::string_view::npos) {
-  xml = xml.substr(0, to);
-  const std::string open = "<" + std::string(name) + ">";
-  const std::string close = "</" + std::string(name) + ">";
-  const size_t start = xml.find(open, from);
-  if (start == std::string_view::npos) return std::nullopt;
-  const size_t textStart = start + open.size();
-  const size_t stop = xml.find(close, textStart);
-  if (stop == std::string_view::npos) return std::nullopt;
-  return Element{xml.substr(textStart, stop - textStart), stop + close.size()};
-}
 
 void appendUtf8(std::string& out, uint32_t c) {
   if (c < 0x80) {
@@ -61,13 +42,22 @@ bool parseNumber(std::string_view text, T& out, int base = 10) {
   return error == std::errc() && end == text.data() + text.size();
 }
 
-// Field `name` of a Contents element, unescaped; "" when absent.
-Result<std::string> field(std::string_view xml, std::string_view name, size_t from, size_t to) {
-  const auto element = findElement(xml, name, from, to);
-  if (!element) return std::string();
-  auto text = xmlUnescape(element->text);
-  if (!text) return unavailable("bad character reference in <" + std::string(name) + ">");
-  return std::move(*text);
+// The text of `parent`'s child element `name` ("" when absent): its character data with
+// references replaced, and its CDATA sections as they are. pugixml leaves unknown references
+// as they are, which XML forbids, so character data is unescaped here (xmlUnescape) and a bad
+// reference refuses the listing.
+Result<std::string> childText(const pugi::xml_node& parent, const char* name) {
+  std::string text;
+  for (const pugi::xml_node& part : parent.child(name).children()) {
+    if (part.type() == pugi::node_cdata) {
+      text += part.value();
+    } else if (part.type() == pugi::node_pcdata) {
+      auto unescaped = xmlUnescape(part.value());
+      if (!unescaped) return unavailable("bad character reference in <" + std::string(name) + ">");
+      text += *unescaped;
+    }
+  }
+  return text;
 }
 
 bool isValidBucket(std::string_view bucket) {
@@ -228,12 +218,14 @@ class S3Origin final : public Origin {
   // The <Code> of an S3 error document, e.g. "NoSuchKey"; "" when there is none. Never more of
   // the body: some errors echo the request (the access key id, the string to sign).
   static std::string errorCode(const HttpResponse& r) {
-    const auto code = findElement(r.body, "Code");
-    if (!code || code->text.empty() || code->text.size() > 64) return "";
-    for (const char c : code->text) {
+    pugi::xml_document document;
+    if (!document.load_buffer(r.body.data(), r.body.size())) return "";
+    const std::string code = document.child("Error").child_value("Code");
+    if (code.empty() || code.size() > 64) return "";
+    for (const char c : code) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.') return "";  // not S3's
     }
-    return std::string(code->text);
+    return code;
   }
 
   Status statusFor(const HttpResponse& r, const std::string& what) const {
@@ -349,37 +341,35 @@ std::optional<int64_t> parseIso8601UnixNanos(std::string_view text) {
 }
 
 Result<S3ListPage> parseListObjectsV2(std::string_view xml) {
-  if (xml.find("<ListBucketResult") == std::string_view::npos) {
-    return unavailable("the response is not a ListBucketResult");
+  pugi::xml_document document;
+  // Structure only: references in character data are replaced by childText.
+  const unsigned options = (pugi::parse_default | pugi::parse_ws_pcdata) & ~pugi::parse_escapes;
+  const pugi::xml_parse_result parsed = document.load_buffer(xml.data(), xml.size(), options);
+  const pugi::xml_node result = document.child("ListBucketResult");
+  if (!parsed || !result) {
+    return unavailable(std::string("the response is not a ListBucketResult") +
+                       (parsed ? "" : std::string(": ") + parsed.description()));
   }
   S3ListPage page;
-  const auto truncated = findElement(xml, "IsTruncated");
-  page.truncated = truncated && truncated->text == "true";
-  if (const auto token = findElement(xml, "NextContinuationToken")) {
-    auto text = xmlUnescape(token->text);
-    if (!text) return unavailable("bad character reference in <NextContinuationToken>");
-    page.nextContinuationToken = std::move(*text);
-  }
-  const auto encoding = findElement(xml, "EncodingType");
-  const bool urlEncoded = encoding && encoding->text == "url";
+  GRANARY_ASSIGN_OR_RETURN(const std::string truncated, childText(result, "IsTruncated"));
+  page.truncated = truncated == "true";
+  GRANARY_ASSIGN_OR_RETURN(page.nextContinuationToken, childText(result, "NextContinuationToken"));
+  GRANARY_ASSIGN_OR_RETURN(const std::string encoding, childText(result, "EncodingType"));
+  const bool urlEncoded = encoding == "url";
 
-  size_t pos = 0;
-  while (const auto contents = findElement(xml, "Contents", pos)) {
-    const size_t from = static_cast<size_t>(contents->text.data() - xml.data());
-    const size_t to = from + contents->text.size();
-    pos = contents->end;
+  for (const pugi::xml_node& contents : result.children("Contents")) {
     S3ListPage::Object object;
-    GRANARY_ASSIGN_OR_RETURN(object.key, field(xml, "Key", from, to));
+    GRANARY_ASSIGN_OR_RETURN(object.key, childText(contents, "Key"));
     if (object.key.empty()) return unavailable("a <Contents> without a <Key>");
     // encoding-type=url: S3 form-encodes keys (a space is '+'), so that keys with characters XML
     // cannot carry still list.
     if (urlEncoded) object.key = percentDecode(object.key, /*plusIsSpace=*/true);
-    GRANARY_ASSIGN_OR_RETURN(const std::string size, field(xml, "Size", from, to));
+    GRANARY_ASSIGN_OR_RETURN(const std::string size, childText(contents, "Size"));
     if (!parseNumber(size, object.size) || object.size < 0) {
       return unavailable("key \"" + object.key + "\": <Size> \"" + size + "\" is not a size");
     }
-    GRANARY_ASSIGN_OR_RETURN(object.etag, field(xml, "ETag", from, to));
-    GRANARY_ASSIGN_OR_RETURN(const std::string modified, field(xml, "LastModified", from, to));
+    GRANARY_ASSIGN_OR_RETURN(object.etag, childText(contents, "ETag"));
+    GRANARY_ASSIGN_OR_RETURN(const std::string modified, childText(contents, "LastModified"));
     if (!modified.empty()) {
       const auto nanos = parseIso8601UnixNanos(modified);
       if (!nanos) {

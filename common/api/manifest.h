@@ -10,10 +10,11 @@
 
 #include "common/api/dataset.h"
 #include "common/api/training_job.h"
+#include "common/names.h"
 
 namespace granary::api {
 
-inline constexpr std::string_view kApiVersion = "granary.io/v1alpha1";
+inline constexpr std::string_view kApiVersion = names::kGroupVersion;
 
 // A document that is not a granary resource.
 struct OtherObject {

@@ -8,6 +8,7 @@
 
 #include "common/api/object_meta.h"
 #include "common/config.h"
+#include "common/names.h"
 
 namespace granary::api {
 
@@ -24,7 +25,7 @@ enum class RestartPolicy { kOnFailure, kExitCode, kNever };
 struct Scheduling {
   Locality locality = Locality::kPreferred;
   bool gang = true;
-  std::string schedulerName = "granary-scheduler";
+  std::string schedulerName = names::kScheduler;
   std::string priorityClassName;
 };
 

@@ -1,5 +1,7 @@
 #include "common/kube/resource.h"
 
+#include "common/names.h"
+
 namespace granary::kube {
 
 namespace resources {
@@ -37,11 +39,13 @@ const ResourceType& customResourceDefinitions() {
   return t;
 }
 const ResourceType& datasets() {
-  static const ResourceType t{"granary.io", "v1alpha1", "datasets", "Dataset", true};
+  static const ResourceType t{names::kApiGroup, names::kApiVersion, "datasets", names::kDatasetKind,
+                              true};
   return t;
 }
 const ResourceType& trainingJobs() {
-  static const ResourceType t{"granary.io", "v1alpha1", "trainingjobs", "TrainingJob", true};
+  static const ResourceType t{names::kApiGroup, names::kApiVersion, "trainingjobs",
+                              names::kTrainingJobKind, true};
   return t;
 }
 }  // namespace resources

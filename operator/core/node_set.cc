@@ -2,20 +2,20 @@
 
 #include <algorithm>
 
+#include "common/cluster/node_checks.h"
 #include "common/quantity.h"
-#include "scheduler/core/filters.h"
 
 namespace granary::op {
 
 NodeSetPlan planNodeSet(const api::CacheSpec& spec, const std::vector<CacheNode>& candidates) {
   // The dataset's placement rules, in the shape the scheduler's filters read.
-  scheduler::PodInfo rules;
+  cluster::PodInfo rules;
   rules.nodeSelector = spec.nodeSelector;
   if (spec.nodeAffinity) rules.requiredTerms = spec.nodeAffinity->required;
   rules.tolerations = spec.tolerations;
   NodeSetPlan plan;
   for (const auto& candidate : candidates) {
-    std::string why = scheduler::checkStatic(candidate.node, rules);
+    std::string why = cluster::checkStatic(candidate.node, rules);
     if (why.empty() && !candidate.agentReady) why = "granary-cache-node is not ready";
     if (why.empty() && spec.capacityPerNode && candidate.capacityBytes &&
         *candidate.capacityBytes < spec.capacityPerNode->bytes) {

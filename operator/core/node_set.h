@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "common/api/dataset.h"
-#include "scheduler/core/model.h"
+#include "common/cluster/model.h"
 
 namespace granary::op {
 
 // A granary-cache-node agent and the node it runs on.
 struct CacheNode {
-  scheduler::NodeInfo node;              // labels, taints, readiness of the Kubernetes node
+  cluster::NodeInfo node;                // labels, taints, readiness of the Kubernetes node
   std::string address;                   // host:port of its CacheNode API
   bool agentReady = true;                // the agent's pod is Ready
   std::optional<int64_t> capacityBytes;  // cache space it advertises; unset: unknown

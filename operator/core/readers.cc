@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/names.h"
 #include "operator/core/workers.h"
 
 namespace granary::op {
@@ -14,8 +15,9 @@ std::vector<std::string> datasetsMountedBy(const Json& pod) {
   if (!volumes.is_array()) return names;
   for (const auto& volume : volumes.as_array()) {
     const Json driver = kube::pathValue(volume, "csi.driver");
-    const Json dataset = kube::pathValue(volume, "csi.volumeAttributes.dataset");
-    if (driver.is_string() && driver.as_string() == kCsiDriver && dataset.is_string())
+    const Json dataset =
+        kube::pathValue(volume, std::string("csi.volumeAttributes.") + names::kCsiDatasetAttribute);
+    if (driver.is_string() && driver.as_string() == names::kCsiDriver && dataset.is_string())
       names.push_back(dataset.as_string());
   }
   return names;
@@ -30,7 +32,7 @@ std::vector<DatasetReader> readersOf(const std::vector<kube::ObjectPtr>& pods,
     const bool finished =
         phase.is_string() && (phase.as_string() == "Succeeded" || phase.as_string() == "Failed");
     const auto labels = kube::stringMap(*pod);
-    const auto warm = labels.find(kWarmLabel);
+    const auto warm = labels.find(names::kWarmLabel);
     if (!node.is_string() || node.as_string().empty() || finished ||
         !kube::pathValue(*pod, "metadata.deletionTimestamp").is_null() ||
         (warm != labels.end() && warm->second == "false"))
@@ -41,7 +43,7 @@ std::vector<DatasetReader> readersOf(const std::vector<kube::ObjectPtr>& pods,
                          .podName = kube::nameOf(*pod),
                          .podUid = kube::uidOf(*pod),
                          .node = node.as_string()};
-    if (const auto rank = labels.find(kRankLabel); rank != labels.end())
+    if (const auto rank = labels.find(names::kRankLabel); rank != labels.end())
       reader.rank = std::atoi(rank->second.c_str());
     readers.push_back(std::move(reader));
   }

@@ -11,9 +11,6 @@
 
 namespace granary::op {
 
-// On a worker pod of a job with warmPolicy None: its reads do not ask for warming.
-inline constexpr const char* kWarmLabel = "granary.io/warm";
-
 struct DatasetReader {
   std::string podNamespace, podName, podUid, node;
   int rank = -1;  // the granary.io/rank label; -1 without one

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/names.h"
 #include "operator/core/readers.h"
 
 namespace granary::op {
@@ -13,8 +14,8 @@ namespace {
 
 Json ownerReference(const Json& job) {
   Json owner = Json::object();
-  owner["apiVersion"] = Json::string("granary.io/v1alpha1");
-  owner["kind"] = Json::string("TrainingJob");
+  owner["apiVersion"] = Json::string(names::kGroupVersion);
+  owner["kind"] = Json::string(names::kTrainingJobKind);
   owner["name"] = Json::string(kube::nameOf(job));
   owner["uid"] = Json::string(kube::uidOf(job));
   owner["controller"] = Json::boolean(true);
@@ -65,11 +66,11 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
   metadata["name"] = Json::string(workerName(name, rank));
   metadata["namespace"] = Json::string(ns);
   if (!metadata.has_object_field("labels")) metadata["labels"] = Json::object();
-  metadata["labels"][kJobNameLabel] = Json::string(name);
-  metadata["labels"][kRankLabel] = Json::string(std::to_string(rank));
-  metadata["labels"][kAttemptLabel] = Json::string(std::to_string(attempt));
+  metadata["labels"][names::kJobNameLabel] = Json::string(name);
+  metadata["labels"][names::kRankLabel] = Json::string(std::to_string(rank));
+  metadata["labels"][names::kAttemptLabel] = Json::string(std::to_string(attempt));
   if (spec.warmPolicy == api::WarmStart::kNone)
-    metadata["labels"][kWarmLabel] = Json::string("false");
+    metadata["labels"][names::kWarmLabel] = Json::string("false");
   metadata["ownerReferences"] = ownerReference(job);
   pod["metadata"] = std::move(metadata);
 
@@ -109,9 +110,9 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
     mounts[mounts.size()] = std::move(m);
     Json v = Json::object();
     v["name"] = Json::string(volumeName(d.name));
-    v["csi"]["driver"] = Json::string(kCsiDriver);
+    v["csi"]["driver"] = Json::string(names::kCsiDriver);
     v["csi"]["readOnly"] = Json::boolean(true);
-    v["csi"]["volumeAttributes"]["dataset"] = Json::string(d.name);
+    v["csi"]["volumeAttributes"][names::kCsiDatasetAttribute] = Json::string(d.name);
     volumes[volumes.size()] = std::move(v);
   }
   appendNamed(podSpec, "volumes", volumes, "name");
@@ -155,11 +156,11 @@ Json headlessService(const Json& job, const api::TrainingJobSpec& spec) {
   service["kind"] = Json::string("Service");
   service["metadata"]["name"] = Json::string(name);
   service["metadata"]["namespace"] = Json::string(kube::namespaceOf(job));
-  service["metadata"]["labels"][kJobNameLabel] = Json::string(name);
+  service["metadata"]["labels"][names::kJobNameLabel] = Json::string(name);
   service["metadata"]["ownerReferences"] = ownerReference(job);
   service["spec"]["clusterIP"] = Json::string("None");
   service["spec"]["publishNotReadyAddresses"] = Json::boolean(true);
-  service["spec"]["selector"][kJobNameLabel] = Json::string(name);
+  service["spec"]["selector"][names::kJobNameLabel] = Json::string(name);
   Json port = Json::object();
   port["name"] = Json::string("master");
   port["port"] = Json::number(spec.masterPort);

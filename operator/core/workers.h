@@ -10,12 +10,6 @@
 
 namespace granary::op {
 
-inline constexpr const char* kJobNameLabel = "granary.io/job-name";
-inline constexpr const char* kRankLabel = "granary.io/rank";
-// The gang attempt a pod belongs to (status.restarts when it was created).
-inline constexpr const char* kAttemptLabel = "granary.io/attempt";
-inline constexpr const char* kCsiDriver = "csi.granary.io";
-
 std::string workerName(const std::string& job, int rank);
 // Rank 0's stable DNS name through the headless Service.
 std::string masterAddress(const std::string& job, const std::string& ns);

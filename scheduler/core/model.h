@@ -1,60 +1,22 @@
-// What placement reads of nodes, pods and cached datasets: plain structs, filled by the
-// Kubernetes adapter (scheduler/kube_model.h) or by tests and benchmarks.
+// What placement reads: the cluster model of common/cluster (nodes, pods, cached datasets)
+// and the gangs the scheduler places. Plain structs, filled by the scheduler's Kubernetes side
+// or by tests and benchmarks.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
-#include "common/api/scheduling.h"
 #include "common/api/training_job.h"
-#include "scheduler/core/resources.h"
+#include "common/cluster/model.h"
+#include "common/cluster/resources.h"
 
 namespace granary::scheduler {
 
-struct Taint {
-  std::string key;
-  std::string value;
-  std::string effect;  // NoSchedule | PreferNoSchedule | NoExecute
-};
-
-struct NodeInfo {
-  std::string name;
-  std::map<std::string, std::string> labels;
-  std::vector<Taint> taints;
-  Resources allocatable;
-  Resources requested;  // pods bound or assumed on the node
-  bool ready = true;
-  bool unschedulable = false;
-  // How many datasets have data cached on the node (any job's).
-  int cachedDatasets = 0;
-
-  Resources free() const {
-    Resources f = allocatable;
-    f -= requested;
-    return f;
-  }
-};
-
-// The scheduling requirements of one pod.
-struct PodInfo {
-  std::string key;  // namespace/name
-  std::string uid;
-  Resources requests;  // effectiveRequests(): pods = 1
-  std::map<std::string, std::string> nodeSelector;
-  std::vector<api::NodeSelectorTerm> requiredTerms;  // ORed, as in requiredDuringScheduling...
-  std::vector<api::Toleration> tolerations;
-
-  // Pods with equal requirements are placed alike (a gang's workers share a template).
-  bool sameRequirements(const PodInfo& other) const;
-};
-
-// Where a dataset is cached: bytes per node, from the Dataset's status.
-struct DatasetCache {
-  std::string name;
-  int64_t totalBytes = 0;
-  std::map<std::string, int64_t> cachedBytesByNode;
-};
+using cluster::DatasetCache;
+using cluster::NodeInfo;
+using cluster::PodInfo;
+using cluster::Resources;
+using cluster::Taint;
 
 // All workers of one TrainingJob, placed together or not at all.
 struct Gang {

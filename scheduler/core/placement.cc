@@ -4,7 +4,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "scheduler/core/filters.h"
+#include "common/cluster/node_checks.h"
 
 namespace granary::scheduler {
 

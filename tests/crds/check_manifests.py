@@ -55,8 +55,24 @@ class Checks:
 
 # ---- structural schema ---------------------------------------------------------------------
 
+# Every field of apiextensions.k8s.io/v1 JSONSchemaProps. kubectl sends fieldValidation=Strict,
+# so an API server refuses a CRD with any other key (a wrapped description that YAML read as
+# a key, say), while a lenient client would see it silently dropped.
+JSON_SCHEMA_PROPS_FIELDS = {
+    "id", "$schema", "$ref", "description", "type", "format", "title", "default", "maximum",
+    "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern",
+    "maxItems", "minItems", "uniqueItems", "multipleOf", "enum", "maxProperties",
+    "minProperties", "required", "items", "allOf", "oneOf", "anyOf", "not", "properties",
+    "additionalProperties", "patternProperties", "dependencies", "additionalItems",
+    "definitions", "externalDocs", "example", "nullable", "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-embedded-resource", "x-kubernetes-int-or-string", "x-kubernetes-list-map-keys",
+    "x-kubernetes-list-type", "x-kubernetes-map-type", "x-kubernetes-validations",
+}
+
+
 def structural_errors(schema, path="", root=True):
-    errors = []
+    errors = [f"{path or '<root>'}: unknown schema field {key!r} (not a JSONSchemaProps field)"
+              for key in schema if key not in JSON_SCHEMA_PROPS_FIELDS]
     int_or_string = schema.get("x-kubernetes-int-or-string")
     preserve = schema.get("x-kubernetes-preserve-unknown-fields")
     if "type" not in schema and not int_or_string and not preserve:

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "common/kube/manager.h"
+#include "common/names.h"
 #include "csi/v1/csi.grpc.pb.h"
 #include "operator/core/conditions.h"
 #include "operator/training_job_controller.h"
@@ -236,7 +237,7 @@ TEST_F(DatasetControllerTest, CachesOnEveryNodeReportsProgressAndPurgesOnDeletio
   EXPECT_TRUE(hasEvent("Normal/Cached")) << ::testing::PrintToString(events());
   const auto finalizers = kube::pathValue(dataset(), "metadata.finalizers");
   ASSERT_TRUE(finalizers.is_array());
-  EXPECT_EQ(finalizers.at(0).as_string(), op::kDatasetFinalizer);
+  EXPECT_EQ(finalizers.at(0).as_string(), names::kDatasetFinalizer);
 
   // At steady state nothing is written: no request, and so the resourceVersion stays.
   const std::string version = kube::resourceVersionOf(dataset());

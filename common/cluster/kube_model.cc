@@ -1,6 +1,6 @@
-#include "scheduler/kube_model.h"
+#include "common/cluster/kube_model.h"
 
-namespace granary::scheduler {
+namespace granary::cluster {
 namespace {
 
 using kube::Json;
@@ -147,4 +147,4 @@ bool isTerminal(const Json& pod) {
 std::string nodeNameOf(const Json& pod) { return stringAt(pod, "spec.nodeName"); }
 std::string schedulerNameOf(const Json& pod) { return stringAt(pod, "spec.schedulerName"); }
 
-}  // namespace granary::scheduler
+}  // namespace granary::cluster

@@ -1,8 +1,8 @@
-#include "scheduler/core/resources.h"
+#include "common/cluster/resources.h"
 
 #include <gtest/gtest.h>
 
-namespace granary::scheduler {
+namespace granary::cluster {
 namespace {
 
 TEST(Resources, ParsesKubernetesQuantities) {
@@ -60,4 +60,4 @@ TEST(Resources, ShortfallNamesTheResourceAndCopiesCount) {
 }
 
 }  // namespace
-}  // namespace granary::scheduler
+}  // namespace granary::cluster

@@ -8,7 +8,7 @@
 
 #include "common/result.h"
 
-namespace granary::scheduler {
+namespace granary::cluster {
 
 inline constexpr std::string_view kGpuResource = "nvidia.com/gpu";
 
@@ -43,4 +43,4 @@ int64_t copiesThatFit(const Resources& request, const Resources& free);
 Resources effectiveRequests(const Resources& containersSum, const Resources& largestInit,
                             const Resources& overhead);
 
-}  // namespace granary::scheduler
+}  // namespace granary::cluster

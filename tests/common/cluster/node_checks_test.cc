@@ -1,10 +1,10 @@
-#include "scheduler/core/filters.h"
+#include "common/cluster/node_checks.h"
 
 #include <gtest/gtest.h>
 
-#include "tests/scheduler/core/fixtures.h"
+#include "tests/common/cluster/fixtures.h"
 
-namespace granary::scheduler {
+namespace granary::cluster {
 namespace {
 
 using testing::gpuNode;
@@ -14,7 +14,7 @@ api::Toleration toleration(std::string key, std::string op, std::string value, s
   return {std::move(key), std::move(op), std::move(value), std::move(effect), std::nullopt};
 }
 
-TEST(Filters, NodeConditions) {
+TEST(NodeChecks, NodeConditions) {
   NodeInfo node = gpuNode("n1");
   EXPECT_EQ(checkNodeCondition(node), "");
   node.ready = false;
@@ -24,7 +24,7 @@ TEST(Filters, NodeConditions) {
   EXPECT_EQ(checkNodeCondition(node), "node(s) were unschedulable");
 }
 
-TEST(Filters, TaintsAndTolerations) {
+TEST(NodeChecks, TaintsAndTolerations) {
   const Taint gpu{"nvidia.com/gpu", "present", "NoSchedule"};
   struct Case {
     const char* name;
@@ -52,7 +52,7 @@ TEST(Filters, TaintsAndTolerations) {
   EXPECT_EQ(checkTaints(node, pod), "node(s) had untolerated taint {maintenance}");
 }
 
-TEST(Filters, NodeSelectorAndEveryAffinityOperator) {
+TEST(NodeChecks, NodeSelectorAndEveryAffinityOperator) {
   NodeInfo node = gpuNode("gpu-7");
   node.labels = {{"gpu", "h100"}, {"zone", "a"}, {"cores", "96"}};
   PodInfo pod = worker("ml/w0");
@@ -94,7 +94,7 @@ TEST(Filters, NodeSelectorAndEveryAffinityOperator) {
   EXPECT_EQ(checkAffinity(node, pod), "");
 }
 
-TEST(Filters, ResourcesCountWhatIsAlreadyRequested) {
+TEST(NodeChecks, ResourcesCountWhatIsAlreadyRequested) {
   NodeInfo node = gpuNode("n1", 8);
   node.requested = testing::resources(8000, 64, 4, 1);
   EXPECT_EQ(checkResources(node, worker("ml/w", 4)), "");
@@ -108,4 +108,4 @@ TEST(Filters, ResourcesCountWhatIsAlreadyRequested) {
 }
 
 }  // namespace
-}  // namespace granary::scheduler
+}  // namespace granary::cluster

@@ -1,4 +1,4 @@
-#include "scheduler/core/resources.h"
+#include "common/cluster/resources.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "common/quantity.h"
 
-namespace granary::scheduler {
+namespace granary::cluster {
 namespace {
 
 // Parses a quantity to a count (memory, pods, GPUs): "8", "200Gi", "1.5G", "2e3".
@@ -117,4 +117,4 @@ Resources effectiveRequests(const Resources& containersSum, const Resources& lar
   return r;
 }
 
-}  // namespace granary::scheduler
+}  // namespace granary::cluster

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "scheduler/core/model.h"
+#include "common/cluster/model.h"
 
-namespace granary::scheduler {
+namespace granary::cluster {
 
 // Ready and schedulable.
 std::string checkNodeCondition(const NodeInfo& node);
@@ -24,4 +24,4 @@ std::string checkResources(const NodeInfo& node, const PodInfo& pod, const Resou
 // All of the above but resources, which depend on what else lands on the node.
 std::string checkStatic(const NodeInfo& node, const PodInfo& pod);
 
-}  // namespace granary::scheduler
+}  // namespace granary::cluster

@@ -1,9 +1,9 @@
-#include "scheduler/core/filters.h"
+#include "common/cluster/node_checks.h"
 
 #include <algorithm>
 #include <charconv>
 
-namespace granary::scheduler {
+namespace granary::cluster {
 namespace {
 
 bool parseInt(const std::string& text, int64_t& out) {
@@ -119,4 +119,4 @@ bool PodInfo::sameRequirements(const PodInfo& other) const {
                     other.requiredTerms.end(), sameTerm);
 }
 
-}  // namespace granary::scheduler
+}  // namespace granary::cluster

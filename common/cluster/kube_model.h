@@ -5,12 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "common/cluster/model.h"
 #include "common/kube/object.h"
-#include "scheduler/core/model.h"
 
-namespace granary::scheduler {
-
-inline constexpr const char* kJobNameLabel = "granary.io/job-name";
+namespace granary::cluster {
 
 // Requests (containers, init containers, overhead), nodeSelector, required node affinity and
 // tolerations of a pod. InvalidArgument naming the field for malformed quantities.
@@ -26,4 +24,4 @@ bool isTerminal(const kube::Json& pod);
 std::string nodeNameOf(const kube::Json& pod);
 std::string schedulerNameOf(const kube::Json& pod);
 
-}  // namespace granary::scheduler
+}  // namespace granary::cluster

@@ -1,0 +1,56 @@
+// The names that granary's binaries, its chart and its users must agree on: the API group and
+// version, labels, annotations, the finalizer, the CSI driver and its volume attributes, the
+// components' names and their default ports. Each is defined here once; a binary, a test or a
+// manifest generator that needs one includes this header instead of spelling it again.
+#pragma once
+
+#include <string>
+
+namespace granary::names {
+
+// The API of Dataset and TrainingJob (crds/).
+inline constexpr const char* kApiGroup = "granary.io";
+inline constexpr const char* kApiVersion = "v1alpha1";
+inline constexpr const char* kGroupVersion = "granary.io/v1alpha1";  // an object's apiVersion
+inline constexpr const char* kDatasetKind = "Dataset";
+inline constexpr const char* kTrainingJobKind = "TrainingJob";
+
+// Labels the operator puts on a TrainingJob's worker pods and Service.
+inline constexpr const char* kJobNameLabel = "granary.io/job-name";  // the TrainingJob's name
+inline constexpr const char* kRankLabel = "granary.io/rank";         // the worker's rank
+// The gang attempt a pod belongs to (the job's status.restarts when the pod was created).
+inline constexpr const char* kAttemptLabel = "granary.io/attempt";
+// "false" on the workers of a job with warmPolicy None: their reads do not ask for warming.
+inline constexpr const char* kWarmLabel = "granary.io/warm";
+
+// On a granary-cache-node pod: the cache space it offers, a quantity such as "800Gi".
+inline constexpr const char* kCacheCapacityAnnotation = "granary.io/cache-capacity";
+
+// On a Dataset while its caches may hold data: removed once every node purged it.
+inline constexpr const char* kDatasetFinalizer = "granary.io/cache-purge";
+
+// The CSI driver of dataset volumes, and the volume attributes a pod's inline volume sets.
+inline constexpr const char* kCsiDriver = "csi.granary.io";
+inline constexpr const char* kCsiDatasetAttribute = "dataset";      // the Dataset's name
+inline constexpr const char* kCsiNamespaceAttribute = "namespace";  // optional: must be the pod's
+
+// The components, as they name themselves (Leases, Events, the scheduler's schedulerName).
+inline constexpr const char* kOperator = "granary-operator";
+inline constexpr const char* kScheduler = "granary-scheduler";
+inline constexpr const char* kCacheNode = "granary-cache-node";
+// How the operator finds the cache-node pods unless told otherwise.
+inline constexpr const char* kCacheNodeSelector = "app.kubernetes.io/name=granary-cache-node";
+// The container port of a cache-node pod that serves its gRPC API.
+inline constexpr const char* kCacheNodeGrpcPortName = "grpc";
+
+// Default ports.
+inline constexpr int kCacheNodeGrpcPort = 7400;      // CacheNode and Peer gRPC APIs
+inline constexpr int kCacheNodeMetricsPort = 9400;   // the cache node's /metrics, /healthz, /readyz
+inline constexpr int kOperatorMetricsPort = 8080;    // the operator's /metrics, /healthz, /readyz
+inline constexpr int kSchedulerMetricsPort = 8080;   // the scheduler's /metrics, /healthz, /readyz
+inline constexpr int kSchedulerExtenderPort = 8888;  // the kube-scheduler extender's HTTP API
+
+// "0.0.0.0:<port>": every interface, as the binaries listen by default.
+inline std::string anyAddress(int port) { return "0.0.0.0:" + std::to_string(port); }
+
+}  // namespace granary::names
