@@ -1,5 +1,5 @@
 // The TrainingJob controller: observes a job, its worker pods and its Datasets (all from
-// informer caches), plans with planJob (operator/core/gang.h) and applies the plan: the
+// informer caches), plans with planJob (operator/core/job_lifecycle.h) and applies the plan: the
 // headless Service, worker pods created or deleted, the job deleted after its TTL, status
 // written only when it changed, and Events. While a job runs it samples the telemetry of the
 // cache nodes its workers read through, every telemetryInterval, into status.data and
@@ -14,7 +14,7 @@
 #include "common/kube/manager.h"
 #include "common/names.h"
 #include "operator/cache_node_client.h"
-#include "operator/core/gang.h"
+#include "operator/core/job_lifecycle.h"
 #include "operator/core/job_data.h"
 
 namespace granary::op {

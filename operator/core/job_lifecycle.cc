@@ -1,4 +1,4 @@
-#include "operator/core/gang.h"
+#include "operator/core/job_lifecycle.h"
 
 #include <algorithm>
 #include <set>

@@ -1,6 +1,7 @@
-// What a TrainingJob's controller does next, from what it sees: create missing workers, restart
-// the whole gang after a failure (up to backoffLimit), fail on deadlines, finish, clean up,
-// suspend and resume; and the job's status. Pure: the controller applies the plan.
+// The TrainingJob lifecycle planner (planJob): what the controller does next, from what it
+// sees: create missing workers, restart the whole gang after a failure (up to backoffLimit),
+// fail on deadlines, finish, clean up, suspend and resume; and the job's status. Pure: the
+// controller applies the plan.
 #pragma once
 
 #include <chrono>
