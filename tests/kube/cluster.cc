@@ -20,6 +20,19 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
   return true;
 }
 
+Result<kube::Json> edit(kube::Client& client, const kube::ResourceType& type, const std::string& ns,
+                        const std::string& name, const std::function<void(kube::Json&)>& change) {
+  for (int attempt = 1;; ++attempt) {
+    auto object = client.get(type, ns, name);
+    if (!object.isOk()) return object.status();
+    kube::Json changed = *object;
+    change(changed);
+    auto written = client.update(type, changed);
+    if (written.isOk() || written.status().code() != StatusCode::kConflict || attempt == 10)
+      return written;
+  }
+}
+
 namespace {
 
 std::filesystem::path sourceDir() { return GRANARY_SOURCE_DIR; }

@@ -88,6 +88,12 @@ class Running {
   std::thread thread_;
 };
 
+// Changes an object as `kubectl edit` does: reads it, applies `change`, writes it back, and
+// starts over when the write meets a Conflict (a controller's status write moves the
+// resourceVersion too). The write's result, after at most 10 attempts.
+Result<kube::Json> edit(kube::Client& client, const kube::ResourceType& type, const std::string& ns,
+                        const std::string& name, const std::function<void(kube::Json&)>& change);
+
 // Builds a JSON object from a YAML text (test manifests read better as YAML).
 kube::Json yaml(const std::string& text);
 

@@ -321,9 +321,9 @@ TEST_F(DatasetControllerTest, ASpecChangeCachesTheNewGenerationAndDropsTheOld) {
   startOperator();
   createDataset();
   ASSERT_TRUE(waitPhase("Ready"));
-  Json changed = dataset();
-  changed["spec"]["cache"]["chunkSize"] = Json::string("2Mi");
-  ASSERT_TRUE(client().update(resources::datasets(), changed).isOk());
+  ASSERT_TRUE(edit(client(), resources::datasets(), ns(), "coco", [](Json& dataset) {
+                dataset["spec"]["cache"]["chunkSize"] = Json::string("2Mi");
+              }).isOk());
   ASSERT_TRUE(
       eventually([&] { return statusInt("observedGeneration") == 2 && phase() == "Ready"; }, 30s))
       << dataset().serialize();

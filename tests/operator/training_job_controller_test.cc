@@ -199,14 +199,14 @@ TEST_F(TrainingJobControllerTest, SuspendDeletesTheWorkersAndResumeBringsThemBac
   createJob();
   startOperator();
   ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s));
-  Json suspended = job();
-  suspended["spec"]["suspend"] = Json::boolean(true);
-  ASSERT_TRUE(client().update(resources::trainingJobs(), suspended).isOk());
+  const auto suspend = [&](bool value) {
+    return edit(client(), resources::trainingJobs(), ns(), "bert",
+                [&](Json& job) { job["spec"]["suspend"] = Json::boolean(value); });
+  };
+  ASSERT_TRUE(suspend(true).isOk());
   ASSERT_TRUE(eventually([&] { return workers().empty() && jobPhase() == "Suspended"; }, 20s))
       << job().serialize();
-  Json resumed = job();
-  resumed["spec"]["suspend"] = Json::boolean(false);
-  ASSERT_TRUE(client().update(resources::trainingJobs(), resumed).isOk());
+  ASSERT_TRUE(suspend(false).isOk());
   ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s)) << job().serialize();
   EXPECT_FALSE(op::conditionOf(job().at("status"), "Suspended").status);
 }
