@@ -290,7 +290,8 @@ int run(int objects) {
   // all converged.
   std::set<std::string> placed;
   for (;;) {
-    auto pods = kubelet.listAll(resources::pods(), "bench", {.labelSelector = names::kJobNameLabel});
+    auto pods =
+        kubelet.listAll(resources::pods(), "bench", {.labelSelector = names::kJobNameLabel});
     check(pods.status(), "list pods");
     for (const auto& pod : pods->items) {
       const std::string name = kube::nameOf(pod);

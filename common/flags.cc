@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/log.h"
+
 namespace granary {
 
 std::optional<int> parseCommandLine(CLI::App& app, int argc, const char* const* argv) {

@@ -9,8 +9,6 @@
 #include <optional>
 #include <string>
 
-#include "common/log.h"
-
 namespace granary {
 
 // Parses argv into the flags declared on `app`. nullopt: go on; otherwise the process should

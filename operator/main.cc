@@ -1,4 +1,7 @@
 // granary-operator: the Dataset and TrainingJob controllers.
+#include <cstdio>
+#include <string>
+
 #include "common/files.h"
 #include "common/flags.h"
 #include "common/kube/bootstrap.h"

@@ -14,8 +14,8 @@
 #include "common/kube/manager.h"
 #include "common/names.h"
 #include "operator/cache_node_client.h"
-#include "operator/core/job_lifecycle.h"
 #include "operator/core/job_data.h"
+#include "operator/core/job_lifecycle.h"
 
 namespace granary::op {
 

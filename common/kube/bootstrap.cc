@@ -2,6 +2,7 @@
 
 #include "common/flags.h"
 #include "common/kube/leader_election.h"
+#include "common/kube/rest_config.h"
 #include "common/kube/runtime_metrics.h"
 #include "common/log.h"
 

@@ -17,7 +17,6 @@
 
 #include "common/kube/client.h"
 #include "common/kube/manager.h"
-#include "common/kube/rest_config.h"
 #include "common/metrics.h"
 #include "common/result.h"
 
