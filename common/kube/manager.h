@@ -58,7 +58,9 @@ class Manager {
   // Blocks until `stop` (OK) or lost leadership (FailedPrecondition).
   Status run(std::stop_token stop);
 
-  // /healthz: the manager is running. /readyz: leading (when electing) and every informer synced.
+  // /healthz: the manager is running. /readyz: every informer synced, or, when electing, a
+  // standby waiting for the lease: a standby is ready to take over, so that a Deployment of
+  // several replicas rolls out and `helm install --wait` ends (only the leader reconciles).
   Status healthy() const;
   Status ready() const;
   bool leading() const { return leading_; }

@@ -17,9 +17,9 @@
 #include "operator/core/conditions.h"
 #include "operator/training_job_controller.h"
 #include "tests/kube/cluster.h"
-#include "tests/operator/rbac_check.h"
 #include "tests/support/cache_node_process.h"
 #include "tests/support/http_file_server.h"
+#include "tests/support/rbac_check.h"
 
 namespace granary::testing {
 namespace {
@@ -55,7 +55,7 @@ class DatasetControllerTest : public ClusterTest {
     manager_.reset();
     operatorClient_.reset();
     EXPECT_EQ(rbac_.notGranted(), std::vector<std::string>{})
-        << "deploy/operator-rbac.yaml must grant every request the operator made";
+        << "the chart must grant granary-operator every request it made";
     for (auto& [name, process] : processes_) process->kill(SIGTERM);  // unmounts its datasets
     processes_.clear();
     for (const auto& node : nodes_) (void)client().remove(resources::nodes(), "", node);
@@ -202,7 +202,7 @@ class DatasetControllerTest : public ClusterTest {
   std::atomic<int64_t> operatorWrites_{0};  // POST, PUT, PATCH and DELETE requests
   std::mutex writesMutex_;
   std::string lastWrite_;  // the latest of them
-  RbacCheck rbac_;
+  RbacCheck rbac_{"granary-operator"};
   std::unique_ptr<kube::Client> operatorClient_;
   MetricsRegistry registry_;
   std::unique_ptr<kube::Manager> manager_;

@@ -8,7 +8,7 @@
 #include "common/kube/manager.h"
 #include "operator/core/conditions.h"
 #include "tests/kube/cluster.h"
-#include "tests/operator/rbac_check.h"
+#include "tests/support/rbac_check.h"
 
 namespace granary::testing {
 namespace {
@@ -24,7 +24,7 @@ class TrainingJobControllerTest : public ClusterTest {
     manager_.reset();
     operatorClient_.reset();
     EXPECT_EQ(rbac_.notGranted(), std::vector<std::string>{})
-        << "deploy/operator-rbac.yaml must grant every request the operator made";
+        << "the chart must grant granary-operator every request it made";
     ClusterTest::TearDown();
   }
 
@@ -111,7 +111,7 @@ class TrainingJobControllerTest : public ClusterTest {
     return "<unset>";
   }
 
-  RbacCheck rbac_;
+  RbacCheck rbac_{"granary-operator"};
   std::unique_ptr<kube::Client> operatorClient_;
   MetricsRegistry registry_;
   std::unique_ptr<kube::Manager> manager_;

@@ -7,6 +7,7 @@
 #include "common/kube/manager.h"
 #include "scheduler/scheduler.h"
 #include "tests/kube/cluster.h"
+#include "tests/support/rbac_check.h"
 
 namespace granary::testing {
 namespace {
@@ -26,6 +27,11 @@ class SchedulerIntegration : public ClusterTest {
   }
   void TearDown() override {
     running_.reset();
+    scheduler_.reset();
+    manager_.reset();
+    schedulerClient_.reset();
+    EXPECT_EQ(rbac_.notGranted(), std::vector<std::string>{})
+        << "the chart must grant granary-scheduler every request it made";
     for (const auto& node : nodes_) (void)client().remove(resources::nodes(), "", node);
     ClusterTest::TearDown();
   }
@@ -109,8 +115,13 @@ status:
     return "";
   }
 
+  // The scheduler with a client of its own, whose requests are checked against the chart's RBAC.
   void startScheduler() {
-    auto manager = kube::Manager::create(client(), {.metricsAddress = ""}, registry_);
+    auto schedulerClient =
+        kube::Client::create(cluster_->restConfig(), {.onResponse = rbac_.recorder()});
+    ASSERT_TRUE(schedulerClient.isOk()) << schedulerClient.status();
+    schedulerClient_ = std::move(*schedulerClient);
+    auto manager = kube::Manager::create(*schedulerClient_, {.metricsAddress = ""}, registry_);
     ASSERT_TRUE(manager.isOk()) << manager.status();
     manager_ = std::move(*manager);
     auto scheduler = scheduler::Scheduler::create(*manager_, {.retryInterval = 200ms}, registry_);
@@ -123,6 +134,8 @@ status:
   std::string suffix_;
   std::vector<std::string> nodes_;
   MetricsRegistry registry_;
+  RbacCheck rbac_{"granary-scheduler"};
+  std::unique_ptr<kube::Client> schedulerClient_;
   std::unique_ptr<kube::Manager> manager_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<Running> running_;

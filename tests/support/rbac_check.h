@@ -1,12 +1,14 @@
-// Checks the operator's Kubernetes requests against the RBAC manifest it ships
-// (deploy/operator-rbac.yaml): set recorder() as the operator client's onResponse, and at the
-// end of a test every request must have been allowed. A list counts as list and watch (the
-// informers' watches are not seen here, and need both).
+// Checks a binary's Kubernetes requests against the RBAC the Helm chart gives its
+// ServiceAccount: set recorder() as the binary's client's onResponse, and at the end of a test
+// every request must have been allowed by the roles bound to that ServiceAccount in
+// `helm template charts/granary` (the real helm, GRANARY_HELM). A list counts as list and watch
+// (the informers' watches are not seen here, and need both).
 #pragma once
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -19,6 +21,9 @@ namespace granary::testing {
 
 class RbacCheck {
  public:
+  // `serviceAccount`: the chart's ServiceAccount of the binary, e.g. "granary-operator".
+  explicit RbacCheck(std::string serviceAccount) : serviceAccount_(std::move(serviceAccount)) {}
+
   // "verb group/resource[/subresource]", e.g. "update granary.io/datasets/status".
   using Permission = std::string;
 
@@ -30,9 +35,12 @@ class RbacCheck {
     };
   }
 
-  // Every permission used that deploy/operator-rbac.yaml does not grant.
+  // Every permission used that the chart does not grant the ServiceAccount; a line saying why
+  // when the chart cannot be rendered.
   std::vector<Permission> notGranted() const {
-    const std::set<Permission> granted = grantedPermissions();
+    std::string error;
+    const std::set<Permission> granted = grantedPermissions(error);
+    if (!error.empty()) return {error};
     std::set<Permission> needed;
     {
       std::lock_guard lock(mutex_);
@@ -80,12 +88,39 @@ class RbacCheck {
   }
 
  private:
-  static std::set<Permission> grantedPermissions() {
+  // The chart rendered with its default values, as `helm install` would.
+  static std::string renderChart(std::string& error) {
+    const std::string command = std::string(GRANARY_HELM) + " template granary " +
+                                GRANARY_SOURCE_DIR + "/charts/granary --namespace granary-system";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    std::string out;
+    if (pipe == nullptr) {
+      error = "cannot run " + command;
+      return out;
+    }
+    char buffer[65536];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+    if (::pclose(pipe) != 0) error = "helm template failed: " + command;
+    return out;
+  }
+
+  // What the roles bound to the ServiceAccount allow, rule by rule ("verb group/resource").
+  std::set<Permission> grantedPermissions(std::string& error) const {
+    const std::vector<YAML::Node> docs = YAML::LoadAll(renderChart(error));
+    std::set<std::string> boundRoles;  // "Kind/name"
+    for (const YAML::Node& doc : docs) {
+      if (!doc.IsMap() || !doc["roleRef"]) continue;
+      for (const auto& subject : doc["subjects"])
+        if (subject["kind"].as<std::string>() == "ServiceAccount" &&
+            subject["name"].as<std::string>() == serviceAccount_)
+          boundRoles.insert(doc["roleRef"]["kind"].as<std::string>() + "/" +
+                            doc["roleRef"]["name"].as<std::string>());
+    }
     std::set<Permission> granted;
-    const auto file = std::filesystem::path(GRANARY_SOURCE_DIR) / "deploy" / "operator-rbac.yaml";
-    for (const YAML::Node& doc : YAML::LoadAllFromFile(file.string())) {
-      if (!doc["kind"] || (doc["kind"].as<std::string>() != "ClusterRole" &&
-                           doc["kind"].as<std::string>() != "Role"))
+    for (const YAML::Node& doc : docs) {
+      if (!doc.IsMap() || !doc["rules"] ||
+          !boundRoles.count(doc["kind"].as<std::string>() + "/" +
+                            doc["metadata"]["name"].as<std::string>()))
         continue;
       for (const auto& rule : doc["rules"])
         for (const auto& group : rule["apiGroups"])
@@ -97,6 +132,7 @@ class RbacCheck {
     return granted;
   }
 
+  std::string serviceAccount_;
   mutable std::mutex mutex_;
   std::set<Permission> used_;
 };

@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""Checks charts/granary with the official Helm binary, as `helm install` would see it.
+
+1. `helm lint --strict` passes with the default values and with every file under
+   tests/chart/options/ (each turns on documented options).
+2. `helm template` renders, for each of those, only kinds and API versions a cluster knows
+   (plus prometheus-operator's, when monitoring is on), every namespaced object in the release's
+   namespace, every object labelled as part of granary.
+3. The CRDs under charts/granary/crds/ are byte for byte those of crds/.
+4. Every file under tests/chart/bad-values/ fails `helm template` with the message its
+   `# expect:` lines give (values.schema.json, or the chart's own checks).
+5. The workloads agree with the binaries: every flag a container passes to a granary binary is
+   one that binary's --help lists; the cache node's options file and the DaemonSet agree on ports,
+   probes, the CSI socket and its registration, the mount keeper's socket, the state, cache and
+   kubelet directories (with Bidirectional propagation where mounts must reach the host),
+   /dev/fuse and the token; the CSIDriver is what the CSI plugin needs.
+
+Prints one line per check and "N passed, N failed" at the end; exits 1 on any failure.
+"""
+import argparse
+import filecmp
+import glob
+import os
+import posixpath
+import re
+import subprocess
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NAMESPACE = "granary-system"
+
+# The kinds the chart may render, with their API versions.
+KNOWN_KINDS = {
+    ("v1", "ServiceAccount"), ("v1", "Secret"), ("v1", "ConfigMap"), ("v1", "Service"),
+    ("apps/v1", "Deployment"), ("apps/v1", "DaemonSet"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("storage.k8s.io/v1", "CSIDriver"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PodMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+}
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "CSIDriver"}
+
+
+class Checks:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, name, problems):
+        problems = [p for p in problems if p]
+        if problems:
+            self.failed += 1
+            print(f"FAIL {name}")
+            for p in problems:
+                print(f"     {p}")
+        else:
+            self.passed += 1
+            print(f"ok   {name}")
+
+
+def helm(args, helm_binary, chart):
+    return subprocess.run([helm_binary, *args, chart], capture_output=True, text=True)
+
+
+def render(helm_binary, chart, values_file=None):
+    args = ["template", "granary", "--namespace", NAMESPACE]
+    if values_file:
+        args += ["-f", values_file]
+    result = helm(args, helm_binary, chart)
+    if result.returncode != 0:
+        return None, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d], ""
+
+
+def objects_problems(objects):
+    problems = []
+    for o in objects:
+        kind, version = o.get("kind"), o.get("apiVersion")
+        name = f"{kind}/{o.get('metadata', {}).get('name')}"
+        if (version, kind) not in KNOWN_KINDS:
+            problems.append(f"{name}: unknown kind or API version {version}")
+        ns = o.get("metadata", {}).get("namespace")
+        if kind in CLUSTER_SCOPED and ns:
+            problems.append(f"{name}: cluster-scoped but has namespace {ns}")
+        if kind not in CLUSTER_SCOPED and kind != "RoleBinding" and ns != NAMESPACE:
+            problems.append(f"{name}: namespace {ns!r}, expected the release's {NAMESPACE}")
+        labels = o.get("metadata", {}).get("labels", {})
+        if labels.get("app.kubernetes.io/part-of") != "granary":
+            problems.append(f"{name}: not labelled app.kubernetes.io/part-of=granary")
+    return problems
+
+
+def find(objects, kind, name):
+    for o in objects:
+        if o["kind"] == kind and o["metadata"]["name"] == name:
+            return o
+    return None
+
+
+def flags_of(args):
+    return {a.split("=", 1)[0] for a in args if a.startswith("--")}
+
+
+def help_flags(path):
+    out = subprocess.run([path, "--help"], capture_output=True, text=True)
+    return set(re.findall(r"(--[a-z][a-z0-9-]*)", out.stdout + out.stderr))
+
+
+def flag_problems(objects, binaries):
+    problems = []
+    known = {os.path.basename(b): help_flags(b) for b in binaries}
+    for o in objects:
+        if o["kind"] not in ("Deployment", "DaemonSet"):
+            continue
+        for c in o["spec"]["template"]["spec"]["containers"]:
+            binary = os.path.basename((c.get("command") or [""])[0])
+            if c["name"] == "csi-node-driver-registrar":
+                continue
+            if binary not in known:
+                problems.append(f"{o['metadata']['name']}/{c['name']}: runs {binary!r}, "
+                                f"not one of {sorted(known)}")
+                continue
+            for flag in flags_of(c.get("args", [])) - known[binary]:
+                problems.append(f"{o['metadata']['name']}/{c['name']}: {binary} has no flag {flag}")
+    return problems
+
+
+def port_of(address):
+    return int(address.rsplit(":", 1)[1])
+
+
+def mount_for(container, volumes, path):
+    """The (mount, volume) whose mountPath holds `path`, the deepest one."""
+    best = None
+    for m in container.get("volumeMounts", []):
+        mp = m["mountPath"].rstrip("/")
+        if path == mp or path.startswith(mp + "/"):
+            if best is None or len(mp) > len(best[0]["mountPath"]):
+                best = (m, volumes[m["name"]])
+    return best
+
+
+def host_path_of(container, volumes, path):
+    found = mount_for(container, volumes, path)
+    if not found or "hostPath" not in found[1]:
+        return None
+    mount, volume = found
+    return posixpath.normpath(posixpath.join(volume["hostPath"]["path"],
+                                             posixpath.relpath(path, mount["mountPath"])))
+
+
+def daemonset_problems(objects, values):
+    problems = []
+    ds = find(objects, "DaemonSet", "granary-cache-node")
+    cm = find(objects, "ConfigMap", "granary-cache-node")
+    if not ds or not cm:
+        return ["no DaemonSet or ConfigMap granary-cache-node"]
+    options = yaml.safe_load(cm["data"]["cache-node.yaml"])
+    pod = ds["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    containers = {c["name"]: c for c in pod["containers"]}
+    node = containers["cache-node"]
+    if "--config=/etc/granary/config/cache-node.yaml" not in node["args"]:
+        problems.append("the cache node is not given the options file")
+    elif "configMap" not in mount_for(node, volumes, "/etc/granary/config/cache-node.yaml")[1]:
+        problems.append("the options file is not the ConfigMap")
+    ports = {p["name"]: p["containerPort"] for p in node["ports"]}
+    if ports.get("grpc") != port_of(options["listen"]):
+        problems.append(f"port grpc {ports.get('grpc')} is not what it listens on: {options['listen']}")
+    if ports.get("metrics") != port_of(options["metricsAddress"]):
+        problems.append(f"port metrics {ports.get('metrics')} is not {options['metricsAddress']}")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        if node.get(probe, {}).get("httpGet", {}).get("port") != "metrics":
+            problems.append(f"{probe} does not ask the metrics port")
+    if {e["name"] for e in node.get("env", [])} != {"NODE_NAME"}:
+        problems.append("NODE_NAME is not set from the downward API")
+    if not node["securityContext"].get("privileged"):
+        problems.append("the cache node must be privileged for Bidirectional propagation")
+
+    kubelet = values["cacheNode"]["kubeletDir"]
+    state = values["cacheNode"]["stateDir"]
+    socket_host = host_path_of(node, volumes, options["csiSocket"])
+    expected_socket = f"{kubelet}/plugins/csi.granary.io/csi.sock"
+    if socket_host != expected_socket:
+        problems.append(f"CSI socket lands at {socket_host} on the host, not {expected_socket}")
+    registrar = containers.get("csi-node-driver-registrar")
+    if not registrar:
+        problems.append("no csi-node-driver-registrar")
+    else:
+        args = dict(a.split("=", 1) for a in registrar["args"])
+        if host_path_of(registrar, volumes, args["--csi-address"]) != socket_host:
+            problems.append("the registrar's --csi-address is not the plugin's socket")
+        if args["--kubelet-registration-path"] != expected_socket:
+            problems.append("--kubelet-registration-path is not the socket's host path")
+        if host_path_of(registrar, volumes, "/registration") != f"{kubelet}/plugins_registry":
+            problems.append("the registrar does not see the kubelet's plugins_registry")
+
+    if values["cacheNode"]["mountKeeper"]["enabled"]:
+        keeper = containers.get("mount-keeper")
+        keeper_socket = options.get("mountKeeperSocket")
+        if not keeper or not keeper_socket:
+            problems.append("the mount keeper is on but not run or not named to the cache node")
+        else:
+            if f"--serve-mount-keeper={keeper_socket}" not in keeper["args"]:
+                problems.append("the keeper serves another socket than the cache node asks")
+            a = mount_for(node, volumes, keeper_socket)
+            b = mount_for(keeper, volumes, keeper_socket)
+            if not a or not b or a[0]["name"] != b[0]["name"]:
+                problems.append("the keeper's socket is not on a volume both containers share")
+            if keeper["securityContext"].get("privileged"):
+                problems.append("the keeper needs no privileges")
+
+    found = mount_for(node, volumes, state)
+    if host_path_of(node, volumes, state) != posixpath.normpath(state):
+        problems.append(f"state directory {state} is not the node's")
+    elif found[0].get("mountPropagation") != "Bidirectional":
+        problems.append("the state directory (dataset mounts) needs Bidirectional propagation")
+    for d in options["cacheDirectories"]:
+        if host_path_of(node, volumes, d["path"]) != d["path"]:
+            problems.append(f"cache directory {d['path']} is not the node's")
+    pods = f"{kubelet}/pods"
+    found = mount_for(node, volumes, pods + "/x")
+    if host_path_of(node, volumes, pods) != pods or found[0].get("mountPropagation") != "Bidirectional":
+        problems.append(f"{pods} is not mounted with Bidirectional propagation")
+    fuse = mount_for(node, volumes, "/dev/fuse")
+    if not fuse or fuse[1].get("hostPath", {}).get("type") != "CharDevice":
+        problems.append("/dev/fuse is not mounted")
+    token = mount_for(node, volumes, options["tokenFile"])
+    if not token or "secret" not in token[1]:
+        problems.append("the token file is not the Secret")
+    operator = find(objects, "Deployment", "granary-operator")
+    op_container = operator["spec"]["template"]["spec"]["containers"][0]
+    op_volumes = {v["name"]: v for v in operator["spec"]["template"]["spec"]["volumes"]}
+    op_token = dict(a.split("=", 1) for a in op_container["args"] if "=" in a)[
+        "--cache-node-token-file"]
+    found = mount_for(op_container, op_volumes, op_token)
+    if not found or found[1].get("secret") != token[1].get("secret"):
+        problems.append("the operator reads another token than the cache nodes")
+
+    driver = find(objects, "CSIDriver", "csi.granary.io")
+    if not driver:
+        problems.append("no CSIDriver csi.granary.io")
+    else:
+        spec = driver["spec"]
+        if spec.get("attachRequired") is not False or spec.get("podInfoOnMount") is not True \
+                or spec.get("volumeLifecycleModes") != ["Ephemeral"]:
+            problems.append(f"CSIDriver spec {spec}: needs no attach, pod info, Ephemeral")
+    return problems
+
+
+def bad_values_problems(helm_binary, chart, path):
+    expected = [line.split(":", 1)[1].strip() for line in open(path)
+                if line.startswith("# expect:")]
+    if not expected:
+        return [f"{path}: no '# expect:' line"]
+    _, stderr = render(helm_binary, chart, path)
+    if not stderr:
+        return ["rendered, but must be refused"]
+    return [f"message lacks {e!r}: {stderr.strip()}" for e in expected if e not in stderr]
+
+
+def load_values(chart, values_file):
+    values = yaml.safe_load(open(os.path.join(chart, "values.yaml")))
+
+    def merge(base, extra):
+        for k, v in extra.items():
+            if isinstance(v, dict) and isinstance(base.get(k), dict):
+                merge(base[k], v)
+            else:
+                base[k] = v
+    if values_file:
+        merge(values, yaml.safe_load(open(values_file)) or {})
+    return values
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True, help="the repository")
+    parser.add_argument("--helm", required=True, help="the helm binary")
+    parser.add_argument("--binary", action="append", required=True,
+                        help="granary-operator, granary-scheduler or granary-cache-node (repeat)")
+    args = parser.parse_args()
+    chart = os.path.join(args.root, "charts", "granary")
+    checks = Checks()
+
+    option_files = [None] + sorted(glob.glob(os.path.join(HERE, "options", "*.yaml")))
+    for values_file in option_files:
+        label = os.path.basename(values_file) if values_file else "defaults"
+        extra = ["-f", values_file] if values_file else []
+        lint = helm(["lint", "--strict", *extra], args.helm, chart)
+        checks.check(f"helm lint --strict ({label})",
+                     [] if lint.returncode == 0 else [lint.stdout + lint.stderr])
+        objects, error = render(args.helm, chart, values_file)
+        if objects is None:
+            checks.check(f"helm template ({label})", [error])
+            continue
+        checks.check(f"rendered objects ({label})", objects_problems(objects))
+        checks.check(f"flags the binaries know ({label})", flag_problems(objects, args.binary))
+        checks.check(f"cache-node DaemonSet ({label})",
+                     daemonset_problems(objects, load_values(chart, values_file)))
+
+    crd_problems = []
+    for source in sorted(glob.glob(os.path.join(args.root, "crds", "*.yaml"))):
+        copy = os.path.join(chart, "crds", os.path.basename(source))
+        if not os.path.exists(copy) or not filecmp.cmp(source, copy, shallow=False):
+            crd_problems.append(f"{copy} differs from {source}: cp crds/*.yaml charts/granary/crds/")
+    extra = set(map(os.path.basename, glob.glob(os.path.join(chart, "crds", "*")))) - set(
+        map(os.path.basename, glob.glob(os.path.join(args.root, "crds", "*.yaml"))))
+    crd_problems += [f"charts/granary/crds/{e} is not in crds/" for e in sorted(extra)]
+    checks.check("chart CRDs identical to crds/", crd_problems)
+
+    for path in sorted(glob.glob(os.path.join(HERE, "bad-values", "*.yaml"))):
+        checks.check(f"refused: {os.path.basename(path)}",
+                     bad_values_problems(args.helm, chart, path))
+
+    print(f"{checks.passed} passed, {checks.failed} failed")
+    return 1 if checks.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
