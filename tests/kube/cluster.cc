@@ -1,9 +1,11 @@
 #include "tests/kube/cluster.h"
 
+#include <cpprest/asyncrt_utils.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -31,6 +33,42 @@ Result<kube::Json> edit(kube::Client& client, const kube::ResourceType& type, co
     if (written.isOk() || written.status().code() != StatusCode::kConflict || attempt == 10)
       return written;
   }
+}
+
+Status writeKubeconfig(const kube::RestConfig& config, const std::string& ns,
+                       const std::filesystem::path& path) {
+  const auto base64 = [](const std::string& pem) {
+    return kube::Json::string(
+        utility::conversions::to_base64(std::vector<unsigned char>(pem.begin(), pem.end())));
+  };
+  kube::Json cluster = kube::Json::object();
+  cluster["server"] = kube::Json::string(config.server);
+  if (!config.caPem.empty()) cluster["certificate-authority-data"] = base64(config.caPem);
+  if (config.insecureSkipTlsVerify) cluster["insecure-skip-tls-verify"] = kube::Json::boolean(true);
+  kube::Json user = kube::Json::object();
+  if (!config.bearerToken.empty()) user["token"] = kube::Json::string(config.bearerToken.reveal());
+  if (!config.tokenFile.empty()) user["tokenFile"] = kube::Json::string(config.tokenFile.string());
+  if (!config.clientCertPem.empty()) {
+    user["client-certificate-data"] = base64(config.clientCertPem);
+    user["client-key-data"] = base64(config.clientKeyPem.reveal());
+  }
+  kube::Json context = kube::Json::object();
+  context["cluster"] = kube::Json::string("test");
+  context["user"] = kube::Json::string("test");
+  context["namespace"] = kube::Json::string(ns);
+  kube::Json file = kube::Json::object();
+  file["apiVersion"] = kube::Json::string("v1");
+  file["kind"] = kube::Json::string("Config");
+  file["clusters"][0]["name"] = kube::Json::string("test");
+  file["clusters"][0]["cluster"] = cluster;
+  file["users"][0]["name"] = kube::Json::string("test");
+  file["users"][0]["user"] = user;
+  file["contexts"][0]["name"] = kube::Json::string("test");
+  file["contexts"][0]["context"] = context;
+  file["current-context"] = kube::Json::string("test");
+  std::ofstream out(path);
+  out << file.serialize() << "\n";
+  return out ? Status::ok() : unavailable("cannot write " + path.string());
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <stop_token>
@@ -93,6 +94,11 @@ class Running {
 // resourceVersion too). The write's result, after at most 10 attempts.
 Result<kube::Json> edit(kube::Client& client, const kube::ResourceType& type, const std::string& ns,
                         const std::string& name, const std::function<void(kube::Json&)>& change);
+
+// Writes a kubeconfig that reaches `config`'s server as `config` does, with `ns` as the
+// context's namespace (what a process in a pod of that namespace would see in-cluster).
+Status writeKubeconfig(const kube::RestConfig& config, const std::string& ns,
+                       const std::filesystem::path& path);
 
 // Builds a JSON object from a YAML text (test manifests read better as YAML).
 kube::Json yaml(const std::string& text);

@@ -8,14 +8,14 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
-#include <cstdio>
-#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/support/helm_chart.h"
 
 namespace granary::testing {
 
@@ -88,28 +88,12 @@ class RbacCheck {
   }
 
  private:
-  // The chart rendered with its default values, as `helm install` would.
-  static std::string renderChart(std::string& error) {
-    const std::string command = std::string(GRANARY_HELM) + " template granary " +
-                                GRANARY_SOURCE_DIR + "/charts/granary --namespace granary-system";
-    FILE* pipe = ::popen(command.c_str(), "r");
-    std::string out;
-    if (pipe == nullptr) {
-      error = "cannot run " + command;
-      return out;
-    }
-    char buffer[65536];
-    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-    if (::pclose(pipe) != 0) error = "helm template failed: " + command;
-    return out;
-  }
-
   // What the roles bound to the ServiceAccount allow, rule by rule ("verb group/resource").
   std::set<Permission> grantedPermissions(std::string& error) const {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(renderChart(error));
+    const std::vector<YAML::Node> docs = renderChart("granary-system", error);
     std::set<std::string> boundRoles;  // "Kind/name"
     for (const YAML::Node& doc : docs) {
-      if (!doc.IsMap() || !doc["roleRef"]) continue;
+      if (!doc["roleRef"]) continue;
       for (const auto& subject : doc["subjects"])
         if (subject["kind"].as<std::string>() == "ServiceAccount" &&
             subject["name"].as<std::string>() == serviceAccount_)
@@ -118,9 +102,8 @@ class RbacCheck {
     }
     std::set<Permission> granted;
     for (const YAML::Node& doc : docs) {
-      if (!doc.IsMap() || !doc["rules"] ||
-          !boundRoles.count(doc["kind"].as<std::string>() + "/" +
-                            doc["metadata"]["name"].as<std::string>()))
+      if (!doc["rules"] || !boundRoles.count(doc["kind"].as<std::string>() + "/" +
+                                             doc["metadata"]["name"].as<std::string>()))
         continue;
       for (const auto& rule : doc["rules"])
         for (const auto& group : rule["apiGroups"])
