@@ -6,7 +6,8 @@
 2. `helm template` renders, for each of those, only kinds and API versions a cluster knows
    (plus prometheus-operator's, when monitoring is on), every namespaced object in the release's
    namespace, every object labelled as part of granary.
-3. The CRDs under charts/granary/crds/ are byte for byte those of crds/.
+3. The CRDs under charts/granary/crds/ are byte for byte those of crds/, and the default ports
+   and the scheduler's name in values.yaml are the constants of common/names.h.
 4. Every file under tests/chart/bad-values/ fails `helm template` with the message its
    `# expect:` lines give (values.schema.json, or the chart's own checks).
 5. The workloads agree with the binaries: every flag a container passes to a granary binary is
@@ -252,6 +253,29 @@ def daemonset_problems(objects, values):
     return problems
 
 
+# values.yaml's defaults that must equal a constant of common/names.h, which the binaries use.
+NAMED_DEFAULTS = {
+    ("cacheNode", "grpcPort"): "kCacheNodeGrpcPort",
+    ("cacheNode", "metricsPort"): "kCacheNodeMetricsPort",
+    ("operator", "metricsPort"): "kOperatorMetricsPort",
+    ("scheduler", "metricsPort"): "kSchedulerMetricsPort",
+    ("scheduler", "extenderPort"): "kSchedulerExtenderPort",
+    ("scheduler", "name"): "kScheduler",
+}
+
+
+def named_default_problems(root, values):
+    names = open(os.path.join(root, "common", "names.h")).read()
+    problems = []
+    for (section, key), constant in NAMED_DEFAULTS.items():
+        found = re.search(constant + r'\s*=\s*"?([^";]+)"?;', names)
+        value = values[section][key]
+        if not found or str(value) != found.group(1):
+            problems.append(f"{section}.{key} is {value}, common/names.h {constant} is "
+                            f"{found.group(1) if found else 'missing'}")
+    return problems
+
+
 def bad_values_problems(helm_binary, chart, path):
     expected = [line.split(":", 1)[1].strip() for line in open(path)
                 if line.startswith("# expect:")]
@@ -302,6 +326,9 @@ def main():
         checks.check(f"flags the binaries know ({label})", flag_problems(objects, args.binary))
         checks.check(f"cache-node DaemonSet ({label})",
                      daemonset_problems(objects, load_values(chart, values_file)))
+
+    checks.check("default ports and names equal common/names.h",
+                 named_default_problems(args.root, load_values(chart, None)))
 
     crd_problems = []
     for source in sorted(glob.glob(os.path.join(args.root, "crds", "*.yaml"))):
