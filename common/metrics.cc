@@ -186,25 +186,37 @@ Status MetricsRegistry::admit(MetricSpec& spec, MetricType expected) {
   return Status::ok();
 }
 
+namespace {
+
+// A metric without labels has exactly one series: made at declaration, it is exported from the
+// start (0 until changed), so that a scrape tells an idle component from a missing one.
+template <typename Family>
+Family withSeriesOfNoLabels(Family family) {
+  if (family.labelNames().empty()) (void)family.with({});
+  return family;
+}
+
+}  // namespace
+
 Result<CounterFamily> MetricsRegistry::addCounter(const MetricSpec& spec) {
   MetricSpec s = spec;
   GRANARY_RETURN_IF_ERROR(admit(s, MetricType::kCounter));
   auto& family = prometheus::BuildCounter().Name(s.name).Help(s.help).Register(*registry_);
-  return CounterFamily(family, s);
+  return withSeriesOfNoLabels(CounterFamily(family, s));
 }
 
 Result<GaugeFamily> MetricsRegistry::addGauge(const MetricSpec& spec) {
   MetricSpec s = spec;
   GRANARY_RETURN_IF_ERROR(admit(s, MetricType::kGauge));
   auto& family = prometheus::BuildGauge().Name(s.name).Help(s.help).Register(*registry_);
-  return GaugeFamily(family, s);
+  return withSeriesOfNoLabels(GaugeFamily(family, s));
 }
 
 Result<HistogramFamily> MetricsRegistry::addHistogram(const MetricSpec& spec) {
   MetricSpec s = spec;
   GRANARY_RETURN_IF_ERROR(admit(s, MetricType::kHistogram));
   auto& family = prometheus::BuildHistogram().Name(s.name).Help(s.help).Register(*registry_);
-  return HistogramFamily(family, s);
+  return withSeriesOfNoLabels(HistogramFamily(family, s));
 }
 
 std::vector<MetricSpec> MetricsRegistry::declared() const {

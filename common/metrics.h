@@ -88,7 +88,8 @@ class Histogram {
 };
 
 // A declared metric and its label names; with() returns the time series for one set of
-// label values, creating it on first use. Passing the wrong number of values is a bug
+// label values, creating it on first use. A metric without labels has its one series from its
+// declaration on (exported as 0 until changed). Passing the wrong number of values is a bug
 // and aborts.
 template <typename Metric, typename PrometheusMetric>
 class MetricFamily {

@@ -57,6 +57,12 @@ class ChartWorkloads : public ClusterTest {
   }
   void TearDown() override {
     processes_.clear();
+    // A Dataset the operator had no time to purge keeps its finalizer: drop it, so that the
+    // namespace can go.
+    if (auto left = client().list(resources::datasets(), ns()); left.isOk())
+      for (const auto& dataset : left->items)
+        (void)edit(client(), resources::datasets(), ns(), kube::nameOf(dataset),
+                   [](Json& d) { d["metadata"].erase("finalizers"); });
     if (!node_.empty()) (void)client().remove(resources::nodes(), "", node_);
     std::filesystem::remove_all(root_);
     ClusterTest::TearDown();

@@ -122,6 +122,28 @@ TEST(MetricsRegistry, RecordsAndExposesSeries) {
   EXPECT_NE(text.find("granary_read_wait_seconds_count 1"), std::string::npos);
 }
 
+TEST(MetricsRegistry, UnlabelledMetricsAreExportedFromTheirDeclaration) {
+  MetricsRegistry registry;
+  ASSERT_TRUE(registry
+                  .addGauge({.name = "granary_cache_capacity_bytes",
+                             .type = MetricType::kGauge,
+                             .unit = MetricUnit::kBytes,
+                             .help = "Cache space."})
+                  .isOk());
+  ASSERT_TRUE(registry.addCounter(counterSpec()).isOk());  // labelled: no series until used
+  ASSERT_TRUE(registry
+                  .addHistogram({.name = "granary_read_wait_seconds",
+                                 .type = MetricType::kHistogram,
+                                 .unit = MetricUnit::kSeconds,
+                                 .help = "Blocked reads.",
+                                 .buckets = {1}})
+                  .isOk());
+  const std::string text = registry.exposition();
+  EXPECT_NE(text.find("\ngranary_cache_capacity_bytes 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("granary_read_wait_seconds_count 0"), std::string::npos) << text;
+  EXPECT_EQ(text.find("granary_cache_read_bytes_total{"), std::string::npos) << text;
+}
+
 TEST(MetricsRegistry, DeclaresEachNameOnce) {
   MetricsRegistry registry;
   ASSERT_TRUE(registry.addCounter(counterSpec()).isOk());
