@@ -5,7 +5,8 @@
 #
 # What it needs, installed or started only when missing (root, or sudo, for that):
 #   - Docker: Debian's docker.io when no dockerd exists; dockerd is started here, in the
-#     background (log: /var/log/granary-dockerd.log), when no daemon answers.
+#     background (log: /var/log/granary-dockerd.log, at this script's niceness), when no
+#     daemon answers; it keeps running.
 #   - The base image debian:bookworm: used when present, else pulled; when no registry can be
 #     reached it is made offline from Debian's mirror with debootstrap (installed when missing)
 #     and imported as granary-base:bookworm. The root file system is kept in
@@ -117,7 +118,7 @@ make_offline_base() {
     mkdir -p "$cache"
     local rootfs=$cache/rootfs.tmp
     rm -rf "$rootfs" "$tarball.tmp"
-    say "debootstrap --variant=minbase bookworm from $mirror (about 100 MB; kept in $tarball)"
+    say "debootstrap --variant=minbase bookworm from $mirror (about 35 MB; kept in $tarball)"
     debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1 || {
       tail -n 20 "$cache/debootstrap.log" >&2
       die "debootstrap failed (whole log: $cache/debootstrap.log)"
@@ -137,8 +138,16 @@ Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
-      "$rootfs"/dev/* "$rootfs"/proc/* "$rootfs"/sys/*
+    # The release's packages with today's fixes (the Dockerfile upgrades again, for an old cache).
+    say "applying bookworm-updates and bookworm-security to the base"
+    chroot "$rootfs" sh -c 'apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive apt-get upgrade -y -qq && apt-get clean' \
+      >>"$cache/debootstrap.log" 2>&1 ||
+      say "warning: could not upgrade the base's packages (see $cache/debootstrap.log); the" \
+          "image's runtime stage upgrades them"
+    : >"$rootfs/etc/resolv.conf"
+    rm -rf "${rootfs:?}"/var/cache/apt/archives/*.deb "${rootfs:?}"/var/lib/apt/lists/* \
+      "${rootfs:?}"/dev/* "${rootfs:?}"/proc/* "${rootfs:?}"/sys/*
     find "$rootfs/var/log" -type f -delete
     : >"$rootfs/etc/hostname"
     tar --numeric-owner -C "$rootfs" -cf "$tarball.tmp" . || die "could not archive $rootfs"
@@ -201,7 +210,7 @@ args=(--network host --build-arg BASE_IMAGE="$base" --build-arg JOBS="$jobs"
       --build-arg NICE="$niceness" --build-arg VERSION="$version"
       -t "$repository:$version" -t "$repository:latest")
 say "building $repository:$version and $repository:latest with ${builder[*]} (-j$jobs, nice" \
-    "$niceness); a first build compiles everything: tens of minutes on 2 cores"
+    "$niceness); a first build compiles all of granary (minutes)"
 build_start=$(date +%s)
 if ((plain)); then
   # The classic builder knows no RUN --mount: the same Dockerfile without it, on stdin.

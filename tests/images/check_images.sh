@@ -12,7 +12,7 @@
 # (GRANARY_IMAGES_PULL=0 keeps it off every registry, GRANARY_IMAGES_REPOSITORY, DOCKER, ...).
 # The last line is "N passed, N failed"; the exit status is non-zero when a check failed.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 
 docker=${DOCKER:-docker}
 repository=${GRANARY_IMAGES_REPOSITORY:-granary}
@@ -75,6 +75,7 @@ for binary in "${binaries[@]}"; do
 done
 
 no_missing_libraries() {
+  # shellcheck disable=SC2016 # expanded by the container's shell
   run "$image" sh -c 'for b in "$@"; do ldd "/usr/bin/$b" || exit 1; done' sh "${binaries[@]}" \
     >"$work/ldd" 2>&1 || { cat "$work/ldd"; return 1; }
   ! grep "not found" "$work/ldd"
@@ -90,6 +91,7 @@ for binary in granary-operator granary-scheduler granary-cache-node; do
     run --user 65532:65532 --read-only "$image" "/usr/bin/$binary" --help
 done
 
+# shellcheck disable=SC2016 # expanded by the container's shell
 check "UID 65532 is the image's non-root user" \
   run --user 65532 "$image" sh -c '[ "$(id -u)" = 65532 ] && [ "$(id -un)" = nonroot ]'
 
