@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "tests/kube/cluster.h"
-#include "tests/support/cache_node_process.h"
 #include "tests/support/child_process.h"
+#include "tests/support/free_port.h"
 #include "tests/support/helm_chart.h"
 #include "tests/support/http_get.h"
 

@@ -17,24 +17,12 @@
 #include <string>
 
 #include "granary/v1/cache_node.grpc.pb.h"
+#include "tests/support/free_port.h"
 #include "tests/support/test_certificates.h"
 
 namespace granary::testing {
 
 inline constexpr const char* kToken = "s3cr3t-t0ken";
-
-// A TCP port on loopback that was free a moment ago.
-inline int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // One granary-cache-node process with its own state directory and ports.
 class NodeProcess {
