@@ -168,10 +168,15 @@ class DatasetControllerTest : public ClusterTest {
     }
     return out;
   }
+  // Events are written after the status they explain, so an observer of the status waits.
   bool hasEvent(const std::string& typeAndReason) {
-    for (const auto& e : events())
-      if (e.starts_with(typeAndReason + ":")) return true;
-    return false;
+    return eventually(
+        [&] {
+          for (const auto& e : events())
+            if (e.starts_with(typeAndReason + ":")) return true;
+          return false;
+        },
+        10s);
   }
   // Dataset generations a node holds.
   std::vector<int64_t> heldGenerations(NodeProcess& node) {
@@ -299,7 +304,14 @@ TEST_F(DatasetControllerTest, ANodeThatGoesIsReplannedAndTheDatasetHeals) {
   EXPECT_EQ(dataset().at("status").at("nodes").at(0).at("cachedBytes").as_number().to_int64(),
             totalBytes_)
       << "the remaining node holds everything";
-  EXPECT_TRUE(hasEvent("Warning/NodeLost") || hasEvent("Warning/NodeUnreachable"))
+  EXPECT_TRUE(eventually(
+      [&] {
+        for (const auto& e : events())
+          if (e.starts_with("Warning/NodeLost:") || e.starts_with("Warning/NodeUnreachable:"))
+            return true;
+        return false;
+      },
+      10s))
       << ::testing::PrintToString(events());
 }
 

@@ -98,12 +98,17 @@ class TrainingJobControllerTest : public ClusterTest {
     status += "}";
     ASSERT_TRUE(client().mergePatch(resources::pods(), ns(), pod, yaml(status), "status").isOk());
   }
+  // Events are written after the status they explain, so an observer of the status waits.
   bool hasEvent(const std::string& reason) {
-    auto listed = client().list(resources::events(), ns());
-    if (!listed.isOk()) return false;
-    for (const auto& e : listed->items)
-      if (e.at("reason").as_string() == reason) return true;
-    return false;
+    return eventually(
+        [&] {
+          auto listed = client().list(resources::events(), ns());
+          if (!listed.isOk()) return false;
+          for (const auto& e : listed->items)
+            if (e.at("reason").as_string() == reason) return true;
+          return false;
+        },
+        10s);
   }
   static std::string env(const Json& container, const std::string& name) {
     for (const auto& e : container.at("env").as_array())
