@@ -51,6 +51,11 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
       registry.addCounter(counter("granary_cache_origin_retries_total", U::kNone,
                                   "Origin requests retried after a transient failure.")));
   GRANARY_ASSIGN_OR_RETURN(
+      auto damaged,
+      registry.addCounter(counter("granary_cache_damaged_chunks_total", U::kNone,
+                                  "Cached chunks that failed their checksum when read: each was "
+                                  "dropped and fetched again, never served.")));
+  GRANARY_ASSIGN_OR_RETURN(
       auto warmRate,
       registry.addGauge(gauge("granary_cache_warm_rate_bytes", U::kBytes,
                               "Warm throughput in bytes per second over the last seconds.")));
@@ -79,7 +84,7 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
                                   {"dataset", "reader", "source"})));
   return std::unique_ptr<CacheMetrics>(
       new CacheMetrics{readBytes, hits, misses, warmBytes, warmFiles, originErrors, originRetries,
-                       warmRate, warmPending, used, capacity, readWait, readerBytes});
+                       damaged,      warmRate, warmPending, used, capacity, readWait, readerBytes});
 }
 
 DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {
@@ -87,7 +92,8 @@ DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {
           readBytes.with({dataset, "origin"}), chunkHits.with({dataset}),
           chunkMisses.with({dataset}),         warmBytes.with({dataset}),
           warmFiles.with({dataset}),           originErrors.with({dataset}),
-          originRetries.with({dataset}),       warmRate.with({dataset}),
+          originRetries.with({dataset}),       damagedChunks.with({dataset}),
+          warmRate.with({dataset}),
           warmPending.with({dataset}),         usedBytes.with({dataset}),
           capacityBytes.with({dataset})};
 }

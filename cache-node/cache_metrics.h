@@ -15,6 +15,7 @@ struct DatasetMetrics {
   Counter chunkHits, chunkMisses;
   Counter warmBytes, warmFiles;
   Counter originErrors, originRetries;
+  Counter damagedChunks;
   Gauge warmRate;     // bytes per second over the last few seconds
   Gauge warmPending;  // owned files the current warm pass has not reached
   Gauge usedBytes, capacityBytes;
@@ -31,6 +32,7 @@ struct CacheMetrics {
   CounterFamily warmFiles;      // {dataset}
   CounterFamily originErrors;   // {dataset}
   CounterFamily originRetries;  // {dataset}
+  CounterFamily damagedChunks;  // {dataset}
   GaugeFamily warmRate;         // {dataset}
   GaugeFamily warmPending;      // {dataset}
   GaugeFamily usedBytes;        // {dataset}

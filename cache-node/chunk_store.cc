@@ -23,6 +23,7 @@ namespace {
 constexpr const char* kSuffix = ".chunk";
 constexpr const char* kTemporarySuffix = ".tmp";
 constexpr int64_t kReadAhead = 8 << 20;
+constexpr int64_t kChecksumBlock = ChunkStore::kChecksumBlock;
 
 std::string hex64(uint64_t value) {
   char text[17];
@@ -30,16 +31,38 @@ std::string hex64(uint64_t value) {
   return text;
 }
 
-// Record: directory, size, checksum, flush epoch (host byte order: it never leaves the node).
-constexpr size_t kRecordSize = 4 + 8 + 8 + 8;
+// Record: directory, size, flush epoch, then one checksum per block (host byte order: it never
+// leaves the node). A record of any other length (an older format) is not trusted.
+constexpr size_t kRecordHeader = 4 + 8 + 8;
 
-std::string encode(uint32_t directory, int64_t size, uint64_t checksum, uint64_t epoch) {
-  std::string v(kRecordSize, '\0');
+int64_t blockCount(int64_t size) { return (size + kChecksumBlock - 1) / kChecksumBlock; }
+size_t recordSize(int64_t size) { return kRecordHeader + 4 * static_cast<size_t>(blockCount(size)); }
+
+// A block's checksum: the low half of its XXH3-64.
+uint32_t blockChecksum(const char* data, int64_t length) {
+  return static_cast<uint32_t>(XXH3_64bits(data, static_cast<size_t>(length)));
+}
+
+std::string encode(uint32_t directory, std::string_view data, uint64_t epoch) {
+  const auto size = static_cast<int64_t>(data.size());
+  std::string v(recordSize(size), '\0');
   std::memcpy(v.data(), &directory, 4);
   std::memcpy(v.data() + 4, &size, 8);
-  std::memcpy(v.data() + 12, &checksum, 8);
-  std::memcpy(v.data() + 20, &epoch, 8);
+  std::memcpy(v.data() + 12, &epoch, 8);
+  for (int64_t b = 0; b < blockCount(size); ++b) {
+    const int64_t start = b * kChecksumBlock;
+    const uint32_t sum = blockChecksum(data.data() + start, std::min(kChecksumBlock, size - start));
+    std::memcpy(v.data() + kRecordHeader + 4 * b, &sum, 4);
+  }
   return v;
+}
+
+// The size a well-formed record holds, or -1.
+int64_t recordedSize(std::string_view value) {
+  if (value.size() < kRecordHeader) return -1;
+  int64_t size;
+  std::memcpy(&size, value.data() + 4, 8);
+  return size >= 0 && value.size() == recordSize(size) ? size : -1;
 }
 
 // The last epoch whose chunks are known to be on the disk. Chunk keys start with a generation,
@@ -217,14 +240,13 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path
   uint64_t newest = store->flushedEpoch_;
   std::unique_ptr<rocksdb::Iterator> it(store->index_->NewIterator(rocksdb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    const auto value = it->value();
-    if (!isChunkKey(it->key().ToStringView()) || value.size() != kRecordSize) continue;
+    const auto value = it->value().ToStringView();
+    const int64_t size = recordedSize(value);
+    if (!isChunkKey(it->key().ToStringView()) || size < 0) continue;
     uint32_t directory;
-    int64_t size;
     uint64_t epoch;
     std::memcpy(&directory, value.data(), 4);
-    std::memcpy(&size, value.data() + 4, 8);
-    std::memcpy(&epoch, value.data() + 20, 8);
+    std::memcpy(&epoch, value.data() + 12, 8);
     if (directory < store->used_.size()) store->used_[directory] += size;
     newest = std::max(newest, epoch);
   }
@@ -253,12 +275,13 @@ Result<ChunkStore::Record> ChunkStore::recordOf(const std::string& key) const {
   const rocksdb::Status s = index_->Get(rocksdb::ReadOptions(), key, &value);
   if (s.IsNotFound()) return notFound("chunk is not cached");
   GRANARY_RETURN_IF_ERROR(fromRocks(s, "chunk index"));
-  if (value.size() != kRecordSize) return corruption("chunk record has the wrong size");
+  if (recordedSize(value) < 0) return corruption("chunk record has the wrong size");
   Record r;
   std::memcpy(&r.directory, value.data(), 4);
   std::memcpy(&r.size, value.data() + 4, 8);
-  std::memcpy(&r.checksum, value.data() + 12, 8);
-  std::memcpy(&r.epoch, value.data() + 20, 8);
+  std::memcpy(&r.epoch, value.data() + 12, 8);
+  r.checksums.resize(static_cast<size_t>(blockCount(r.size)));
+  std::memcpy(r.checksums.data(), value.data() + kRecordHeader, 4 * r.checksums.size());
   if (r.directory >= directories_.size())
     return corruption("chunk record names an unknown directory");
   return r;
@@ -310,10 +333,8 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
   if (written.isOk()) {
     // The epoch is read after the data is written: a flush that starts later covers it.
     const uint64_t epoch = epoch_.load();
-    const uint64_t checksum = XXH3_64bits(data.data(), data.size());
-    written =
-        fromRocks(index_->Put(rocksdb::WriteOptions(), key, encode(chosen, size, checksum, epoch)),
-                  "chunk index");
+    written = fromRocks(index_->Put(rocksdb::WriteOptions(), key, encode(chosen, data, epoch)),
+                        "chunk index");
     unflushed_ = true;
     if (!written.isOk()) std::filesystem::remove(target, error);
   }
@@ -332,29 +353,49 @@ Result<ChunkStore::Record> ChunkStore::recordForRead(const std::string& key, int
   return record;
 }
 
-Status ChunkStore::verifyRead(const ChunkId& id, const std::string& key, const Record& record,
-                              const Status& read, int64_t offset, std::string_view data) {
-  Status status = read;
-  if (status.isOk() && offset == 0 && static_cast<int64_t>(data.size()) == record.size &&
-      XXH3_64bits(data.data(), data.size()) != record.checksum) {
-    status = corruption("checksum mismatch");
+bool ChunkStore::Record::matches(int64_t start, std::string_view blocks) const {
+  for (int64_t done = 0; done < static_cast<int64_t>(blocks.size()); done += kChecksumBlock) {
+    const int64_t length = std::min<int64_t>(kChecksumBlock, blocks.size() - done);
+    if (blockChecksum(blocks.data() + done, length) !=
+        checksums[static_cast<size_t>((start + done) / kChecksumBlock)])
+      return false;
   }
+  return true;
+}
+
+ChunkStore::BlockRange ChunkStore::Record::blocksAround(int64_t offset, int64_t length) const {
+  const int64_t start = offset / kChecksumBlock * kChecksumBlock;
+  const int64_t end =
+      std::min(size, (offset + length + kChecksumBlock - 1) / kChecksumBlock * kChecksumBlock);
+  return {start, end - start};
+}
+
+Status ChunkStore::verifyRead(const ChunkId& id, const std::string& key, const Record& record,
+                              const Status& read, int64_t start, std::string_view blocks) {
+  Status status = read;
+  if (status.isOk() && !record.matches(start, blocks)) status = corruption("checksum mismatch");
   if (status.isOk()) return status;
-  std::lock_guard lock(mutex_);
-  (void)dropLocked(key, record);
+  {
+    std::lock_guard lock(mutex_);
+    (void)dropLocked(key, record);
+  }
+  Logger("cache").warn("dropped a damaged chunk",
+                       {{"path", id.path}, {"chunk", id.index}, {"error", status}});
   return corruption("cached chunk of " + id.path + " is damaged; dropped: " + status.message());
 }
 
 Result<std::string> ChunkStore::read(const ChunkId& id, int64_t offset, int64_t length) {
   const std::string key = id.key();
   GRANARY_ASSIGN_OR_RETURN(Record record, recordForRead(key, offset, length));
+  const BlockRange blocks = record.blocksAround(offset, length);
   // A read that starts inside the chunk is likely part of a sequential pass: read ahead.
   const int64_t readAhead =
-      offset > 0 ? std::min<int64_t>(kReadAhead, record.size - offset - length) : 0;
-  auto data = readFile(fileOf(record.directory, key), offset, length, readAhead);
-  GRANARY_RETURN_IF_ERROR(verifyRead(id, key, record, data.status(), offset,
+      offset > 0 ? std::min(kReadAhead, record.size - blocks.start - blocks.length) : 0;
+  auto data = readFile(fileOf(record.directory, key), blocks.start, blocks.length, readAhead);
+  GRANARY_RETURN_IF_ERROR(verifyRead(id, key, record, data.status(), blocks.start,
                                      data.isOk() ? std::string_view(*data) : std::string_view()));
-  return data;
+  if (blocks.start == offset && blocks.length == length) return data;
+  return data->substr(static_cast<size_t>(offset - blocks.start), static_cast<size_t>(length));
 }
 
 Result<int64_t> ChunkStore::readInto(const ChunkId& id, int64_t offset, int64_t length,
@@ -363,9 +404,22 @@ Result<int64_t> ChunkStore::readInto(const ChunkId& id, int64_t offset, int64_t 
   GRANARY_ASSIGN_OR_RETURN(Record record, recordForRead(key, offset, length));
   if (length > static_cast<int64_t>(buffer.size()))
     return invalidArgument("the buffer is smaller than the read");
-  const Status read = readUncached(fileOf(record.directory, key), offset, length, buffer);
-  GRANARY_RETURN_IF_ERROR(verifyRead(id, key, record, read, offset,
-                                     std::string_view(buffer.data(), static_cast<size_t>(length))));
+  // The whole blocks around the range are read and checked: into the caller's buffer where
+  // they fit, else into memory of its own.
+  const BlockRange blocks = record.blocksAround(offset, length);
+  std::unique_ptr<char, decltype(&std::free)> scratch(nullptr, &std::free);
+  std::span<char> into = buffer;
+  if (blocks.length > static_cast<int64_t>(buffer.size())) {
+    const size_t room = static_cast<size_t>((blocks.length + 4095) / 4096 * 4096);
+    scratch.reset(static_cast<char*>(std::aligned_alloc(4096, room)));
+    if (!scratch) return Status(StatusCode::kResourceExhausted, "no memory for a chunk read");
+    into = {scratch.get(), room};
+  }
+  const Status read = readUncached(fileOf(record.directory, key), blocks.start, blocks.length, into);
+  GRANARY_RETURN_IF_ERROR(verifyRead(id, key, record, read, blocks.start,
+                                     {into.data(), static_cast<size_t>(blocks.length)}));
+  if (into.data() != buffer.data() || blocks.start != offset)
+    std::memmove(buffer.data(), into.data() + (offset - blocks.start), static_cast<size_t>(length));
   return length;
 }
 
@@ -386,9 +440,8 @@ Status ChunkStore::forEachChunk(std::string_view generation,
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     const std::string_view rest = it->key().ToStringView().substr(prefix.size());
     const size_t nul = rest.rfind('\0');
-    if (nul == std::string_view::npos || it->value().size() != kRecordSize) continue;
-    int64_t size;
-    std::memcpy(&size, it->value().data() + 4, 8);
+    const int64_t size = recordedSize(it->value().ToStringView());
+    if (nul == std::string_view::npos || size < 0) continue;
     each(ChunkId{std::string(generation), std::string(rest.substr(0, nul)),
                  std::atoll(std::string(rest.substr(nul + 1)).c_str())},
          size);
@@ -428,7 +481,7 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
       if (!isChunkKey(key)) continue;
       auto record = recordOf(key);
       if (!record.isOk()) {
-        bad.emplace_back(key, Record{});
+        bad.emplace_back(key, Record{.known = false});
         continue;
       }
       const auto file = fileOf(record->directory, key);
@@ -439,7 +492,7 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
       // (a machine crash): its bytes are checked too.
       if (intact && (verifyChecksums || record->epoch > flushedEpoch_)) {
         auto data = readFile(file, 0, record->size);
-        intact = data.isOk() && XXH3_64bits(data->data(), data->size()) == record->checksum;
+        intact = data.isOk() && record->matches(0, *data);
       }
       if (intact) {
         expected.insert(file);
@@ -451,7 +504,7 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
     }
   }
   for (const auto& [key, record] : bad) {
-    if (record.size == 0 && record.checksum == 0) {
+    if (!record.known) {
       (void)index_->Delete(rocksdb::WriteOptions(), key);
     } else {
       GRANARY_RETURN_IF_ERROR(dropLocked(key, record));

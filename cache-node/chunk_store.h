@@ -10,8 +10,10 @@
 // Files fan out over 4,096 hashed sub-directories: no hot directory, and few enough that their
 // inodes stay cached (a million chunks is ~250 per directory). Each cache
 // directory has a quota; a put that fits none fails with ResourceExhausted and the caller
-// evicts. A chunk is verified against its checksum when written, when read whole, and at
-// start-up by reconcile(verifyChecksums); partial reads trust the file. Thread-safe.
+// evicts. Each 64 KiB block of a chunk has its own checksum, and every read checks the whole
+// blocks it touches before it returns a byte: a damaged chunk is dropped (to be fetched again),
+// never served. reconcile(verifyChecksums) checks whole chunks at start-up.
+// Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -64,6 +66,8 @@ struct ReconcileReport {
 
 class ChunkStore {
  public:
+  static constexpr int64_t kChecksumBlock = 64 << 10;
+
   // Opens the store: the index in `indexDirectory`, data under `directories` (created if
   // missing), flushed every `flushInterval`. InvalidArgument for no directories or a
   // non-positive quota.
@@ -107,11 +111,20 @@ class ChunkStore {
   std::vector<DirectoryUsage> usage() const;
 
  private:
+  struct BlockRange {
+    int64_t start = 0, length = 0;
+  };
   struct Record {
+    bool known = true;  // false: a record that could not be decoded
     uint32_t directory = 0;
     int64_t size = 0;
-    uint64_t checksum = 0;
     uint64_t epoch = 0;
+    std::vector<uint32_t> checksums;  // one per kChecksumBlock bytes
+
+    // Whether `blocks`, the chunk's bytes from `start` (a block boundary) on, are intact.
+    bool matches(int64_t start, std::string_view blocks) const;
+    // The whole blocks around `length` bytes from `offset`.
+    BlockRange blocksAround(int64_t offset, int64_t length) const;
   };
   ChunkStore(std::unique_ptr<rocksdb::DB> index, std::vector<CacheDirectory> directories);
   std::filesystem::path fileOf(uint32_t directory, const std::string& key) const;
@@ -119,10 +132,10 @@ class ChunkStore {
   // The record of a chunk to read `length` bytes (-1: to its end) from `offset` of, the length
   // clamped to the chunk. InvalidArgument for an offset beyond it.
   Result<Record> recordForRead(const std::string& key, int64_t offset, int64_t& length) const;
-  // Checks a read's outcome; a failed read or a whole read failing the checksum drops the
-  // chunk and becomes Corruption.
+  // Checks a read of whole blocks from `start`; a failed read or a block failing its checksum
+  // drops the chunk and becomes Corruption.
   Status verifyRead(const ChunkId& id, const std::string& key, const Record& record,
-                    const Status& read, int64_t offset, std::string_view data);
+                    const Status& read, int64_t start, std::string_view blocks);
   Status dropLocked(const std::string& key, const Record& record);
   void flushEvery(std::chrono::milliseconds interval, std::stop_token stop);
 

@@ -270,12 +270,8 @@ void DatasetCache::countHit(const ManifestEntry& file, int64_t index, int64_t by
 
 Result<Piece> DatasetCache::readMissing(const ManifestEntry& file, const ChunkSpan& span,
                                         const Status& local) {
-  if (local.code() == StatusCode::kCorruption) {
-    std::lock_guard lock(mutex_);  // the store dropped it; it is fetched again below
-    policy_->forget(policyId(file.path, span.index));
-  } else if (local.code() != StatusCode::kNotFound) {
+  if (local.code() != StatusCode::kNotFound && !forgetIfDamaged(file.path, span.index, local))
     return local;
-  }
   GRANARY_ASSIGN_OR_RETURN(Piece whole, fetchChunk(file, span.index, FetchKind::kDemand));
   const auto available = static_cast<int64_t>(whole.data.size()) - span.within;
   if (available <= 0) return Piece{{}, whole.source};
@@ -294,6 +290,7 @@ Result<std::string> DatasetCache::readChunkForPeer(const std::string& path, int6
     return invalidArgument("chunk index out of range");
   auto local = node_.chunks.read(chunkId(path, index));
   if (local.isOk()) return std::move(*local);
+  forgetIfDamaged(path, index, local.status());
   bool owner;
   {
     std::lock_guard lock(mutex_);
@@ -302,6 +299,14 @@ Result<std::string> DatasetCache::readChunkForPeer(const std::string& path, int6
   if (!fill || !owner) return notFound("chunk is not cached on " + node_.nodeName);
   GRANARY_ASSIGN_OR_RETURN(Piece piece, fetchChunk(file, index, FetchKind::kWarm));
   return std::move(piece.data);
+}
+
+bool DatasetCache::forgetIfDamaged(const std::string& path, int64_t index, const Status& local) {
+  if (local.code() != StatusCode::kCorruption) return false;
+  if (metrics_) metrics_->damagedChunks.increment();
+  std::lock_guard lock(mutex_);
+  policy_->forget(policyId(path, index));
+  return true;
 }
 
 bool DatasetCache::ownsLocked(const std::string& path) const {
@@ -327,8 +332,9 @@ Result<Piece> DatasetCache::fetchChunk(const ManifestEntry& file, int64_t index,
 Result<Piece> DatasetCache::fetchUncached(const ManifestEntry& file, int64_t index,
                                           FetchKind kind) {
   // A fetch of this chunk may have finished between the caller's miss and this flight.
-  if (auto local = node_.chunks.read(chunkId(file.path, index)); local.isOk())
-    return Piece{std::move(*local), Source::kLocal};
+  auto local = node_.chunks.read(chunkId(file.path, index));
+  if (local.isOk()) return Piece{std::move(*local), Source::kLocal};
+  forgetIfDamaged(file.path, index, local.status());
   std::vector<std::string> owners;
   {
     std::lock_guard lock(mutex_);

@@ -223,6 +223,9 @@ class DatasetCache {
   std::optional<WarmItem> nextWarmItem(std::stop_token stop);
   void finishWarmItem(const WarmItem& item, const Status& status);
   Status waitListed();  // Unavailable when listing failed or the dataset is stopping
+  // When a local read of a chunk found it damaged (the store dropped it): counts it and makes
+  // the eviction policy forget it, so that it is fetched again. Whether it was damaged.
+  bool forgetIfDamaged(const std::string& path, int64_t index, const Status& local);
   bool ownsLocked(const std::string& path) const;
 
   // Where a read of `file` from `offset` falls: chunk `index`, `within` it, `length` bytes

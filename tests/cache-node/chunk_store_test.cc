@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -259,6 +260,76 @@ TEST_F(ChunkStoreTest, AWholeReadNeverServesDamagedBytes) {
   auto read = store_->read(chunk("c"));
   EXPECT_EQ(read.status().code(), StatusCode::kCorruption);
   EXPECT_FALSE(store_->contains(chunk("c"))) << "dropped, to be fetched again";
+}
+
+// Every read checks the blocks it touches, whatever its offset and length and whichever way
+// it reads: one flipped byte is never served.
+TEST_F(ChunkStoreTest, NoReadServesAFlippedByte) {
+  std::string data(300 << 10, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 13 % 251);
+  const int64_t flipped = 200'000;  // in the fourth 64 KiB block
+  struct Read {
+    int64_t offset, length;
+    bool into;
+  };
+  const std::vector<Read> touching = {{flipped, 1, false},       {flipped - 10, 100, false},
+                                      {150000, 50001, false},    {0, -1, false},
+                                      {196608, 65536, true},     {flipped - 5000, 4096, true},
+                                      {0, 300 << 10, true}};
+  struct Aligned {
+    char* memory = static_cast<char*>(std::aligned_alloc(4096, 512 << 10));
+    ~Aligned() { std::free(memory); }
+  } buffer;
+  for (const Read& r : touching) {
+    ASSERT_TRUE(store_->put(chunk("c"), data).isOk());
+    const auto files = chunkFiles();
+    ASSERT_EQ(files.size(), 1u);
+    {
+      std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(flipped);
+      f.put(static_cast<char>(data[flipped] ^ 0x20));
+    }
+    // Bytes away from the damage are still served, and are right.
+    auto before = store_->read(chunk("c"), 0, 1000);
+    ASSERT_TRUE(before.isOk()) << before.status();
+    EXPECT_EQ(*before, data.substr(0, 1000));
+    const Status status =
+        r.into ? store_->readInto(chunk("c"), r.offset, r.length, {buffer.memory, 512 << 10})
+                     .status()
+               : store_->read(chunk("c"), r.offset, r.length).status();
+    EXPECT_EQ(status.code(), StatusCode::kCorruption)
+        << "offset " << r.offset << " length " << r.length << " into " << r.into;
+    EXPECT_FALSE(store_->contains(chunk("c"))) << "dropped, to be fetched again";
+    EXPECT_TRUE(chunkFiles().empty());
+  }
+}
+
+// Partial reads at any alignment return exactly the bytes asked for, through both paths.
+TEST_F(ChunkStoreTest, PartialReadsAtAnyAlignmentReturnTheRightBytes) {
+  std::string data((256 << 10) + 777, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31 % 253);
+  ASSERT_TRUE(store_->put(chunk("c"), data).isOk());
+  struct Aligned {
+    char* memory = static_cast<char*>(std::aligned_alloc(4096, 512 << 10));
+    ~Aligned() { std::free(memory); }
+  } buffer;
+  for (int64_t offset : {0, 1, 4096, 65535, 65536, 100'000, 262'144}) {
+    for (int64_t length : {1, 4096, 65536, 131'072, 200'000}) {
+      const int64_t expected = std::min<int64_t>(length, data.size() - offset);
+      auto read = store_->read(chunk("c"), offset, length);
+      ASSERT_TRUE(read.isOk()) << read.status();
+      EXPECT_EQ(*read, data.substr(offset, expected)) << offset << "+" << length;
+      // A buffer just large enough for the bytes asked for, and one with room for the blocks.
+      for (size_t room : {static_cast<size_t>(expected), size_t{512} << 10}) {
+        std::memset(buffer.memory, 0, 512 << 10);
+        auto into = store_->readInto(chunk("c"), offset, length, {buffer.memory, room});
+        ASSERT_TRUE(into.isOk()) << into.status();
+        ASSERT_EQ(*into, expected);
+        EXPECT_EQ(std::string(buffer.memory, expected), data.substr(offset, expected))
+            << offset << "+" << length << " room " << room;
+      }
+    }
+  }
 }
 
 TEST_F(ChunkStoreTest, ConcurrentWritersOfDifferentChunks) {

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "cache-node/cache_metrics.h"
 #include "cache-node/origin/origin.h"
 #include "tests/cache-node/test_node.h"
 
@@ -208,6 +209,39 @@ TEST_F(DatasetFilesystemTest, AColdReadWaitsOnlyForItsChunkAndTheWaitIsCounted) 
   EXPECT_EQ(std::string(buffer, 4096), files_["big/a.bin"].substr(1'000'000, 4096));
   // Kernel readahead may ask for a few chunks past the read, never the whole 3 MB file.
   EXPECT_LT(cache_->state().reads.originBytes, 1'500'000);
+}
+
+// One flipped byte in every cached chunk file: reads through the mount (the kernel asks at
+// most 1 MiB at a time, so never a whole 256 KiB chunk from its start alone) still return the
+// origin's bytes, and each damaged chunk is counted, dropped and fetched again.
+TEST_F(DatasetFilesystemTest, ADamagedChunkIsNeverServed) {
+  MetricsRegistry registry;
+  auto metrics = CacheMetrics::create(registry);
+  ASSERT_TRUE(metrics.isOk());
+  node_->context->metrics = metrics->get();
+  mount(WarmMode::kOnCreate);
+  ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kReady);
+  int damaged = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(node_->root / "data")) {
+    if (!e.is_regular_file()) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(std::min<uintmax_t>(e.file_size() - 1, 70'000));
+    f.seekg(at);
+    const char c = static_cast<char>(f.get());
+    f.seekp(at);
+    f.put(static_cast<char>(c ^ 0x01));
+    ++damaged;
+  }
+  ASSERT_GT(damaged, 40);
+  expectEveryFileMatches();
+  const std::string counted = "granary_cache_damaged_chunks_total{dataset=\"ml/images\"} " +
+                              std::to_string(damaged) + "\n";
+  EXPECT_NE(registry.exposition().find(counted), std::string::npos) << registry.exposition();
+  EXPECT_GT(cache_->state().reads.originBytes, 0) << "the damaged chunks were fetched again";
+  ::sync();
+  ASSERT_EQ(::system(("echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; true")), 0);
+  expectEveryFileMatches();  // the fetched copies are good: nothing more is found damaged
+  EXPECT_NE(registry.exposition().find(counted), std::string::npos) << registry.exposition();
 }
 
 TEST_F(DatasetFilesystemTest, StopsWhenUnmountedFromOutside) {
