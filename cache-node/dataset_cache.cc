@@ -89,15 +89,22 @@ Result<std::unique_ptr<DatasetCache>> DatasetCache::create(NodeContext& node, Da
   std::unique_ptr<DatasetCache> cache(
       new DatasetCache(node, std::move(key), std::move(sources), std::move(settings)));
   // What is already on disk (verified by the chunk store at start-up) counts against the quota.
+  // A file's chunks come one after another.
+  std::string file;
+  int64_t fileChunks = 0;
   GRANARY_RETURN_IF_ERROR(node.chunks.forEachChunk(cache->id_, [&](ChunkId&& id, int64_t size) {
     std::vector<std::string> evict;
     if (!cache->policy_->admit(policyId(id.path, id.index), size, evict)) {
       (void)node.chunks.remove(id);  // the quota shrank: it no longer fits
+      return;
     }
-    for (const auto& doomed : evict) {
-      const auto [path, index] = parsePolicyId(doomed);
-      (void)node.chunks.remove(cache->chunkId(path, index));
+    if (id.path != file) {
+      file = id.path;
+      auto entry = node.manifests.stat(cache->id_, file);
+      fileChunks = entry.isOk() ? chunkCount(entry->size, cache->settings_.chunkSize) : 0;
     }
+    if (fileChunks > 0) cache->cachedFiles_.added(id.path, fileChunks);
+    cache->dropEvicted(evict);
   }));
   if (cache->metrics_) {
     cache->metrics_->capacityBytes.set(static_cast<double>(cache->settings_.capacityBytes));
@@ -306,6 +313,7 @@ bool DatasetCache::forgetIfDamaged(const std::string& path, int64_t index, const
   if (metrics_) metrics_->damagedChunks.increment();
   std::lock_guard lock(mutex_);
   policy_->forget(policyId(path, index));
+  cachedFiles_.removed(path);
   return true;
 }
 
@@ -363,7 +371,8 @@ Result<Piece> DatasetCache::fetchUncached(const ManifestEntry& file, int64_t ind
     piece = Piece{std::move(*data), Source::kOrigin};
   }
   if (selfOwns) {
-    const Status kept = keep(chunkId(file.path, index), piece.data);
+    const Status kept =
+        keep(chunkId(file.path, index), piece.data, chunkCount(file.size, settings_.chunkSize));
     if (kept.isOk() && kind == FetchKind::kWarm && metrics_)
       metrics_->warmBytes.increment(static_cast<double>(length));
   }
@@ -391,29 +400,60 @@ Result<std::string> DatasetCache::readOrigin(const ManifestEntry& file, int64_t 
   return data;
 }
 
-Status DatasetCache::keep(const ChunkId& id, const std::string& data) {
+Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fileChunks) {
   const std::string pid = policyId(id.path, id.index);
+  const auto size = static_cast<int64_t>(data.size());
+  const bool replacing = node_.chunks.contains(id);
   std::vector<std::string> evict;
   {
     std::lock_guard lock(mutex_);
-    if (!policy_->admit(pid, static_cast<int64_t>(data.size()), evict)) {
+    if (!policy_->admit(pid, size, evict)) {
       capacityReached_ = true;
       return resourceExhausted("the dataset's cache quota is full");
     }
+    writing_.insert(pid);
   }
-  for (const auto& doomed : evict) {
-    const auto [path, index] = parsePolicyId(doomed);
-    (void)node_.chunks.remove(chunkId(path, index));
+  dropEvicted(evict);
+  Status put = node_.chunks.put(id, data);
+  // The disk filled before the quota did: the policy gives up chunks (LRU: its least recently
+  // used) until this one fits, or gives up nothing (Pin).
+  while (put.code() == StatusCode::kResourceExhausted) {
+    {
+      std::lock_guard lock(mutex_);
+      evict = policy_->shrink(size, pid);
+    }
+    if (evict.empty()) break;
+    dropEvicted(evict);
+    put = node_.chunks.put(id, data);
   }
-  const Status put = node_.chunks.put(id, data);
   std::lock_guard lock(mutex_);
+  writing_.erase(pid);
   if (!put.isOk()) {
     policy_->forget(pid);
     diskFull_ = diskFull_ || put.code() == StatusCode::kResourceExhausted;
     lastError_ = put.message();
+  } else if (!policy_->holds(pid)) {
+    (void)node_.chunks.remove(id);  // another fetch evicted it while it was written
+  } else if (!replacing) {
+    cachedFiles_.added(id.path, fileChunks);
   }
   if (metrics_) metrics_->usedBytes.set(static_cast<double>(policy_->usedBytes()));
   return put;
+}
+
+void DatasetCache::dropEvicted(const std::vector<std::string>& evicted) {
+  std::lock_guard lock(mutex_);  // no fetch of the same chunk may admit it meanwhile
+  for (const auto& doomed : evicted) {
+    if (writing_.contains(doomed)) continue;  // its writer removes it when done
+    const auto [path, index] = parsePolicyId(doomed);
+    (void)node_.chunks.remove(chunkId(path, index));
+    cachedFiles_.removed(path);
+  }
+}
+
+void DatasetCache::refreshCachedLocked() {
+  progress_.cachedBytes = policy_->usedBytes();
+  progress_.cachedFiles = cachedFiles_.complete() + ownedEmptyFiles_;
 }
 
 void DatasetCache::countRead(Source source, int64_t bytes, bool hit) {
@@ -519,6 +559,7 @@ void DatasetCache::run(std::stop_token stop) {
     if (stop.stop_requested()) return;
     std::unique_lock lock(mutex_);
     if (passRequested_ != pass) continue;  // interrupted by a change: start over
+    refreshCachedLocked();
     const auto cached = std::to_string(progress_.cachedBytes) + " of " +
                         std::to_string(progress_.ownedBytes) + " owned bytes cached";
     if (changedFiles_ > 0) {
@@ -568,20 +609,23 @@ void DatasetCache::warmPass(std::stop_token stop) {
     concurrency = settings_.warmConcurrency;
   }
   // The owned share, counted first so progress has a denominator.
-  int64_t ownedFiles = 0, ownedBytes = 0;
+  int64_t ownedFiles = 0, ownedBytes = 0, ownedEmpty = 0;
   std::string cursor;
   while (!stop.stop_requested()) {
     auto batch = node_.manifests.files(id_, cursor, kScanBatch);
     if (!batch.isOk() || batch->empty()) break;
     for (const auto& file : *batch) {
-      if (owns(node_.nodeName, file.path, nodes, replicas)) ++ownedFiles, ownedBytes += file.size;
+      if (!owns(node_.nodeName, file.path, nodes, replicas)) continue;
+      ++ownedFiles, ownedBytes += file.size;
+      if (file.size == 0) ++ownedEmpty;
     }
   }
   {
     std::lock_guard lock(mutex_);
     progress_.ownedFiles = ownedFiles;
     progress_.ownedBytes = ownedBytes;
-    progress_.cachedFiles = progress_.cachedBytes = 0;
+    ownedEmptyFiles_ = ownedEmpty;
+    warmedBytes_ = 0;
     progress_.warmStart = node_.clock.wallNow();
     warmStartMono_ = node_.clock.monoNow();
     rateSamples_.clear();
@@ -624,6 +668,8 @@ void DatasetCache::warmWorker(std::stop_token stop) {
         // The chunk may have come from a fill that could not be kept.
         if (!node_.chunks.contains(chunkId(item->file->entry.path, item->index)))
           status = resourceExhausted(lastError_.empty() ? "not kept" : lastError_);
+        else
+          warmedBytes_ += chunkLength(item->file->entry, item->index);
       }
     }
     finishWarmItem(*item, status);
@@ -666,10 +712,7 @@ std::optional<DatasetCache::WarmItem> DatasetCache::nextWarmItem(std::stop_token
     auto task = std::make_shared<FileTask>();
     task->chunks = task->remaining = chunkCount(file->size, settings_.chunkSize);
     task->entry = std::move(*file);
-    if (task->chunks == 0) {
-      ++progress_.cachedFiles;
-      continue;
-    }
+    if (task->chunks == 0) continue;
     current_ = std::move(task);
   }
   return std::nullopt;
@@ -679,9 +722,7 @@ void DatasetCache::finishWarmItem(const WarmItem& item, const Status& status) {
   std::lock_guard lock(mutex_);
   FileTask& file = *item.file;
   --file.remaining;
-  if (status.isOk()) {
-    progress_.cachedBytes += chunkLength(file.entry, item.index);
-  } else if (!file.failed) {
+  if (!status.isOk() && !file.failed) {
     file.failed = true;
     if (status.code() == StatusCode::kFailedPrecondition) {
       ++changedFiles_;
@@ -693,10 +734,8 @@ void DatasetCache::finishWarmItem(const WarmItem& item, const Status& status) {
       status.code() != StatusCode::kResourceExhausted) {
     ++failedChunks_;
   }
-  if (file.remaining == 0 && !file.failed) {
-    ++progress_.cachedFiles;
-    if (file.fetched && metrics_) metrics_->warmFiles.increment();
-  }
+  if (file.remaining == 0 && !file.failed && file.fetched && metrics_)
+    metrics_->warmFiles.increment();
 }
 
 // ---- state ----
@@ -715,9 +754,10 @@ DatasetState DatasetCache::state() {
   }
   state.capacityBytes = policy_->capacityBytes();
   state.usedBytes = policy_->usedBytes();
+  refreshCachedLocked();
   const auto now = node_.clock.monoNow();
   if (rateSamples_.empty() || now - rateSamples_.back().first >= std::chrono::seconds(1)) {
-    rateSamples_.emplace_back(now, progress_.cachedBytes);
+    rateSamples_.emplace_back(now, warmedBytes_);
     if (rateSamples_.size() > kRateSamples) rateSamples_.erase(rateSamples_.begin());
   }
   progress_.bytesPerSecond = 0;
@@ -726,12 +766,12 @@ DatasetState DatasetCache::state() {
     // Too early for a window: the average since the pass began.
     const double seconds = std::chrono::duration<double>(now - warmStartMono_).count();
     if (seconds > 0)
-      progress_.bytesPerSecond = static_cast<double>(progress_.cachedBytes) / seconds;
+      progress_.bytesPerSecond = static_cast<double>(warmedBytes_) / seconds;
   } else if (rateSamples_.size() >= 2) {
     const auto& [t0, b0] = rateSamples_.front();
     const double seconds = std::chrono::duration<double>(now - t0).count();
     if (seconds > 0)
-      progress_.bytesPerSecond = static_cast<double>(progress_.cachedBytes - b0) / seconds;
+      progress_.bytesPerSecond = static_cast<double>(warmedBytes_ - b0) / seconds;
   }
   const int64_t left = progress_.ownedBytes - progress_.cachedBytes;
   if (left <= 0 && phase_ != Phase::kListing) {

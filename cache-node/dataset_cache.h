@@ -36,6 +36,7 @@
 #include "cache-node/cache_metrics.h"
 #include "cache-node/chunk_store.h"
 #include "cache-node/core/bandwidth_limiter.h"
+#include "cache-node/core/cached_files.h"
 #include "cache-node/core/eviction.h"
 #include "cache-node/core/single_flight.h"
 #include "cache-node/manifest_store.h"
@@ -242,7 +243,12 @@ class DatasetCache {
   Result<Piece> fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind);
   Result<Piece> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind);
   Result<std::string> readOrigin(const ManifestEntry& file, int64_t offset, int64_t length);
-  Status keep(const ChunkId& id, const std::string& data);
+  // Stores a fetched chunk of a file of `fileChunks` chunks, as the eviction policy allows.
+  Status keep(const ChunkId& id, const std::string& data, int64_t fileChunks);
+  // Removes chunks the eviction policy gave up.
+  void dropEvicted(const std::vector<std::string>& evicted);
+  // Sets the progress's cached files and bytes from what is on disk.
+  void refreshCachedLocked();
   ChunkId chunkId(const std::string& path, int64_t index) const;
   int64_t chunkLength(const ManifestEntry& file, int64_t index) const;
   void countRead(Source source, int64_t bytes, bool hit);
@@ -268,7 +274,11 @@ class DatasetCache {
   uint64_t passRequested_ = 1;  // bumped by a node-set or plan change
   bool passDone_ = false;
   std::unique_ptr<EvictionPolicy> policy_;
+  CachedFiles cachedFiles_;     // of the owned share, on disk
+  std::set<std::string> writing_;  // chunks admitted and being written to disk
+  int64_t ownedEmptyFiles_ = 0;  // cached with no chunk
   WarmProgress progress_;
+  int64_t warmedBytes_ = 0;  // fetched and kept by the current pass: the warm rate
   ReadTotals reads_;
   int64_t reportedRetries_ = 0;  // of the origins' retries, what the metric has counted
   std::vector<std::pair<Clock::MonoTime, int64_t>> rateSamples_;

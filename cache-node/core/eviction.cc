@@ -22,6 +22,8 @@ class PinPolicy final : public EvictionPolicy {
     used_ -= it->second;
     sizes_.erase(it);
   }
+  std::vector<std::string> shrink(int64_t, const std::string&) override { return {}; }
+  bool holds(const std::string& id) const override { return sizes_.contains(id); }
   int64_t usedBytes() const override { return used_; }
 
  private:
@@ -62,6 +64,17 @@ class LruPolicy final : public EvictionPolicy {
     order_.erase(it->second.position);
     entries_.erase(it);
   }
+  std::vector<std::string> shrink(int64_t bytes, const std::string& keep) override {
+    std::vector<std::string> victims;
+    for (auto it = order_.rbegin(); bytes > 0 && it != order_.rend(); ++it) {
+      if (*it == keep) continue;
+      victims.push_back(*it);
+      bytes -= entries_.at(*it).size;
+    }
+    for (const auto& victim : victims) forget(victim);
+    return victims;
+  }
+  bool holds(const std::string& id) const override { return entries_.contains(id); }
   int64_t usedBytes() const override { return used_; }
 
  private:

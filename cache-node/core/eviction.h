@@ -28,7 +28,13 @@ class EvictionPolicy {
   virtual void touch(const std::string& id) = 0;
   // A chunk left the cache for another reason (purge, damage).
   virtual void forget(const std::string& id) = 0;
+  // The disk holds less than the quota promised (it filled first): the chunks to drop to free
+  // at least `bytes`, never `keep`, already forgotten. LRU gives up its least recently used;
+  // Pin gives up nothing.
+  virtual std::vector<std::string> shrink(int64_t bytes, const std::string& keep) = 0;
 
+  // Whether the chunk is admitted (and not evicted since).
+  virtual bool holds(const std::string& id) const = 0;
   virtual int64_t usedBytes() const = 0;
   int64_t capacityBytes() const { return capacity_; }
 

@@ -143,9 +143,11 @@ Json datasetStatus(const DatasetObservation& o, const Json& previous,
   status["totalBytes"] = Json::number(t.totalBytes);
   status["totalSize"] = Json::string(formatByteSize({t.totalBytes}));
   status["totalFiles"] = Json::number(t.totalFiles);
-  status["cachedBytes"] = Json::number(ready ? t.totalBytes : t.cachedBytes / copies);
-  status["cachedFiles"] = Json::number(ready ? t.totalFiles : t.cachedFiles / copies);
-  status["cachedPercentage"] = Json::string(ready ? percentage(1.0) : cached);
+  // What the nodes hold on disk, in every phase: a Ready dataset may be only partly cached (a
+  // quota under its size, warm: Never).
+  status["cachedBytes"] = Json::number(std::min(t.totalBytes, t.cachedBytes / copies));
+  status["cachedFiles"] = Json::number(std::min(t.totalFiles, t.cachedFiles / copies));
+  status["cachedPercentage"] = Json::string(cached);
   status["originBytesRead"] = Json::number(t.originBytes);
   status["hitRatio"] = Json::number(
       t.hits + t.misses > 0 ? static_cast<double>(t.hits) / static_cast<double>(t.hits + t.misses)

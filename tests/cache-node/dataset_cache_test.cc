@@ -335,6 +335,62 @@ TEST_F(DatasetCacheTest, PinStopsAtTheQuotaAndStillServesEverything) {
   EXPECT_LE(cache->state().usedBytes, s.capacityBytes);
 }
 
+// Bytes of chunk files on a node's disk, as `du` counts them.
+int64_t bytesOnDisk(const std::filesystem::path& data) {
+  int64_t total = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(data))
+    if (e.is_regular_file()) total += static_cast<int64_t>(e.file_size());
+  return total;
+}
+
+// LRU with a quota under the dataset's size: what the node reports as cached is what is on its
+// disk, within the quota, and fewer files than the dataset holds.
+TEST_F(DatasetCacheTest, LruReportsWhatIsOnDiskUnderItsQuota) {
+  writeTree(20);
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.eviction = Eviction::kLru;
+  s.capacityBytes = datasetBytes() / 3;
+  auto cache = open(node, s);
+  const DatasetState state = cache->waitSettled(20s);
+  EXPECT_EQ(state.progress.cachedBytes, bytesOnDisk(node.root / "data"));
+  EXPECT_LE(state.progress.cachedBytes, s.capacityBytes);
+  EXPECT_GT(state.progress.cachedBytes, 0);
+  EXPECT_LT(state.progress.cachedFiles, static_cast<int64_t>(files_.size()));
+  EXPECT_EQ(state.progress.ownedFiles, static_cast<int64_t>(files_.size()));
+  expectAllFilesRead(*cache);
+  const DatasetState after = cache->state();
+  EXPECT_EQ(after.progress.cachedBytes, bytesOnDisk(node.root / "data"));
+  EXPECT_LE(after.progress.cachedBytes, s.capacityBytes);
+}
+
+// LRU on a disk smaller than its quota: it evicts to the disk's limit (the first one reached)
+// instead of stopping with a full disk.
+TEST_F(DatasetCacheTest, LruEvictsWhenTheDiskFillsBeforeTheQuota) {
+  writeTree(20);
+  const auto disk = root_ / "small-disk";
+  std::filesystem::create_directories(disk);
+  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=128k") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  struct Unmount {
+    std::filesystem::path path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  {
+    TestNode node(root_, "n1", 64 << 20, disk);
+    auto s = settings();
+    s.eviction = Eviction::kLru;
+    auto cache = open(node, s);
+    const DatasetState state = cache->waitSettled(20s);
+    EXPECT_NE(state.phase, Phase::kDegraded) << state.message;
+    EXPECT_EQ(state.progress.cachedBytes, bytesOnDisk(disk));
+    EXPECT_GT(state.progress.cachedBytes, 0);
+    EXPECT_LE(state.progress.cachedBytes, 128 << 10);
+    expectAllFilesRead(*cache);
+    EXPECT_EQ(cache->state().progress.cachedBytes, bytesOnDisk(disk));
+  }
+}
+
 TEST_F(DatasetCacheTest, FullDiskIsReportedAndReadsStillWork) {
   writeTree(20);
   // A real full disk: a 128 KiB tmpfs under a quota that believes it has 64 MiB.

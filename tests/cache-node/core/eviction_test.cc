@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <random>
 
+#include "cache-node/core/cached_files.h"
+
 namespace granary::cache {
 namespace {
 
@@ -74,6 +76,41 @@ TEST(LruPolicy, EvictsTheLeastRecentlyUsed) {
   p->touch("a");
   ASSERT_TRUE(p->admit("d", 150, evict));
   EXPECT_EQ(evict, (std::vector<std::string>{"b", "c"}));
+}
+
+// When the disk fills before the quota: LRU gives up its oldest chunks, never the one being
+// kept, and Pin gives up nothing.
+TEST(Eviction, ShrinkingForAFullDisk) {
+  auto lru = makeLruPolicy(1000);
+  std::vector<std::string> evict;
+  for (const char* id : {"a", "b", "c", "d"}) lru->admit(id, 100, evict);
+  lru->touch("a");
+  EXPECT_EQ(lru->shrink(150, "b"), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(lru->usedBytes(), 200);
+  EXPECT_EQ(lru->shrink(1000, "b"), (std::vector<std::string>{"a"}));
+  EXPECT_TRUE(lru->shrink(100, "b").empty()) << "only the chunk being kept is left";
+  auto pin = makePinPolicy(1000);
+  pin->admit("a", 100, evict);
+  EXPECT_TRUE(pin->shrink(100, "b").empty());
+  EXPECT_EQ(pin->usedBytes(), 100);
+}
+
+TEST(CachedFiles, AFileIsCachedWhileEveryChunkIsOnDisk) {
+  CachedFiles files;
+  files.added("a", 2);
+  EXPECT_EQ(files.complete(), 0);
+  files.added("a", 2);
+  files.added("b", 1);
+  EXPECT_EQ(files.complete(), 2);
+  files.removed("a");
+  EXPECT_EQ(files.complete(), 1);
+  files.added("a", 2);
+  EXPECT_EQ(files.complete(), 2);
+  files.removed("a");
+  files.removed("a");
+  files.removed("a");  // more than it had: ignored
+  files.removed("zzz");
+  EXPECT_EQ(files.complete(), 1);
 }
 
 // The reason Pin is the default: shuffled epochs over a dataset twice the cache's size.
