@@ -366,7 +366,9 @@ Result<Piece> DatasetCache::fetchUncached(const ManifestEntry& file, int64_t ind
     }
   }
   if (!fetched) {
-    auto data = readOrigin(file, index * settings_.chunkSize, length);
+    const int64_t offset = index * settings_.chunkSize;
+    auto data = kind == FetchKind::kDemand ? readOriginForReader(file, offset, length)
+                                           : readOrigin(file, offset, length);
     if (!data.isOk()) return data.status();
     piece = Piece{std::move(*data), Source::kOrigin};
   }
@@ -398,6 +400,25 @@ Result<std::string> DatasetCache::readOrigin(const ManifestEntry& file, int64_t 
   }
   if (!data.isOk() && metrics_) metrics_->originErrors.increment();
   return data;
+}
+
+Result<std::string> DatasetCache::readOriginForReader(const ManifestEntry& file, int64_t offset,
+                                                      int64_t length) {
+  std::chrono::milliseconds retryTime;
+  {
+    std::lock_guard lock(mutex_);
+    retryTime = settings_.readRetryTime;
+  }
+  const auto deadline = node_.clock.monoNow() + retryTime;
+  Backoff backoff({.initial = std::chrono::milliseconds(50), .max = std::chrono::seconds(2)});
+  while (true) {
+    auto data = readOrigin(file, offset, length);
+    if (data.isOk() || data.status().code() != StatusCode::kUnavailable) return data;
+    const auto wake = node_.clock.monoNow() + backoff.next();
+    if (wake > deadline || !node_.clock.sleepUntil(wake, thread_.get_stop_token())) return data;
+    std::lock_guard lock(mutex_);
+    ++reads_.originRetries;
+  }
 }
 
 Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fileChunks) {

@@ -78,6 +78,9 @@ struct DatasetSettings {
   int64_t bandwidthLimit = 0;  // this dataset's origin reads, bytes per second; 0 unlimited
   // First pause before a pass retries chunks that failed; doubles up to a minute.
   std::chrono::milliseconds warmRetryDelay{1000};
+  // How long a reader's fetch from the origin retries what fails for a moment (Unavailable: the
+  // origin down, a body shorter than its range) before the read fails.
+  std::chrono::milliseconds readRetryTime{30'000};
 };
 
 // Warm control from the operator: order, pause, and whether a job reads the dataset (which
@@ -243,6 +246,9 @@ class DatasetCache {
   Result<Piece> fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind);
   Result<Piece> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind);
   Result<std::string> readOrigin(const ManifestEntry& file, int64_t offset, int64_t length);
+  // readOrigin for a reader, retried with backoff within settings_.readRetryTime.
+  Result<std::string> readOriginForReader(const ManifestEntry& file, int64_t offset,
+                                          int64_t length);
   // Stores a fetched chunk of a file of `fileChunks` chunks, as the eviction policy allows.
   Status keep(const ChunkId& id, const std::string& data, int64_t fileChunks);
   // Removes chunks the eviction policy gave up.

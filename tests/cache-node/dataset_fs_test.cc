@@ -17,7 +17,9 @@
 #include <thread>
 
 #include "cache-node/cache_metrics.h"
+#include "cache-node/origin/http_origin.h"
 #include "cache-node/origin/origin.h"
+#include "tests/support/http_file_server.h"
 #include "tests/cache-node/test_node.h"
 
 namespace granary::cache {
@@ -70,8 +72,11 @@ class DatasetFilesystemTest : public ::testing::Test {
   void mount(WarmMode warm) {
     auto origin = makeFileOrigin(origin_.string());
     ASSERT_TRUE(origin.isOk());
+    mount(warm, std::move(*origin));
+  }
+  void mount(WarmMode warm, std::unique_ptr<Origin> origin) {
     std::vector<DatasetSource> sources;
-    sources.push_back({"", std::move(*origin)});
+    sources.push_back({"", std::move(origin)});
     DatasetSettings settings;
     settings.nodeSet = {"n1"};
     settings.chunkSize = 256 << 10;
@@ -242,6 +247,20 @@ TEST_F(DatasetFilesystemTest, ADamagedChunkIsNeverServed) {
   ASSERT_EQ(::system(("echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; true")), 0);
   expectEveryFileMatches();  // the fetched copies are good: nothing more is found damaged
   EXPECT_NE(registry.exposition().find(counted), std::string::npos) << registry.exposition();
+}
+
+// An HTTP origin that answers ranges with whole but short bodies now and then: a reader's
+// fetch retries them as warming does, and every byte read is the origin's.
+TEST_F(DatasetFilesystemTest, ShortBodiesAreRetriedOnTheReadPath) {
+  auto server = granary::testing::HttpFileServer::start(origin_);
+  ASSERT_TRUE(server.isOk()) << server.status();
+  auto origin = makeHttpOrigin({.baseUrl = (*server)->url(), .retryDelay = 1ms});
+  ASSERT_TRUE(origin.isOk()) << origin.status();
+  mount(WarmMode::kNever, std::move(*origin));
+  ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kReady);
+  (*server)->shortenNext(6);
+  expectEveryFileMatches();
+  EXPECT_GE(cache_->state().reads.originRetries, 6);
 }
 
 TEST_F(DatasetFilesystemTest, StopsWhenUnmountedFromOutside) {

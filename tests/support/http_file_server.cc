@@ -1,6 +1,7 @@
 #include "tests/support/http_file_server.h"
 
 #include <civetweb.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +21,7 @@ struct HttpFileServer::State {
   int failCount = 0;
   int failStatus = 500;
   int truncateCount = 0;
+  int shortenCount = 0;
   int stallCount = 0;
   std::chrono::milliseconds stall{0};
   std::atomic<int64_t> requests{0};
@@ -29,6 +31,28 @@ struct HttpFileServer::State {
 };
 
 namespace {
+
+// A 206 for the Range asked, headed as civetweb heads it (its ETag: mtime and size), whose
+// Content-Length and body are only the first half of the range.
+int sendShortRange(mg_connection* conn, const std::filesystem::path& file) {
+  struct stat st {};
+  ::stat(file.c_str(), &st);
+  long long first = 0, last = -1;
+  std::sscanf(mg_get_header(conn, "Range"), "bytes=%lld-%lld", &first, &last);
+  if (last < 0 || last >= st.st_size) last = st.st_size - 1;
+  std::ifstream in(file, std::ios::binary);
+  std::string body(static_cast<size_t>((last - first + 1) / 2), '\0');
+  in.seekg(first);
+  in.read(body.data(), static_cast<std::streamsize>(body.size()));
+  mg_printf(conn,
+            "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %lld-%lld/%lld\r\n"
+            "ETag: \"%lx.%lld\"\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+            first, last, static_cast<long long>(st.st_size),
+            static_cast<unsigned long>(st.st_mtime), static_cast<long long>(st.st_size),
+            body.size());
+  mg_write(conn, body.data(), body.size());
+  return 206;
+}
 
 // The bytes a GET of `file` sends: the Range's length, or the whole file.
 int64_t bytesOf(mg_connection* conn, const std::filesystem::path& file) {
@@ -49,7 +73,7 @@ int handle(mg_connection* conn, void* data) {
   ++s.requests;
   const mg_request_info* request = mg_get_request_info(conn);
   int status = 0;
-  bool truncate = false;
+  bool truncate = false, shorten = false;
   std::chrono::milliseconds stall{0};
   {
     std::lock_guard lock(s.mutex);
@@ -62,6 +86,13 @@ int handle(mg_connection* conn, void* data) {
       if (std::filesystem::is_regular_file(file)) {
         --s.truncateCount;
         truncate = true;
+      }
+    } else if (s.shortenCount > 0 && std::string(request->request_method) == "GET" &&
+               mg_get_header(conn, "Range") != nullptr) {
+      const std::filesystem::path file = s.root / std::string(request->local_uri + 1);
+      if (std::filesystem::is_regular_file(file)) {
+        --s.shortenCount;
+        shorten = true;
       }
     }
   }
@@ -89,6 +120,7 @@ int handle(mg_connection* conn, void* data) {
               status);
     return status;
   }
+  if (shorten) return sendShortRange(conn, s.root / std::string(request->local_uri + 1));
   if (truncate) {
     std::ifstream in(s.root / std::string(request->local_uri + 1), std::ios::binary);
     std::ostringstream text;
@@ -147,6 +179,11 @@ void HttpFileServer::stallNext(int count, std::chrono::milliseconds delay) {
   std::lock_guard lock(state_->mutex);
   state_->stallCount = count;
   state_->stall = delay;
+}
+
+void HttpFileServer::shortenNext(int count) {
+  std::lock_guard lock(state_->mutex);
+  state_->shortenCount = count;
 }
 
 void HttpFileServer::truncateNext(int count) {

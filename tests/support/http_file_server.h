@@ -24,6 +24,9 @@ class HttpFileServer {
   void failNext(int count, int status);
   // The next `count` GETs of a file announce its full length but send only half of it.
   void truncateNext(int count);
+  // The next `count` ranged GETs of a file answer 206 for the whole range, as civetweb would
+  // (its ETag), with a Content-Length and a body of only half of it: a body short but whole.
+  void shortenNext(int count);
   // The next `count` requests wait `delay` before any answer (a server that hangs).
   void stallNext(int count, std::chrono::milliseconds delay);
   int64_t requests() const;
