@@ -221,9 +221,31 @@ Result<Node> parse(std::string_view text, std::string_view source) {
 Result<std::vector<Node>> loadFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return notFound(path.string() + ": cannot be read (missing file or no permission)");
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (!error && size > static_cast<uintmax_t>(kMaxFileBytes)) {
+    return invalidArgument(path.string() + ": " + std::to_string(size) +
+                           " bytes; a manifest file may hold at most " +
+                           std::to_string(kMaxFileBytes) +
+                           " (4 MiB): split it into several files");
+  }
   std::ostringstream text;
   text << in.rdbuf();
-  return parseAll(text.str(), path.string());
+  const std::string content = text.str();
+  if (content.size() > static_cast<size_t>(kMaxFileBytes))  // not a regular file (a pipe)
+    return invalidArgument(path.string() + ": more than " + std::to_string(kMaxFileBytes) +
+                           " bytes (4 MiB); split it into several files");
+  // Documents are counted by their separators before anything is parsed.
+  int64_t separators = content.starts_with("---") ? 1 : 0;
+  for (size_t at = content.find("\n---"); at != std::string::npos;
+       at = content.find("\n---", at + 4))
+    ++separators;
+  if (separators > kMaxDocuments) {
+    return invalidArgument(path.string() + ": " + std::to_string(separators) +
+                           " documents; a manifest file may hold at most " +
+                           std::to_string(kMaxDocuments) + ": split it into several files");
+  }
+  return parseAll(content, path.string());
 }
 
 Status expected(const Node& node, std::string_view what) {

@@ -89,7 +89,13 @@ class Node {
 Result<Node> parse(std::string_view text, std::string_view source);
 // Parses a stream of `---`-separated documents, skipping empty ones.
 Result<std::vector<Node>> parseAll(std::string_view text, std::string_view source);
-// Reads and parses a file (all documents). NotFound when it cannot be read.
+// What loadFile reads at most, refused before it is parsed: a manifest holds objects for the API
+// server, which takes at most 3 MiB a request.
+inline constexpr int64_t kMaxFileBytes = int64_t{4} << 20;
+inline constexpr int64_t kMaxDocuments = 1000;  // per file
+
+// Reads and parses a file (all documents). NotFound when it cannot be read; InvalidArgument,
+// naming the limit, for a file over kMaxFileBytes or kMaxDocuments.
 Result<std::vector<Node>> loadFile(const std::filesystem::path& path);
 
 // InvalidArgument "<where>: expected <expected>, got <value>".

@@ -120,5 +120,49 @@ TEST(Manifest, ErrorsOfEveryDocumentAreReportedTogether) {
       << message;
 }
 
+// Input beyond sane sizes is refused early, naming the limit, as the API server refuses it.
+TEST(Manifest, RefusesInputBeyondItsLimits) {
+  const auto dir = std::filesystem::temp_directory_path() / "granary_manifest_limits_test";
+  std::filesystem::create_directories(dir);
+  const std::string dataset =
+      "apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: a}\n"
+      "spec: {source: {uri: 's3://b/'}}\n";
+  {
+    std::ofstream big(dir / "big.yaml");
+    big << "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {x: '"
+        << std::string(5 << 20, 'x') << "'}\n";
+    std::ofstream many(dir / "many.yaml");
+    for (int i = 0; i < 1001; ++i) many << "---\n" << dataset;
+    std::ofstream annotated(dir / "annotated.yaml");
+    annotated << "apiVersion: granary.io/v1alpha1\nkind: Dataset\n"
+                 "metadata: {name: a, annotations: {note: '"
+              << std::string(300 << 10, 'n') << "'}}\nspec: {source: {uri: 's3://b/'}}\n";
+    std::ofstream labelled(dir / "labelled.yaml");
+    labelled << "apiVersion: granary.io/v1alpha1\nkind: Dataset\n"
+                "metadata: {name: a, labels: {team: '"
+             << std::string(64, 'l') << "'}}\nspec: {source: {uri: 's3://b/'}}\n";
+    std::ofstream fine(dir / "fine.yaml");
+    for (int i = 0; i < 1000; ++i) fine << "---\n" << dataset;
+  }
+  const auto errorOf = [&](const std::string& file) {
+    auto loaded = loadManifests(dir / file);
+    return loaded.isOk() ? std::string("accepted") : loaded.status().message();
+  };
+  EXPECT_NE(errorOf("big.yaml").find("at most 4194304 (4 MiB)"), std::string::npos)
+      << errorOf("big.yaml");
+  EXPECT_NE(errorOf("many.yaml").find("1001 documents; a manifest file may hold at most 1000"),
+            std::string::npos)
+      << errorOf("many.yaml");
+  EXPECT_NE(errorOf("annotated.yaml").find("metadata.annotations: expected annotations of at most "
+                                           "262144 bytes"),
+            std::string::npos)
+      << errorOf("annotated.yaml");
+  EXPECT_NE(errorOf("labelled.yaml").find("metadata.labels: expected labels"), std::string::npos)
+      << errorOf("labelled.yaml");
+  auto fine = loadManifests(dir / "fine.yaml");
+  EXPECT_TRUE(fine.isOk()) << fine.status();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace granary::api
