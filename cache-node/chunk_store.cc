@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <rocksdb/db.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -165,10 +166,13 @@ std::string ChunkId::key() const {
   return k;
 }
 
-ChunkStore::ChunkStore(std::unique_ptr<rocksdb::DB> index, std::vector<CacheDirectory> directories)
+ChunkStore::ChunkStore(std::unique_ptr<rocksdb::DB> index, std::unique_ptr<StoreGuard> guard,
+                       std::vector<CacheDirectory> directories)
     : index_(std::move(index)),
+      guard_(std::move(guard)),
       directories_(std::move(directories)),
-      used_(directories_.size(), 0) {}
+      used_(directories_.size(), 0),
+      writing_(directories_.size(), 0) {}
 
 ChunkStore::~ChunkStore() {
   if (flusher_.joinable()) {
@@ -177,6 +181,12 @@ ChunkStore::~ChunkStore() {
   }
   if (const Status flushed = flush(); !flushed.isOk())
     Logger("cache").warn("final flush failed", {{"error", flushed}});
+  if (guard_->keepOpen()) (void)index_.release();  // see StoreGuard: closing it would abort
+}
+
+Status ChunkStore::writeIndex(int64_t bytes, const std::function<rocksdb::Status()>& write) {
+  GRANARY_RETURN_IF_ERROR(guard_->admit(bytes));
+  return guard_->check(write());
 }
 
 Status ChunkStore::flush() {
@@ -196,8 +206,7 @@ Status ChunkStore::flush() {
   std::memcpy(value.data(), &epoch, 8);
   rocksdb::WriteOptions durable;
   durable.sync = true;
-  GRANARY_RETURN_IF_ERROR(
-      fromRocks(index_->Put(durable, kFlushedKey, value), "chunk index flush mark"));
+  GRANARY_RETURN_IF_ERROR(writeIndex(64, [&] { return index_->Put(durable, kFlushedKey, value); }));
   return Status::ok();
 }
 
@@ -226,11 +235,13 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path
     if (error) return unavailable("cannot create " + d.path.string() + ": " + error.message());
   }
   const rocksdb::Options options = storeOptions();
+  std::error_code created;
+  std::filesystem::create_directories(indexDirectory, created);
+  auto guard = std::make_unique<StoreGuard>(indexDirectory, "chunk index");
   rocksdb::DB* raw = nullptr;
-  GRANARY_RETURN_IF_ERROR(fromRocks(rocksdb::DB::Open(options, indexDirectory.string(), &raw),
-                                    "chunk index " + indexDirectory.string()));
-  std::unique_ptr<ChunkStore> store(
-      new ChunkStore(std::unique_ptr<rocksdb::DB>(raw), std::move(directories)));
+  GRANARY_RETURN_IF_ERROR(guard->open(options, &raw));
+  std::unique_ptr<ChunkStore> store(new ChunkStore(std::unique_ptr<rocksdb::DB>(raw),
+                                                   std::move(guard), std::move(directories)));
   // Usage and the newest epoch from the records; the last flushed epoch from its mark.
   std::string flushed;
   if (store->index_->Get(rocksdb::ReadOptions(), kFlushedKey, &flushed).ok() &&
@@ -288,7 +299,8 @@ Result<ChunkStore::Record> ChunkStore::recordOf(const std::string& key) const {
 }
 
 Status ChunkStore::dropLocked(const std::string& key, const Record& record) {
-  GRANARY_RETURN_IF_ERROR(fromRocks(index_->Delete(rocksdb::WriteOptions(), key), "chunk index"));
+  GRANARY_RETURN_IF_ERROR(
+      writeIndex(64, [&] { return index_->Delete(rocksdb::WriteOptions(), key); }));
   used_[record.directory] -= record.size;
   std::error_code ignored;  // a missing file is what we wanted anyway
   std::filesystem::remove(fileOf(record.directory, key), ignored);
@@ -305,20 +317,39 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
     std::lock_guard lock(mutex_);
     if (auto old = recordOf(key); old.isOk()) GRANARY_RETURN_IF_ERROR(dropLocked(key, *old));
     int64_t bestRoom = -1;
+    bool diskFull = false;
     for (uint32_t d = 0; d < directories_.size(); ++d) {
       const int64_t room = directories_[d].quotaBytes - used_[d];
-      if (room >= size && room > bestRoom) bestRoom = room, chosen = d;
+      if (room < size || room <= bestRoom) continue;
+      if (diskRoom(d) < size) {
+        diskFull = true;
+        continue;
+      }
+      bestRoom = room, chosen = d;
     }
     if (bestRoom < 0) {
       return {StatusCode::kResourceExhausted,
-              "no cache directory has room for " + std::to_string(size) + " bytes; evict first"};
+              diskFull ? "disk full: no cache directory's file system has room for " +
+                             std::to_string(size) + " bytes beyond what it keeps free"
+                       : "no cache directory has room for " + std::to_string(size) +
+                             " bytes; evict first"};
     }
     used_[chosen] += size;
+    writing_[chosen] += size;
   }
   const auto unreserve = [&] {
     std::lock_guard lock(mutex_);
     used_[chosen] -= size;
   };
+  struct Written {  // the bytes leave writing_ once they are on the disk (or not)
+    ChunkStore& store;
+    uint32_t directory;
+    int64_t size;
+    ~Written() {
+      std::lock_guard lock(store.mutex_);
+      store.writing_[directory] -= size;
+    }
+  } inFlight{*this, chosen, size};
   const std::filesystem::path target = fileOf(chosen, key);
   const std::filesystem::path temporary = target.string() + kTemporarySuffix;
   std::error_code error;
@@ -333,8 +364,9 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
   if (written.isOk()) {
     // The epoch is read after the data is written: a flush that starts later covers it.
     const uint64_t epoch = epoch_.load();
-    written = fromRocks(index_->Put(rocksdb::WriteOptions(), key, encode(chosen, data, epoch)),
-                        "chunk index");
+    written = writeIndex(256, [&] {
+      return index_->Put(rocksdb::WriteOptions(), key, encode(chosen, data, epoch));
+    });
     unflushed_ = true;
     if (!written.isOk()) std::filesystem::remove(target, error);
   }
@@ -505,7 +537,7 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
   }
   for (const auto& [key, record] : bad) {
     if (!record.known) {
-      (void)index_->Delete(rocksdb::WriteOptions(), key);
+      (void)writeIndex(64, [&] { return index_->Delete(rocksdb::WriteOptions(), key); });
     } else {
       GRANARY_RETURN_IF_ERROR(dropLocked(key, record));
     }
@@ -522,6 +554,15 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
     }
   }
   return report;
+}
+
+int64_t ChunkStore::diskRoom(uint32_t directory) const {
+  struct statvfs fs {};
+  if (::statvfs(directories_[directory].path.c_str(), &fs) != 0) return INT64_MAX;  // put says
+  const auto total = static_cast<int64_t>(fs.f_blocks * fs.f_frsize);
+  const auto free = static_cast<int64_t>(fs.f_bavail * fs.f_frsize);
+  const int64_t keep = std::max(2 * StoreGuard::kMarginBytes, std::min(kMaxKeptFree, total / 20));
+  return free - keep - writing_[directory];
 }
 
 std::vector<DirectoryUsage> ChunkStore::usage() const {

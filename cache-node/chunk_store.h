@@ -10,7 +10,9 @@
 // Files fan out over 4,096 hashed sub-directories: no hot directory, and few enough that their
 // inodes stay cached (a million chunks is ~250 per directory). Each cache
 // directory has a quota; a put that fits none fails with ResourceExhausted and the caller
-// evicts. Each 64 KiB block of a chunk has its own checksum, and every read checks the whole
+// evicts. A put also leaves free a twentieth of the directory's file system (at least twice
+// StoreGuard's margin, at most 1 GiB), so that chunks never fill the disk the index (RocksDB)
+// writes to: a full disk is ResourceExhausted, never a failed index write. Each 64 KiB block of a chunk has its own checksum, and every read checks the whole
 // blocks it touches before it returns a byte: a damaged chunk is dropped (to be fetched again),
 // never served. reconcile(verifyChecksums) checks whole chunks at start-up.
 // Thread-safe.
@@ -30,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache-node/store_guard.h"
 #include "common/result.h"
 
 namespace rocksdb {
@@ -67,6 +70,7 @@ struct ReconcileReport {
 class ChunkStore {
  public:
   static constexpr int64_t kChecksumBlock = 64 << 10;
+  static constexpr int64_t kMaxKeptFree = int64_t{1} << 30;
 
   // Opens the store: the index in `indexDirectory`, data under `directories` (created if
   // missing), flushed every `flushInterval`. InvalidArgument for no directories or a
@@ -126,7 +130,8 @@ class ChunkStore {
     // The whole blocks around `length` bytes from `offset`.
     BlockRange blocksAround(int64_t offset, int64_t length) const;
   };
-  ChunkStore(std::unique_ptr<rocksdb::DB> index, std::vector<CacheDirectory> directories);
+  ChunkStore(std::unique_ptr<rocksdb::DB> index, std::unique_ptr<StoreGuard> guard,
+             std::vector<CacheDirectory> directories);
   std::filesystem::path fileOf(uint32_t directory, const std::string& key) const;
   Result<Record> recordOf(const std::string& key) const;
   // The record of a chunk to read `length` bytes (-1: to its end) from `offset` of, the length
@@ -137,12 +142,20 @@ class ChunkStore {
   Status verifyRead(const ChunkId& id, const std::string& key, const Record& record,
                     const Status& read, int64_t start, std::string_view blocks);
   Status dropLocked(const std::string& key, const Record& record);
+  // Bytes a put may still write to a directory's file system, beyond what it keeps free and
+  // what puts in flight are writing. Under mutex_.
+  int64_t diskRoom(uint32_t directory) const;
   void flushEvery(std::chrono::milliseconds interval, std::stop_token stop);
 
+  // Guards an index write of about `bytes`.
+  Status writeIndex(int64_t bytes, const std::function<rocksdb::Status()>& write);
+
   std::unique_ptr<rocksdb::DB> index_;
+  std::unique_ptr<StoreGuard> guard_;
   std::vector<CacheDirectory> directories_;
   mutable std::mutex mutex_;  // guards used_ and serializes index updates with accounting
   std::vector<int64_t> used_;
+  std::vector<int64_t> writing_;  // bytes of puts in flight, per directory
   std::atomic<uint64_t> epoch_{1};  // the epoch new records are written in
   uint64_t flushedEpoch_ = 0;       // as found at open: records above it are re-read
   std::atomic<bool> unflushed_{false};

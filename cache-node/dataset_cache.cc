@@ -552,6 +552,7 @@ void DatasetCache::run(std::stop_token stop) {
   }
   uint64_t donePass = 0;
   Backoff retry({.initial = settings_.warmRetryDelay, .max = std::chrono::seconds(60)});
+  Backoff diskRetry({.initial = settings_.warmRetryDelay, .max = std::chrono::seconds(60)});
   while (!stop.stop_requested()) {
     uint64_t pass;
     {
@@ -589,8 +590,18 @@ void DatasetCache::run(std::stop_token stop) {
                  " files changed at the origin since they were listed and are not served; "
                  "change the Dataset's spec (a new generation) to list them again";
     } else if (diskFull_) {
+      // Room may return (a temporary file removed, another dataset purged): the same pass again,
+      // later, for as long as it takes. Readers are served from the origin meanwhile.
+      const auto delay = diskRetry.next();
       phase_ = Phase::kDegraded;
-      message_ = "the cache directories are full (" + lastError_ + "); " + cached;
+      message_ = "the cache directories are full (" + lastError_ + "); " + cached +
+                 "; trying again in " + std::to_string((delay.count() + 999) / 1000) + "s";
+      passDone_ = true;
+      changed_.notify_all();
+      lock.unlock();
+      log.warn("cache directories full", {{"error", lastError_}, {"retry_in_ms", delay.count()}});
+      node_.clock.sleepUntil(node_.clock.monoNow() + delay, stop);
+      continue;
     } else if (failedChunks_ > 0 && retry.attempts() < kWarmAttempts) {
       message_ = std::to_string(failedChunks_) + " chunks failed (" + lastError_ + "); retrying";
       const auto delay = retry.next();
@@ -610,6 +621,7 @@ void DatasetCache::run(std::stop_token stop) {
       message_.clear();
     }
     retry.reset();
+    diskRetry.reset();
     donePass = pass;
     passDone_ = true;
     log.info("warm pass done", {{"phase", phaseName(phase_)},

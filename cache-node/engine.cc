@@ -27,8 +27,15 @@ Result<std::unique_ptr<CacheEngine>> CacheEngine::open(EngineOptions options, Cl
                            ManifestStore::open(options.stateDirectory / "manifests"));
   GRANARY_ASSIGN_OR_RETURN(engine->chunks_, ChunkStore::open(options.stateDirectory / "chunk-index",
                                                              options.cacheDirectories));
-  GRANARY_ASSIGN_OR_RETURN(engine->startup_,
-                           engine->chunks_->reconcile(options.verifyChecksumsAtStart));
+  auto reconciled = engine->chunks_->reconcile(options.verifyChecksumsAtStart);
+  if (reconciled.isOk()) {
+    engine->startup_ = *reconciled;
+  } else if (reconciled.status().code() == StatusCode::kResourceExhausted) {
+    // A full disk: the node starts and serves what it holds (every read checks its bytes).
+    Logger("cache").warn("chunk store not reconciled", {{"error", reconciled.status()}});
+  } else {
+    return reconciled.status();
+  }
   engine->context_ = std::make_unique<NodeContext>(
       NodeContext{options.nodeName, *engine->manifests_, *engine->chunks_, engine->bandwidth_,
                   clock, peers, metrics});

@@ -125,18 +125,28 @@ Status validateManifestPath(std::string_view path) {
   return Status::ok();
 }
 
-ManifestStore::ManifestStore(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
-ManifestStore::~ManifestStore() = default;
+ManifestStore::ManifestStore(std::unique_ptr<rocksdb::DB> db, std::unique_ptr<StoreGuard> guard)
+    : db_(std::move(db)), guard_(std::move(guard)) {}
+
+ManifestStore::~ManifestStore() {
+  if (guard_->keepOpen()) (void)db_.release();  // see StoreGuard: closing it would abort
+}
+
+Status ManifestStore::write(int64_t bytes, const std::function<rocksdb::Status()>& write) {
+  GRANARY_RETURN_IF_ERROR(guard_->admit(bytes));
+  return guard_->check(write());
+}
 
 Result<std::unique_ptr<ManifestStore>> ManifestStore::open(const std::filesystem::path& directory) {
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   if (error) return unavailable("manifest store " + directory.string() + ": " + error.message());
   const rocksdb::Options options = storeOptions();
+  auto guard = std::make_unique<StoreGuard>(directory, "manifest store");
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status s = rocksdb::DB::Open(options, directory.string(), &raw);
-  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest store " + directory.string()));
-  return std::unique_ptr<ManifestStore>(new ManifestStore(std::unique_ptr<rocksdb::DB>(raw)));
+  GRANARY_RETURN_IF_ERROR(guard->open(options, &raw));
+  return std::unique_ptr<ManifestStore>(
+      new ManifestStore(std::unique_ptr<rocksdb::DB>(raw), std::move(guard)));
 }
 
 Status ManifestStore::put(std::string_view generation, std::span<const ManifestEntry> files) {
@@ -182,7 +192,8 @@ Status ManifestStore::put(std::string_view generation, std::span<const ManifestE
     GRANARY_RETURN_IF_ERROR(
         add(ManifestEntry{.path = std::string(dir), .mode = 0555, .directory = true}));
   }
-  return fromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "manifest write");
+  return write(static_cast<int64_t>(batch.GetDataSize()),
+               [&] { return db_->Write(rocksdb::WriteOptions(), &batch); });
 }
 
 Result<ManifestEntry> ManifestStore::stat(std::string_view generation,
@@ -264,8 +275,7 @@ Status ManifestStore::markComplete(std::string_view generation, ManifestTotals t
   std::string value;
   append<int64_t>(value, totals.files);
   append<int64_t>(value, totals.bytes);
-  return fromRocks(db_->Put(rocksdb::WriteOptions(), completionKey(generation), value),
-                   "manifest completion mark");
+  return write(64, [&] { return db_->Put(rocksdb::WriteOptions(), completionKey(generation), value); });
 }
 
 Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const {
@@ -285,14 +295,14 @@ Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const 
 
 Status ManifestStore::drop(std::string_view generation) {
   GRANARY_RETURN_IF_ERROR(
-      fromRocks(db_->Delete(rocksdb::WriteOptions(), completionKey(generation)), "manifest drop"));
+      write(64, [&] { return db_->Delete(rocksdb::WriteOptions(), completionKey(generation)); }));
   for (const std::string& begin :
        {generationPrefix('m', generation), generationPrefix('i', generation)}) {
     std::string end = begin;
     end.back() = '\1';  // just past every key of the generation
-    GRANARY_RETURN_IF_ERROR(
-        fromRocks(db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(), begin, end),
-                  "manifest drop"));
+    GRANARY_RETURN_IF_ERROR(write(64, [&] {
+      return db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(), begin, end);
+    }));
   }
   return Status::ok();
 }

@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cache-node/store_guard.h"
 #include "common/result.h"
 
 namespace rocksdb {
@@ -80,8 +82,11 @@ class ManifestStore {
   Status drop(std::string_view generation);
 
  private:
-  explicit ManifestStore(std::unique_ptr<rocksdb::DB> db);
+  ManifestStore(std::unique_ptr<rocksdb::DB> db, std::unique_ptr<StoreGuard> guard);
+  // Guards a write of about `bytes`.
+  Status write(int64_t bytes, const std::function<rocksdb::Status()>& write);
   std::unique_ptr<rocksdb::DB> db_;
+  std::unique_ptr<StoreGuard> guard_;
 };
 
 // Checks a manifest path: relative, '/'-separated, no empty, "." or ".." segments.

@@ -11,6 +11,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -93,7 +95,7 @@ class DatasetFilesystemTest : public ::testing::Test {
 
   void expectEveryFileMatches() {
     for (const auto& [path, data] : files_) {
-      EXPECT_EQ(readWhole(mountpoint_ / path), data) << path;
+      EXPECT_TRUE(readWhole(mountpoint_ / path) == data) << path << " differs from the origin";
     }
   }
 
@@ -261,6 +263,64 @@ TEST_F(DatasetFilesystemTest, ShortBodiesAreRetriedOnTheReadPath) {
   (*server)->shortenNext(6);
   expectEveryFileMatches();
   EXPECT_GE(cache_->state().reads.originRetries, 6);
+}
+
+// Fills `disk` with a file until no byte is left (or `bytes` are written).
+void fill(const std::filesystem::path& file, int64_t bytes = INT64_MAX) {
+  std::FILE* out = std::fopen(file.c_str(), "wb");
+  ASSERT_NE(out, nullptr);
+  const std::string block(64 << 10, 'f');
+  for (int64_t written = 0; written < bytes; written += static_cast<int64_t>(block.size()))
+    if (std::fwrite(block.data(), 1, block.size(), out) != block.size()) break;
+  std::fclose(out);
+}
+
+int64_t freeBytes(const std::filesystem::path& disk) {
+  struct statvfs fs {};
+  ::statvfs(disk.c_str(), &fs);
+  return static_cast<int64_t>(fs.f_bavail * fs.f_frsize);
+}
+
+// The whole state of a node (index, manifests, chunks) on a small disk that fills: the node
+// says so and goes on serving from the origin, resumes caching when room returns, and starts
+// again on a disk that something else filled to the last byte.
+TEST_F(DatasetFilesystemTest, AFullStateDiskIsAStateNotACrash) {
+  const auto disk = root_ / "state-disk";
+  std::filesystem::create_directories(disk);
+  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=160m") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  struct Unmount {
+    std::filesystem::path path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  for (int i = 0; i < 6; ++i) writeOrigin("more/f" + std::to_string(i), randomBytes(2'000'000, 200 + i));
+  node_ = std::make_unique<TestNode>(disk, "n1");
+  // Someone else's 70 MiB: what is left (the stores preallocate their logs) is less than the
+  // chunks keep free, more than the index does.
+  fill(disk / "other", 70 << 20);
+  mount(WarmMode::kOnCreate);
+  DatasetState state = cache_->waitSettled(30s);
+  EXPECT_EQ(state.phase, Phase::kDegraded);
+  EXPECT_NE(state.message.find("trying again"), std::string::npos) << state.message;
+  expectEveryFileMatches();
+  EXPECT_GT(freeBytes(disk), StoreGuard::kMarginBytes) << "chunks leave room for the index";
+  std::filesystem::remove(disk / "other");
+  for (int i = 0; i < 60 && state.phase != Phase::kReady; ++i) {
+    std::this_thread::sleep_for(1s);
+    state = cache_->state();
+  }
+  EXPECT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_EQ(state.progress.cachedFiles, static_cast<int64_t>(files_.size()));
+  expectEveryFileMatches();
+
+  fs_.reset();
+  cache_.reset();
+  node_.reset();
+  fill(disk / "other");
+  ASSERT_EQ(freeBytes(disk), 0);
+  node_ = std::make_unique<TestNode>(disk, "n1");
+  mount(WarmMode::kOnCreate);
+  expectEveryFileMatches();
 }
 
 TEST_F(DatasetFilesystemTest, StopsWhenUnmountedFromOutside) {
