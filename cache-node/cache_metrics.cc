@@ -84,17 +84,23 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
                                   {"dataset", "reader", "source"})));
   return std::unique_ptr<CacheMetrics>(
       new CacheMetrics{readBytes, hits, misses, warmBytes, warmFiles, originErrors, originRetries,
-                       damaged,      warmRate, warmPending, used, capacity, readWait, readerBytes});
+                       damaged, warmRate, warmPending, used, capacity, readWait, readerBytes});
 }
 
 DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {
-  return {readBytes.with({dataset, "local"}),  readBytes.with({dataset, "peer"}),
-          readBytes.with({dataset, "origin"}), chunkHits.with({dataset}),
-          chunkMisses.with({dataset}),         warmBytes.with({dataset}),
-          warmFiles.with({dataset}),           originErrors.with({dataset}),
-          originRetries.with({dataset}),       damagedChunks.with({dataset}),
+  return {readBytes.with({dataset, "local"}),
+          readBytes.with({dataset, "peer"}),
+          readBytes.with({dataset, "origin"}),
+          chunkHits.with({dataset}),
+          chunkMisses.with({dataset}),
+          warmBytes.with({dataset}),
+          warmFiles.with({dataset}),
+          originErrors.with({dataset}),
+          originRetries.with({dataset}),
+          damagedChunks.with({dataset}),
           warmRate.with({dataset}),
-          warmPending.with({dataset}),         usedBytes.with({dataset}),
+          warmPending.with({dataset}),
+          usedBytes.with({dataset}),
           capacityBytes.with({dataset})};
 }
 

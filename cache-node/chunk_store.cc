@@ -37,7 +37,9 @@ std::string hex64(uint64_t value) {
 constexpr size_t kRecordHeader = 4 + 8 + 8;
 
 int64_t blockCount(int64_t size) { return (size + kChecksumBlock - 1) / kChecksumBlock; }
-size_t recordSize(int64_t size) { return kRecordHeader + 4 * static_cast<size_t>(blockCount(size)); }
+size_t recordSize(int64_t size) {
+  return kRecordHeader + 4 * static_cast<size_t>(blockCount(size));
+}
 
 // A block's checksum: the low half of its XXH3-64.
 uint32_t blockChecksum(const char* data, int64_t length) {
@@ -240,8 +242,8 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path
   auto guard = std::make_unique<StoreGuard>(indexDirectory, "chunk index");
   rocksdb::DB* raw = nullptr;
   GRANARY_RETURN_IF_ERROR(guard->open(options, &raw));
-  std::unique_ptr<ChunkStore> store(new ChunkStore(std::unique_ptr<rocksdb::DB>(raw),
-                                                   std::move(guard), std::move(directories)));
+  std::unique_ptr<ChunkStore> store(
+      new ChunkStore(std::unique_ptr<rocksdb::DB>(raw), std::move(guard), std::move(directories)));
   // Usage and the newest epoch from the records; the last flushed epoch from its mark.
   std::string flushed;
   if (store->index_->Get(rocksdb::ReadOptions(), kFlushedKey, &flushed).ok() &&
@@ -447,7 +449,8 @@ Result<int64_t> ChunkStore::readInto(const ChunkId& id, int64_t offset, int64_t 
     if (!scratch) return Status(StatusCode::kResourceExhausted, "no memory for a chunk read");
     into = {scratch.get(), room};
   }
-  const Status read = readUncached(fileOf(record.directory, key), blocks.start, blocks.length, into);
+  const Status read =
+      readUncached(fileOf(record.directory, key), blocks.start, blocks.length, into);
   GRANARY_RETURN_IF_ERROR(verifyRead(id, key, record, read, blocks.start,
                                      {into.data(), static_cast<size_t>(blocks.length)}));
   if (into.data() != buffer.data() || blocks.start != offset)

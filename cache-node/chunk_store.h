@@ -12,10 +12,10 @@
 // directory has a quota; a put that fits none fails with ResourceExhausted and the caller
 // evicts. A put also leaves free a twentieth of the directory's file system (at least twice
 // StoreGuard's margin, at most 1 GiB), so that chunks never fill the disk the index (RocksDB)
-// writes to: a full disk is ResourceExhausted, never a failed index write. Each 64 KiB block of a chunk has its own checksum, and every read checks the whole
-// blocks it touches before it returns a byte: a damaged chunk is dropped (to be fetched again),
-// never served. reconcile(verifyChecksums) checks whole chunks at start-up.
-// Thread-safe.
+// writes to: a full disk is ResourceExhausted, never a failed index write. Each 64 KiB block of a
+// chunk has its own checksum, and every read checks the whole blocks it touches before it returns a
+// byte: a damaged chunk is dropped (to be fetched again), never served. reconcile(verifyChecksums)
+// checks whole chunks at start-up. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -155,7 +155,7 @@ class ChunkStore {
   std::vector<CacheDirectory> directories_;
   mutable std::mutex mutex_;  // guards used_ and serializes index updates with accounting
   std::vector<int64_t> used_;
-  std::vector<int64_t> writing_;  // bytes of puts in flight, per directory
+  std::vector<int64_t> writing_;    // bytes of puts in flight, per directory
   std::atomic<uint64_t> epoch_{1};  // the epoch new records are written in
   uint64_t flushedEpoch_ = 0;       // as found at open: records above it are re-read
   std::atomic<bool> unflushed_{false};

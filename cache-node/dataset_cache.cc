@@ -798,13 +798,11 @@ DatasetState DatasetCache::state() {
   if (rateSamples_.size() < 2 && warmStartMono_ != Clock::MonoTime{}) {
     // Too early for a window: the average since the pass began.
     const double seconds = std::chrono::duration<double>(now - warmStartMono_).count();
-    if (seconds > 0)
-      progress_.bytesPerSecond = static_cast<double>(warmedBytes_) / seconds;
+    if (seconds > 0) progress_.bytesPerSecond = static_cast<double>(warmedBytes_) / seconds;
   } else if (rateSamples_.size() >= 2) {
     const auto& [t0, b0] = rateSamples_.front();
     const double seconds = std::chrono::duration<double>(now - t0).count();
-    if (seconds > 0)
-      progress_.bytesPerSecond = static_cast<double>(warmedBytes_ - b0) / seconds;
+    if (seconds > 0) progress_.bytesPerSecond = static_cast<double>(warmedBytes_ - b0) / seconds;
   }
   const int64_t left = progress_.ownedBytes - progress_.cachedBytes;
   if (left <= 0 && phase_ != Phase::kListing) {

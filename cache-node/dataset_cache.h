@@ -280,9 +280,9 @@ class DatasetCache {
   uint64_t passRequested_ = 1;  // bumped by a node-set or plan change
   bool passDone_ = false;
   std::unique_ptr<EvictionPolicy> policy_;
-  CachedFiles cachedFiles_;     // of the owned share, on disk
+  CachedFiles cachedFiles_;        // of the owned share, on disk
   std::set<std::string> writing_;  // chunks admitted and being written to disk
-  int64_t ownedEmptyFiles_ = 0;  // cached with no chunk
+  int64_t ownedEmptyFiles_ = 0;    // cached with no chunk
   WarmProgress progress_;
   int64_t warmedBytes_ = 0;  // fetched and kept by the current pass: the warm rate
   ReadTotals reads_;

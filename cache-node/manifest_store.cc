@@ -275,7 +275,8 @@ Status ManifestStore::markComplete(std::string_view generation, ManifestTotals t
   std::string value;
   append<int64_t>(value, totals.files);
   append<int64_t>(value, totals.bytes);
-  return write(64, [&] { return db_->Put(rocksdb::WriteOptions(), completionKey(generation), value); });
+  return write(64,
+               [&] { return db_->Put(rocksdb::WriteOptions(), completionKey(generation), value); });
 }
 
 Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const {

@@ -23,17 +23,18 @@ Status StoreGuard::open(const rocksdb::Options& options, rocksdb::DB** db) {
 Status StoreGuard::admit(int64_t bytes) const {
   if (readOnly_) {
     return {StatusCode::kResourceExhausted,
-            what_ + ": the disk was full when the node started, so the store is read-only; "
-                    "restart the node once there is room"};
+            what_ +
+                ": the disk was full when the node started, so the store is read-only; "
+                "restart the node once there is room"};
   }
   struct statvfs fs {};
   if (::statvfs(directory_.c_str(), &fs) != 0) return Status::ok();  // the write will say
   const auto free = static_cast<int64_t>(fs.f_bavail * fs.f_frsize);
   if (free - bytes >= kMarginBytes) return Status::ok();
-  return {StatusCode::kResourceExhausted,
-          what_ + ": disk full: " + std::to_string(free) + " bytes free on the file system of " +
-              directory_.string() + ", which keeps " + std::to_string(kMarginBytes) +
-              " free for the index"};
+  return {StatusCode::kResourceExhausted, what_ + ": disk full: " + std::to_string(free) +
+                                              " bytes free on the file system of " +
+                                              directory_.string() + ", which keeps " +
+                                              std::to_string(kMarginBytes) + " free for the index"};
 }
 
 Status StoreGuard::check(const rocksdb::Status& written) {

@@ -19,7 +19,7 @@ namespace rocksdb {
 class DB;
 struct Options;
 class Status;
-}
+}  // namespace rocksdb
 
 namespace granary::cache {
 

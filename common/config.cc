@@ -226,8 +226,7 @@ Result<std::vector<Node>> loadFile(const std::filesystem::path& path) {
   if (!error && size > static_cast<uintmax_t>(kMaxFileBytes)) {
     return invalidArgument(path.string() + ": " + std::to_string(size) +
                            " bytes; a manifest file may hold at most " +
-                           std::to_string(kMaxFileBytes) +
-                           " (4 MiB): split it into several files");
+                           std::to_string(kMaxFileBytes) + " (4 MiB): split it into several files");
   }
   std::ostringstream text;
   text << in.rdbuf();

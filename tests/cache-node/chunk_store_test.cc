@@ -272,10 +272,9 @@ TEST_F(ChunkStoreTest, NoReadServesAFlippedByte) {
     int64_t offset, length;
     bool into;
   };
-  const std::vector<Read> touching = {{flipped, 1, false},       {flipped - 10, 100, false},
-                                      {150000, 50001, false},    {0, -1, false},
-                                      {196608, 65536, true},     {flipped - 5000, 4096, true},
-                                      {0, 300 << 10, true}};
+  const std::vector<Read> touching = {
+      {flipped, 1, false},   {flipped - 10, 100, false},   {150000, 50001, false}, {0, -1, false},
+      {196608, 65536, true}, {flipped - 5000, 4096, true}, {0, 300 << 10, true}};
   struct Aligned {
     char* memory = static_cast<char*>(std::aligned_alloc(4096, 512 << 10));
     ~Aligned() { std::free(memory); }
@@ -294,9 +293,9 @@ TEST_F(ChunkStoreTest, NoReadServesAFlippedByte) {
     ASSERT_TRUE(before.isOk()) << before.status();
     EXPECT_EQ(*before, data.substr(0, 1000));
     const Status status =
-        r.into ? store_->readInto(chunk("c"), r.offset, r.length, {buffer.memory, 512 << 10})
-                     .status()
-               : store_->read(chunk("c"), r.offset, r.length).status();
+        r.into
+            ? store_->readInto(chunk("c"), r.offset, r.length, {buffer.memory, 512 << 10}).status()
+            : store_->read(chunk("c"), r.offset, r.length).status();
     EXPECT_EQ(status.code(), StatusCode::kCorruption)
         << "offset " << r.offset << " length " << r.length << " into " << r.into;
     EXPECT_FALSE(store_->contains(chunk("c"))) << "dropped, to be fetched again";

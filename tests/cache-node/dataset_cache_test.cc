@@ -368,15 +368,11 @@ TEST_F(DatasetCacheTest, LruReportsWhatIsOnDiskUnderItsQuota) {
 // instead of stopping with a full disk.
 TEST_F(DatasetCacheTest, LruEvictsWhenTheDiskFillsBeforeTheQuota) {
   writeTree(20);
-  for (int i = 0; i < 4; ++i) writeOrigin("big/c" + std::to_string(i), randomBytes(1 << 20, 300 + i));
+  for (int i = 0; i < 4; ++i)
+    writeOrigin("big/c" + std::to_string(i), randomBytes(1 << 20, 300 + i));
   const auto disk = root_ / "small-disk";
-  std::filesystem::create_directories(disk);
-  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=66m") != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
-  struct Unmount {
-    std::filesystem::path path;
-    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
-  } unmount{disk};
+  testing::ScopedTmpfs tmpfs(disk, "66m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << tmpfs.error();
   {
     TestNode node(root_, "n1", 64 << 20, disk);
     auto s = settings();
@@ -397,13 +393,8 @@ TEST_F(DatasetCacheTest, FullDiskIsReportedAndReadsStillWork) {
   writeTree(20);
   // A real full disk: a 128 KiB tmpfs under a quota that believes it has 64 MiB.
   const auto disk = root_ / "small-disk";
-  std::filesystem::create_directories(disk);
-  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=128k") != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
-  struct Unmount {
-    std::filesystem::path path;
-    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
-  } unmount{disk};
+  testing::ScopedTmpfs tmpfs(disk, "128k");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << tmpfs.error();
   {
     TestNode node(root_, "n1", 64 << 20, disk);
     auto cache = open(node, settings());

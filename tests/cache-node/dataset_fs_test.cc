@@ -21,8 +21,8 @@
 #include "cache-node/cache_metrics.h"
 #include "cache-node/origin/http_origin.h"
 #include "cache-node/origin/origin.h"
-#include "tests/support/http_file_server.h"
 #include "tests/cache-node/test_node.h"
+#include "tests/support/http_file_server.h"
 
 namespace granary::cache {
 namespace {
@@ -241,8 +241,8 @@ TEST_F(DatasetFilesystemTest, ADamagedChunkIsNeverServed) {
   }
   ASSERT_GT(damaged, 40);
   expectEveryFileMatches();
-  const std::string counted = "granary_cache_damaged_chunks_total{dataset=\"ml/images\"} " +
-                              std::to_string(damaged) + "\n";
+  const std::string counted =
+      "granary_cache_damaged_chunks_total{dataset=\"ml/images\"} " + std::to_string(damaged) + "\n";
   EXPECT_NE(registry.exposition().find(counted), std::string::npos) << registry.exposition();
   EXPECT_GT(cache_->state().reads.originBytes, 0) << "the damaged chunks were fetched again";
   ::sync();
@@ -286,14 +286,10 @@ int64_t freeBytes(const std::filesystem::path& disk) {
 // again on a disk that something else filled to the last byte.
 TEST_F(DatasetFilesystemTest, AFullStateDiskIsAStateNotACrash) {
   const auto disk = root_ / "state-disk";
-  std::filesystem::create_directories(disk);
-  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=160m") != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
-  struct Unmount {
-    std::filesystem::path path;
-    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
-  } unmount{disk};
-  for (int i = 0; i < 6; ++i) writeOrigin("more/f" + std::to_string(i), randomBytes(2'000'000, 200 + i));
+  testing::ScopedTmpfs tmpfs(disk, "160m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << tmpfs.error();
+  for (int i = 0; i < 6; ++i)
+    writeOrigin("more/f" + std::to_string(i), randomBytes(2'000'000, 200 + i));
   node_ = std::make_unique<TestNode>(disk, "n1");
   // Someone else's 70 MiB: what is left (the stores preallocate their logs) is less than the
   // chunks keep free, more than the index does.
@@ -321,6 +317,9 @@ TEST_F(DatasetFilesystemTest, AFullStateDiskIsAStateNotACrash) {
   node_ = std::make_unique<TestNode>(disk, "n1");
   mount(WarmMode::kOnCreate);
   expectEveryFileMatches();
+  fs_.reset();  // while the disk is still mounted
+  cache_.reset();
+  node_.reset();
 }
 
 TEST_F(DatasetFilesystemTest, StopsWhenUnmountedFromOutside) {
