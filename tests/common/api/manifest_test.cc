@@ -153,8 +153,9 @@ TEST(Manifest, RefusesInputBeyondItsLimits) {
   EXPECT_NE(errorOf("many.yaml").find("1001 documents; a manifest file may hold at most 1000"),
             std::string::npos)
       << errorOf("many.yaml");
-  EXPECT_NE(errorOf("annotated.yaml").find("metadata.annotations: expected annotations of at most "
-                                           "262144 bytes"),
+  EXPECT_NE(errorOf("annotated.yaml")
+                .find("metadata.annotations: expected annotations of at most "
+                      "262144 bytes"),
             std::string::npos)
       << errorOf("annotated.yaml");
   EXPECT_NE(errorOf("labelled.yaml").find("metadata.labels: expected labels"), std::string::npos)
