@@ -183,7 +183,7 @@ ChunkStore::~ChunkStore() {
   }
   if (const Status flushed = flush(); !flushed.isOk())
     Logger("cache").warn("final flush failed", {{"error", flushed}});
-  if (guard_->keepOpen()) (void)index_.release();  // see StoreGuard: closing it would abort
+  if (guard_->keepOpen()) StoreGuard::abandon(std::move(index_));  // closing would abort
 }
 
 Status ChunkStore::writeIndex(int64_t bytes, const std::function<rocksdb::Status()>& write) {

@@ -129,7 +129,7 @@ ManifestStore::ManifestStore(std::unique_ptr<rocksdb::DB> db, std::unique_ptr<St
     : db_(std::move(db)), guard_(std::move(guard)) {}
 
 ManifestStore::~ManifestStore() {
-  if (guard_->keepOpen()) (void)db_.release();  // see StoreGuard: closing it would abort
+  if (guard_->keepOpen()) StoreGuard::abandon(std::move(db_));  // closing would abort
 }
 
 Status ManifestStore::write(int64_t bytes, const std::function<rocksdb::Status()>& write) {

@@ -4,6 +4,9 @@
 #include <rocksdb/status.h>
 #include <sys/statvfs.h>
 
+#include <mutex>
+#include <vector>
+
 #include "common/log.h"
 
 namespace granary::cache {
@@ -18,6 +21,14 @@ Status StoreGuard::open(const rocksdb::Options& options, rocksdb::DB** db) {
   }
   if (opened.ok()) return Status::ok();
   return unavailable(what_ + " " + directory_.string() + ": " + opened.ToString());
+}
+
+void StoreGuard::abandon(std::unique_ptr<rocksdb::DB> db) {
+  // Never destroyed: destroying it would close the databases it holds.
+  static auto* const abandoned = new std::vector<std::unique_ptr<rocksdb::DB>>();
+  static std::mutex mutex;
+  const std::lock_guard lock(mutex);
+  abandoned->push_back(std::move(db));
 }
 
 Status StoreGuard::admit(int64_t bytes) const {

@@ -3,7 +3,7 @@
 // a StoreGuard, which first checks the free space of the database's file system and refuses the
 // write (ResourceExhausted) while less than kMarginBytes would remain: enough for RocksDB's log
 // and a memtable flush. A database that failed a write anyway, or whose disk is short when it
-// is done with, is not closed (its owner releases it): RocksDB recovers from its log at the
+// is done with, is not closed (its owner abandons it): RocksDB recovers from its log at the
 // next open, as after a crash.
 // Thread-safe.
 #pragma once
@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
@@ -39,9 +40,13 @@ class StoreGuard {
   // The outcome of a write: an I/O error is remembered (see failed()) and becomes Unavailable
   // (ResourceExhausted when the disk is full); NotFound stays NotFound.
   Status check(const rocksdb::Status& written);
-  // Whether the database must not be closed: a write failed, or the disk is short now (closing
-  // writes, and a write that fails while closing aborts).
-  bool keepOpen() const { return failed_.load() || !admit(0).isOk(); }
+  // Whether the database must not be closed: it is writable and a write failed, or the disk is
+  // short now (closing writes, and a write that fails while closing aborts). A read-only
+  // database writes nothing and is always closed.
+  bool keepOpen() const { return !readOnly_ && (failed_.load() || !admit(0).isOk()); }
+
+  // Keeps `db` open and reachable, never closed, until the process exits.
+  static void abandon(std::unique_ptr<rocksdb::DB> db);
 
  private:
   std::filesystem::path directory_;
