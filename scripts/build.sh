@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$1
 shift
+# Objects are cached by paths relative to the checkout, so a clone elsewhere (CI's) reuses them.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 generator=()
 [[ -f "$dir/CMakeCache.txt" ]] || generator=(-G Ninja)
 cmake -S . -B "$dir" "${generator[@]}" "$@" >/dev/null
