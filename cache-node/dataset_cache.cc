@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <xxhash.h>
+
 #include "cache-node/core/placement.h"
 #include "common/backoff.h"
 #include "common/log.h"
@@ -15,6 +17,19 @@ constexpr int64_t kMinChunkSize = 4096;
 constexpr int kWarmAttempts = 5;     // passes over failing chunks before Degraded
 constexpr size_t kRateSamples = 10;  // one per second at most: a ~10 s window
 constexpr size_t kScanBatch = 1000;
+// The largest file read whole (one that its origin pins by size only): it is held in memory.
+constexpr int64_t kMaxWholeFileBytes = int64_t{64} << 20;
+
+// Up to three of `paths`, comma-separated, with ", ..." when there are more.
+std::string someOf(const std::set<std::string>& paths) {
+  std::string text;
+  int shown = 0;
+  for (const auto& path : paths) {
+    if (shown == 3) return text + ", ...";
+    text += (shown++ ? ", " : "") + path;
+  }
+  return text;
+}
 
 // Eviction ids: path NUL chunk index (the generation is the policy's owner).
 std::string policyId(const std::string& path, int64_t index) {
@@ -333,8 +348,13 @@ Result<Piece> DatasetCache::fetchChunk(const ManifestEntry& file, int64_t index,
     }
   } mark{*this, kind == FetchKind::kDemand};
   if (mark.active) ++demandInFlight_;
-  return flights_.run(chunkId(file.path, index).key(),
-                      [&] { return fetchUncached(file, index, kind); });
+  auto piece = flights_.run(chunkId(file.path, index).key(),
+                            [&] { return fetchUncached(file, index, kind); });
+  if (piece.status().code() == StatusCode::kFailedPrecondition) {
+    std::lock_guard lock(mutex_);
+    changedFiles_.insert(file.path);
+  }
+  return piece;
 }
 
 Result<Piece> DatasetCache::fetchUncached(const ManifestEntry& file, int64_t index,
@@ -343,6 +363,7 @@ Result<Piece> DatasetCache::fetchUncached(const ManifestEntry& file, int64_t ind
   auto local = node_.chunks.read(chunkId(file.path, index));
   if (local.isOk()) return Piece{std::move(*local), Source::kLocal};
   forgetIfDamaged(file.path, index, local.status());
+  if (isSizeVersion(file.etag)) return fetchFromWholeFile(file, index, kind);
   std::vector<std::string> owners;
   {
     std::lock_guard lock(mutex_);
@@ -375,10 +396,82 @@ Result<Piece> DatasetCache::fetchUncached(const ManifestEntry& file, int64_t ind
   if (selfOwns) {
     const Status kept =
         keep(chunkId(file.path, index), piece.data, chunkCount(file.size, settings_.chunkSize));
-    if (kept.isOk() && kind == FetchKind::kWarm && metrics_)
-      metrics_->warmBytes.increment(static_cast<double>(length));
+    if (kept.isOk()) countWarmed(kind, length);
   }
   return piece;
+}
+
+Result<Piece> DatasetCache::fetchFromWholeFile(const ManifestEntry& file, int64_t index,
+                                               FetchKind kind) {
+  GRANARY_ASSIGN_OR_RETURN(const auto whole,
+                           wholeFiles_.run(file.path, [&] { return fetchWholeFile(file, kind); }));
+  const auto offset = static_cast<size_t>(index * settings_.chunkSize);
+  return Piece{whole->substr(offset, static_cast<size_t>(chunkLength(file, index))),
+               Source::kOrigin};
+}
+
+Result<std::shared_ptr<const std::string>> DatasetCache::fetchWholeFile(const ManifestEntry& file,
+                                                                        FetchKind kind) {
+  if (file.size > kMaxWholeFileBytes) {
+    return invalidArgument(
+        "\"" + file.path + "\" is " + std::to_string(file.size) +
+        " bytes and its origin sends neither ETag nor Last-Modified: such a file is read whole, "
+        "in one request, so that it is never assembled from two versions, and only up to " +
+        std::to_string(kMaxWholeFileBytes >> 20) +
+        " MiB; have the origin send an ETag or Last-Modified header");
+  }
+  GRANARY_ASSIGN_OR_RETURN(std::string data, kind == FetchKind::kDemand
+                                                 ? readOriginForReader(file, 0, file.size)
+                                                 : readOrigin(file, 0, file.size));
+  auto whole = std::make_shared<const std::string>(std::move(data));
+  GRANARY_RETURN_IF_ERROR(pinContent(file, *whole));
+  bool selfOwns;
+  {
+    std::lock_guard lock(mutex_);
+    selfOwns = ownsLocked(file.path);
+  }
+  if (selfOwns) keepWhole(file, *whole, kind);
+  return whole;
+}
+
+Status DatasetCache::pinContent(const ManifestEntry& file, const std::string& whole) {
+  const auto changed = [&] {
+    return failedPrecondition(file.path +
+                              " changed at the origin since this node first read it (its "
+                              "origin pins it by size only, and the content differs)");
+  };
+  const int64_t chunks = chunkCount(file.size, settings_.chunkSize);
+  for (int64_t i = 0; i < chunks; ++i) {
+    const auto cached = node_.chunks.read(chunkId(file.path, i));
+    if (cached.isOk() &&
+        *cached != std::string_view(whole).substr(static_cast<size_t>(i * settings_.chunkSize),
+                                                  static_cast<size_t>(chunkLength(file, i))))
+      return changed();
+  }
+  const uint64_t hash = XXH3_64bits(whole.data(), whole.size());
+  std::lock_guard lock(mutex_);
+  const auto [pinned, _] = pinnedContent_.try_emplace(file.path, hash);
+  return pinned->second == hash ? Status::ok() : changed();
+}
+
+void DatasetCache::keepWhole(const ManifestEntry& file, const std::string& whole,
+                             FetchKind kind) {
+  const int64_t chunks = chunkCount(file.size, settings_.chunkSize);
+  for (int64_t i = 0; i < chunks; ++i) {
+    const ChunkId id = chunkId(file.path, i);
+    if (node_.chunks.contains(id)) continue;
+    const int64_t length = chunkLength(file, i);
+    const auto offset = static_cast<size_t>(i * settings_.chunkSize);
+    if (keep(id, whole.substr(offset, static_cast<size_t>(length)), chunks).isOk())
+      countWarmed(kind, length);
+  }
+}
+
+void DatasetCache::countWarmed(FetchKind kind, int64_t bytes) {
+  if (kind != FetchKind::kWarm) return;
+  if (metrics_) metrics_->warmBytes.increment(static_cast<double>(bytes));
+  std::lock_guard lock(mutex_);
+  warmedBytes_ += bytes;
 }
 
 Result<std::string> DatasetCache::readOrigin(const ManifestEntry& file, int64_t offset,
@@ -584,11 +677,12 @@ void DatasetCache::run(std::stop_token stop) {
     refreshCachedLocked();
     const auto cached = std::to_string(progress_.cachedBytes) + " of " +
                         std::to_string(progress_.ownedBytes) + " owned bytes cached";
-    if (changedFiles_ > 0) {
+    if (!changedFiles_.empty()) {
       phase_ = Phase::kDegraded;
-      message_ = std::to_string(changedFiles_) +
-                 " files changed at the origin since they were listed and are not served; "
-                 "change the Dataset's spec (a new generation) to list them again";
+      message_ = std::to_string(changedFiles_.size()) +
+                 " files changed at the origin since they were listed and are not served (" +
+                 someOf(changedFiles_) +
+                 "); change the Dataset's spec (a new generation) to list them again";
     } else if (diskFull_) {
       // Room may return (a temporary file removed, another dataset purged): the same pass again,
       // later, for as long as it takes. Readers are served from the origin meanwhile.
@@ -668,7 +762,8 @@ void DatasetCache::warmPass(std::stop_token stop) {
     scanBatch_.clear();
     scanDone_ = false;
     current_.reset();
-    changedFiles_ = failedChunks_ = 0;
+    changedFiles_.clear();
+    failedChunks_ = 0;
     capacityReached_ = diskFull_ = false;
     lastError_.clear();
   }
@@ -701,8 +796,6 @@ void DatasetCache::warmWorker(std::stop_token stop) {
         // The chunk may have come from a fill that could not be kept.
         if (!node_.chunks.contains(chunkId(item->file->entry.path, item->index)))
           status = resourceExhausted(lastError_.empty() ? "not kept" : lastError_);
-        else
-          warmedBytes_ += chunkLength(item->file->entry, item->index);
       }
     }
     finishWarmItem(*item, status);
@@ -758,7 +851,7 @@ void DatasetCache::finishWarmItem(const WarmItem& item, const Status& status) {
   if (!status.isOk() && !file.failed) {
     file.failed = true;
     if (status.code() == StatusCode::kFailedPrecondition) {
-      ++changedFiles_;
+      changedFiles_.insert(file.entry.path);  // fetchChunk did too; a peer may have said it
     } else if (status.code() != StatusCode::kResourceExhausted) {
       lastError_ = status.message();
     }

@@ -12,7 +12,8 @@
 // in flight), and without one warming runs on beside them, ahead of the readers. A chunk this node
 // does not own is asked of its first owner with `fill` (the owner fetches it from the origin if it
 // must), so the origin is read once per dataset; other owners and then the origin are the
-// fallbacks.
+// fallbacks. A file whose origin pins it only by its size (isSizeVersion) is read whole from the
+// origin, never from peers, so that no file is assembled from two of its versions.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -245,6 +246,18 @@ class DatasetCache {
   Result<Piece> readMissing(const ManifestEntry& file, const ChunkSpan& span, const Status& local);
   Result<Piece> fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind);
   Result<Piece> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind);
+  // Chunk `index` of a file pinned only by its size, from one origin read of the whole file
+  // shared by every chunk asked for meanwhile.
+  Result<Piece> fetchFromWholeFile(const ManifestEntry& file, int64_t index, FetchKind kind);
+  Result<std::shared_ptr<const std::string>> fetchWholeFile(const ManifestEntry& file,
+                                                            FetchKind kind);
+  // FailedPrecondition when `whole` differs from what this node read of the file before: a
+  // chunk on disk, or the content the first whole read pinned.
+  Status pinContent(const ManifestEntry& file, const std::string& whole);
+  // Keeps the chunks of `whole` this node does not hold yet (the caller owns the file).
+  void keepWhole(const ManifestEntry& file, const std::string& whole, FetchKind kind);
+  // Counts `bytes` kept by a warm fetch in the warm rate.
+  void countWarmed(FetchKind kind, int64_t bytes);
   Result<std::string> readOrigin(const ManifestEntry& file, int64_t offset, int64_t length);
   // readOrigin for a reader, retried with backoff within settings_.readRetryTime.
   Result<std::string> readOriginForReader(const ManifestEntry& file, int64_t offset,
@@ -265,6 +278,7 @@ class DatasetCache {
   const std::string id_;
   const std::vector<DatasetSource> sources_;
   SingleFlight<Piece> flights_;
+  SingleFlight<std::shared_ptr<const std::string>> wholeFiles_;  // by path
   std::atomic<int> demandInFlight_{0};
   std::optional<DatasetMetrics> metrics_;
   BandwidthLimiter bandwidth_;  // the dataset's own limit, within the node's
@@ -296,7 +310,8 @@ class DatasetCache {
   std::deque<ManifestEntry> scanBatch_;
   bool scanDone_ = false;
   std::shared_ptr<FileTask> current_;  // the file whose chunks are being handed out
-  int64_t changedFiles_ = 0;
+  std::set<std::string> changedFiles_;  // found changed at the origin since this pass began
+  std::map<std::string, uint64_t> pinnedContent_;  // hashes of files read whole, by path
   int64_t failedChunks_ = 0;
   std::string lastError_;
   bool capacityReached_ = false;

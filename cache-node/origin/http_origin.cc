@@ -14,7 +14,24 @@ namespace {
 
 std::string encodePath(const std::string& path) { return percentEncode(path, "/"); }
 
-std::string versionOf(const HttpResponse& r) { return !r.etag.empty() ? r.etag : r.lastModified; }
+// The file's whole size as a response gives it: the total of its Content-Range, else (a whole
+// body or a HEAD) its length; -1 when it says neither.
+int64_t wholeSizeOf(const HttpResponse& r) {
+  if (const auto slash = r.contentRange.rfind('/'); slash != std::string::npos) {
+    const std::string total = r.contentRange.substr(slash + 1);
+    return total == "*" ? -1 : std::atoll(total.c_str());
+  }
+  if (r.status != 200) return -1;
+  return r.contentLength >= 0 ? r.contentLength : static_cast<int64_t>(r.body.size());
+}
+
+// The version of the file a response is of: its ETag, else its Last-Modified, else its size.
+std::string versionOf(const HttpResponse& r) {
+  if (!r.etag.empty()) return r.etag;
+  if (!r.lastModified.empty()) return r.lastModified;
+  const int64_t size = wholeSizeOf(r);
+  return size < 0 ? std::string() : sizeVersion(size);
+}
 
 class HttpOrigin final : public Origin {
  public:
@@ -37,7 +54,10 @@ class HttpOrigin final : public Origin {
     const std::string range = std::to_string(offset) + "-" + std::to_string(offset + length - 1);
     GRANARY_ASSIGN_OR_RETURN(HttpResponse r, send(encodePath(path), "GET", range, true));
     if (r.status == 404) return notFound(path + " is gone from the origin");
-    if (r.status == 416) return std::string();  // at or past the end
+    if (r.status == 416) {  // the file ends before `offset`
+      if (etag.empty()) return std::string();
+      return failedPrecondition(path + " is shorter at the origin than when it was listed");
+    }
     if (!etag.empty() && versionOf(r) != etag) {
       return failedPrecondition(path + " changed at the origin since it was listed");
     }
@@ -95,6 +115,7 @@ class HttpOrigin final : public Origin {
       o.path = f.at("path").as_string();
       o.size = f.at("size").as_number().to_int64();
       if (f.has_string_field("etag")) o.etag = f.at("etag").as_string();
+      if (o.etag.empty()) o.etag = sizeVersion(o.size);
       batch.push_back(std::move(o));
     }
     return batch.empty() ? Status::ok() : each(std::move(batch));

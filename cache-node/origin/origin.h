@@ -10,16 +10,23 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
 
 namespace granary::cache {
 
+// A file's version where its origin gives no ETag or Last-Modified: only its size,
+// "size:<bytes>". Such a version cannot tell two contents of one size apart, so a file pinned by
+// it is read whole, in one request, never assembled from chunks of separate requests.
+std::string sizeVersion(int64_t size);
+bool isSizeVersion(std::string_view version);
+
 struct OriginObject {
   std::string path;  // relative to the source root, '/'-separated
   int64_t size = 0;
-  std::string etag;  // the origin's version of the file
+  std::string etag;  // the origin's version of the file (a sizeVersion where it gives no other)
   int64_t modifiedUnixNanos = 0;
   uint32_t mode = 0444;
 };

@@ -11,8 +11,10 @@
 #include <thread>
 
 #include "cache-node/core/placement.h"
+#include "cache-node/origin/http_origin.h"
 #include "tests/cache-node/test_node.h"
 #include "tests/cache-node/test_origin.h"
+#include "tests/support/http_file_server.h"
 
 namespace granary::cache {
 namespace {
@@ -317,6 +319,83 @@ TEST_F(DatasetCacheTest, FileChangedAtTheOriginIsReportedAndNeverServed) {
   EXPECT_EQ(state.phase, Phase::kDegraded);
   EXPECT_NE(state.message.find("1 files changed at the origin"), std::string::npos)
       << state.message;
+}
+
+// An origin that sends neither ETag nor Last-Modified rewrites a file (same size, new bytes)
+// right after its first GET. The file is served as the one version read first, never a mix of
+// chunks of both; when a chunk must be fetched again, the change is found (before and after a
+// restart), the read is refused and the status names the file.
+TEST_F(DatasetCacheTest, AFileWithoutVersionsIsNeverAssembledFromTwoVersions) {
+  const std::string first = randomBytes(200'000, 1), second = randomBytes(200'000, 2);
+  writeOrigin("shard.bin", first);
+  auto server = granary::testing::HttpFileServer::start(origin_);
+  ASSERT_TRUE(server.isOk()) << server.status();
+  std::atomic<bool> rewritten{false};
+  (*server)->withoutVersions([&](const std::string& path) {
+    if (path != "shard.bin" || rewritten.exchange(true)) return;
+    std::ofstream(origin_ / "shard.new", std::ios::binary) << second;
+    std::filesystem::rename(origin_ / "shard.new", origin_ / path);  // one version, then the next
+  });
+  const auto openOverHttp = [&](TestNode& node, DatasetSettings s) {
+    auto http = makeHttpOrigin({.baseUrl = (*server)->url(), .retryDelay = 1ms});
+    EXPECT_TRUE(http.isOk()) << http.status();
+    std::vector<DatasetSource> sources;
+    sources.push_back({"", std::move(*http)});
+    s.nodeSet = {node.context->nodeName};
+    return std::move(*DatasetCache::create(*node.context, key_, std::move(sources), s));
+  };
+  auto node = std::make_unique<TestNode>(root_, "n1");
+  auto cache = openOverHttp(*node, neverWarmed());
+  auto read = cache->read("shard.bin", 0, -1);
+  ASSERT_TRUE(read.isOk()) << read.status();
+  EXPECT_TRUE(rewritten.load());
+  EXPECT_TRUE(*read == first) << "one version, the one read first, in every chunk";
+
+  // One chunk damaged on disk must be fetched again: the origin now has other bytes.
+  std::vector<std::filesystem::path> chunkFiles;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(node->root / "data"))
+    if (e.is_regular_file()) chunkFiles.push_back(e.path());
+  ASSERT_EQ(chunkFiles.size(), 13u) << "200,000 bytes in chunks of 16 KiB";
+  const auto damage = [](const std::filesystem::path& file) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    char c;
+    f.seekg(10);
+    f.get(c);
+    f.seekp(10);
+    f.put(static_cast<char>(c ^ 0x55));
+  };
+  damage(chunkFiles[0]);
+  read = cache->read("shard.bin", 0, -1);
+  EXPECT_EQ(read.status().code(), StatusCode::kFailedPrecondition) << read.status();
+  EXPECT_NE(read.status().message().find("changed"), std::string::npos) << read.status();
+  (void)cache->update([] {
+    auto u = neverWarmed();
+    u.nodeSet = {"n1"};
+    u.warm = WarmMode::kOnCreate;
+    return u;
+  }());
+  DatasetState state = cache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kDegraded);
+  EXPECT_NE(state.message.find("1 files changed at the origin"), std::string::npos)
+      << state.message;
+  EXPECT_NE(state.message.find("shard.bin"), std::string::npos) << state.message;
+
+  // A new process has no memory of the first read, only the chunks on disk: still refused.
+  cache.reset();
+  node.reset();
+  node = std::make_unique<TestNode>(root_, "n1");
+  cache = openOverHttp(*node, neverWarmed());
+  int refused = 0;
+  for (int64_t offset = 0; offset < 200'000; offset += 16384) {
+    auto piece = cache->read("shard.bin", offset, 100);
+    if (!piece.isOk()) {
+      EXPECT_EQ(piece.status().code(), StatusCode::kFailedPrecondition) << piece.status();
+      ++refused;
+      continue;
+    }
+    EXPECT_TRUE(*piece == first.substr(static_cast<size_t>(offset), 100)) << offset;
+  }
+  EXPECT_EQ(refused, 1) << "only the chunk that was damaged and dropped";
 }
 
 TEST_F(DatasetCacheTest, PinStopsAtTheQuotaAndStillServesEverything) {

@@ -84,6 +84,27 @@ TEST_F(HttpOriginTest, ReadsRangesAndChecksTheVersion) {
   EXPECT_EQ(o->read("labels.csv", 0, 4, all[0].etag).status().code(), StatusCode::kNotFound);
 }
 
+// An origin with neither ETag nor Last-Modified: each file is pinned by its size, and a read
+// of a file whose size changed is refused.
+TEST_F(HttpOriginTest, PinsFilesWithoutVersionsByTheirSize) {
+  server_->withoutVersions();
+  auto o = origin();
+  const auto all = listAll(*o);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[1].etag, sizeVersion(100000));
+  EXPECT_TRUE(isSizeVersion(all[1].etag));
+  EXPECT_EQ(*o->read(all[2].path, 3, 4, all[2].etag), "3456");
+  write("train/deep-dir/b c.bin", "0123456789+");
+  EXPECT_EQ(o->read(all[2].path, 0, 4, all[2].etag).status().code(),
+            StatusCode::kFailedPrecondition);
+  write("train/deep-dir/b c.bin", "01");
+  EXPECT_EQ(o->read(all[2].path, 5, 4, all[2].etag).status().code(),
+            StatusCode::kFailedPrecondition)
+      << "a file now shorter than the range asked";
+  write("index.json", R"({"files":[{"path":"labels.csv","size":4}]})");
+  EXPECT_EQ(listAll(*origin("index.json"))[0].etag, sizeVersion(4));
+}
+
 TEST_F(HttpOriginTest, RetriesServerErrorsAndTruncatedBodies) {
   auto o = origin();
   const auto all = listAll(*o);

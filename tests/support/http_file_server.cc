@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -26,6 +27,8 @@ struct HttpFileServer::State {
   std::chrono::milliseconds stall{0};
   std::atomic<int64_t> requests{0};
   std::atomic<int64_t> bytes{0};
+  bool unversioned = false;
+  std::function<void(const std::string&)> afterGet;
   int64_t rate = 0;  // bytes per second; 0 unlimited
   std::chrono::steady_clock::time_point paidUntil{};
 };
@@ -51,6 +54,34 @@ int sendShortRange(mg_connection* conn, const std::filesystem::path& file) {
             static_cast<unsigned long>(st.st_mtime), static_cast<long long>(st.st_size),
             body.size());
   mg_write(conn, body.data(), body.size());
+  return 206;
+}
+
+// `file` (or the part its Range asks), headed with neither ETag nor Last-Modified.
+int sendUnversioned(mg_connection* conn, const std::filesystem::path& file, bool head) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string body(std::istreambuf_iterator<char>(in), {});
+  const auto size = static_cast<long long>(body.size());
+  const char* range = mg_get_header(conn, "Range");
+  long long first = 0, last = -1;
+  if (range == nullptr || std::sscanf(range, "bytes=%lld-%lld", &first, &last) < 1) {
+    mg_printf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %lld\r\nConnection: close\r\n\r\n", size);
+    if (!head) mg_write(conn, body.data(), body.size());
+    return 200;
+  }
+  if (first >= size) {
+    mg_printf(conn,
+              "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */%lld\r\n"
+              "Content-Length: 0\r\nConnection: close\r\n\r\n",
+              size);
+    return 416;
+  }
+  if (last < 0 || last >= size) last = size - 1;
+  mg_printf(conn,
+            "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %lld-%lld/%lld\r\n"
+            "Content-Length: %lld\r\nConnection: close\r\n\r\n",
+            first, last, size, last - first + 1);
+  if (!head) mg_write(conn, body.data() + first, static_cast<size_t>(last - first + 1));
   return 206;
 }
 
@@ -121,6 +152,21 @@ int handle(mg_connection* conn, void* data) {
     return status;
   }
   if (shorten) return sendShortRange(conn, s.root / std::string(request->local_uri + 1));
+  const std::string method = request->request_method;
+  const std::string path = request->local_uri + 1;
+  std::function<void(const std::string&)> afterGet;
+  bool unversioned;
+  {
+    std::lock_guard lock(s.mutex);
+    unversioned = s.unversioned;
+    afterGet = s.afterGet;
+  }
+  if (unversioned && (method == "GET" || method == "HEAD") &&
+      std::filesystem::is_regular_file(s.root / path)) {
+    const int sent = sendUnversioned(conn, s.root / path, method == "HEAD");
+    if (method == "GET" && afterGet) afterGet(path);
+    return sent;
+  }
   if (truncate) {
     std::ifstream in(s.root / std::string(request->local_uri + 1), std::ios::binary);
     std::ostringstream text;
@@ -184,6 +230,12 @@ void HttpFileServer::stallNext(int count, std::chrono::milliseconds delay) {
 void HttpFileServer::shortenNext(int count) {
   std::lock_guard lock(state_->mutex);
   state_->shortenCount = count;
+}
+
+void HttpFileServer::withoutVersions(std::function<void(const std::string& path)> afterGet) {
+  std::lock_guard lock(state_->mutex);
+  state_->unversioned = true;
+  state_->afterGet = std::move(afterGet);
 }
 
 void HttpFileServer::truncateNext(int count) {

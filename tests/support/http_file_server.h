@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,10 @@ class HttpFileServer {
   int64_t requests() const;
   // File bytes sent by GETs (range lengths, or whole files).
   int64_t bytesServed() const;
+  // From now on files are served with neither ETag nor Last-Modified (ranges still answered), as
+  // some origins do; `afterGet`, if set, is called with the relative path of each file a GET
+  // sent, once it is sent (to change the file between two reads, say).
+  void withoutVersions(std::function<void(const std::string& path)> afterGet = {});
   // Caps the bytes per second of all GETs together; 0 lifts the cap.
   void throttle(int64_t bytesPerSecond);
 
