@@ -55,6 +55,7 @@ class DatasetFilesystem {
   const std::shared_ptr<DatasetCache>& cache() const { return cache_; }
   // On destruction, stop serving but leave the mount in place for a process that adopts it.
   void detach() { detached_ = true; }
+  bool detached() const { return detached_; }
 
   struct State;  // what the request handlers see
 

@@ -204,6 +204,10 @@ Status dropMount(const std::filesystem::path& socketPath, const std::string& mou
   return ask(socketPath, "drop " + mountpoint);
 }
 
+bool keeperListening(const std::filesystem::path& socketPath) {
+  return connectTo(socketPath).isOk();
+}
+
 Result<std::map<std::string, OwnedFd>> keptMounts(const std::filesystem::path& socketPath) {
   GRANARY_ASSIGN_OR_RETURN(const OwnedFd socket, connectTo(socketPath));
   if (!sendMessage(socket.get(), "list"))

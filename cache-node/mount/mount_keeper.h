@@ -66,5 +66,7 @@ Status keepMount(const std::filesystem::path& socketPath, const std::string& mou
                  int fuseFd);
 Status dropMount(const std::filesystem::path& socketPath, const std::string& mountpoint);
 Result<std::map<std::string, OwnedFd>> keptMounts(const std::filesystem::path& socketPath);
+// Whether a keeper listens at `socketPath`.
+bool keeperListening(const std::filesystem::path& socketPath);
 
 }  // namespace granary::cache

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "common/log.h"
 
@@ -77,7 +78,21 @@ MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAcc
 MountTable::~MountTable() {
   engine_.onCreated(nullptr);
   std::lock_guard lock(mutex_);
-  mounts_.clear();  // kept mounts stay mounted (detached)
+  std::vector<std::filesystem::path> kept;
+  for (auto& [point, fs] : mounts_) {
+    if (fs->detached()) kept.push_back(point);
+    fs.reset();  // stops serving; a kept mount stays mounted
+  }
+  if (kept.empty()) return;
+  const auto deadline = std::chrono::steady_clock::now() + kKeeperStopGrace;
+  while (keeperListening(options_.keeperSocket)) {
+    if (std::chrono::steady_clock::now() >= deadline) return;  // the keeper holds them
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (const auto& point : kept) {
+    if (::umount2(point.c_str(), MNT_DETACH) == 0)
+      Logger("mount").info("the keeper is gone: dataset unmounted", {{"mountpoint", point.string()}});
+  }
 }
 
 Result<std::filesystem::path> MountTable::datasetMountLocked(

@@ -12,6 +12,7 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -31,12 +32,15 @@ struct MountTableOptions {
 
 class MountTable {
  public:
+  static constexpr std::chrono::seconds kKeeperStopGrace{1};
+
   // Takes back the connections the keeper holds, removes dead dataset mounts under the root and
   // reads the recorded publications; from then on, repairs each dataset's mounts when the
   // engine has it.
   MountTable(CacheEngine& engine, MountTableOptions options, ReaderAccounting& accounting);
   // Stops serving. Without a keeper the dataset mounts are unmounted; with one they stay, for the
-  // next process to adopt.
+  // next process to adopt. A keeper that stops too (its pod is deleted) would leave them dead:
+  // when it is gone, or goes within kKeeperStopGrace, they are unmounted all the same.
   ~MountTable();
 
   // Mounts the newest generation of the publication's dataset (once) and bind-mounts it

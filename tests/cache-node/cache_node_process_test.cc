@@ -51,9 +51,13 @@ class KeeperProcess {
     for (int i = 0; i < 200 && !std::filesystem::exists(socket_); ++i)
       std::this_thread::sleep_for(10ms);
   }
-  ~KeeperProcess() {
+  ~KeeperProcess() { stop(); }
+  // A graceful stop (SIGTERM), waited for.
+  void stop() {
+    if (pid_ <= 0) return;
     ::kill(pid_, SIGTERM);
     ::waitpid(pid_, nullptr, 0);
+    pid_ = 0;
   }
   const std::filesystem::path& socket() const { return socket_; }
 
@@ -648,6 +652,38 @@ TEST_F(CacheNodeProcessTest, ReadersOnlyWaitWhileTheNodeRestartsWithAMountKeeper
               std::chrono::duration<double>(readers->longest()).count());
   EXPECT_LE(readers->longest(), longestRestart) << "no read waited longer than a restart";
   EXPECT_NE(node.log().find("dataset mount adopted"), std::string::npos) << node.log();
+}
+
+// The mounts of this process's view under `directory`, one a line.
+std::string mountsUnder(const std::filesystem::path& directory) {
+  std::ifstream mounts("/proc/self/mounts");
+  std::string found;
+  for (std::string device, point, rest; mounts >> device >> point && std::getline(mounts, rest);)
+    if (point.starts_with(directory.string() + "/")) found += point + "\n";
+  return found;
+}
+
+// A pod deleted: its node and its keeper are stopped gracefully at once. No mount stays behind
+// under the node's state directory, dead or alive.
+TEST_F(CacheNodeProcessTest, AGracefulStopOfTheNodeAndItsKeeperLeavesNoMount) {
+  if (!canMount()) GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  KeeperProcess keeper(root_ / "keeper.sock");
+  NodeProcess& node = addNode("n1", nullptr, keeper.socket().string());
+  ASSERT_TRUE(ensureReady(node));
+  const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
+  ASSERT_TRUE(publishVolume(node, target).ok()) << node.log();
+  const auto mounts = root_ / "n1" / "mounts";
+  ASSERT_NE(mountsUnder(mounts), "");
+  std::thread keeperStop([&] {
+    std::this_thread::sleep_for(200ms);
+    keeper.stop();
+  });
+  node.kill(SIGTERM);
+  keeperStop.join();
+  EXPECT_EQ(mountsUnder(mounts), "") << node.log();
+  EXPECT_NE(node.log().find("the keeper is gone: dataset unmounted"), std::string::npos)
+      << node.log();
+  ::umount2(target.c_str(), MNT_DETACH);  // the pod's view, which its kubelet unpublishes
 }
 
 // Without a keeper a killed node's mounts die with it; once the dataset is ensured again, the
