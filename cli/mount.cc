@@ -96,6 +96,17 @@ int mountCommand(const std::vector<std::string>& args) {
 
   configureLogging({.level = LogLevel::kWarn});
   std::stop_source stop = stopOnTerminationSignals();
+  // Mounted first, served once the engine has the dataset: readers of a restarted mount wait
+  // instead of finding the empty directory below it.
+  cleanStaleMount(mountpoint);
+  ReaderAccounting readers(nullptr);
+  const EnsureSpec spec = standaloneSpec(*chosen);
+  auto fs =
+      DatasetFilesystem::mountPending(spec.key.label(), mountpoint, &readers, {.allowOther = true});
+  if (!fs.isOk()) {
+    std::fprintf(stderr, "granaryctl mount: %s\n", fs.status().message().c_str());
+    return 1;
+  }
   const std::filesystem::path stateRoot = stateDir;
   EngineOptions options{.nodeName = "local",
                         .stateDirectory = stateRoot,
@@ -105,18 +116,12 @@ int mountCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "granaryctl mount: %s\n", engine.status().message().c_str());
     return 1;
   }
-  auto cache = (*engine)->ensure(standaloneSpec(*chosen));
+  auto cache = (*engine)->ensure(spec);
   if (!cache.isOk()) {
     std::fprintf(stderr, "granaryctl mount: %s\n", cache.status().message().c_str());
     return 1;
   }
-  cleanStaleMount(mountpoint);
-  ReaderAccounting readers(nullptr);
-  auto fs = DatasetFilesystem::mount(*cache, mountpoint, &readers, {.allowOther = true});
-  if (!fs.isOk()) {
-    std::fprintf(stderr, "granaryctl mount: %s\n", fs.status().message().c_str());
-    return 1;
-  }
+  (*fs)->serve(*cache);
   std::fprintf(stderr, "%s mounted read-only at %s (granaryctl unmount %s to stop)\n",
                (*cache)->key().label().c_str(), mountpoint.c_str(), mountpoint.c_str());
   std::pair<Phase, int64_t> printed{Phase::kPending, -1};  // a line when either changes

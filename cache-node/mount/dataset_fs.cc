@@ -8,18 +8,19 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 
@@ -111,8 +112,39 @@ struct DirectoryHandle {
 
 }  // namespace
 
+// The dataset a mount serves. A mount made before its dataset is ready (mountPending) holds
+// its requests here until serve(), or until it stops.
+class ServedDataset {
+ public:
+  void set(std::shared_ptr<DatasetCache> cache) {
+    std::lock_guard lock(mutex_);
+    cache_ = std::move(cache);
+    ready_.store(cache_.get());
+    changed_.notify_all();
+  }
+  void close() {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    changed_.notify_all();
+  }
+  // The dataset, once there is one; null when the mount stopped first.
+  DatasetCache* wait() {
+    if (DatasetCache* ready = ready_.load()) return ready;
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return cache_ != nullptr || closed_; });
+    return cache_.get();
+  }
+
+ private:
+  std::atomic<DatasetCache*> ready_{nullptr};  // the fast path, once set
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::shared_ptr<DatasetCache> cache_;
+  bool closed_ = false;
+};
+
 struct DatasetFilesystem::State {
-  std::shared_ptr<DatasetCache> cache;
+  ServedDataset cache;
   ReaderAccounting* accounting = nullptr;
   std::string dataset;  // "namespace/name"
   InodeCache inodes;
@@ -129,6 +161,14 @@ constexpr int kReadAheadBytes = 16 << 20;
 
 DatasetFilesystem::State& stateOf(fuse_req_t req) {
   return *static_cast<DatasetFilesystem::State*>(fuse_req_userdata(req));
+}
+
+// The dataset `req` is for, once the mount serves one; null, with `req` answered, when the mount
+// stopped first.
+DatasetCache* datasetOf(fuse_req_t req) {
+  DatasetCache* cache = stateOf(req).cache.wait();
+  if (cache == nullptr) fuse_reply_err(req, EIO);
+  return cache;
 }
 
 int errnoOf(const Status& status) {
@@ -181,10 +221,12 @@ std::string childPath(const ManifestEntry& parent, const char* name) {
 
 void onLookup(fuse_req_t req, fuse_ino_t parentInode, const char* name) {
   auto& state = stateOf(req);
-  auto parent = state.inodes.find(parentInode, *state.cache);
+  DatasetCache* cache = datasetOf(req);
+  if (cache == nullptr) return;
+  auto parent = state.inodes.find(parentInode, *cache);
   if (!parent.isOk()) return (void)fuse_reply_err(req, errnoOf(parent.status()));
   if (!(*parent)->directory) return (void)fuse_reply_err(req, ENOTDIR);
-  auto child = state.cache->stat(childPath(**parent, name));
+  auto child = cache->stat(childPath(**parent, name));
   if (child.isOk()) {
     state.inodes.put(*child);
     const fuse_entry_param e = entryOf(*child);
@@ -201,7 +243,9 @@ void onLookup(fuse_req_t req, fuse_ino_t parentInode, const char* name) {
 
 void onGetattr(fuse_req_t req, fuse_ino_t inode, fuse_file_info*) {
   auto& state = stateOf(req);
-  auto entry = state.inodes.find(inode, *state.cache);
+  DatasetCache* cache = datasetOf(req);
+  if (cache == nullptr) return;
+  auto entry = state.inodes.find(inode, *cache);
   if (!entry.isOk()) return (void)fuse_reply_err(req, errnoOf(entry.status()));
   const struct stat st = attributesOf(**entry);
   fuse_reply_attr(req, &st, kForever);
@@ -226,7 +270,9 @@ void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req
 // in a buffer of its own.
 void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_file_info*) {
   auto& state = stateOf(req);
-  auto opened = state.inodes.find(inode, *state.cache);
+  DatasetCache* cache = datasetOf(req);
+  if (cache == nullptr) return;
+  auto opened = state.inodes.find(inode, *cache);
   if (!opened.isOk()) return (void)fuse_reply_err(req, errnoOf(opened.status()));
   const ManifestEntry& file = **opened;
   const auto start = std::chrono::steady_clock::now();
@@ -237,7 +283,7 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
   ReadRecord record;
   while (filled < length) {
     if (!buffer) return (void)fuse_reply_err(req, ENOMEM);
-    auto piece = state.cache->readPieceInto(file, offset + filled, length - filled,
+    auto piece = cache->readPieceInto(file, offset + filled, length - filled,
                                             buffer.span().subspan(static_cast<size_t>(filled)),
                                             /*fetch=*/!pooled || filled > 0);
     if (pooled && filled == 0 && piece.status().code() == StatusCode::kNotFound) {
@@ -266,7 +312,9 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
 
 void onOpendir(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
   auto& state = stateOf(req);
-  auto entry = state.inodes.find(inode, *state.cache);
+  DatasetCache* cache = datasetOf(req);
+  if (cache == nullptr) return;
+  auto entry = state.inodes.find(inode, *cache);
   if (!entry.isOk()) return (void)fuse_reply_err(req, errnoOf(entry.status()));
   if (!(*entry)->directory) return (void)fuse_reply_err(req, ENOTDIR);
   auto& directories = state.directories;
@@ -308,8 +356,10 @@ Status seek(DatasetCache& cache, DirectoryHandle& handle, off_t offset) {
 void readDirectory(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_file_info* fi,
                    bool plus) {
   auto& state = stateOf(req);
+  DatasetCache* cache = datasetOf(req);
+  if (cache == nullptr) return;
   const auto opened = state.directories.find(fi->fh, [&]() -> std::optional<DirectoryHandle> {
-    auto entry = state.inodes.find(inode, *state.cache);
+    auto entry = state.inodes.find(inode, *cache);
     if (!entry.isOk()) return std::nullopt;
     return DirectoryHandle{**entry, {}, 0};
   });
@@ -318,7 +368,7 @@ void readDirectory(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, 
   std::string buffer(size, '\0');
   size_t used = 0;
   for (off_t at = offset;; ++at) {
-    if (const Status moved = seek(*state.cache, handle, at); !moved.isOk())
+    if (const Status moved = seek(*cache, handle, at); !moved.isOk())
       return (void)fuse_reply_err(req, errnoOf(moved));
     if (at >= handle.pageStart + static_cast<off_t>(handle.page.size())) break;  // the end
     const ManifestEntry& entry = handle.page[at - handle.pageStart];
@@ -348,7 +398,9 @@ void onReaddirplus(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset,
 }
 
 void onStatfs(fuse_req_t req, fuse_ino_t) {
-  const DatasetState state = stateOf(req).cache->state();
+  DatasetCache* cache = datasetOf(req);
+  if (cache == nullptr) return;
+  const DatasetState state = cache->state();
   struct statvfs st {};
   st.f_bsize = st.f_frsize = 4096;
   st.f_blocks = static_cast<fsblkcnt_t>((state.progress.totalBytes + 4095) / 4096);
@@ -425,12 +477,18 @@ void ignoreSignal(int) {}
 // The kernel reads a FUSE file ahead by its backing device's read_ahead_kb, 128 KiB unless
 // raised: too little to keep a sequential reader of large files busy. Best effort (sysfs may be
 // read-only in a container).
+// Found in /proc/self/mountinfo rather than with stat(), which would ask this very mount (and
+// wait, for one that serves no dataset yet).
 void raiseReadAhead(const std::filesystem::path& mountpoint, int kib) {
-  struct stat st;
-  if (::stat(mountpoint.c_str(), &st) != 0) return;
-  std::ofstream("/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
-                std::to_string(minor(st.st_dev)) + "/read_ahead_kb")
-      << kib;
+  std::ifstream info("/proc/self/mountinfo");
+  std::string device;  // "major:minor" of the last (topmost) mount there
+  for (std::string line; std::getline(info, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, majorMinor, root, point;
+    fields >> id >> parent >> majorMinor >> root >> point;
+    if (point == mountpoint.string()) device = majorMinor;
+  }
+  if (!device.empty()) std::ofstream("/sys/class/bdi/" + device + "/read_ahead_kb") << kib;
 }
 
 }  // namespace
@@ -451,27 +509,45 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::mount(
   if (error)
     return unavailable("cannot create the mount point " + mountpoint.string() + ": " +
                        error.message());
-  return start(std::move(cache), mountpoint.string(), mountpoint, accounting, options, false);
+  const std::string dataset = cache->key().label();
+  return start(std::move(cache), dataset, mountpoint.string(), mountpoint, accounting, options,
+               false);
+}
+
+Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::mountPending(
+    const std::string& dataset, const std::filesystem::path& mountpoint,
+    ReaderAccounting* accounting, MountOptions options) {
+  std::error_code error;
+  std::filesystem::create_directories(mountpoint, error);
+  if (error)
+    return unavailable("cannot create the mount point " + mountpoint.string() + ": " +
+                       error.message());
+  return start(nullptr, dataset, mountpoint.string(), mountpoint, accounting, options, false);
+}
+
+void DatasetFilesystem::serve(std::shared_ptr<DatasetCache> cache) {
+  cache_ = cache;
+  state_->cache.set(std::move(cache));
 }
 
 Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::adopt(
     std::shared_ptr<DatasetCache> cache, int fuseFd, const std::filesystem::path& mountpoint,
     ReaderAccounting* accounting, MountOptions options) {
-  return start(std::move(cache), "/dev/fd/" + std::to_string(fuseFd), mountpoint, accounting,
-               options, true);
+  const std::string dataset = cache->key().label();
+  return start(std::move(cache), dataset, "/dev/fd/" + std::to_string(fuseFd), mountpoint,
+               accounting, options, true);
 }
 
 Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
-    std::shared_ptr<DatasetCache> cache, const std::string& mountTarget,
+    std::shared_ptr<DatasetCache> cache, const std::string& dataset, const std::string& mountTarget,
     const std::filesystem::path& mountpoint, ReaderAccounting* accounting, MountOptions options,
     bool adopted) {
   std::unique_ptr<DatasetFilesystem> fs(new DatasetFilesystem());
-  fs->cache_ = cache;
   fs->mountpoint_ = mountpoint;
   fs->state_ = std::make_unique<State>();
-  fs->state_->cache = cache;
+  if (cache) fs->serve(std::move(cache));
   fs->state_->accounting = accounting;
-  fs->state_->dataset = cache->key().ns + "/" + cache->key().name;
+  fs->state_->dataset = dataset;
   const std::string fsname = "fsname=granary:" + fs->state_->dataset;
   std::string mountOptions = "ro,default_permissions,subtype=granary," + fsname;
   if (options.allowOther) mountOptions += ",allow_other";
@@ -530,6 +606,7 @@ DatasetFilesystem::~DatasetFilesystem() {
   // views still hold it. libfuse's own unmount would also close the descriptor the threads read,
   // racing them into EBADF.
   if (!detached_) ::umount2(mountpoint_.c_str(), MNT_DETACH);
+  state_->cache.close();  // requests waiting for a dataset that never came
   fuse_session_exit(session_);
   while (!loop_->done) {
     ::pthread_kill(loop_->handle, SIGUSR2);  // wakes the loop to see it should stop

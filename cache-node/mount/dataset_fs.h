@@ -34,6 +34,14 @@ class DatasetFilesystem {
                                                           const std::filesystem::path& mountpoint,
                                                           ReaderAccounting* accounting,
                                                           MountOptions options = {});
+  // Mounts `dataset` ("namespace/name") read-only at `mountpoint` before its cache is ready:
+  // requests wait until serve() is given it, so that readers never see the empty directory
+  // below the mount meanwhile.
+  static Result<std::unique_ptr<DatasetFilesystem>> mountPending(
+      const std::string& dataset, const std::filesystem::path& mountpoint,
+      ReaderAccounting* accounting, MountOptions options = {});
+  // The dataset a pending mount serves from now on (its requests waiting meanwhile go on).
+  void serve(std::shared_ptr<DatasetCache> cache);
   // Serves an existing FUSE connection (a descriptor a previous process mounted and a keeper
   // held) mounted at `mountpoint`; takes ownership of `fuseFd`. Requests the previous process
   // had read but not answered are sent again where the kernel supports it (Linux 6.9+).
@@ -62,6 +70,7 @@ class DatasetFilesystem {
  private:
   DatasetFilesystem() = default;
   static Result<std::unique_ptr<DatasetFilesystem>> start(std::shared_ptr<DatasetCache> cache,
+                                                          const std::string& dataset,
                                                           const std::string& mountTarget,
                                                           const std::filesystem::path& mountpoint,
                                                           ReaderAccounting* accounting,

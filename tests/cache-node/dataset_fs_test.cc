@@ -323,6 +323,52 @@ TEST_F(DatasetFilesystemTest, AFullStateDiskIsAStateNotACrash) {
   node_.reset();
 }
 
+// A mount made before its dataset is ready (a restarted `granaryctl mount`): readers that come
+// meanwhile wait and then get every byte, never the empty directory below the mount. A pending
+// mount that stops without a dataset lets its waiting readers go with an error.
+TEST_F(DatasetFilesystemTest, APendingMountAnswersOnlyOnceTheDatasetIsServed) {
+  auto origin = makeFileOrigin(origin_.string());
+  ASSERT_TRUE(origin.isOk());
+  std::vector<DatasetSource> sources;
+  sources.push_back({"", std::move(*origin)});
+  DatasetSettings settings;
+  settings.nodeSet = {"n1"};
+  settings.capacityBytes = 64 << 20;
+  settings.warm = WarmMode::kNever;
+  auto cache = DatasetCache::create(*node_->context, {"ml", "images", 1, "uid-1"},
+                                    std::move(sources), settings);
+  ASSERT_TRUE(cache.isOk()) << cache.status();
+  cache_ = std::move(*cache);
+  auto pending = DatasetFilesystem::mountPending("ml/images", mountpoint_, &accounting_);
+  ASSERT_TRUE(pending.isOk()) << pending.status();
+  fs_ = std::move(*pending);
+  std::atomic<bool> done{false};
+  std::string read;
+  std::thread reader([&] {
+    read = readWhole(mountpoint_ / "labels.csv");
+    done = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  const bool waited = !done.load();
+  fs_->serve(cache_);
+  reader.join();
+  EXPECT_TRUE(waited) << "the reader waits for the dataset";
+  EXPECT_EQ(read, files_["labels.csv"]);
+  expectEveryFileMatches();
+  fs_.reset();
+
+  pending = DatasetFilesystem::mountPending("ml/images", mountpoint_, &accounting_);
+  ASSERT_TRUE(pending.isOk()) << pending.status();
+  fs_ = std::move(*pending);
+  struct stat st {};
+  int statResult = 0;
+  std::thread waiting([&] { statResult = ::stat((mountpoint_ / "labels.csv").c_str(), &st); });
+  std::this_thread::sleep_for(200ms);
+  fs_.reset();  // stops without ever serving
+  waiting.join();
+  EXPECT_NE(statResult, 0) << "the waiting reader is let go with an error";
+}
+
 TEST_F(DatasetFilesystemTest, StopsWhenUnmountedFromOutside) {
   mount(WarmMode::kNever);
   ASSERT_TRUE(fs_->serving());
