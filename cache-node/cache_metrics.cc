@@ -70,6 +70,11 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
                            registry.addGauge(gauge("granary_cache_capacity_bytes", U::kBytes,
                                                    "The dataset's cache quota on this node.")));
   GRANARY_ASSIGN_OR_RETURN(
+      auto diskFull,
+      registry.addGauge(gauge("granary_cache_disk_full", U::kNone,
+                              "1 while the dataset's warming waits for room on full cache "
+                              "directories (reads are served from the origin meanwhile).")));
+  GRANARY_ASSIGN_OR_RETURN(
       auto readWait,
       registry.addCounter(counter("granary_dataset_read_wait_seconds_total", U::kSeconds,
                                   "Time reads through a dataset's mount spent blocked on data "
@@ -84,7 +89,8 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
                                   {"dataset", "reader", "source"})));
   return std::unique_ptr<CacheMetrics>(
       new CacheMetrics{readBytes, hits, misses, warmBytes, warmFiles, originErrors, originRetries,
-                       damaged, warmRate, warmPending, used, capacity, readWait, readerBytes});
+                       damaged, warmRate, warmPending, used, capacity, diskFull, readWait,
+                       readerBytes});
 }
 
 DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {
@@ -101,7 +107,8 @@ DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {
           warmRate.with({dataset}),
           warmPending.with({dataset}),
           usedBytes.with({dataset}),
-          capacityBytes.with({dataset})};
+          capacityBytes.with({dataset}),
+          diskFull.with({dataset})};
 }
 
 }  // namespace granary::cache

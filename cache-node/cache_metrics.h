@@ -19,6 +19,7 @@ struct DatasetMetrics {
   Gauge warmRate;     // bytes per second over the last few seconds
   Gauge warmPending;  // owned files the current warm pass has not reached
   Gauge usedBytes, capacityBytes;
+  Gauge diskFull;  // 1 while warming waits for room on full cache directories
 };
 
 struct CacheMetrics {
@@ -37,6 +38,7 @@ struct CacheMetrics {
   GaugeFamily warmPending;      // {dataset}
   GaugeFamily usedBytes;        // {dataset}
   GaugeFamily capacityBytes;    // {dataset}
+  GaugeFamily diskFull;         // {dataset}
   CounterFamily readWait;       // {dataset, reader}: time reads through a mount blocked on misses
   CounterFamily readerBytes;    // {dataset, reader, source}
 };

@@ -675,6 +675,7 @@ void DatasetCache::run(std::stop_token stop) {
     std::unique_lock lock(mutex_);
     if (passRequested_ != pass) continue;  // interrupted by a change: start over
     refreshCachedLocked();
+    if (metrics_) metrics_->diskFull.set(diskFull_ ? 1 : 0);
     const auto cached = std::to_string(progress_.cachedBytes) + " of " +
                         std::to_string(progress_.ownedBytes) + " owned bytes cached";
     if (!changedFiles_.empty()) {

@@ -476,11 +476,18 @@ TEST_F(DatasetCacheTest, FullDiskIsReportedAndReadsStillWork) {
   if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << tmpfs.error();
   {
     TestNode node(root_, "n1", 64 << 20, disk);
+    MetricsRegistry registry;
+    auto metrics = CacheMetrics::create(registry);
+    ASSERT_TRUE(metrics.isOk());
+    node.context->metrics = metrics->get();
     auto cache = open(node, settings());
     const DatasetState state = cache->waitSettled(20s);
     EXPECT_EQ(state.phase, Phase::kDegraded);
     EXPECT_NE(state.message.find("cache directories are full"), std::string::npos) << state.message;
     EXPECT_LT(state.progress.cachedBytes, datasetBytes());
+    const std::string text = registry.exposition();
+    EXPECT_NE(text.find("granary_cache_disk_full{dataset=\"ml/imagenet\"} 1\n"), std::string::npos)
+        << text;
     expectAllFilesRead(*cache);  // what did not fit comes from the origin
   }
 }
