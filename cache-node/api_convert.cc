@@ -183,4 +183,30 @@ v1::ReadSource readSourceOf(Source source) {
   return v1::READ_SOURCE_UNSPECIFIED;
 }
 
+v1::GpuTelemetry gpuTelemetryOf(const gpu::GpuReading& reading) {
+  v1::GpuTelemetry out;
+  out.set_index(reading.index);
+  out.set_uuid(reading.uuid);
+  out.set_model_name(reading.name);
+  out.set_lost(reading.lost);
+  if (reading.utilization) out.set_utilization_ratio(*reading.utilization);
+  if (reading.memoryUtilization) out.set_memory_utilization_ratio(*reading.memoryUtilization);
+  if (reading.memoryUsedBytes) out.set_memory_used_bytes(*reading.memoryUsedBytes);
+  if (reading.memoryTotalBytes) out.set_memory_total_bytes(*reading.memoryTotalBytes);
+  if (reading.powerWatts) out.set_power_watts(*reading.powerWatts);
+  if (reading.temperatureCelsius) out.set_temperature_celsius(*reading.temperatureCelsius);
+  if (reading.smClockHertz) out.set_sm_clock_hertz(*reading.smClockHertz);
+  if (reading.pcieTransmitBytesPerSecond)
+    out.set_pcie_transmit_bytes_per_second(*reading.pcieTransmitBytesPerSecond);
+  if (reading.pcieReceiveBytesPerSecond)
+    out.set_pcie_receive_bytes_per_second(*reading.pcieReceiveBytesPerSecond);
+  for (const auto& process : reading.processes) {
+    auto* p = out.add_processes();
+    p->set_pid(process.pid);
+    if (process.memoryUsedBytes) p->set_memory_used_bytes(*process.memoryUsedBytes);
+    if (process.smUtilization) p->set_sm_utilization_ratio(*process.smUtilization);
+  }
+  return out;
+}
+
 }  // namespace granary::cache

@@ -4,6 +4,7 @@
 #include "cache-node/dataset_cache.h"
 #include "cache-node/engine.h"
 #include "cache-node/mount/reader_accounting.h"
+#include "common/gpu/nvml.h"
 #include "granary/v1/cache_node.pb.h"
 
 namespace granary::cache {
@@ -21,5 +22,6 @@ v1::FileInfo fileInfoOf(const ManifestEntry& entry);
 v1::ReadCounters readCountersOf(const ReadTotals& reads);
 v1::ReaderTelemetry readerTelemetryOf(const ReaderTotals& reader);
 v1::ReadSource readSourceOf(Source source);
+v1::GpuTelemetry gpuTelemetryOf(const gpu::GpuReading& reading);
 
 }  // namespace granary::cache

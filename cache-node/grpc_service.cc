@@ -42,8 +42,8 @@ grpc::Status authorize(const grpc::ServerContext& context, const Secret& token) 
 class CacheNodeService final : public v1::CacheNode::Service {
  public:
   CacheNodeService(CacheEngine& engine, GrpcPeers& peers, const Secret& token,
-                   ReaderAccounting* readers)
-      : engine_(engine), peers_(peers), token_(token), readers_(readers) {}
+                   ReaderAccounting* readers, GpuSampler* gpus)
+      : engine_(engine), peers_(peers), token_(token), readers_(readers), gpus_(gpus) {}
 
   grpc::Status EnsureDataset(grpc::ServerContext* context, const v1::EnsureDatasetRequest* request,
                              v1::EnsureDatasetResponse* response) override {
@@ -187,7 +187,17 @@ class CacheNodeService final : public v1::CacheNode::Service {
       if (wanted(telemetry.dataset().namespace_(), telemetry.dataset().name()))
         *response->add_readers() = std::move(telemetry);
     }
-    response->set_gpu_unavailable_reason("this cache node does not sample GPUs");
+    if (gpus_ == nullptr) {
+      response->set_gpu_unavailable_reason("this cache node does not sample GPUs");
+    } else if (const std::string reason = gpus_->unavailableReason(); !reason.empty()) {
+      response->set_gpu_unavailable_reason(reason);
+    } else {
+      for (const auto& reading : gpus_->latest()) *response->add_gpus() = gpuTelemetryOf(reading);
+      *response->mutable_gpu_sample_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(
+              gpus_->sampledAt().time_since_epoch())
+              .count());
+    }
     return grpc::Status::OK;
   }
 
@@ -196,6 +206,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
   GrpcPeers& peers_;
   const Secret& token_;
   ReaderAccounting* readers_;
+  GpuSampler* gpus_;
 };
 
 class PeerService final : public v1::Peer::Service {
@@ -250,8 +261,9 @@ struct CacheNodeServer::Services {
   Secret token;
   CacheNodeService cacheNode;
   PeerService peer;
-  Services(CacheEngine& engine, GrpcPeers& peers, Secret t, ReaderAccounting* readers)
-      : token(std::move(t)), cacheNode(engine, peers, token, readers), peer(engine, token) {}
+  Services(CacheEngine& engine, GrpcPeers& peers, Secret t, ReaderAccounting* readers,
+           GpuSampler* gpus)
+      : token(std::move(t)), cacheNode(engine, peers, token, readers, gpus), peer(engine, token) {}
 };
 
 Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& engine,
@@ -275,7 +287,8 @@ Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& eng
   }
   std::unique_ptr<CacheNodeServer> server(new CacheNodeServer());
   server->services_ =
-      std::make_unique<Services>(engine, peers, std::move(options.token), options.readers);
+      std::make_unique<Services>(engine, peers, std::move(options.token), options.readers,
+                                 options.gpus);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, credentials, &server->port_);
   builder.RegisterService(&server->services_->cacheNode);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cache-node/engine.h"
+#include "cache-node/gpu/gpu_sampler.h"
 #include "cache-node/grpc_peers.h"
 #include "cache-node/mount/reader_accounting.h"
 #include "common/names.h"
@@ -25,6 +26,7 @@ struct ServerOptions {
   std::string tlsCertificateFile;  // PEM; with tlsKeyFile, serves TLS
   std::string tlsKeyFile;
   ReaderAccounting* readers = nullptr;  // who reads through mounts, for GetTelemetry
+  GpuSampler* gpus = nullptr;           // the node's GPUs, for GetTelemetry
 };
 
 class CacheNodeServer {

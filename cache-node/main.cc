@@ -13,6 +13,7 @@
 
 #include "cache-node/cache_metrics.h"
 #include "cache-node/csi/csi_server.h"
+#include "cache-node/gpu/gpu_sampler.h"
 #include "cache-node/grpc_service.h"
 #include "cache-node/mount/mount_keeper.h"
 #include "cache-node/mount/mount_table.h"
@@ -68,6 +69,16 @@ void addNodeFlags(CLI::App& app, NodeFlags& flags) {
          "restart of this process");
   option("--log-level", &NodeOptions::logLevel, "debug, info, warn or error (default: info)")
       ->check(granary::checkLogLevel);
+  app.add_option_function<int32_t>(
+         "--gpu-sample-interval",
+         [&flags](int32_t ms) {
+           flags.overrides.push_back(
+               [ms](NodeOptions& options) { options.gpuSampleIntervalMs = ms; });
+         },
+         "milliseconds between two samples of the GPUs through NVML (default: 1000)")
+      ->check(CLI::Range(100, 60'000));
+  option("--nvml-library", &NodeOptions::nvmlLibrary,
+         "NVML's library, a file name or a path (default: libnvidia-ml.so.1)");
   app.add_option("--dataset", flags.datasetFile,
                  "standalone: cache the Datasets of a manifest file on this node")
       ->check(CLI::ExistingFile);
@@ -170,6 +181,14 @@ int main(int argc, char** argv) {
     log.error("cannot declare metrics", {{"error", metrics.status()}});
     return 1;
   }
+  auto gpus = GpuSampler::start({.library = options.nvmlLibrary,
+                                 .interval = std::chrono::milliseconds(options.gpuSampleIntervalMs),
+                                 .hostname = options.nodeName},
+                                realClock(), &registry);
+  if (!gpus.isOk()) {
+    log.error("cannot sample the GPUs", {{"error", gpus.status()}});
+    return 1;
+  }
   std::unique_ptr<MetricsServer> metricsServer;
   if (!options.metricsAddress.empty()) {
     auto started = MetricsServer::start(options.metricsAddress, registry);
@@ -192,7 +211,8 @@ int main(int argc, char** argv) {
                                         .token = *token,
                                         .tlsCertificateFile = options.tls.certificateFile,
                                         .tlsKeyFile = options.tls.keyFile,
-                                        .readers = &readers});
+                                        .readers = &readers,
+                                        .gpus = gpus->get()});
   if (!server.isOk()) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;

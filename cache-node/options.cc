@@ -57,6 +57,12 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
   f.optional("csiSocket", out.csiSocket);
   f.optional("mountKeeperSocket", out.mountKeeperSocket);
   f.optional("logLevel", out.logLevel);
+  f.optional(
+      "gpuSampleIntervalMs", out.gpuSampleIntervalMs,
+      [](int32_t ms) { return ms >= 100 && ms <= 60'000; }, "milliseconds from 100 to 60000");
+  f.optional(
+      "nvmlLibrary", out.nvmlLibrary, [](const std::string& p) { return !p.empty(); },
+      "a library file name or path");
   return f.finish();
 }
 

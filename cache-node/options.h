@@ -63,6 +63,8 @@ struct NodeOptions {
   std::string csiSocket;          // the CSI node plugin's unix socket; "" serves no CSI
   std::string mountKeeperSocket;  // the mount keeper's unix socket; "" none
   std::string logLevel = "info";
+  int32_t gpuSampleIntervalMs = 1000;  // how often the GPUs are sampled through NVML
+  std::string nvmlLibrary = "libnvidia-ml.so.1";  // NVML: a file name (searched) or a path
 };
 
 Status decodeValue(const config::Node& node, CacheDirectoryOptions& out);

@@ -20,8 +20,12 @@ bool endsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
-constexpr MetricUnit kAllUnits[] = {MetricUnit::kSeconds, MetricUnit::kBytes, MetricUnit::kRatio,
-                                    MetricUnit::kCelsius, MetricUnit::kWatts};
+constexpr MetricUnit kAllUnits[] = {MetricUnit::kSeconds, MetricUnit::kBytes,
+                                    MetricUnit::kRatio,   MetricUnit::kCelsius,
+                                    MetricUnit::kWatts,   MetricUnit::kHertz,
+                                    MetricUnit::kBytesPerSecond};
+// dcgm-exporter's label names, allowed as they are so that its series and granary's join.
+constexpr std::string_view kDcgmLabels[] = {"UUID", "modelName", "Hostname"};
 
 std::string_view typeName(MetricType type) {
   switch (type) {
@@ -59,6 +63,10 @@ std::string_view metricUnitSuffix(MetricUnit unit) {
       return "celsius";
     case MetricUnit::kWatts:
       return "watts";
+    case MetricUnit::kHertz:
+      return "hertz";
+    case MetricUnit::kBytesPerSecond:
+      return "bytes_per_second";
   }
   return "";
 }
@@ -112,10 +120,12 @@ Status validateMetricSpec(const MetricSpec& spec) {
 
   for (size_t i = 0; i < spec.labels.size(); ++i) {
     const std::string& label = spec.labels[i];
-    if (!std::regex_match(label, kLabel)) {
+    const bool dcgm = std::find(std::begin(kDcgmLabels), std::end(kDcgmLabels), label) !=
+                      std::end(kDcgmLabels);
+    if (!dcgm && !std::regex_match(label, kLabel)) {
       return fail("label \"" + label +
                   "\" must be lower-case letters, digits and underscores, "
-                  "starting with a letter");
+                  "starting with a letter (or one of dcgm-exporter's UUID, modelName, Hostname)");
     }
     if (std::find(spec.labels.begin(), spec.labels.begin() + static_cast<long>(i), label) !=
         spec.labels.begin() + static_cast<long>(i)) {
@@ -155,6 +165,18 @@ Counter CounterFamily::with(const std::vector<std::string>& labelValues) const {
 template <>
 Gauge GaugeFamily::with(const std::vector<std::string>& labelValues) const {
   return Gauge(family_->Add(labelMap(labels_, labelValues)));
+}
+
+template <>
+void CounterFamily::remove(const std::vector<std::string>& labelValues) const {
+  const auto labels = labelMap(labels_, labelValues);
+  if (family_->Has(labels)) family_->Remove(&family_->Add(labels));
+}
+
+template <>
+void GaugeFamily::remove(const std::vector<std::string>& labelValues) const {
+  const auto labels = labelMap(labels_, labelValues);
+  if (family_->Has(labels)) family_->Remove(&family_->Add(labels));
 }
 
 template <>

@@ -36,7 +36,7 @@ enum class MetricType { kCounter, kGauge, kHistogram };
 
 // The base unit a metric is measured in; the name must end in its suffix
 // (before `_total` for counters). kNone is for plain counts.
-enum class MetricUnit { kNone, kSeconds, kBytes, kRatio, kCelsius, kWatts };
+enum class MetricUnit { kNone, kSeconds, kBytes, kRatio, kCelsius, kWatts, kHertz, kBytesPerSecond };
 
 std::string_view metricUnitSuffix(MetricUnit unit);  // "" for kNone, else e.g. "bytes"
 
@@ -97,6 +97,8 @@ class MetricFamily {
   MetricFamily(prometheus::Family<PrometheusMetric>& family, const MetricSpec& spec)
       : family_(&family), labels_(spec.labels), buckets_(spec.buckets) {}
   Metric with(const std::vector<std::string>& labelValues) const;
+  // Removes the series of these label values (one that ended: a pod, a GPU); none is fine.
+  void remove(const std::vector<std::string>& labelValues) const;
   const std::vector<std::string>& labelNames() const { return labels_; }
 
  private:
@@ -116,6 +118,10 @@ template <>
 Gauge GaugeFamily::with(const std::vector<std::string>& labelValues) const;
 template <>
 Histogram HistogramFamily::with(const std::vector<std::string>& labelValues) const;
+template <>
+void CounterFamily::remove(const std::vector<std::string>& labelValues) const;
+template <>
+void GaugeFamily::remove(const std::vector<std::string>& labelValues) const;
 
 class MetricsRegistry {
  public:

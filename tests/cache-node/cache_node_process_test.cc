@@ -397,6 +397,52 @@ TEST_F(CacheNodeProcessTest, KilledWhileWarmingResumesWithoutFetchingVerifiedChu
   EXPECT_EQ(sources[v1::READ_SOURCE_LOCAL], datasetBytes());
 }
 
+// The node's GPUs through NVML (the fake library, by the nvmlLibrary option): in GetTelemetry,
+// field by field with their processes, and in /metrics; a node without NVML says why.
+TEST_F(CacheNodeProcessTest, TelemetryCarriesTheGpusOrWhyThereAreNone) {
+  const auto scenario = root_ / "nvml.txt";
+  std::ofstream(scenario) << "gpu GPU-7c NVIDIA_H100 util=64 used=2048 total=8192 unsupported=power\n"
+                          << "proc 0 31337 1024 58\n";
+  ::setenv("GRANARY_FAKE_NVML", scenario.c_str(), 1);  // the node inherits it
+  for (const auto& [name, library] :
+       {std::pair{"n1", std::string(GRANARY_FAKE_NVML_LIBRARY)}, {"n2", "/nonexistent/libnvml.so"}}) {
+    nodes_.push_back(std::make_unique<NodeProcess>(root_ / name, name));
+    std::ofstream(root_ / name / "config.yaml", std::ios::app)
+        << "nvmlLibrary: " << library << "\ngpuSampleIntervalMs: 100\n";
+    nodes_.back()->start();
+  }
+  v1::GetTelemetryResponse telemetry;
+  ASSERT_TRUE(nodes_[0]->api().GetTelemetry(authorized().get(), {}, &telemetry).ok());
+  EXPECT_EQ(telemetry.gpu_unavailable_reason(), "");
+  ASSERT_EQ(telemetry.gpus_size(), 1) << nodes_[0]->log();
+  const v1::GpuTelemetry& gpu = telemetry.gpus(0);
+  EXPECT_EQ(gpu.uuid(), "GPU-7c");
+  EXPECT_EQ(gpu.model_name(), "NVIDIA H100");
+  EXPECT_DOUBLE_EQ(gpu.utilization_ratio(), 0.64);
+  EXPECT_EQ(gpu.memory_total_bytes(), 8192);
+  EXPECT_FALSE(gpu.has_power_watts()) << "a field NVML cannot read is absent";
+  ASSERT_EQ(gpu.processes_size(), 1);
+  EXPECT_EQ(gpu.processes(0).pid(), 31337);
+  EXPECT_DOUBLE_EQ(gpu.processes(0).sm_utilization_ratio(), 0.58);
+  EXPECT_GT(telemetry.gpu_sample_time().seconds(), 0);
+  std::string metrics;
+  ASSERT_EQ(testing::httpGet("http://127.0.0.1:" + std::to_string(nodes_[0]->metricsPort()) +
+                                 "/metrics",
+                             metrics),
+            200);
+  EXPECT_NE(metrics.find("granary_gpu_sampler_up 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(granary_gpu_utilization_ratio{Hostname="n1",UUID="GPU-7c",gpu="0")"),
+            std::string::npos)
+      << metrics;
+
+  ASSERT_TRUE(nodes_[1]->api().GetTelemetry(authorized().get(), {}, &telemetry).ok());
+  EXPECT_EQ(telemetry.gpus_size(), 0);
+  EXPECT_NE(telemetry.gpu_unavailable_reason().find("no NVIDIA driver"), std::string::npos)
+      << telemetry.gpu_unavailable_reason();
+  EXPECT_NE(nodes_[1]->log().find("no GPU telemetry on this node"), std::string::npos);
+  ::unsetenv("GRANARY_FAKE_NVML");
+}
+
 TEST_F(CacheNodeProcessTest, WatchProgressStreamsUntilReady) {
   NodeProcess& node = addNode("n1");
   const auto request = ensureRequest(2 << 20);  // ~1.6 s of warming after the burst

@@ -1,0 +1,172 @@
+#include "cache-node/gpu/gpu_sampler.h"
+
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "common/log.h"
+
+namespace granary::cache {
+
+namespace {
+
+constexpr std::chrono::milliseconds kMinInterval{100};
+constexpr std::chrono::milliseconds kMaxInterval{60'000};
+
+MetricSpec gpuGauge(std::string name, MetricUnit unit, std::string help) {
+  return {.name = std::move(name),
+          .type = MetricType::kGauge,
+          .unit = unit,
+          .help = std::move(help),
+          .labels = {"gpu", "UUID", "modelName", "Hostname"}};
+}
+
+}  // namespace
+
+// One gauge family per reading field, with how to take the field from a reading.
+struct GpuSampler::Metrics {
+  struct Field {
+    GaugeFamily family;
+    std::function<std::optional<double>(const gpu::GpuReading&)> of;
+  };
+  Gauge up;
+  std::vector<Field> fields;
+
+  static Result<std::unique_ptr<Metrics>> declare(MetricsRegistry& registry) {
+    using U = MetricUnit;
+    using R = gpu::GpuReading;
+    GRANARY_ASSIGN_OR_RETURN(
+        auto up, registry.addGauge({.name = "granary_gpu_sampler_up",
+                                    .type = MetricType::kGauge,
+                                    .help = "1 while this node samples its GPUs through NVML; 0 "
+                                            "without NVML (no driver or GPU: see the log)."}));
+    auto metrics = std::make_unique<Metrics>(Metrics{up.with({}), {}});
+    const auto field = [&](std::string name, U unit, std::string help,
+                           std::function<std::optional<double>(const R&)> of) -> Status {
+      GRANARY_ASSIGN_OR_RETURN(auto family,
+                               registry.addGauge(gpuGauge(std::move(name), unit, std::move(help))));
+      metrics->fields.push_back({family, std::move(of)});
+      return Status::ok();
+    };
+    const auto bytes = [](const std::optional<int64_t>& v) {
+      return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+    };
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_utilization_ratio", U::kRatio,
+                                  "Share of the driver's last sample period (1/6 s to 1 s) in "
+                                  "which a kernel ran on the GPU.",
+                                  [](const R& r) { return r.utilization; }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_memory_utilization_ratio", U::kRatio,
+                                  "Share of the driver's last sample period in which GPU memory "
+                                  "was read or written.",
+                                  [](const R& r) { return r.memoryUtilization; }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_memory_used_bytes", U::kBytes,
+                                  "GPU memory allocated.",
+                                  [&](const R& r) { return bytes(r.memoryUsedBytes); }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_memory_total_bytes", U::kBytes,
+                                  "GPU memory in all.",
+                                  [&](const R& r) { return bytes(r.memoryTotalBytes); }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_power_watts", U::kWatts,
+                                  "Power drawn by the GPU and its memory.",
+                                  [](const R& r) { return r.powerWatts; }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_temperature_celsius", U::kCelsius,
+                                  "GPU core temperature.",
+                                  [](const R& r) { return r.temperatureCelsius; }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_sm_clock_hertz", U::kHertz,
+                                  "Clock of the streaming multiprocessors.",
+                                  [](const R& r) { return r.smClockHertz; }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_pcie_transmit_bytes_per_second",
+                                  U::kBytesPerSecond,
+                                  "PCIe bytes sent by the GPU per second, over NVML's 20 ms window.",
+                                  [](const R& r) { return r.pcieTransmitBytesPerSecond; }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_pcie_receive_bytes_per_second",
+                                  U::kBytesPerSecond,
+                                  "PCIe bytes received by the GPU per second, over NVML's 20 ms "
+                                  "window.",
+                                  [](const R& r) { return r.pcieReceiveBytesPerSecond; }));
+    return metrics;
+  }
+};
+
+GpuSampler::GpuSampler(GpuSamplerOptions options, Clock& clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+Result<std::unique_ptr<GpuSampler>> GpuSampler::start(GpuSamplerOptions options, Clock& clock,
+                                                      MetricsRegistry* registry) {
+  if (options.interval < kMinInterval || options.interval > kMaxInterval) {
+    return invalidArgument("gpuSampleInterval: " + std::to_string(options.interval.count()) +
+                           " ms is outside 100 ms to 60 s");
+  }
+  std::unique_ptr<GpuSampler> sampler(new GpuSampler(std::move(options), clock));
+  if (registry != nullptr) {
+    GRANARY_ASSIGN_OR_RETURN(sampler->metrics_, Metrics::declare(*registry));
+  }
+  auto nvml = gpu::Nvml::open(sampler->options_.library);
+  if (!nvml.isOk()) {
+    sampler->unavailable_ = nvml.status().message();
+    Logger("gpu").warn("no GPU telemetry on this node", {{"reason", sampler->unavailable_}});
+    return sampler;
+  }
+  sampler->nvml_ = std::move(*nvml);
+  Logger("gpu").info("sampling GPUs through NVML",
+                     {{"driver", sampler->nvml_->driverVersion()},
+                      {"interval_ms", sampler->options_.interval.count()}});
+  if (sampler->metrics_) sampler->metrics_->up.set(1);
+  sampler->sample();
+  sampler->thread_ = std::jthread([s = sampler.get()](std::stop_token stop) { s->run(stop); });
+  return sampler;
+}
+
+GpuSampler::~GpuSampler() = default;
+
+void GpuSampler::run(std::stop_token stop) {
+  while (clock_.sleepUntil(clock_.monoNow() + options_.interval, stop)) sample();
+}
+
+void GpuSampler::sample() {
+  auto readings = nvml_->read();
+  if (!readings.isOk()) {
+    Logger("gpu").warn("GPU sample failed", {{"error", readings.status()}});
+    readings = std::vector<gpu::GpuReading>();
+  }
+  publish(*readings);
+  std::lock_guard lock(mutex_);
+  latest_ = std::move(*readings);
+  sampledAt_ = clock_.wallNow();
+}
+
+void GpuSampler::publish(const std::vector<gpu::GpuReading>& readings) {
+  if (!metrics_) return;
+  // Each series is set, or removed once its field went empty or its GPU was lost or went.
+  std::set<std::pair<size_t, std::vector<std::string>>> now;
+  for (const auto& reading : readings) {
+    if (reading.lost) continue;
+    const std::vector<std::string> labels = {std::to_string(reading.index), reading.uuid,
+                                             reading.name, options_.hostname};
+    for (size_t i = 0; i < metrics_->fields.size(); ++i) {
+      const auto value = metrics_->fields[i].of(reading);
+      if (!value) continue;
+      metrics_->fields[i].family.with(labels).set(*value);
+      now.emplace(i, labels);
+    }
+  }
+  for (const auto& [field, labels] : published_)
+    if (!now.contains({field, labels})) metrics_->fields[field].family.remove(labels);
+  published_ = std::move(now);
+}
+
+std::vector<gpu::GpuReading> GpuSampler::latest() const {
+  std::lock_guard lock(mutex_);
+  return latest_;
+}
+
+Clock::WallTime GpuSampler::sampledAt() const {
+  std::lock_guard lock(mutex_);
+  return sampledAt_;
+}
+
+std::string GpuSampler::unavailableReason() const {
+  std::lock_guard lock(mutex_);
+  return unavailable_;
+}
+
+}  // namespace granary::cache

@@ -1,0 +1,69 @@
+// Samples the node's GPUs through NVML (common/gpu/nvml.h) every interval, for /metrics and the
+// telemetry API. Without NVML (no driver, no GPU, a failed start) it says why once: a warning in
+// the log, granary_gpu_sampler_up 0 and unavailableReason(); it samples nothing, and everything
+// else on the node works as before.
+//
+// Series carry dcgm-exporter's label words (gpu, UUID, modelName, Hostname), so that dashboards
+// join the two; a field NVML cannot read has no series, and a GPU that is lost or gone has none.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/gpu/nvml.h"
+#include "common/metrics.h"
+
+namespace granary::cache {
+
+struct GpuSamplerOptions {
+  std::string library = gpu::Nvml::kLibrary;  // NVML's library: a file name or a path
+  std::chrono::milliseconds interval{1000};
+  std::string hostname;  // the Hostname label
+};
+
+class GpuSampler {
+ public:
+  // Opens NVML and starts sampling (the first sample before it returns). `registry` may be null:
+  // no metrics. InvalidArgument for an interval outside [100 ms, 60 s].
+  static Result<std::unique_ptr<GpuSampler>> start(GpuSamplerOptions options, Clock& clock,
+                                                   MetricsRegistry* registry);
+  ~GpuSampler();  // stops sampling
+  GpuSampler(const GpuSampler&) = delete;
+  GpuSampler& operator=(const GpuSampler&) = delete;
+
+  // The last sample (empty before the first one and without NVML), and when it was taken.
+  std::vector<gpu::GpuReading> latest() const;
+  Clock::WallTime sampledAt() const;
+  // Why no GPU is sampled ("" while sampling).
+  std::string unavailableReason() const;
+
+  struct Metrics;
+
+ private:
+  GpuSampler(GpuSamplerOptions options, Clock& clock);
+  void sample();
+  void run(std::stop_token stop);
+  void publish(const std::vector<gpu::GpuReading>& readings);
+
+  const GpuSamplerOptions options_;
+  Clock& clock_;
+  std::unique_ptr<gpu::Nvml> nvml_;  // null without NVML
+  std::unique_ptr<Metrics> metrics_;  // null without a registry
+  mutable std::mutex mutex_;           // guards the three below
+  std::vector<gpu::GpuReading> latest_;
+  Clock::WallTime sampledAt_{};
+  std::string unavailable_;
+  // The series set by the last sample: field and label values (the sampling thread's).
+  std::set<std::pair<size_t, std::vector<std::string>>> published_;
+  std::jthread thread_;  // last: stops first
+};
+
+}  // namespace granary::cache
