@@ -188,7 +188,8 @@ class CacheNodeService final : public v1::CacheNode::Service {
         *response->add_readers() = std::move(telemetry);
     }
     if (gpus_ == nullptr) {
-      response->set_gpu_unavailable_reason("this cache node does not sample GPUs");
+      response->set_gpu_unavailable_reason(
+          "GPU telemetry is off on this cache node (its option gpuTelemetry is false)");
     } else if (const std::string reason = gpus_->unavailableReason(); !reason.empty()) {
       response->set_gpu_unavailable_reason(reason);
     } else {

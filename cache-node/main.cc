@@ -181,13 +181,18 @@ int main(int argc, char** argv) {
     log.error("cannot declare metrics", {{"error", metrics.status()}});
     return 1;
   }
-  auto gpus = GpuSampler::start({.library = options.nvmlLibrary,
-                                 .interval = std::chrono::milliseconds(options.gpuSampleIntervalMs),
-                                 .hostname = options.nodeName},
-                                realClock(), &registry);
-  if (!gpus.isOk()) {
-    log.error("cannot sample the GPUs", {{"error", gpus.status()}});
-    return 1;
+  std::unique_ptr<GpuSampler> gpus;  // null with gpuTelemetry off
+  if (options.gpuTelemetry) {
+    auto started = GpuSampler::start(
+        {.library = options.nvmlLibrary,
+         .interval = std::chrono::milliseconds(options.gpuSampleIntervalMs),
+         .hostname = options.nodeName},
+        realClock(), &registry);
+    if (!started.isOk()) {
+      log.error("cannot sample the GPUs", {{"error", started.status()}});
+      return 1;
+    }
+    gpus = std::move(*started);
   }
   std::unique_ptr<MetricsServer> metricsServer;
   if (!options.metricsAddress.empty()) {
@@ -212,7 +217,7 @@ int main(int argc, char** argv) {
                                         .tlsCertificateFile = options.tls.certificateFile,
                                         .tlsKeyFile = options.tls.keyFile,
                                         .readers = &readers,
-                                        .gpus = gpus->get()});
+                                        .gpus = gpus.get()});
   if (!server.isOk()) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;

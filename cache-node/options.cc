@@ -57,6 +57,7 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
   f.optional("csiSocket", out.csiSocket);
   f.optional("mountKeeperSocket", out.mountKeeperSocket);
   f.optional("logLevel", out.logLevel);
+  f.optional("gpuTelemetry", out.gpuTelemetry);
   f.optional(
       "gpuSampleIntervalMs", out.gpuSampleIntervalMs,
       [](int32_t ms) { return ms >= 100 && ms <= 60'000; }, "milliseconds from 100 to 60000");

@@ -125,10 +125,16 @@ class ChartWorkloads : public ClusterTest {
     }
     if (inCluster) argv.push_back("--kubeconfig=" + (root_ / "kubeconfig").string());
     std::map<std::string, std::string> env;
+    // The node's name from the downward API, and plain values (the NVIDIA runtime's requests).
     for (const auto& e : spec["env"]) {
+      const std::string key = e["name"].as<std::string>();
+      if (e["value"]) {
+        env[key] = e["value"].as<std::string>();
+        continue;
+      }
       EXPECT_EQ(e["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(), "spec.nodeName")
-          << "the only environment the chart sets is the node's name";
-      env[e["name"].as<std::string>()] = node_;
+          << key << ": the only environment taken from the pod is the node's name";
+      env[key] = node_;
     }
     auto& process = processes_.emplace_back(
         std::make_unique<ChildProcess>(argv, root_ / (name + "-" + container + ".log"), env));

@@ -177,8 +177,22 @@ def daemonset_problems(objects, values):
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         if node.get(probe, {}).get("httpGet", {}).get("port") != "metrics":
             problems.append(f"{probe} does not ask the metrics port")
-    if {e["name"] for e in node.get("env", [])} != {"NODE_NAME"}:
+    env = {e["name"]: e for e in node.get("env", [])}
+    if "fieldRef" not in env.get("NODE_NAME", {}).get("valueFrom", {}):
         problems.append("NODE_NAME is not set from the downward API")
+    gpu = values["cacheNode"]["gpuTelemetry"]
+    if options.get("gpuTelemetry") != gpu["enabled"]:
+        problems.append("the options file's gpuTelemetry is not gpuTelemetry.enabled")
+    if options.get("gpuSampleIntervalMs") != gpu["sampleIntervalMs"]:
+        problems.append("the options file's gpuSampleIntervalMs is not gpuTelemetry.sampleIntervalMs")
+    nvidia = {k: env.get(k, {}).get("value") for k in ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")}
+    wanted = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+    if gpu["enabled"] and nvidia != wanted:
+        problems.append(f"GPU telemetry is on but the NVIDIA runtime is not asked for NVML: {nvidia}")
+    if not gpu["enabled"] and any(nvidia.values()):
+        problems.append("GPU telemetry is off but the NVIDIA runtime is asked for the GPUs")
+    if set(env) - {"NODE_NAME"} - set(wanted):
+        problems.append(f"unexpected environment: {sorted(set(env))}")
     if not node["securityContext"].get("privileged"):
         problems.append("the cache node must be privileged for Bidirectional propagation")
 
