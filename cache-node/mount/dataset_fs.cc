@@ -303,8 +303,8 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
                                       : record.originBytes) += piece->size;
     filled += piece->size;
   }
-  if (record.peerBytes + record.originBytes > 0)
-    record.wait = std::chrono::steady_clock::now() - start;
+  record.end = std::chrono::steady_clock::now();
+  if (record.peerBytes + record.originBytes > 0) record.wait = record.end - start;
   if (state.accounting != nullptr)
     state.accounting->record(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), record);
   fuse_reply_buf(req, buffer.span().data(), static_cast<size_t>(filled));

@@ -98,14 +98,18 @@ void ReaderAccounting::record(const std::string& dataset, int tid, const ReadRec
   std::lock_guard lock(mutex_);
   Reader& reader = readerLocked(dataset, identity);
   ReaderTotals& t = reader.totals;
-  t.wait += read.wait;
+  const auto end =
+      read.end == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now()
+                                                          : read.end;
+  const std::chrono::nanoseconds waited = reader.blocked.add(end - read.wait, end);
+  t.wait += waited;
   t.reads.localBytes += read.localBytes;
   t.reads.peerBytes += read.peerBytes;
   t.reads.originBytes += read.originBytes;
   ++(read.wait.count() > 0 ? t.reads.chunkMisses : t.reads.chunkHits);
   ++t.operations;
   if (!reader.series) return;
-  reader.series->waitSeconds.increment(std::chrono::duration<double>(read.wait).count());
+  reader.series->waitSeconds.increment(std::chrono::duration<double>(waited).count());
   reader.series->localBytes.increment(static_cast<double>(read.localBytes));
   reader.series->peerBytes.increment(static_cast<double>(read.peerBytes));
   reader.series->originBytes.increment(static_cast<double>(read.originBytes));

@@ -1,7 +1,9 @@
 // Who reads a dataset through its mount, and how long they wait for data. Every read through
 // a mount is recorded against its reader: the pod that issued it on Kubernetes (found from the
-// calling process's cgroup), the process itself in local mode. "Data wait" is the time reads
-// spent blocked on chunks that were not on this node's disks.
+// calling process's cgroup), the process itself in local mode. "Data wait" is the wall time
+// during which at least one of the reader's reads was blocked on chunks that were not on this
+// node's disks (core/blocked_time.h): concurrent reads that wait together count once, so it
+// never exceeds the time the reader ran.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "cache-node/cache_metrics.h"
+#include "cache-node/core/blocked_time.h"
 #include "cache-node/dataset_cache.h"
 
 namespace granary::cache {
@@ -50,10 +53,12 @@ struct ReaderTotals {
   int64_t operations = 0;
 };
 
-// One read as the mount saw it: bytes by source and how long it blocked on a miss.
+// One read as the mount saw it: bytes by source, how long it blocked on a miss, and when it
+// ended (the default: when it is recorded).
 struct ReadRecord {
   int64_t localBytes = 0, peerBytes = 0, originBytes = 0;
   std::chrono::nanoseconds wait{0};
+  std::chrono::steady_clock::time_point end{};
 };
 
 class ReaderAccounting {
@@ -74,6 +79,7 @@ class ReaderAccounting {
   };
   struct Reader {
     ReaderTotals totals;
+    BlockedTime blocked;
     std::optional<Series> series;  // absent without metrics
   };
   struct Lookup {

@@ -199,6 +199,28 @@ TEST_F(DatasetFilesystemTest, ConcurrentColdReadsWhileWarmingAreExactAndAccounte
   EXPECT_GT(bytes, 0);
 }
 
+// A reader of a file from a slow origin, timed from outside, with the kernel's read-ahead
+// asking several chunks at once: its data wait is at most the time it ran, and most of it.
+TEST_F(DatasetFilesystemTest, DataWaitNeverExceedsTheReadersTime) {
+  auto server = granary::testing::HttpFileServer::start(origin_);
+  ASSERT_TRUE(server.isOk()) << server.status();
+  auto origin = makeHttpOrigin({.baseUrl = (*server)->url(), .retryDelay = 1ms});
+  ASSERT_TRUE(origin.isOk()) << origin.status();
+  mount(WarmMode::kNever, std::move(*origin));
+  ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kReady);
+  (*server)->throttle(4 << 20);  // 3 MB in about 0.7 s
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(readWhole(mountpoint_ / "big/a.bin") == files_["big/a.bin"]);
+  const auto ran = std::chrono::steady_clock::now() - start;
+  const auto readers = accounting_.readers();
+  ASSERT_EQ(readers.size(), 1u);
+  std::printf("read ran %.3f s, data wait %.3f s\n", std::chrono::duration<double>(ran).count(),
+              std::chrono::duration<double>(readers[0].wait).count());
+  EXPECT_LE(readers[0].wait, ran);
+  EXPECT_GE(readers[0].wait, ran / 2) << "the reader spent most of its time waiting";
+  EXPECT_GT(readers[0].reads.chunkMisses, 1) << "several reads waited, some at once";
+}
+
 TEST_F(DatasetFilesystemTest, AColdReadWaitsOnlyForItsChunkAndTheWaitIsCounted) {
   mount(WarmMode::kNever);
   EXPECT_EQ(readWhole(mountpoint_ / "labels.csv"), files_["labels.csv"]);
@@ -387,6 +409,19 @@ TEST(PodUidFromCgroup, FindsThePodInBothKubeletLayouts) {
             "0f3c1a2b-1111-2222-3333-444455556666");
   EXPECT_EQ(podUidFromCgroup("0::/user.slice/user-0.slice/session-1.scope\n"), "");
   EXPECT_EQ(podUidFromCgroup("0::/kubepods/podnot-a-uid/x\n"), "");
+}
+
+// Two threads of one process blocked over the same 2 ms: 2 ms of data wait, not 4.
+TEST(ReaderAccounting, ReadsThatWaitTogetherCountOnce) {
+  ReaderAccounting accounting(nullptr, [](int) { return ProcessIdentity{.pid = 7}; });
+  const auto end = std::chrono::steady_clock::now();
+  accounting.record("ml/a", 10, {.originBytes = 1, .wait = 2ms, .end = end});
+  accounting.record("ml/a", 11, {.originBytes = 1, .wait = 2ms, .end = end});
+  accounting.record("ml/a", 11, {.originBytes = 1, .wait = 3ms, .end = end + 2ms});
+  const auto readers = accounting.readers();
+  ASSERT_EQ(readers.size(), 1u);
+  EXPECT_EQ(readers[0].wait, 4ms) << "the union of [-2, 0) and [-1, 2) ms";
+  EXPECT_EQ(readers[0].reads.chunkMisses, 3);
 }
 
 TEST(ReaderAccounting, AttributesThreadsToTheirProcessOrPod) {
