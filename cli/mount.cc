@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,13 +42,35 @@ std::string mountTypeAt(const std::filesystem::path& path) {
   return found;
 }
 
+// The readers in a few lines: one per pod, or per command in local mode, with their totals. A
+// group's data wait adds up its processes' own (each the wall time one of them had a read
+// blocked), so a group of N readers may have waited up to N times as long as it ran.
 void printReaders(const ReaderAccounting& accounting) {
+  struct Group {
+    int readers = 0;
+    int64_t operations = 0, local = 0, fetched = 0;
+    std::chrono::nanoseconds wait{0};
+  };
+  std::map<std::string, Group> groups;
   for (const auto& r : accounting.readers()) {
-    std::fprintf(stderr, "  reader pid %d: %lld ops, %s local, %s from the origin, waited %.2f s\n",
-                 r.key.pid, static_cast<long long>(r.operations),
-                 formatByteSize(ByteSize{r.reads.localBytes}).c_str(),
-                 formatByteSize(ByteSize{r.reads.originBytes + r.reads.peerBytes}).c_str(),
-                 std::chrono::duration<double>(r.wait).count());
+    const std::string name =
+        !r.podName.empty()      ? "pod " + r.podNamespace + "/" + r.podName
+        : !r.key.podUid.empty() ? "pod " + r.key.podUid
+        : !r.command.empty()    ? r.command
+                                : "pid " + std::to_string(r.key.pid);
+    Group& g = groups[name];
+    ++g.readers;
+    g.operations += r.operations;
+    g.local += r.reads.localBytes;
+    g.fetched += r.reads.originBytes + r.reads.peerBytes;
+    g.wait += r.wait;
+  }
+  for (const auto& [name, g] : groups) {
+    std::fprintf(stderr, "  %s (%d reader%s): %lld reads, %s local, %s fetched, waited %.2f s\n",
+                 name.c_str(), g.readers, g.readers == 1 ? "" : "s",
+                 static_cast<long long>(g.operations), formatByteSize(ByteSize{g.local}).c_str(),
+                 formatByteSize(ByteSize{g.fetched}).c_str(),
+                 std::chrono::duration<double>(g.wait).count());
   }
 }
 

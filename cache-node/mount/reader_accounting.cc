@@ -50,6 +50,8 @@ ProcessIdentity identifyThread(int tid) {
   std::stringstream text;
   text << cgroup.rdbuf();
   identity.podUid = podUidFromCgroup(text.str());
+  std::ifstream comm("/proc/" + std::to_string(identity.pid) + "/comm");
+  std::getline(comm, identity.command);
   return identity;
 }
 
@@ -81,6 +83,7 @@ ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& data
   if (it != readers_.end()) return it->second;
   Reader reader;
   reader.totals.key = key;
+  reader.totals.command = identity.command;
   std::string label = uid.empty() ? "pid:" + std::to_string(pid) : uid;
   if (const auto named = podNames_.find(uid); !uid.empty() && named != podNames_.end())
     label = named->second.first + "/" + named->second.second;

@@ -30,8 +30,9 @@ std::string podUidFromCgroup(std::string_view cgroupText);
 
 // The process a FUSE request came from: the kernel names the calling thread.
 struct ProcessIdentity {
-  int pid = 0;         // the thread group (process) id
-  std::string podUid;  // "" when not in a pod
+  int pid = 0;          // the thread group (process) id
+  std::string podUid;   // "" when not in a pod
+  std::string command;  // the process's name (/proc/<pid>/comm), "" when unknown
 };
 
 // From /proc/<tid>/status and /proc/<tid>/cgroup; {tid, ""} when they cannot be read.
@@ -48,6 +49,7 @@ struct ReaderKey {
 struct ReaderTotals {
   ReaderKey key;
   std::string podNamespace, podName;  // when a mount was published for the pod (readers() fills)
+  std::string command;                // of the process that first read (see ProcessIdentity)
   std::chrono::nanoseconds wait{0};
   ReadTotals reads;  // bytes by source; chunkMisses counts reads that waited
   int64_t operations = 0;

@@ -38,6 +38,6 @@ if touch "$root/mnt/new" 2> /dev/null; then echo "a write succeeded"; exit 1; fi
 "$granaryctl" unmount "$root/mnt"
 wait %1  # the mount command ends by itself, successfully
 grep -q "unmounted $root/mnt" "$root/log.txt"
-grep -q "reader pid" "$root/log.txt"
+grep -Eq "^  diff \(1 reader\): [0-9]+ reads, .* waited [0-9.]+ s$" "$root/log.txt"  # readers by command
 if grep -q " $root/mnt " /proc/self/mounts; then echo "still mounted"; exit 1; fi
 echo "ok: mounted, compared, unmounted"
