@@ -87,10 +87,9 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
                                   "Bytes read through a dataset's mount per reader, by where they "
                                   "came from: local disk, a peer cache node, or the origin.",
                                   {"dataset", "reader", "source"})));
-  return std::unique_ptr<CacheMetrics>(
-      new CacheMetrics{readBytes, hits, misses, warmBytes, warmFiles, originErrors, originRetries,
-                       damaged, warmRate, warmPending, used, capacity, diskFull, readWait,
-                       readerBytes});
+  return std::unique_ptr<CacheMetrics>(new CacheMetrics{
+      readBytes, hits, misses, warmBytes, warmFiles, originErrors, originRetries, damaged, warmRate,
+      warmPending, used, capacity, diskFull, readWait, readerBytes});
 }
 
 DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {

@@ -1,10 +1,10 @@
 #include "cache-node/dataset_cache.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-
-#include <xxhash.h>
 
 #include "cache-node/core/placement.h"
 #include "common/backoff.h"
@@ -454,8 +454,7 @@ Status DatasetCache::pinContent(const ManifestEntry& file, const std::string& wh
   return pinned->second == hash ? Status::ok() : changed();
 }
 
-void DatasetCache::keepWhole(const ManifestEntry& file, const std::string& whole,
-                             FetchKind kind) {
+void DatasetCache::keepWhole(const ManifestEntry& file, const std::string& whole, FetchKind kind) {
   const int64_t chunks = chunkCount(file.size, settings_.chunkSize);
   for (int64_t i = 0; i < chunks; ++i) {
     const ChunkId id = chunkId(file.path, i);

@@ -309,7 +309,7 @@ class DatasetCache {
   std::string scanCursor_;
   std::deque<ManifestEntry> scanBatch_;
   bool scanDone_ = false;
-  std::shared_ptr<FileTask> current_;  // the file whose chunks are being handed out
+  std::shared_ptr<FileTask> current_;   // the file whose chunks are being handed out
   std::set<std::string> changedFiles_;  // found changed at the origin since this pass began
   std::map<std::string, uint64_t> pinnedContent_;  // hashes of files read whole, by path
   int64_t failedChunks_ = 0;

@@ -194,10 +194,11 @@ class CacheNodeService final : public v1::CacheNode::Service {
       response->set_gpu_unavailable_reason(reason);
     } else {
       for (const auto& reading : gpus_->latest()) *response->add_gpus() = gpuTelemetryOf(reading);
-      *response->mutable_gpu_sample_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(
-              gpus_->sampledAt().time_since_epoch())
-              .count());
+      *response->mutable_gpu_sample_time() =
+          google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  gpus_->sampledAt().time_since_epoch())
+                  .count());
     }
     return grpc::Status::OK;
   }
@@ -287,9 +288,8 @@ Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& eng
     credentials = grpc::SslServerCredentials(ssl);
   }
   std::unique_ptr<CacheNodeServer> server(new CacheNodeServer());
-  server->services_ =
-      std::make_unique<Services>(engine, peers, std::move(options.token), options.readers,
-                                 options.gpus);
+  server->services_ = std::make_unique<Services>(engine, peers, std::move(options.token),
+                                                 options.readers, options.gpus);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, credentials, &server->port_);
   builder.RegisterService(&server->services_->cacheNode);

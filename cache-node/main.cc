@@ -183,11 +183,11 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<GpuSampler> gpus;  // null with gpuTelemetry off
   if (options.gpuTelemetry) {
-    auto started = GpuSampler::start(
-        {.library = options.nvmlLibrary,
-         .interval = std::chrono::milliseconds(options.gpuSampleIntervalMs),
-         .hostname = options.nodeName},
-        realClock(), &registry);
+    auto started =
+        GpuSampler::start({.library = options.nvmlLibrary,
+                           .interval = std::chrono::milliseconds(options.gpuSampleIntervalMs),
+                           .hostname = options.nodeName},
+                          realClock(), &registry);
     if (!started.isOk()) {
       log.error("cannot sample the GPUs", {{"error", started.status()}});
       return 1;

@@ -63,8 +63,8 @@ struct NodeOptions {
   std::string csiSocket;          // the CSI node plugin's unix socket; "" serves no CSI
   std::string mountKeeperSocket;  // the mount keeper's unix socket; "" none
   std::string logLevel = "info";
-  bool gpuTelemetry = true;            // sample the node's GPUs through NVML
-  int32_t gpuSampleIntervalMs = 1000;  // how often
+  bool gpuTelemetry = true;                       // sample the node's GPUs through NVML
+  int32_t gpuSampleIntervalMs = 1000;             // how often
   std::string nvmlLibrary = "libnvidia-ml.so.1";  // NVML: a file name (searched) or a path
 };
 

@@ -53,11 +53,10 @@ void printReaders(const ReaderAccounting& accounting) {
   };
   std::map<std::string, Group> groups;
   for (const auto& r : accounting.readers()) {
-    const std::string name =
-        !r.podName.empty()      ? "pod " + r.podNamespace + "/" + r.podName
-        : !r.key.podUid.empty() ? "pod " + r.key.podUid
-        : !r.command.empty()    ? r.command
-                                : "pid " + std::to_string(r.key.pid);
+    const std::string name = !r.podName.empty()      ? "pod " + r.podNamespace + "/" + r.podName
+                             : !r.key.podUid.empty() ? "pod " + r.key.podUid
+                             : !r.command.empty()    ? r.command
+                                                     : "pid " + std::to_string(r.key.pid);
     Group& g = groups[name];
     ++g.readers;
     g.operations += r.operations;

@@ -20,10 +20,9 @@ bool endsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
-constexpr MetricUnit kAllUnits[] = {MetricUnit::kSeconds, MetricUnit::kBytes,
-                                    MetricUnit::kRatio,   MetricUnit::kCelsius,
-                                    MetricUnit::kWatts,   MetricUnit::kHertz,
-                                    MetricUnit::kBytesPerSecond};
+constexpr MetricUnit kAllUnits[] = {
+    MetricUnit::kSeconds, MetricUnit::kBytes, MetricUnit::kRatio,         MetricUnit::kCelsius,
+    MetricUnit::kWatts,   MetricUnit::kHertz, MetricUnit::kBytesPerSecond};
 // dcgm-exporter's label names, allowed as they are so that its series and granary's join.
 constexpr std::string_view kDcgmLabels[] = {"UUID", "modelName", "Hostname"};
 
@@ -120,8 +119,8 @@ Status validateMetricSpec(const MetricSpec& spec) {
 
   for (size_t i = 0; i < spec.labels.size(); ++i) {
     const std::string& label = spec.labels[i];
-    const bool dcgm = std::find(std::begin(kDcgmLabels), std::end(kDcgmLabels), label) !=
-                      std::end(kDcgmLabels);
+    const bool dcgm =
+        std::find(std::begin(kDcgmLabels), std::end(kDcgmLabels), label) != std::end(kDcgmLabels);
     if (!dcgm && !std::regex_match(label, kLabel)) {
       return fail("label \"" + label +
                   "\" must be lower-case letters, digits and underscores, "

@@ -36,7 +36,16 @@ enum class MetricType { kCounter, kGauge, kHistogram };
 
 // The base unit a metric is measured in; the name must end in its suffix
 // (before `_total` for counters). kNone is for plain counts.
-enum class MetricUnit { kNone, kSeconds, kBytes, kRatio, kCelsius, kWatts, kHertz, kBytesPerSecond };
+enum class MetricUnit {
+  kNone,
+  kSeconds,
+  kBytes,
+  kRatio,
+  kCelsius,
+  kWatts,
+  kHertz,
+  kBytesPerSecond
+};
 
 std::string_view metricUnitSuffix(MetricUnit unit);  // "" for kNone, else e.g. "bytes"
 

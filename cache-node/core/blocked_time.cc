@@ -13,9 +13,9 @@ std::chrono::nanoseconds BlockedTime::add(Time start, Time end) {
   if (it != covered_.begin() && std::prev(it)->second >= start) --it;
   Time mergedStart = start, mergedEnd = end;
   while (it != covered_.end() && it->first <= end) {
-    added -= std::max(std::chrono::nanoseconds(0),
-                      std::chrono::nanoseconds(std::min(end, it->second) -
-                                               std::max(start, it->first)));
+    added -=
+        std::max(std::chrono::nanoseconds(0),
+                 std::chrono::nanoseconds(std::min(end, it->second) - std::max(start, it->first)));
     mergedStart = std::min(mergedStart, it->first);
     mergedEnd = std::max(mergedEnd, it->second);
     it = covered_.erase(it);

@@ -62,8 +62,7 @@ struct GpuSampler::Metrics {
     GRANARY_RETURN_IF_ERROR(field("granary_gpu_memory_used_bytes", U::kBytes,
                                   "GPU memory allocated.",
                                   [&](const R& r) { return bytes(r.memoryUsedBytes); }));
-    GRANARY_RETURN_IF_ERROR(field("granary_gpu_memory_total_bytes", U::kBytes,
-                                  "GPU memory in all.",
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_memory_total_bytes", U::kBytes, "GPU memory in all.",
                                   [&](const R& r) { return bytes(r.memoryTotalBytes); }));
     GRANARY_RETURN_IF_ERROR(field("granary_gpu_power_watts", U::kWatts,
                                   "Power drawn by the GPU and its memory.",
@@ -74,12 +73,11 @@ struct GpuSampler::Metrics {
     GRANARY_RETURN_IF_ERROR(field("granary_gpu_sm_clock_hertz", U::kHertz,
                                   "Clock of the streaming multiprocessors.",
                                   [](const R& r) { return r.smClockHertz; }));
-    GRANARY_RETURN_IF_ERROR(field("granary_gpu_pcie_transmit_bytes_per_second",
-                                  U::kBytesPerSecond,
-                                  "PCIe bytes sent by the GPU per second, over NVML's 20 ms window.",
-                                  [](const R& r) { return r.pcieTransmitBytesPerSecond; }));
-    GRANARY_RETURN_IF_ERROR(field("granary_gpu_pcie_receive_bytes_per_second",
-                                  U::kBytesPerSecond,
+    GRANARY_RETURN_IF_ERROR(
+        field("granary_gpu_pcie_transmit_bytes_per_second", U::kBytesPerSecond,
+              "PCIe bytes sent by the GPU per second, over NVML's 20 ms window.",
+              [](const R& r) { return r.pcieTransmitBytesPerSecond; }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_pcie_receive_bytes_per_second", U::kBytesPerSecond,
                                   "PCIe bytes received by the GPU per second, over NVML's 20 ms "
                                   "window.",
                                   [](const R& r) { return r.pcieReceiveBytesPerSecond; }));

@@ -55,9 +55,9 @@ class GpuSampler {
 
   const GpuSamplerOptions options_;
   Clock& clock_;
-  std::unique_ptr<gpu::Nvml> nvml_;  // null without NVML
+  std::unique_ptr<gpu::Nvml> nvml_;   // null without NVML
   std::unique_ptr<Metrics> metrics_;  // null without a registry
-  mutable std::mutex mutex_;           // guards the three below
+  mutable std::mutex mutex_;          // guards the three below
   std::vector<gpu::GpuReading> latest_;
   Clock::WallTime sampledAt_{};
   std::string unavailable_;

@@ -284,8 +284,8 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
   while (filled < length) {
     if (!buffer) return (void)fuse_reply_err(req, ENOMEM);
     auto piece = cache->readPieceInto(file, offset + filled, length - filled,
-                                            buffer.span().subspan(static_cast<size_t>(filled)),
-                                            /*fetch=*/!pooled || filled > 0);
+                                      buffer.span().subspan(static_cast<size_t>(filled)),
+                                      /*fetch=*/!pooled || filled > 0);
     if (pooled && filled == 0 && piece.status().code() == StatusCode::kNotFound) {
       buffer = ReadBuffer::own(size);
       pooled = false;
@@ -504,14 +504,10 @@ struct DatasetFilesystem::Loop {
 Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::mount(
     std::shared_ptr<DatasetCache> cache, const std::filesystem::path& mountpoint,
     ReaderAccounting* accounting, MountOptions options) {
-  std::error_code error;
-  std::filesystem::create_directories(mountpoint, error);
-  if (error)
-    return unavailable("cannot create the mount point " + mountpoint.string() + ": " +
-                       error.message());
-  const std::string dataset = cache->key().label();
-  return start(std::move(cache), dataset, mountpoint.string(), mountpoint, accounting, options,
-               false);
+  GRANARY_ASSIGN_OR_RETURN(auto fs,
+                           mountPending(cache->key().label(), mountpoint, accounting, options));
+  fs->serve(std::move(cache));
+  return fs;
 }
 
 Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::mountPending(

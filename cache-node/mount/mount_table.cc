@@ -91,7 +91,8 @@ MountTable::~MountTable() {
   }
   for (const auto& point : kept) {
     if (::umount2(point.c_str(), MNT_DETACH) == 0)
-      Logger("mount").info("the keeper is gone: dataset unmounted", {{"mountpoint", point.string()}});
+      Logger("mount").info("the keeper is gone: dataset unmounted",
+                           {{"mountpoint", point.string()}});
   }
 }
 

@@ -101,9 +101,9 @@ void ReaderAccounting::record(const std::string& dataset, int tid, const ReadRec
   std::lock_guard lock(mutex_);
   Reader& reader = readerLocked(dataset, identity);
   ReaderTotals& t = reader.totals;
-  const auto end =
-      read.end == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now()
-                                                          : read.end;
+  const auto end = read.end == std::chrono::steady_clock::time_point{}
+                       ? std::chrono::steady_clock::now()
+                       : read.end;
   const std::chrono::nanoseconds waited = reader.blocked.add(end - read.wait, end);
   t.wait += waited;
   t.reads.localBytes += read.localBytes;

@@ -21,8 +21,8 @@ constexpr unsigned kTemperatureGpu = 0;  // nvmlTemperatureSensors_t
 constexpr unsigned kClockSm = 1;         // nvmlClockType_t
 constexpr unsigned kPcieTxBytes = 0;     // nvmlPcieUtilCounter_t, in KB/s
 constexpr unsigned kPcieRxBytes = 1;
-constexpr unsigned kNameBuffer = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
-constexpr unsigned kUuidBuffer = 80;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+constexpr unsigned kNameBuffer = 96;                      // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+constexpr unsigned kUuidBuffer = 80;                      // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 constexpr unsigned long long kValueNotAvailable = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
 
 struct nvmlUtilization_t {
@@ -38,7 +38,7 @@ struct nvmlProcessInfo_t {  // nvmlProcessInfo_v2_t, what the _v3 process querie
 };
 struct nvmlProcessUtilizationSample_t {
   unsigned pid;
-  unsigned long long timeStamp;  // µs
+  unsigned long long timeStamp;                // µs
   unsigned smUtil, memUtil, encUtil, decUtil;  // percent
 };
 
@@ -74,10 +74,10 @@ bool resolve(void* library, const char* symbol, Function& into) {
 
 // The words for an nvmlInit_v2 failure.
 std::string initFailure(nvmlReturn_t result, const char* what) {
-  if (result == kDriverNotLoaded) return "the NVIDIA driver is not loaded (nvmlInit_v2: " +
-                                         std::string(what) + ")";
-  if (result == kNoPermission) return "no permission to use the NVIDIA driver (nvmlInit_v2: " +
-                                      std::string(what) + ")";
+  if (result == kDriverNotLoaded)
+    return "the NVIDIA driver is not loaded (nvmlInit_v2: " + std::string(what) + ")";
+  if (result == kNoPermission)
+    return "no permission to use the NVIDIA driver (nvmlInit_v2: " + std::string(what) + ")";
   return "NVML could not start (nvmlInit_v2: " + std::string(what) + ")";
 }
 
@@ -92,27 +92,28 @@ Result<std::unique_ptr<Nvml>> Nvml::open(const std::string& library) {
   nvml->library_ = handle;
   nvml->api_ = std::make_unique<Api>();
   Api& api = *nvml->api_;
-  const bool complete =
-      resolve(handle, "nvmlInit_v2", api.init) && resolve(handle, "nvmlShutdown", api.shutdown) &&
-      resolve(handle, "nvmlErrorString", api.errorString) &&
-      resolve(handle, "nvmlSystemGetDriverVersion", api.driverVersion) &&
-      resolve(handle, "nvmlDeviceGetCount_v2", api.count) &&
-      resolve(handle, "nvmlDeviceGetHandleByIndex_v2", api.handle) &&
-      resolve(handle, "nvmlDeviceGetUUID", api.uuid) &&
-      resolve(handle, "nvmlDeviceGetName", api.name) &&
-      resolve(handle, "nvmlDeviceGetUtilizationRates", api.utilization) &&
-      resolve(handle, "nvmlDeviceGetMemoryInfo", api.memory) &&
-      resolve(handle, "nvmlDeviceGetPowerUsage", api.power) &&
-      resolve(handle, "nvmlDeviceGetTemperature", api.temperature) &&
-      resolve(handle, "nvmlDeviceGetClockInfo", api.clock) &&
-      resolve(handle, "nvmlDeviceGetPcieThroughput", api.pcie) &&
-      resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", api.processes) &&
-      resolve(handle, "nvmlDeviceGetProcessUtilization", api.processUtilization);
+  const bool complete = resolve(handle, "nvmlInit_v2", api.init) &&
+                        resolve(handle, "nvmlShutdown", api.shutdown) &&
+                        resolve(handle, "nvmlErrorString", api.errorString) &&
+                        resolve(handle, "nvmlSystemGetDriverVersion", api.driverVersion) &&
+                        resolve(handle, "nvmlDeviceGetCount_v2", api.count) &&
+                        resolve(handle, "nvmlDeviceGetHandleByIndex_v2", api.handle) &&
+                        resolve(handle, "nvmlDeviceGetUUID", api.uuid) &&
+                        resolve(handle, "nvmlDeviceGetName", api.name) &&
+                        resolve(handle, "nvmlDeviceGetUtilizationRates", api.utilization) &&
+                        resolve(handle, "nvmlDeviceGetMemoryInfo", api.memory) &&
+                        resolve(handle, "nvmlDeviceGetPowerUsage", api.power) &&
+                        resolve(handle, "nvmlDeviceGetTemperature", api.temperature) &&
+                        resolve(handle, "nvmlDeviceGetClockInfo", api.clock) &&
+                        resolve(handle, "nvmlDeviceGetPcieThroughput", api.pcie) &&
+                        resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", api.processes) &&
+                        resolve(handle, "nvmlDeviceGetProcessUtilization", api.processUtilization);
   if (!complete) {
     ::dlclose(handle);
     nvml->library_ = nullptr;
-    return unavailable(library + " lacks NVML entry points granary needs (a driver older than "
-                                 "R470?): update the NVIDIA driver");
+    return unavailable(library +
+                       " lacks NVML entry points granary needs (a driver older than "
+                       "R470?): update the NVIDIA driver");
   }
   if (const nvmlReturn_t started = api.init(); started != kSuccess) {
     const std::string why = initFailure(started, api.errorString(started));

@@ -29,9 +29,9 @@ struct GpuProcess {
 // One GPU at one instant.
 struct GpuReading {
   int index = 0;
-  std::string uuid;  // "GPU-…"
-  std::string name;  // the model, e.g. "NVIDIA H100 80GB HBM3"
-  bool lost = false;  // GPU_IS_LOST: nothing else was read
+  std::string uuid;                   // "GPU-…"
+  std::string name;                   // the model, e.g. "NVIDIA H100 80GB HBM3"
+  bool lost = false;                  // GPU_IS_LOST: nothing else was read
   std::optional<double> utilization;  // 0..1: the share of the driver's last period with a kernel
   std::optional<double> memoryUtilization;  // 0..1 of that period reading or writing memory
   std::optional<int64_t> memoryUsedBytes;

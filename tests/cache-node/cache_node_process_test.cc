@@ -23,6 +23,7 @@
 
 #include "csi/v1/csi.grpc.pb.h"
 #include "granary/v1/cache_node.grpc.pb.h"
+#include "tests/support/fake_nvml_scenario.h"
 #include "tests/support/http_file_server.h"
 #include "tests/support/http_get.h"
 #include "tests/support/test_certificates.h"
@@ -400,12 +401,12 @@ TEST_F(CacheNodeProcessTest, KilledWhileWarmingResumesWithoutFetchingVerifiedChu
 // The node's GPUs through NVML (the fake library, by the nvmlLibrary option): in GetTelemetry,
 // field by field with their processes, and in /metrics; a node without NVML says why.
 TEST_F(CacheNodeProcessTest, TelemetryCarriesTheGpusOrWhyThereAreNone) {
-  const auto scenario = root_ / "nvml.txt";
-  std::ofstream(scenario) << "gpu GPU-7c NVIDIA_H100 util=64 used=2048 total=8192 unsupported=power\n"
-                          << "proc 0 31337 1024 58\n";
-  ::setenv("GRANARY_FAKE_NVML", scenario.c_str(), 1);  // the node inherits it
-  for (const auto& [name, library] :
-       {std::pair{"n1", std::string(GRANARY_FAKE_NVML_LIBRARY)}, {"n2", "/nonexistent/libnvml.so"}}) {
+  const testing::FakeNvmlScenario scenario;  // the nodes inherit its variable
+  scenario.play(
+      "gpu GPU-7c NVIDIA_H100 util=64 used=2048 total=8192 unsupported=power\n"
+      "proc 0 31337 1024 58\n");
+  for (const auto& [name, library] : {std::pair{"n1", std::string(GRANARY_FAKE_NVML_LIBRARY)},
+                                      {"n2", "/nonexistent/libnvml.so"}}) {
     nodes_.push_back(std::make_unique<NodeProcess>(root_ / name, name));
     std::ofstream(root_ / name / "config.yaml", std::ios::app)
         << "nvmlLibrary: " << library << "\ngpuSampleIntervalMs: 100\n";
@@ -426,10 +427,10 @@ TEST_F(CacheNodeProcessTest, TelemetryCarriesTheGpusOrWhyThereAreNone) {
   EXPECT_DOUBLE_EQ(gpu.processes(0).sm_utilization_ratio(), 0.58);
   EXPECT_GT(telemetry.gpu_sample_time().seconds(), 0);
   std::string metrics;
-  ASSERT_EQ(testing::httpGet("http://127.0.0.1:" + std::to_string(nodes_[0]->metricsPort()) +
-                                 "/metrics",
-                             metrics),
-            200);
+  ASSERT_EQ(
+      testing::httpGet("http://127.0.0.1:" + std::to_string(nodes_[0]->metricsPort()) + "/metrics",
+                       metrics),
+      200);
   EXPECT_NE(metrics.find("granary_gpu_sampler_up 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find(R"(granary_gpu_utilization_ratio{Hostname="n1",UUID="GPU-7c",gpu="0")"),
             std::string::npos)
@@ -440,7 +441,6 @@ TEST_F(CacheNodeProcessTest, TelemetryCarriesTheGpusOrWhyThereAreNone) {
   EXPECT_NE(telemetry.gpu_unavailable_reason().find("no NVIDIA driver"), std::string::npos)
       << telemetry.gpu_unavailable_reason();
   EXPECT_NE(nodes_[1]->log().find("no GPU telemetry on this node"), std::string::npos);
-  ::unsetenv("GRANARY_FAKE_NVML");
 }
 
 TEST_F(CacheNodeProcessTest, WatchProgressStreamsUntilReady) {

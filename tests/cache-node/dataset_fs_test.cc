@@ -93,6 +93,14 @@ class DatasetFilesystemTest : public ::testing::Test {
     fs_ = std::move(*fs);
   }
 
+  // Mounts the dataset, never warmed, over `server` (serving the origin directory); listed.
+  void mountOverHttp(granary::testing::HttpFileServer& server) {
+    auto origin = makeHttpOrigin({.baseUrl = server.url(), .retryDelay = 1ms});
+    ASSERT_TRUE(origin.isOk()) << origin.status();
+    mount(WarmMode::kNever, std::move(*origin));
+    ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kReady);
+  }
+
   void expectEveryFileMatches() {
     for (const auto& [path, data] : files_) {
       EXPECT_TRUE(readWhole(mountpoint_ / path) == data) << path << " differs from the origin";
@@ -204,10 +212,7 @@ TEST_F(DatasetFilesystemTest, ConcurrentColdReadsWhileWarmingAreExactAndAccounte
 TEST_F(DatasetFilesystemTest, DataWaitNeverExceedsTheReadersTime) {
   auto server = granary::testing::HttpFileServer::start(origin_);
   ASSERT_TRUE(server.isOk()) << server.status();
-  auto origin = makeHttpOrigin({.baseUrl = (*server)->url(), .retryDelay = 1ms});
-  ASSERT_TRUE(origin.isOk()) << origin.status();
-  mount(WarmMode::kNever, std::move(*origin));
-  ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kReady);
+  mountOverHttp(**server);
   (*server)->throttle(4 << 20);  // 3 MB in about 0.7 s
   const auto start = std::chrono::steady_clock::now();
   EXPECT_TRUE(readWhole(mountpoint_ / "big/a.bin") == files_["big/a.bin"]);
@@ -278,10 +283,7 @@ TEST_F(DatasetFilesystemTest, ADamagedChunkIsNeverServed) {
 TEST_F(DatasetFilesystemTest, ShortBodiesAreRetriedOnTheReadPath) {
   auto server = granary::testing::HttpFileServer::start(origin_);
   ASSERT_TRUE(server.isOk()) << server.status();
-  auto origin = makeHttpOrigin({.baseUrl = (*server)->url(), .retryDelay = 1ms});
-  ASSERT_TRUE(origin.isOk()) << origin.status();
-  mount(WarmMode::kNever, std::move(*origin));
-  ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kReady);
+  mountOverHttp(**server);
   (*server)->shortenNext(6);
   expectEveryFileMatches();
   EXPECT_GE(cache_->state().reads.originRetries, 6);

@@ -157,7 +157,7 @@ __attribute__((visibility("default"))) const char* nvmlErrorString(int result) {
 }
 
 __attribute__((visibility("default"))) int nvmlSystemGetDriverVersion(char* version,
-                                                                       unsigned length) {
+                                                                      unsigned length) {
   const std::lock_guard lock(mutex);
   return copy(scenario.driver, version, length);
 }
@@ -170,7 +170,7 @@ __attribute__((visibility("default"))) int nvmlDeviceGetCount_v2(unsigned* count
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetHandleByIndex_v2(unsigned index,
-                                                                          void** device) {
+                                                                         void** device) {
   const std::lock_guard lock(mutex);
   if (index >= scenario.gpus.size()) return kInvalidArgument;
   *device = reinterpret_cast<void*>(uintptr_t{index} + 1);
@@ -178,21 +178,21 @@ __attribute__((visibility("default"))) int nvmlDeviceGetHandleByIndex_v2(unsigne
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetUUID(void* device, char* uuid,
-                                                              unsigned length) {
+                                                             unsigned length) {
   const std::lock_guard lock(mutex);
   if (int refused = refusal(device, "uuid")) return refused;
   return copy(gpuOf(device)->uuid, uuid, length);
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetName(void* device, char* name,
-                                                              unsigned length) {
+                                                             unsigned length) {
   const std::lock_guard lock(mutex);
   if (int refused = refusal(device, "name")) return refused;
   return copy(gpuOf(device)->name, name, length);
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetUtilizationRates(void* device,
-                                                                          Utilization* rates) {
+                                                                         Utilization* rates) {
   const std::lock_guard lock(mutex);
   if (int refused = refusal(device, "util")) return refused;
   *rates = {valueOf(device, "util"), valueOf(device, "memutil")};
@@ -217,7 +217,7 @@ __attribute__((visibility("default"))) int nvmlDeviceGetPowerUsage(void* device,
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetTemperature(void* device, unsigned,
-                                                                     unsigned* celsius) {
+                                                                    unsigned* celsius) {
   const std::lock_guard lock(mutex);
   if (int refused = refusal(device, "temp")) return refused;
   *celsius = valueOf(device, "temp");
@@ -225,7 +225,7 @@ __attribute__((visibility("default"))) int nvmlDeviceGetTemperature(void* device
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetClockInfo(void* device, unsigned,
-                                                                   unsigned* mhz) {
+                                                                  unsigned* mhz) {
   const std::lock_guard lock(mutex);
   if (int refused = refusal(device, "sm")) return refused;
   *mhz = valueOf(device, "sm_mhz");
@@ -233,8 +233,8 @@ __attribute__((visibility("default"))) int nvmlDeviceGetClockInfo(void* device, 
 }
 
 __attribute__((visibility("default"))) int nvmlDeviceGetPcieThroughput(void* device,
-                                                                        unsigned counter,
-                                                                        unsigned* kbs) {
+                                                                       unsigned counter,
+                                                                       unsigned* kbs) {
   const std::lock_guard lock(mutex);
   if (int refused = refusal(device, "pcie")) return refused;
   *kbs = valueOf(device, counter == 0 ? "tx_kbs" : "rx_kbs");
@@ -260,10 +260,10 @@ __attribute__((visibility("default"))) int nvmlDeviceGetProcessUtilization(
   const std::lock_guard lock(mutex);
   if (int refused = refusal(device, "processes")) return refused;
   const auto& processes = gpuOf(device)->processes;
-  const auto now = static_cast<unsigned long long>(
-      std::chrono::duration_cast<std::chrono::microseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  const auto now =
+      static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
   if (processes.empty() || now <= since) return kNotFound;
   const unsigned room = *count;
   *count = static_cast<unsigned>(processes.size());

@@ -4,12 +4,11 @@
 #include "cache-node/gpu/gpu_sampler.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <functional>
 #include <thread>
+
+#include "tests/support/fake_nvml_scenario.h"
 
 namespace granary::cache {
 namespace {
@@ -18,13 +17,7 @@ using namespace std::chrono_literals;
 
 class GpuSamplerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    scenario_ = std::filesystem::temp_directory_path() /
-                ("granary-sampler-" + std::to_string(::getpid()) + ".txt");
-    ::setenv("GRANARY_FAKE_NVML", scenario_.c_str(), 1);
-  }
-  void TearDown() override { std::filesystem::remove(scenario_); }
-  void play(const std::string& text) { std::ofstream(scenario_) << text; }
+  void play(const std::string& text) { scenario_.play(text); }
   // Polls the exposition until `done` holds (the sampler runs every 100 ms) or 5 s pass.
   std::string exposition(const std::function<bool(const std::string&)>& done) {
     std::string text = registry_.exposition();
@@ -35,11 +28,12 @@ class GpuSamplerTest : public ::testing::Test {
     return text;
   }
 
-  std::filesystem::path scenario_;
+  testing::FakeNvmlScenario scenario_;
   MetricsRegistry registry_;
 };
 
-constexpr const char* kGpu = "gpu GPU-0a1b NVIDIA_H100 util=75 used=1024 total=4096 power_mw=250000";
+constexpr const char* kGpu =
+    "gpu GPU-0a1b NVIDIA_H100 util=75 used=1024 total=4096 power_mw=250000";
 // As the exposition writes them: sorted by name.
 const std::string kLabels = R"({Hostname="n1",UUID="GPU-0a1b",gpu="0",modelName="NVIDIA H100"})";
 const std::string kSecondGpu =
@@ -47,9 +41,9 @@ const std::string kSecondGpu =
 
 TEST_F(GpuSamplerTest, ExportsEachFieldAndDropsWhatGoes) {
   play(std::string(kGpu) + "\n" + kGpu + "\n");
-  auto sampler = GpuSampler::start(
-      {.library = GRANARY_FAKE_NVML_LIBRARY, .interval = 100ms, .hostname = "n1"}, realClock(),
-      &registry_);
+  auto sampler =
+      GpuSampler::start({.library = GRANARY_FAKE_NVML_LIBRARY, .interval = 100ms, .hostname = "n1"},
+                        realClock(), &registry_);
   ASSERT_TRUE(sampler.isOk()) << sampler.status();
   EXPECT_EQ((*sampler)->unavailableReason(), "");
   ASSERT_EQ((*sampler)->latest().size(), 2u) << "the first sample is taken at start";
@@ -75,8 +69,8 @@ TEST_F(GpuSamplerTest, ExportsEachFieldAndDropsWhatGoes) {
 }
 
 TEST_F(GpuSamplerTest, WithoutNvmlTheNodeSaysWhyAndCarriesOn) {
-  auto sampler = GpuSampler::start({.library = "/nonexistent/libnvidia-ml.so.1"}, realClock(),
-                                   &registry_);
+  auto sampler =
+      GpuSampler::start({.library = "/nonexistent/libnvidia-ml.so.1"}, realClock(), &registry_);
   ASSERT_TRUE(sampler.isOk()) << sampler.status();
   EXPECT_NE((*sampler)->unavailableReason().find("no NVIDIA driver"), std::string::npos)
       << (*sampler)->unavailableReason();

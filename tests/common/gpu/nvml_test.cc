@@ -3,27 +3,18 @@
 #include "common/gpu/nvml.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include "tests/support/fake_nvml_scenario.h"
 
 namespace granary::gpu {
 namespace {
 
 class NvmlTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    scenario_ = std::filesystem::temp_directory_path() /
-                ("granary-nvml-" + std::to_string(::getpid()) + ".txt");
-    ::setenv("GRANARY_FAKE_NVML", scenario_.c_str(), 1);
-  }
-  void TearDown() override { std::filesystem::remove(scenario_); }
-  void play(const std::string& text) { std::ofstream(scenario_) << text; }
+  void play(const std::string& text) { scenario_.play(text); }
   static Result<std::unique_ptr<Nvml>> open() { return Nvml::open(GRANARY_FAKE_NVML_LIBRARY); }
 
-  std::filesystem::path scenario_;
+  testing::FakeNvmlScenario scenario_;
 };
 
 constexpr const char* kH100 =
@@ -34,8 +25,7 @@ TEST_F(NvmlTest, WithoutTheLibraryItSaysThereIsNoDriver) {
   auto nvml = Nvml::open("/nonexistent/libnvidia-ml.so.1");
   ASSERT_FALSE(nvml.isOk());
   EXPECT_EQ(nvml.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(nvml.status().message().find("no NVIDIA driver"), std::string::npos)
-      << nvml.status();
+  EXPECT_NE(nvml.status().message().find("no NVIDIA driver"), std::string::npos) << nvml.status();
 }
 
 TEST_F(NvmlTest, AFailedStartSaysWhy) {
