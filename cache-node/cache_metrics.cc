@@ -77,9 +77,10 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
   GRANARY_ASSIGN_OR_RETURN(
       auto readWait,
       registry.addCounter(counter("granary_dataset_read_wait_seconds_total", U::kSeconds,
-                                  "Time reads through a dataset's mount spent blocked on data "
-                                  "that was not on this node's disks, per reader (a pod, or a "
-                                  "process in local mode).",
+                                  "Wall time during which a reader (a pod, or a process in "
+                                  "local mode) had a read through a dataset's mount blocked on "
+                                  "data that was not on this node's disks; reads that wait "
+                                  "together count once.",
                                   {"dataset", "reader"})));
   GRANARY_ASSIGN_OR_RETURN(
       auto readerBytes,
