@@ -443,6 +443,7 @@ Status DatasetCache::pinContent(const ManifestEntry& file, const std::string& wh
   const int64_t chunks = chunkCount(file.size, settings_.chunkSize);
   for (int64_t i = 0; i < chunks; ++i) {
     const auto cached = node_.chunks.read(chunkId(file.path, i));
+    if (!cached.isOk()) forgetIfDamaged(file.path, i, cached.status());
     if (cached.isOk() &&
         *cached != std::string_view(whole).substr(static_cast<size_t>(i * settings_.chunkSize),
                                                   static_cast<size_t>(chunkLength(file, i))))
