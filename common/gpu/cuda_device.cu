@@ -1,4 +1,5 @@
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cmath>
 #include <string>
@@ -33,6 +34,12 @@ bool builtWithCuda() { return true; }
 Result<std::vector<CudaDevice>> listCudaDevices() {
   int count = 0;
   if (const cudaError_t error = cudaGetDeviceCount(&count); error != cudaSuccess) {
+    // Without the driver's library the runtime only says its version is "insufficient".
+    if (void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL); driver != nullptr) {
+      ::dlclose(driver);
+    } else {
+      return unavailable("no NVIDIA driver: libcuda.so.1 is not installed");
+    }
     return cudaUnavailable("no usable CUDA device", error);
   }
   if (count == 0) return unavailable("no CUDA device is present");

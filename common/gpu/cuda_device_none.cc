@@ -6,7 +6,7 @@ namespace granary::gpu {
 bool builtWithCuda() { return false; }
 
 Result<std::vector<CudaDevice>> listCudaDevices() {
-  return unavailable("granary was built without CUDA (nvcc was not found at build time)");
+  return unavailable(GRANARY_CUDA_OFF_REASON);
 }
 
 Result<double> selfTestCudaDevice(int, int64_t) { return listCudaDevices().status(); }
