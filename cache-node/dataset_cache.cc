@@ -849,18 +849,12 @@ void DatasetCache::finishWarmItem(const WarmItem& item, const Status& status) {
   std::lock_guard lock(mutex_);
   FileTask& file = *item.file;
   --file.remaining;
-  if (!status.isOk() && !file.failed) {
-    file.failed = true;
-    if (status.code() == StatusCode::kFailedPrecondition) {
-      changedFiles_.insert(file.entry.path);  // fetchChunk did too; a peer may have said it
-    } else if (status.code() != StatusCode::kResourceExhausted) {
-      lastError_ = status.message();
-    }
-  }
-  if (!status.isOk() && status.code() != StatusCode::kFailedPrecondition &&
-      status.code() != StatusCode::kResourceExhausted) {
-    ++failedChunks_;
-  }
+  // A change at the origin is counted by fetchChunk, a full disk by keep(); the rest is retried.
+  const bool failed = !status.isOk() && status.code() != StatusCode::kFailedPrecondition &&
+                      status.code() != StatusCode::kResourceExhausted;
+  if (failed && !file.failed) lastError_ = status.message();
+  file.failed = file.failed || !status.isOk();
+  if (failed) ++failedChunks_;
   if (file.remaining == 0 && !file.failed && file.fetched && metrics_)
     metrics_->warmFiles.increment();
 }

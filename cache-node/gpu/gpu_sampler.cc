@@ -21,6 +21,10 @@ MetricSpec gpuGauge(std::string name, MetricUnit unit, std::string help) {
           .labels = {"gpu", "UUID", "modelName", "Hostname"}};
 }
 
+std::optional<double> asDouble(const std::optional<int64_t>& bytes) {
+  return bytes ? std::optional<double>(static_cast<double>(*bytes)) : std::nullopt;
+}
+
 }  // namespace
 
 // One gauge family per reading field, with how to take the field from a reading.
@@ -48,9 +52,6 @@ struct GpuSampler::Metrics {
       metrics->fields.push_back({family, std::move(of)});
       return Status::ok();
     };
-    const auto bytes = [](const std::optional<int64_t>& v) {
-      return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
-    };
     GRANARY_RETURN_IF_ERROR(field("granary_gpu_utilization_ratio", U::kRatio,
                                   "Share of the driver's last sample period (1/6 s to 1 s) in "
                                   "which a kernel ran on the GPU.",
@@ -61,9 +62,9 @@ struct GpuSampler::Metrics {
                                   [](const R& r) { return r.memoryUtilization; }));
     GRANARY_RETURN_IF_ERROR(field("granary_gpu_memory_used_bytes", U::kBytes,
                                   "GPU memory allocated.",
-                                  [&](const R& r) { return bytes(r.memoryUsedBytes); }));
+                                  [](const R& r) { return asDouble(r.memoryUsedBytes); }));
     GRANARY_RETURN_IF_ERROR(field("granary_gpu_memory_total_bytes", U::kBytes, "GPU memory in all.",
-                                  [&](const R& r) { return bytes(r.memoryTotalBytes); }));
+                                  [](const R& r) { return asDouble(r.memoryTotalBytes); }));
     GRANARY_RETURN_IF_ERROR(field("granary_gpu_power_watts", U::kWatts,
                                   "Power drawn by the GPU and its memory.",
                                   [](const R& r) { return r.powerWatts; }));

@@ -5,9 +5,7 @@ namespace granary::gpu {
 
 bool builtWithCuda() { return false; }
 
-Result<std::vector<CudaDevice>> listCudaDevices() {
-  return unavailable(GRANARY_CUDA_OFF_REASON);
-}
+Result<std::vector<CudaDevice>> listCudaDevices() { return unavailable(GRANARY_CUDA_OFF_REASON); }
 
 Result<double> selfTestCudaDevice(int, int64_t) { return listCudaDevices().status(); }
 
