@@ -127,10 +127,12 @@ void GpuSampler::sample() {
     Logger("gpu").warn("GPU sample failed", {{"error", readings.status()}});
     readings = std::vector<gpu::GpuReading>();
   }
+  {  // What latest() answers is never older than the series already exported.
+    std::lock_guard lock(mutex_);
+    latest_ = *readings;
+    sampledAt_ = clock_.wallNow();
+  }
   publish(*readings);
-  std::lock_guard lock(mutex_);
-  latest_ = std::move(*readings);
-  sampledAt_ = clock_.wallNow();
 }
 
 void GpuSampler::publish(const std::vector<gpu::GpuReading>& readings) {

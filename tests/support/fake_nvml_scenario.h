@@ -22,8 +22,13 @@ class FakeNvmlScenario {
     ::unsetenv("GRANARY_FAKE_NVML");
     std::filesystem::remove(file_);
   }
-  // Replaces the scenario; the fake reads it again at its next device count.
-  void play(const std::string& text) const { std::ofstream(file_) << text; }
+  // Replaces the scenario at once (a rename, so the fake never reads half of it); the fake
+  // reads it again at its next device count.
+  void play(const std::string& text) const {
+    const std::filesystem::path next = file_.string() + ".next";
+    std::ofstream(next) << text;
+    std::filesystem::rename(next, file_);
+  }
 
  private:
   std::filesystem::path file_;
