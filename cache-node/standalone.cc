@@ -62,7 +62,8 @@ std::string progressLine(const DatasetKey& key, const DatasetState& state) {
   std::string line = key.label() + " " + std::string(phaseName(state.phase)) + " " +
                      std::to_string(p.cachedFiles) + "/" + std::to_string(p.ownedFiles) +
                      " files " + formatByteSize(ByteSize{p.cachedBytes}) + "/" +
-                     formatByteSize(ByteSize{p.ownedBytes}) + " " +
+                     formatByteSize(ByteSize{p.ownedBytes}) +
+                     (p.ownedBytes > 0 ? " (" + std::to_string(p.cachedBytes * 100 / p.ownedBytes) + "%)" : "") + " " +
                      formatByteSize(ByteSize{static_cast<int64_t>(p.bytesPerSecond)}) + "/s";
   if (p.etaSeconds > 0) line += " ETA " + std::to_string(p.etaSeconds) + "s";
   if (!state.message.empty()) line += " (" + state.message + ")";

@@ -12,5 +12,6 @@ int doctorCommand(const std::vector<std::string>& args);
 int versionCommand(const std::vector<std::string>& args);
 int mountCommand(const std::vector<std::string>& args);
 int unmountCommand(const std::vector<std::string>& args);
+int runCommand(const std::vector<std::string>& args);
 
 }  // namespace granary::cli

@@ -13,6 +13,8 @@ constexpr std::string_view kUsage = R"(granaryctl: granary's command-line tool
 Usage:
   granaryctl validate -f PATH [-f PATH ...]   check Dataset and TrainingJob manifests (files
                                               or directories) and summarize them
+  granaryctl run -f JOB.yaml                   run a TrainingJob and its Datasets on this
+                                              machine, as on a cluster (local mode)
   granaryctl mount -f DATASET.yaml MOUNTPOINT  serve a Dataset read-only at MOUNTPOINT while
                                               warming it (until unmounted or Ctrl-C)
   granaryctl unmount [--lazy] MOUNTPOINT      end such a mount
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   const std::string& command = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "validate") return granary::cli::validateCommand(rest);
+  if (command == "run") return granary::cli::runCommand(rest);
   if (command == "mount") return granary::cli::mountCommand(rest);
   if (command == "unmount") return granary::cli::unmountCommand(rest);
   if (command == "doctor") return granary::cli::doctorCommand(rest);

@@ -1,5 +1,6 @@
 #include "common/api/training_job.h"
 
+#include <algorithm>
 #include <set>
 
 namespace granary::api {
@@ -142,6 +143,29 @@ std::string_view warmStartName(WarmStart policy) {
       return "None";
   }
   return "Parallel";
+}
+
+std::string workerName(const std::string& job, int rank) {
+  return job + "-worker-" + std::to_string(rank);
+}
+
+std::vector<std::pair<std::string, std::string>> workerEnvironment(const TrainingJobSpec& spec,
+                                                                   int rank,
+                                                                   const std::string& masterAddress,
+                                                                   int32_t masterPort) {
+  const std::string port = std::to_string(masterPort);
+  const std::string workers = std::to_string(spec.workers);
+  const std::string rankText = std::to_string(rank);
+  return {{"MASTER_ADDR", masterAddress},
+          {"MASTER_PORT", port},
+          {"WORLD_SIZE", workers},
+          {"RANK", rankText},
+          {"PET_NNODES", workers},
+          {"PET_NPROC_PER_NODE", std::to_string(std::max(1, spec.gpusPerWorker))},
+          {"PET_NODE_RANK", rankText},
+          {"PET_MASTER_ADDR", masterAddress},
+          {"PET_MASTER_PORT", port},
+          {"PYTHONUNBUFFERED", "1"}};
 }
 
 }  // namespace granary::api

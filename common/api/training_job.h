@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/api/object_meta.h"
@@ -65,5 +66,16 @@ Status decodeValue(const config::Node& node, RunPolicy& out);
 Status decodeValue(const config::Node& node, TrainingJobSpec& out);
 
 std::string_view warmStartName(WarmStart policy);
+
+// The name of rank `rank`'s worker: "<job>-worker-<rank>" (a pod on a cluster, a process locally).
+std::string workerName(const std::string& job, int rank);
+
+// The torchrun environment every worker gets, on a cluster and locally alike: MASTER_ADDR,
+// MASTER_PORT, WORLD_SIZE, RANK, the PET_* variables torchrun reads, and PYTHONUNBUFFERED.
+// Variables the template's container sets itself are left to it (the caller skips them).
+std::vector<std::pair<std::string, std::string>> workerEnvironment(const TrainingJobSpec& spec,
+                                                                   int rank,
+                                                                   const std::string& masterAddress,
+                                                                   int32_t masterPort);
 
 }  // namespace granary::api

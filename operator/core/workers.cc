@@ -48,10 +48,6 @@ std::string volumeName(const std::string& dataset) { return "dataset-" + dataset
 
 }  // namespace
 
-std::string workerName(const std::string& job, int rank) {
-  return job + "-worker-" + std::to_string(rank);
-}
-
 std::string masterAddress(const std::string& job, const std::string& ns) {
   return workerName(job, 0) + "." + job + "." + ns + ".svc";
 }
@@ -83,22 +79,9 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
   podSpec["hostname"] = Json::string(workerName(name, rank));
   podSpec["subdomain"] = Json::string(name);
 
-  const std::string master = masterAddress(name, ns);
-  const std::string port = std::to_string(spec.masterPort);
-  const std::string workers = std::to_string(spec.workers);
-  const std::string rankText = std::to_string(rank);
   Json env = Json::array();
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"MASTER_ADDR", master},
-           {"MASTER_PORT", port},
-           {"WORLD_SIZE", workers},
-           {"RANK", rankText},
-           {"PET_NNODES", workers},
-           {"PET_NPROC_PER_NODE", std::to_string(std::max(1, spec.gpusPerWorker))},
-           {"PET_NODE_RANK", rankText},
-           {"PET_MASTER_ADDR", master},
-           {"PET_MASTER_PORT", port},
-           {"PYTHONUNBUFFERED", "1"}})
+  for (const auto& [key, value] :
+       api::workerEnvironment(spec, rank, masterAddress(name, ns), spec.masterPort))
     env[env.size()] = envVar(key, value);
   Json mounts = Json::array();
   Json volumes = Json::array();
@@ -137,7 +120,7 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
     wait["command"][2] = Json::string(
         "until getent hosts \"$MASTER_ADDR\" >/dev/null 2>&1 || nslookup \"$MASTER_ADDR\" "
         ">/dev/null 2>&1; do echo waiting for $MASTER_ADDR; sleep 1; done");
-    wait["env"][0] = envVar("MASTER_ADDR", master);
+    wait["env"][0] = envVar("MASTER_ADDR", masterAddress(name, ns));
     Json init =
         podSpec.has_array_field("initContainers") ? podSpec.at("initContainers") : Json::array();
     Json ordered = Json::array();

@@ -10,7 +10,7 @@
 
 namespace granary::op {
 
-std::string workerName(const std::string& job, int rank);
+using api::workerName;
 // Rank 0's stable DNS name through the headless Service.
 std::string masterAddress(const std::string& job, const std::string& ns);
 

@@ -1,0 +1,77 @@
+// Local mode's plan: a TrainingJob and its Datasets, decoded from manifests exactly as on a
+// cluster, turned into what `granaryctl run` starts on this machine: each dataset's mount point
+// under the run directory, and each worker's command and environment as the operator would give
+// its pod. Pure: nothing is started, mounted or read here.
+//
+// What a worker gets, in order of precedence:
+//   - the template's first container: command + args, env (value only), workingDir;
+//   - the torchrun environment of api::workerEnvironment with MASTER_ADDR=127.0.0.1, LOCAL_RANK
+//     (every worker is on this machine), GRANARY_RUN_DIR, and the GPUs: CUDA_VISIBLE_DEVICES,
+//     gpusPerWorker of them each in NVML's (PCI bus) order, CUDA_DEVICE_ORDER=PCI_BUS_ID;
+//     empty when gpusPerWorker is 0, as a pod without GPUs sees none;
+//   - $(VAR) references in command, args and env values expanded as Kubernetes does;
+//   - a mount path of the job (say /data/coco) in an argument, an env value or the workingDir,
+//     as a whole path or the start of one (/data/coco/train), after the start, a space, a
+//     quote, '=', ':' or ',', mapped to its local path (RUN_DIR/data/coco/train); so
+//     `--data=/data/coco` and `sh -c "ls /data/coco"` both reach the dataset.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/api/manifest.h"
+#include "common/result.h"
+
+namespace granary::cli {
+
+struct LocalRunOptions {
+  std::filesystem::path runDirectory;  // absolute
+  std::string jobName;                 // which TrainingJob; "" when the manifests hold one
+  int gpuCount = 0;                    // GPUs on this machine
+  std::string noGpuReason;             // why there are none ("" when there are)
+  int32_t masterPort = 0;              // a free port on 127.0.0.1 for rank 0
+};
+
+struct LocalDataset {
+  api::Dataset dataset;
+  std::string mountPath;            // as the job names it: /data/coco
+  std::filesystem::path localPath;  // where it is mounted: RUN_DIR/data/coco
+};
+
+struct LocalWorker {
+  int rank = 0;
+  std::string name;               // <job>-worker-<rank>, as the pod is named on a cluster
+  std::vector<std::string> argv;  // argv[0] as the template names it (found on PATH at start)
+  std::vector<std::pair<std::string, std::string>> env;  // on top of granaryctl's environment
+  std::filesystem::path workingDirectory;                // "" to stay where granaryctl runs
+  std::vector<int> gpus;                                 // NVML indices
+};
+
+struct LocalPlan {
+  api::TrainingJob job;
+  std::filesystem::path runDirectory;
+  std::vector<LocalDataset> datasets;
+  std::vector<LocalWorker> workers;
+};
+
+// InvalidArgument naming the field and the fix: no or several TrainingJobs (without a job
+// name), a dataset the manifests do not define, a container without a command, an env var
+// from a Secret or a field reference, more GPUs than the machine has.
+Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documents,
+                               const LocalRunOptions& options);
+
+// Kubernetes' expansion of command, args and env values: $(NAME) becomes NAME's value when
+// `lookup` knows it and stays as written otherwise; $$ is a literal $.
+std::string expandReferences(
+    std::string_view text,
+    const std::function<std::optional<std::string>(std::string_view name)>& lookup);
+
+// `text` with each mount path in it (see above) replaced by its local path.
+std::string mapMountPaths(const std::string& text, const std::vector<LocalDataset>& datasets);
+
+}  // namespace granary::cli

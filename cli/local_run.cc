@@ -1,0 +1,438 @@
+#include "cli/local_run.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "cache-node/engine.h"
+#include "cache-node/mount/dataset_fs.h"
+#include "cache-node/standalone.h"
+#include "cli/run_view.h"
+#include "cli/worker_gang.h"
+
+namespace granary::cli {
+namespace {
+
+using namespace granary::cache;
+using namespace std::chrono_literals;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+constexpr auto kTick = 100ms;            // how often exits and output are looked at
+constexpr auto kViewPeriod = 1s;         // the live view on a terminal
+constexpr auto kPlainPeriod = 5s;        // timestamped lines otherwise
+constexpr auto kStopGrace = 10s;         // SIGTERM to SIGKILL
+constexpr int kDeadlineExitCode = 124;   // as timeout(1)
+constexpr int kStoppedExitCode = 130;    // as a shell's Ctrl-C
+
+double secondsSince(SteadyTime start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// /proc/<tid>/stat's process group: the fifth field, after the command in parentheses.
+pid_t processGroupOf(int tid) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const size_t close = text.rfind(')');
+  char state = 0;
+  int parent = 0, group = 0;
+  if (close == std::string::npos ||
+      std::sscanf(text.c_str() + close + 1, " %c %d %d", &state, &parent, &group) != 3)
+    return 0;
+  return group;
+}
+
+// Which worker a reading thread belongs to: the worker whose process group it is in. Its reads
+// are then accounted as the worker's, the way a pod's are on a node.
+class WorkerIdentities {
+ public:
+  static std::string uidOf(const LocalWorker& worker) { return "local/" + worker.name; }
+
+  void assign(const std::vector<pid_t>& groups, const std::vector<LocalWorker>& workers) {
+    std::lock_guard lock(mutex_);
+    for (size_t rank = 0; rank < groups.size(); ++rank) byGroup_[groups[rank]] = uidOf(workers[rank]);
+  }
+  ProcessIdentity identify(int tid) {
+    ProcessIdentity identity = identifyThread(tid);
+    const pid_t group = processGroupOf(tid);
+    std::lock_guard lock(mutex_);
+    if (const auto it = byGroup_.find(group); it != byGroup_.end()) identity.podUid = it->second;
+    return identity;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<pid_t, std::string> byGroup_;
+};
+
+// The terminal's width, or a wide line where there is none.
+size_t terminalWidth() {
+  winsize size{};
+  return ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 200;
+}
+
+std::string timestamp() {
+  const std::time_t now = std::time(nullptr);
+  char text[16];
+  std::strftime(text, sizeof text, "%H:%M:%S", std::localtime(&now));
+  return text;
+}
+
+// Standard output: worker lines as they come, and the view, redrawn in place on a terminal.
+class Screen {
+ public:
+  explicit Screen(bool live) : live_(live) {}
+  void print(const std::string& line) {
+    clear();
+    std::printf("%s\n", line.c_str());
+  }
+  void draw(const std::vector<std::string>& lines) {
+    clear();
+    for (const auto& line : lines)
+      std::printf(live_ ? "%s\n" : "[%s] %s\n", live_ ? line.c_str() : timestamp().c_str(),
+                  line.c_str());
+    drawn_ = live_ ? lines.size() : 0;
+    std::fflush(stdout);
+  }
+  bool live() const { return live_; }
+
+ private:
+  void clear() {
+    if (drawn_ > 0) std::printf("\x1b[%zuA\x1b[J", drawn_);  // up, then erase below
+    drawn_ = 0;
+  }
+  bool live_;
+  size_t drawn_ = 0;
+};
+
+struct WorkerRecord {
+  std::string state = "starting";
+  std::string outcome = "not started";
+  std::string lastLine;
+  int64_t bytes = 0;  // totals at the last view
+  std::chrono::nanoseconds wait{0};
+  double runSeconds = 0;  // of ended attempts
+  double gpuSum = 0;
+  int gpuSamples = 0;
+};
+
+class LocalRun {
+ public:
+  LocalRun(const LocalPlan& plan, const LocalRunSettings& settings, const GpuSampler* gpus,
+           std::stop_token stop)
+      : plan_(plan),
+        settings_(settings),
+        gpus_(gpus),
+        stop_(std::move(stop)),
+        screen_(!settings.plain && ::isatty(STDOUT_FILENO)),
+        accounting_(nullptr, [this](int tid) { return identities_.identify(tid); }),
+        workers_(plan.workers.size()) {}
+
+  int run() {
+    if (const Status started = start(); !started.isOk()) {
+      std::fprintf(stderr, "granaryctl run: %s\n", started.message().c_str());
+      return 1;
+    }
+    const int code = waitForData() ? runAttempts() : finish();
+    mounts_.clear();  // unmounts
+    for (const auto& line : summaryLines(summary())) screen_.print(line);
+    screen_.print("  worker output: " + logDirectory().string());
+    return code;
+  }
+
+ private:
+  std::filesystem::path logDirectory() const { return plan_.runDirectory / "logs"; }
+
+  Status start() {
+    EngineOptions options{.nodeName = "local",
+                          .stateDirectory = settings_.cacheDirectory,
+                          .cacheDirectories = {{settings_.cacheDirectory / "chunks",
+                                                settings_.cacheBytes}}};
+    GRANARY_ASSIGN_OR_RETURN(engine_, CacheEngine::open(options, realClock(), nullptr, nullptr));
+    for (const auto& d : plan_.datasets) GRANARY_RETURN_IF_ERROR(mount(d));
+    std::filesystem::create_directories(logDirectory());
+    for (const auto& w : plan_.workers)
+      accounting_.namePod(WorkerIdentities::uidOf(w), plan_.job.metadata.namespace_, w.name);
+    return Status::ok();
+  }
+
+  Status mount(const LocalDataset& d) {
+    cleanStaleMount(d.localPath);  // left by a run that was killed
+    for (const auto& m : currentMounts())
+      if (m.point == d.localPath.string())
+        return failedPrecondition(d.localPath.string() + " is already a mount point (" + m.type +
+                                  "), perhaps another granaryctl run's; end it or pass --run-dir");
+    EnsureSpec spec = standaloneSpec(d.dataset);
+    if (plan_.job.spec.warmPolicy == api::WarmStart::kNone &&
+        d.dataset.spec.cache.warm == api::WarmPolicy::kOnJob)
+      spec.settings.warm = WarmMode::kNever;
+    GRANARY_ASSIGN_OR_RETURN(
+        auto fs, DatasetFilesystem::mountPending(spec.key.label(), d.localPath, &accounting_,
+                                                 {.allowOther = true}));
+    GRANARY_ASSIGN_OR_RETURN(auto cache, engine_->ensure(spec));
+    fs->serve(cache);
+    screen_.print(spec.key.label() + " mounted read-only at " + d.localPath.string() + " (" +
+                  d.mountPath + " in the job)");
+    caches_.push_back(cache);
+    mounts_.push_back(std::move(fs));
+    return Status::ok();
+  }
+
+  // BeforeStart: true once every dataset is Ready; false when stopped, failed or past the
+  // deadline first (exitCode_ and outcome_ say which). Other policies: true at once.
+  bool waitForData() {
+    if (plan_.job.spec.warmPolicy != api::WarmStart::kBeforeStart) return true;
+    for (auto& w : workers_) w.state = "waiting for data";
+    while (!shouldEnd()) {
+      bool ready = true;
+      for (const auto& cache : caches_) {
+        const DatasetState state = cache->state();
+        if (state.phase == Phase::kFailed) {
+          setOutcome(1, "Failed: " + cache->key().label() + " failed (" + state.message + ")");
+          return false;
+        }
+        ready = ready && state.phase == Phase::kReady;
+      }
+      if (ready) return true;
+      pump();
+    }
+    return false;
+  }
+
+  int runAttempts() {
+    const api::RunPolicy& policy = plan_.job.spec.runPolicy;
+    for (attempt_ = 1;; ++attempt_) {
+      const std::optional<WorkerExit> failure = runGang();
+      if (!failure || shouldEnd()) return finish();
+      const std::string what = plan_.workers[failure->rank].name + " exited " +
+                               std::to_string(failure->code);
+      if (!restartable(policy.restartPolicy, failure->code) || restarts_ >= policy.backoffLimit) {
+        setOutcome(failure->code, "Failed: " + what);
+        return finish();
+      }
+      ++restarts_;
+      screen_.print(what + "; restarting the gang (restart " + std::to_string(restarts_) + " of " +
+                    std::to_string(policy.backoffLimit) + ")");
+    }
+  }
+
+  static bool restartable(api::RestartPolicy policy, int code) {
+    switch (policy) {
+      case api::RestartPolicy::kOnFailure:
+        return true;
+      case api::RestartPolicy::kExitCode:
+        return code >= 128;
+      case api::RestartPolicy::kNever:
+        return false;
+    }
+    return false;
+  }
+
+  // One attempt: the gang until every worker exits 0 (nullopt) or one fails (that exit). The
+  // gang is stopped either way.
+  std::optional<WorkerExit> runGang() {
+    auto gang = WorkerGang::start(plan_.workers,
+                                  [this](int rank, const std::string& line) { take(rank, line); });
+    if (!gang.isOk()) {
+      setOutcome(1, "Failed: " + gang.status().message());
+      return WorkerExit{0, 1};
+    }
+    identities_.assign((*gang)->groups(), plan_.workers);
+    const SteadyTime started = std::chrono::steady_clock::now();
+    for (auto& w : workers_) w.state = "running";
+    std::optional<WorkerExit> failure;
+    while (!failure && (*gang)->running() > 0 && !shouldEnd()) {
+      pump();
+      for (const WorkerExit& exit : (*gang)->reap()) {
+        recordExit(exit, started);
+        if (exit.code != 0 && !failure) failure = exit;
+      }
+    }
+    (*gang)->stop(kStopGrace);
+    for (const WorkerExit& exit : (*gang)->reap()) recordExit(exit, started);
+    for (auto& w : workers_)
+      if (w.state == "running") {
+        w.state = "stopped";
+        w.runSeconds += secondsSince(started);
+      }
+    drainLines();
+    return failure;
+  }
+
+  void recordExit(const WorkerExit& exit, SteadyTime started) {
+    WorkerRecord& w = workers_[exit.rank];
+    w.runSeconds += secondsSince(started);
+    w.state = "exited " + std::to_string(exit.code);
+    w.outcome = "exit " + std::to_string(exit.code);
+  }
+
+  // Whether the run is over before its workers are: stopped, past the deadline, or failed.
+  bool shouldEnd() {
+    if (stop_.stop_requested()) setOutcome(kStoppedExitCode, "Stopped");
+    const auto& deadline = plan_.job.spec.runPolicy.activeDeadlineSeconds;
+    if (deadline && secondsSince(start_) >= static_cast<double>(*deadline))
+      setOutcome(kDeadlineExitCode,
+                 "Failed: activeDeadlineSeconds (" + std::to_string(*deadline) + ") passed");
+    return exitCode_.has_value();
+  }
+
+  // The first outcome set is the run's.
+  void setOutcome(int code, std::string outcome) {
+    if (exitCode_) return;
+    exitCode_ = code;
+    outcome_ = std::move(outcome);
+  }
+
+  int finish() {
+    setOutcome(0, "Succeeded");
+    refresh();
+    return *exitCode_;
+  }
+
+  // Waits a tick, prints the workers' new lines, and refreshes the view when it is time.
+  void pump() {
+    realClock().sleepUntil(realClock().monoNow() + kTick, stop_);
+    drainLines();
+    if (std::chrono::steady_clock::now() - lastView_ >= (screen_.live() ? kViewPeriod : kPlainPeriod))
+      refresh();
+  }
+
+  void take(int rank, const std::string& line) {
+    std::lock_guard lock(linesMutex_);
+    lines_.emplace_back(rank, line);
+  }
+
+  void drainLines() {
+    std::vector<std::pair<int, std::string>> lines;
+    {
+      std::lock_guard lock(linesMutex_);
+      lines.swap(lines_);
+    }
+    for (const auto& [rank, line] : lines) {
+      const std::string& name = plan_.workers[rank].name;
+      std::ofstream(logDirectory() / (name + ".log"), std::ios::app) << line << "\n";
+      workers_[rank].lastLine = line;
+      screen_.print(name + " | " + line);
+    }
+  }
+
+  void refresh() {
+    const double period = std::max(1e-3, secondsSince(lastView_));
+    lastView_ = std::chrono::steady_clock::now();
+    RunView view{.job = label(),
+                 .elapsedSeconds = secondsSince(start_),
+                 .attempt = attempt_,
+                 .attempts = plan_.job.spec.runPolicy.backoffLimit + 1};
+    for (const auto& cache : caches_) view.datasets.push_back(progressLine(cache->key(), cache->state()));
+    const auto totals = totalsByWorker();
+    for (size_t rank = 0; rank < workers_.size(); ++rank)
+      view.workers.push_back(workerView(rank, totals[rank], period));
+    screen_.draw(liveViewLines(view, screen_.live() ? terminalWidth() : 400));
+  }
+
+  WorkerView workerView(size_t rank, const ReaderTotals& now, double period) {
+    WorkerRecord& w = workers_[rank];
+    const int64_t bytes = now.reads.localBytes + now.reads.peerBytes + now.reads.originBytes;
+    WorkerView view{.name = plan_.workers[rank].name,
+                    .state = w.state,
+                    .readBytesPerSecond = (bytes - w.bytes) / period,
+                    .dataWaitShare = std::chrono::duration<double>(now.wait - w.wait).count() / period,
+                    .gpuUtilization = gpuUtilization(plan_.workers[rank]),
+                    .lastLine = w.lastLine};
+    w.bytes = bytes;
+    w.wait = now.wait;
+    if (view.gpuUtilization && w.state == "running") {
+      w.gpuSum += *view.gpuUtilization;
+      ++w.gpuSamples;
+    }
+    return view;
+  }
+
+  // The mean utilization of the worker's GPUs in the sampler's last reading.
+  std::optional<double> gpuUtilization(const LocalWorker& worker) const {
+    if (gpus_ == nullptr || worker.gpus.empty()) return std::nullopt;
+    double sum = 0;
+    int count = 0;
+    for (const auto& reading : gpus_->latest())
+      for (int index : worker.gpus)
+        if (reading.index == index && reading.utilization) sum += *reading.utilization, ++count;
+    return count ? std::optional(sum / count) : std::nullopt;
+  }
+
+  // Each worker's reads over every dataset, by rank.
+  std::vector<ReaderTotals> totalsByWorker() const {
+    std::vector<ReaderTotals> totals(plan_.workers.size());
+    for (const auto& reader : accounting_.readers())
+      for (size_t rank = 0; rank < plan_.workers.size(); ++rank) {
+        if (reader.key.podUid != WorkerIdentities::uidOf(plan_.workers[rank])) continue;
+        totals[rank].wait += reader.wait;
+        totals[rank].reads.localBytes += reader.reads.localBytes;
+        totals[rank].reads.peerBytes += reader.reads.peerBytes;
+        totals[rank].reads.originBytes += reader.reads.originBytes;
+      }
+    return totals;
+  }
+
+  RunSummary summary() const {
+    RunSummary s{.job = label(),
+                 .outcome = outcome_,
+                 .wallSeconds = secondsSince(start_),
+                 .restarts = restarts_};
+    for (const auto& cache : caches_) s.datasets.push_back(progressLine(cache->key(), cache->state()));
+    const auto totals = totalsByWorker();
+    for (size_t rank = 0; rank < workers_.size(); ++rank) {
+      const WorkerRecord& w = workers_[rank];
+      const ReadTotals& r = totals[rank].reads;
+      s.localBytes += r.localBytes;
+      s.peerBytes += r.peerBytes;
+      s.originBytes += r.originBytes;
+      s.workers.push_back(
+          {.name = plan_.workers[rank].name,
+           .outcome = w.outcome,
+           .bytesRead = r.localBytes + r.peerBytes + r.originBytes,
+           .dataWaitSeconds = std::chrono::duration<double>(totals[rank].wait).count(),
+           .runSeconds = w.runSeconds,
+           .gpuUtilization = w.gpuSamples ? std::optional(w.gpuSum / w.gpuSamples) : std::nullopt});
+    }
+    return s;
+  }
+
+  std::string label() const {
+    const auto& meta = plan_.job.metadata;
+    return (meta.namespace_.empty() ? "default" : meta.namespace_) + "/" + meta.name;
+  }
+
+  const LocalPlan& plan_;
+  const LocalRunSettings& settings_;
+  const GpuSampler* gpus_;
+  std::stop_token stop_;
+  Screen screen_;
+  WorkerIdentities identities_;
+  ReaderAccounting accounting_;
+  std::unique_ptr<CacheEngine> engine_;
+  std::vector<std::shared_ptr<DatasetCache>> caches_;
+  std::vector<std::unique_ptr<DatasetFilesystem>> mounts_;  // after the engine: unmounted first
+  std::vector<WorkerRecord> workers_;
+  std::mutex linesMutex_;
+  std::vector<std::pair<int, std::string>> lines_;  // from the gang's output thread
+  const SteadyTime start_ = std::chrono::steady_clock::now();
+  SteadyTime lastView_ = start_;
+  int attempt_ = 1;
+  int restarts_ = 0;
+  std::optional<int> exitCode_;
+  std::string outcome_;
+};
+
+}  // namespace
+
+int runLocally(const LocalPlan& plan, const LocalRunSettings& settings,
+               const cache::GpuSampler* gpus, std::stop_token stop) {
+  return LocalRun(plan, settings, gpus, std::move(stop)).run();
+}
+
+}  // namespace granary::cli

@@ -1,0 +1,214 @@
+#include "cli/worker_gang.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+extern char** environ;
+
+namespace granary::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Everything the child needs, prepared before fork(): between fork() and exec() the child may
+// only make async-signal-safe calls.
+struct Launch {
+  std::string program;
+  std::vector<std::string> argv, env;
+  std::string workingDirectory;
+
+  static std::vector<char*> pointers(std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    for (auto& s : strings) out.push_back(s.data());
+    out.push_back(nullptr);
+    return out;
+  }
+};
+
+// granaryctl's environment with the worker's on top.
+std::vector<std::string> environmentFor(const LocalWorker& worker) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const size_t equals = entry.find('=');
+    if (equals != std::string::npos) merged[entry.substr(0, equals)] = entry.substr(equals + 1);
+  }
+  for (const auto& [name, value] : worker.env) merged[name] = value;
+  std::vector<std::string> out;
+  for (const auto& [name, value] : merged) out.push_back(name + "=" + value);
+  return out;
+}
+
+[[noreturn]] void execChild(Launch& launch, int output, int devNull, pid_t parent) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);  // granaryctl died before the line above
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);  // granaryctl blocks SIGTERM and SIGINT
+  for (int sig : {SIGTERM, SIGINT, SIGPIPE}) ::signal(sig, SIG_DFL);
+  ::dup2(devNull, STDIN_FILENO);
+  ::dup2(output, STDOUT_FILENO);
+  ::dup2(output, STDERR_FILENO);
+  if (!launch.workingDirectory.empty() && ::chdir(launch.workingDirectory.c_str()) != 0) {
+    const char* message = "granaryctl: cannot enter the container's workingDir\n";
+    (void)!::write(STDERR_FILENO, message, std::strlen(message));
+    ::_exit(127);
+  }
+  auto argv = Launch::pointers(launch.argv);
+  auto envp = Launch::pointers(launch.env);
+  ::execve(launch.program.c_str(), argv.data(), envp.data());
+  const char* message = "granaryctl: exec failed\n";
+  (void)!::write(STDERR_FILENO, message, std::strlen(message));
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::string findProgram(const std::string& program, const std::string& path) {
+  if (program.find('/') != std::string::npos)
+    return ::access(program.c_str(), X_OK) == 0 ? program : "";
+  std::stringstream dirs(path);
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+  }
+  return "";
+}
+
+Result<std::unique_ptr<WorkerGang>> WorkerGang::start(const std::vector<LocalWorker>& workers,
+                                                      LineHandler onLine) {
+  std::vector<Launch> launches;
+  for (const auto& worker : workers) {
+    Launch launch{.argv = worker.argv,
+                  .env = environmentFor(worker),
+                  .workingDirectory = worker.workingDirectory.string()};
+    std::string path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+    for (const auto& [name, value] : worker.env)
+      if (name == "PATH") path = value;
+    launch.program = findProgram(worker.argv.front(), path);
+    if (launch.program.empty())
+      return invalidArgument("spec.template.spec.containers[0].command[0]: \"" +
+                             worker.argv.front() +
+                             "\" is not an executable on this machine's PATH; install it, put "
+                             "its folder on PATH, or name it by its path");
+    launches.push_back(std::move(launch));
+  }
+  std::unique_ptr<WorkerGang> gang(new WorkerGang());
+  gang->onLine_ = std::move(onLine);
+  const int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  for (auto& launch : launches) {
+    int pipe[2];
+    if (::pipe2(pipe, O_CLOEXEC) != 0) return unavailable(std::string("pipe: ") + strerror(errno));
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid == 0) execChild(launch, pipe[1], devNull, parent);
+    ::close(pipe[1]);
+    if (pid < 0) {
+      ::close(pipe[0]);
+      ::close(devNull);
+      return unavailable(std::string("fork: ") + strerror(errno));  // the destructor stops the rest
+    }
+    ::setpgid(pid, pid);  // also here, so that the group exists before anyone signals it
+    gang->pids_.push_back(pid);
+    gang->reaped_.push_back(false);
+    gang->outputs_.push_back(pipe[0]);
+  }
+  ::close(devNull);
+  gang->reader_ = std::jthread([g = gang.get()](std::stop_token stop) { g->readOutput(stop); });
+  return gang;
+}
+
+WorkerGang::~WorkerGang() { stop(5s); }
+
+std::vector<WorkerExit> WorkerGang::reap() {
+  std::vector<WorkerExit> ended;
+  for (size_t rank = 0; rank < pids_.size(); ++rank) {
+    int status = 0;
+    if (reaped_[rank] || ::waitpid(pids_[rank], &status, WNOHANG) != pids_[rank]) continue;
+    reaped_[rank] = true;
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    ended.push_back({static_cast<int>(rank), code});
+  }
+  return ended;
+}
+
+int WorkerGang::running() const {
+  return static_cast<int>(std::count(reaped_.begin(), reaped_.end(), false));
+}
+
+void WorkerGang::stop(std::chrono::milliseconds grace) {
+  if (stopped_) return;  // the groups' ids may belong to others by now
+  stopped_ = true;
+  for (size_t rank = 0; rank < pids_.size(); ++rank)
+    if (!reaped_[rank]) ::kill(-pids_[rank], SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (running() > 0 && std::chrono::steady_clock::now() < deadline) {
+    reap();
+    if (running() > 0) std::this_thread::sleep_for(20ms);
+  }
+  // What is left, and anything a worker started and left behind in its group.
+  for (const pid_t pid : pids_) ::kill(-pid, SIGKILL);
+  for (size_t rank = 0; rank < pids_.size(); ++rank)
+    if (!reaped_[rank]) {
+      ::waitpid(pids_[rank], nullptr, 0);
+      reaped_[rank] = true;
+    }
+  if (reader_.joinable()) {
+    reader_.request_stop();
+    reader_.join();
+  }
+}
+
+// Reads every worker's output until each pipe closes (or stop is requested after the workers
+// are gone), handing over complete lines; a last line without a newline is handed over too.
+void WorkerGang::readOutput(std::stop_token stop) {
+  std::vector<std::string> partial(outputs_.size());
+  std::vector<pollfd> fds;
+  for (int fd : outputs_) fds.push_back({.fd = fd, .events = POLLIN, .revents = 0});
+  const auto open = [&] {
+    return std::any_of(fds.begin(), fds.end(), [](const pollfd& p) { return p.fd >= 0; });
+  };
+  while (open()) {
+    const int ready = ::poll(fds.data(), fds.size(), 100);
+    if (ready <= 0) {
+      if (stop.stop_requested()) break;
+      continue;
+    }
+    for (size_t rank = 0; rank < fds.size(); ++rank) {
+      if (fds[rank].fd < 0 || fds[rank].revents == 0) continue;
+      char buffer[4096];
+      const ssize_t n = ::read(fds[rank].fd, buffer, sizeof buffer);
+      if (n <= 0) {
+        ::close(fds[rank].fd);
+        fds[rank].fd = -1;
+        if (!partial[rank].empty()) onLine_(static_cast<int>(rank), partial[rank]);
+        continue;
+      }
+      partial[rank].append(buffer, n);
+      for (size_t nl; (nl = partial[rank].find('\n')) != std::string::npos;) {
+        onLine_(static_cast<int>(rank), partial[rank].substr(0, nl));
+        partial[rank].erase(0, nl + 1);
+      }
+    }
+  }
+  for (const auto& p : fds)
+    if (p.fd >= 0) ::close(p.fd);
+}
+
+}  // namespace granary::cli

@@ -1,0 +1,66 @@
+// The workers of a local run as one gang of processes: started together, each the leader of
+// its own process group (so whatever a worker starts is stopped with it), their output read
+// line by line, stopped together. A worker gets SIGKILL when granaryctl dies (PR_SET_PDEATHSIG),
+// so even a killed granaryctl leaves no worker behind.
+//
+// Thread-safety: one thread calls the methods; `onLine` is called on the gang's output thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/local_job.h"
+#include "common/result.h"
+
+namespace granary::cli {
+
+struct WorkerExit {
+  int rank = 0;
+  int code = 0;  // the exit status, or 128 + the signal that ended it
+};
+
+class WorkerGang {
+ public:
+  using LineHandler = std::function<void(int rank, const std::string& line)>;
+
+  // Finds every worker's program first (on PATH from its environment, or granaryctl's), then
+  // starts them all. InvalidArgument naming command[0] when a program is missing or cannot be
+  // run; nothing is started then.
+  static Result<std::unique_ptr<WorkerGang>> start(const std::vector<LocalWorker>& workers,
+                                                   LineHandler onLine);
+  ~WorkerGang();  // stop(5 s) if anything still runs
+  WorkerGang(const WorkerGang&) = delete;
+  WorkerGang& operator=(const WorkerGang&) = delete;
+
+  // The workers that ended since the last call, without waiting.
+  std::vector<WorkerExit> reap();
+  int running() const;  // workers not yet reaped
+  // Process group ids by rank (each worker's pid), to tell whose reads are whose.
+  const std::vector<pid_t>& groups() const { return pids_; }
+  // SIGTERM to every worker's process group, SIGKILL to what is left after `grace`; returns
+  // once every worker is reaped and its output read.
+  void stop(std::chrono::milliseconds grace);
+
+ private:
+  WorkerGang() = default;
+  void readOutput(std::stop_token stop);
+
+  std::vector<pid_t> pids_;
+  std::vector<bool> reaped_;
+  bool stopped_ = false;
+  std::vector<int> outputs_;  // read ends of the workers' stdout+stderr pipes, by rank
+  LineHandler onLine_;
+  std::jthread reader_;
+};
+
+// Where `program` would be run from: itself when it holds a '/', else the first executable
+// file of that name on `path` (a PATH value). Empty when there is none.
+std::string findProgram(const std::string& program, const std::string& path);
+
+}  // namespace granary::cli
