@@ -59,12 +59,12 @@ EnsureSpec standaloneSpec(const api::Dataset& dataset) {
 
 std::string progressLine(const DatasetKey& key, const DatasetState& state) {
   const WarmProgress& p = state.progress;
-  std::string line = key.label() + " " + std::string(phaseName(state.phase)) + " " +
-                     std::to_string(p.cachedFiles) + "/" + std::to_string(p.ownedFiles) +
-                     " files " + formatByteSize(ByteSize{p.cachedBytes}) + "/" +
-                     formatByteSize(ByteSize{p.ownedBytes}) +
-                     (p.ownedBytes > 0 ? " (" + std::to_string(p.cachedBytes * 100 / p.ownedBytes) + "%)" : "") + " " +
-                     formatByteSize(ByteSize{static_cast<int64_t>(p.bytesPerSecond)}) + "/s";
+  std::string line =
+      key.label() + " " + std::string(phaseName(state.phase)) + " " +
+      std::to_string(p.cachedFiles) + "/" + std::to_string(p.ownedFiles) + " files " +
+      formatByteSize(ByteSize{p.cachedBytes}) + "/" + formatByteSize(ByteSize{p.ownedBytes}) +
+      (p.ownedBytes > 0 ? " (" + std::to_string(p.cachedBytes * 100 / p.ownedBytes) + "%)" : "") +
+      " " + formatByteSize(ByteSize{static_cast<int64_t>(p.bytesPerSecond)}) + "/s";
   if (p.etaSeconds > 0) line += " ETA " + std::to_string(p.etaSeconds) + "s";
   if (!state.message.empty()) line += " (" + state.message + ")";
   return line;

@@ -20,7 +20,8 @@ Result<std::vector<api::Dataset>> loadDatasets(const std::filesystem::path& path
 // The request that caches `dataset` on this node only.
 EnsureSpec standaloneSpec(const api::Dataset& dataset);
 
-// One line of progress: "ml/imagenet Warming 1204/5000 files 1.2 GiB/4.0 GiB (30%) 310 MiB/s ETA 9s".
+// One line of progress: "ml/imagenet Warming 1204/5000 files 1.2 GiB/4.0 GiB (30%) 310 MiB/s ETA
+// 9s".
 std::string progressLine(const DatasetKey& key, const DatasetState& state);
 
 }  // namespace granary::cache

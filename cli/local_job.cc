@@ -19,9 +19,9 @@ Result<api::TrainingJob> chooseJob(const std::vector<api::ManifestDocument>& doc
     if (const auto* job = std::get_if<api::TrainingJob>(&document.object))
       if (name.empty() || job->metadata.name == name) jobs.push_back(job);
   if (jobs.empty())
-    return invalidArgument(name.empty() ? "the manifests hold no TrainingJob; add one"
-                                        : "--job: the manifests hold no TrainingJob \"" + name +
-                                              "\"");
+    return invalidArgument(name.empty()
+                               ? "the manifests hold no TrainingJob; add one"
+                               : "--job: the manifests hold no TrainingJob \"" + name + "\"");
   if (jobs.size() > 1)
     return invalidArgument("--job: the manifests hold several TrainingJobs; name one");
   return *jobs.front();
@@ -72,8 +72,9 @@ Result<Container> firstContainer(const api::TrainingJob& job) {
   const config::Node* spec = job.spec.template_.find("spec");
   const config::Node* containers = spec ? spec->find("containers") : nullptr;
   if (containers == nullptr || !containers->isList() || containers->items().empty())
-    return invalidArgument("spec.template.spec.containers: local mode runs the first container; "
-                           "add one");
+    return invalidArgument(
+        "spec.template.spec.containers: local mode runs the first container; "
+        "add one");
   const config::Node& c = containers->items().front();
   Container out;
   GRANARY_ASSIGN_OR_RETURN(out.argv, stringsOf(c.find("command")));
@@ -91,8 +92,9 @@ Result<Container> firstContainer(const api::TrainingJob& job) {
       const config::Node* name = var.find("name");
       if (name == nullptr || !name->isScalar()) return config::expected(var, "a {name, value}");
       if (var.find("valueFrom") != nullptr)
-        return invalidArgument(var.where() + ".valueFrom: local mode has no Secrets, "
-                                             "ConfigMaps or pod fields; set value instead");
+        return invalidArgument(var.where() +
+                               ".valueFrom: local mode has no Secrets, "
+                               "ConfigMaps or pod fields; set value instead");
       const config::Node* value = var.find("value");
       out.env.emplace_back(name->scalar(), value && value->isScalar() ? value->scalar() : "");
     }
@@ -165,8 +167,9 @@ std::string expandReferences(
       ++i;
     } else if (text[i + 1] == '(') {
       const size_t close = text.find(')', i + 2);
-      const auto value =
-          close == std::string_view::npos ? std::nullopt : lookup(text.substr(i + 2, close - i - 2));
+      const auto value = close == std::string_view::npos
+                             ? std::nullopt
+                             : lookup(text.substr(i + 2, close - i - 2));
       if (!value) {
         out += text[i];
         continue;
@@ -218,12 +221,12 @@ Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documen
   const api::TrainingJobSpec& spec = plan.job.spec;
   const int64_t gpusNeeded = int64_t{spec.workers} * spec.gpusPerWorker;
   if (gpusNeeded > options.gpuCount)
-    return invalidArgument(
-        "spec.gpusPerWorker: " + std::to_string(spec.workers) + " workers x " +
-        std::to_string(spec.gpusPerWorker) + " GPUs need " + std::to_string(gpusNeeded) +
-        " GPUs; this machine has " + std::to_string(options.gpuCount) +
-        (options.noGpuReason.empty() ? "" : " (" + options.noGpuReason + ")") +
-        ". Lower spec.workers or spec.gpusPerWorker (0 runs without GPUs)");
+    return invalidArgument("spec.gpusPerWorker: " + std::to_string(spec.workers) + " workers x " +
+                           std::to_string(spec.gpusPerWorker) + " GPUs need " +
+                           std::to_string(gpusNeeded) + " GPUs; this machine has " +
+                           std::to_string(options.gpuCount) +
+                           (options.noGpuReason.empty() ? "" : " (" + options.noGpuReason + ")") +
+                           ". Lower spec.workers or spec.gpusPerWorker (0 runs without GPUs)");
   GRANARY_ASSIGN_OR_RETURN(const Container container, firstContainer(plan.job));
   for (int rank = 0; rank < spec.workers; ++rank)
     plan.workers.push_back(planWorker(plan, container, options, rank));

@@ -23,12 +23,13 @@ using namespace granary::cache;
 using namespace std::chrono_literals;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-constexpr auto kTick = 100ms;            // how often exits and output are looked at
-constexpr auto kViewPeriod = 1s;         // the live view on a terminal
-constexpr auto kPlainPeriod = 5s;        // timestamped lines otherwise
-constexpr auto kStopGrace = 10s;         // SIGTERM to SIGKILL
-constexpr int kDeadlineExitCode = 124;   // as timeout(1)
-constexpr int kStoppedExitCode = 130;    // as a shell's Ctrl-C
+constexpr auto kTick = 100ms;           // how often exits and output are looked at
+constexpr auto kViewPeriod = 1s;        // the live view on a terminal
+constexpr auto kPlainPeriod = 5s;       // timestamped lines otherwise
+constexpr auto kGpuPeriod = 1s;         // the sampler's interval
+constexpr auto kStopGrace = 10s;        // SIGTERM to SIGKILL
+constexpr int kDeadlineExitCode = 124;  // as timeout(1)
+constexpr int kStoppedExitCode = 130;   // as a shell's Ctrl-C
 
 double secondsSince(SteadyTime start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -55,7 +56,8 @@ class WorkerIdentities {
 
   void assign(const std::vector<pid_t>& groups, const std::vector<LocalWorker>& workers) {
     std::lock_guard lock(mutex_);
-    for (size_t rank = 0; rank < groups.size(); ++rank) byGroup_[groups[rank]] = uidOf(workers[rank]);
+    for (size_t rank = 0; rank < groups.size(); ++rank)
+      byGroup_[groups[rank]] = uidOf(workers[rank]);
   }
   ProcessIdentity identify(int tid) {
     ProcessIdentity identity = identifyThread(tid);
@@ -90,6 +92,7 @@ class Screen {
   void print(const std::string& line) {
     clear();
     std::printf("%s\n", line.c_str());
+    std::fflush(stdout);  // a worker's line shows when it comes, on a pipe too
   }
   void draw(const std::vector<std::string>& lines) {
     clear();
@@ -149,10 +152,10 @@ class LocalRun {
   std::filesystem::path logDirectory() const { return plan_.runDirectory / "logs"; }
 
   Status start() {
-    EngineOptions options{.nodeName = "local",
-                          .stateDirectory = settings_.cacheDirectory,
-                          .cacheDirectories = {{settings_.cacheDirectory / "chunks",
-                                                settings_.cacheBytes}}};
+    EngineOptions options{
+        .nodeName = "local",
+        .stateDirectory = settings_.cacheDirectory,
+        .cacheDirectories = {{settings_.cacheDirectory / "chunks", settings_.cacheBytes}}};
     GRANARY_ASSIGN_OR_RETURN(engine_, CacheEngine::open(options, realClock(), nullptr, nullptr));
     for (const auto& d : plan_.datasets) GRANARY_RETURN_IF_ERROR(mount(d));
     std::filesystem::create_directories(logDirectory());
@@ -209,8 +212,8 @@ class LocalRun {
     for (attempt_ = 1;; ++attempt_) {
       const std::optional<WorkerExit> failure = runGang();
       if (!failure || shouldEnd()) return finish();
-      const std::string what = plan_.workers[failure->rank].name + " exited " +
-                               std::to_string(failure->code);
+      const std::string what =
+          plan_.workers[failure->rank].name + " exited " + std::to_string(failure->code);
       if (!restartable(policy.restartPolicy, failure->code) || restarts_ >= policy.backoffLimit) {
         setOutcome(failure->code, "Failed: " + what);
         return finish();
@@ -257,7 +260,7 @@ class LocalRun {
     for (const WorkerExit& exit : (*gang)->reap()) recordExit(exit, started);
     for (auto& w : workers_)
       if (w.state == "running") {
-        w.state = "stopped";
+        w.state = w.outcome = "stopped";
         w.runSeconds += secondsSince(started);
       }
     drainLines();
@@ -298,8 +301,23 @@ class LocalRun {
   void pump() {
     realClock().sleepUntil(realClock().monoNow() + kTick, stop_);
     drainLines();
-    if (std::chrono::steady_clock::now() - lastView_ >= (screen_.live() ? kViewPeriod : kPlainPeriod))
-      refresh();
+    const auto now = std::chrono::steady_clock::now();
+    if (now - lastGpuSample_ >= kGpuPeriod) {
+      lastGpuSample_ = now;
+      sampleGpus();
+    }
+    if (now - lastView_ >= (screen_.live() ? kViewPeriod : kPlainPeriod)) refresh();
+  }
+
+  // Adds the running workers' GPU utilization to their means.
+  void sampleGpus() {
+    for (size_t rank = 0; rank < workers_.size(); ++rank) {
+      WorkerRecord& w = workers_[rank];
+      const auto utilization = gpuUtilization(plan_.workers[rank]);
+      if (!utilization || w.state != "running") continue;
+      w.gpuSum += *utilization;
+      ++w.gpuSamples;
+    }
   }
 
   void take(int rank, const std::string& line) {
@@ -328,7 +346,8 @@ class LocalRun {
                  .elapsedSeconds = secondsSince(start_),
                  .attempt = attempt_,
                  .attempts = plan_.job.spec.runPolicy.backoffLimit + 1};
-    for (const auto& cache : caches_) view.datasets.push_back(progressLine(cache->key(), cache->state()));
+    for (const auto& cache : caches_)
+      view.datasets.push_back(progressLine(cache->key(), cache->state()));
     const auto totals = totalsByWorker();
     for (size_t rank = 0; rank < workers_.size(); ++rank)
       view.workers.push_back(workerView(rank, totals[rank], period));
@@ -338,18 +357,15 @@ class LocalRun {
   WorkerView workerView(size_t rank, const ReaderTotals& now, double period) {
     WorkerRecord& w = workers_[rank];
     const int64_t bytes = now.reads.localBytes + now.reads.peerBytes + now.reads.originBytes;
-    WorkerView view{.name = plan_.workers[rank].name,
-                    .state = w.state,
-                    .readBytesPerSecond = (bytes - w.bytes) / period,
-                    .dataWaitShare = std::chrono::duration<double>(now.wait - w.wait).count() / period,
-                    .gpuUtilization = gpuUtilization(plan_.workers[rank]),
-                    .lastLine = w.lastLine};
+    WorkerView view{
+        .name = plan_.workers[rank].name,
+        .state = w.state,
+        .readBytesPerSecond = (bytes - w.bytes) / period,
+        .dataWaitShare = std::chrono::duration<double>(now.wait - w.wait).count() / period,
+        .gpuUtilization = gpuUtilization(plan_.workers[rank]),
+        .lastLine = w.lastLine};
     w.bytes = bytes;
     w.wait = now.wait;
-    if (view.gpuUtilization && w.state == "running") {
-      w.gpuSum += *view.gpuUtilization;
-      ++w.gpuSamples;
-    }
     return view;
   }
 
@@ -383,7 +399,8 @@ class LocalRun {
                  .outcome = outcome_,
                  .wallSeconds = secondsSince(start_),
                  .restarts = restarts_};
-    for (const auto& cache : caches_) s.datasets.push_back(progressLine(cache->key(), cache->state()));
+    for (const auto& cache : caches_)
+      s.datasets.push_back(progressLine(cache->key(), cache->state()));
     const auto totals = totalsByWorker();
     for (size_t rank = 0; rank < workers_.size(); ++rank) {
       const WorkerRecord& w = workers_[rank];
@@ -422,6 +439,7 @@ class LocalRun {
   std::vector<std::pair<int, std::string>> lines_;  // from the gang's output thread
   const SteadyTime start_ = std::chrono::steady_clock::now();
   SteadyTime lastView_ = start_;
+  SteadyTime lastGpuSample_ = start_;
   int attempt_ = 1;
   int restarts_ = 0;
   std::optional<int> exitCode_;

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/local_run.h"
+#include "cli/worker_gang.h"
 #include "common/log.h"
 #include "common/quantity.h"
 #include "common/termination.h"
@@ -122,17 +123,19 @@ int runCommand(const std::vector<std::string>& args) {
   auto quota = parseByteSize(flags.cacheSize);
   if (!quota.isOk()) return usage("--cache-size: " + quota.status().message());
   std::stop_source stop = stopOnTerminationSignals();  // before any thread starts
-  configureLogging({.level = LogLevel::kWarn});
 
   auto documents = loadAll(flags.files);
   if (!documents.isOk()) {
     std::fprintf(stderr, "granaryctl run: %s\n", documents.status().message().c_str());
     return 1;
   }
+  // Without NVML the sampler warns in the log; here "no GPU" in the view says as much.
+  configureLogging({.level = LogLevel::kError});
   auto sampler = cache::GpuSampler::start(
       {.library = flags.nvmlLibrary, .interval = std::chrono::seconds(1), .hostname = "local"},
       realClock(), nullptr);
   if (!sampler.isOk()) return usage(sampler.status().message());
+  configureLogging({.level = LogLevel::kWarn});
   const LocalRunOptions options{
       .runDirectory = std::filesystem::absolute(flags.runDirectory).lexically_normal(),
       .jobName = flags.job,
@@ -144,10 +147,14 @@ int runCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "granaryctl run: %s\n", plan.status().message().c_str());
     return 1;
   }
-  const LocalRunSettings settings{
-      .cacheDirectory = std::filesystem::absolute(flags.cacheDirectory),
-      .cacheBytes = quota->bytes,
-      .plain = flags.plain};
+  for (const auto& worker : plan->workers)  // before anything is mounted or warmed
+    if (auto program = WorkerGang::programOf(worker); !program.isOk()) {
+      std::fprintf(stderr, "granaryctl run: %s\n", program.status().message().c_str());
+      return 1;
+    }
+  const LocalRunSettings settings{.cacheDirectory = std::filesystem::absolute(flags.cacheDirectory),
+                                  .cacheBytes = quota->bytes,
+                                  .plain = flags.plain};
   return runLocally(*plan, settings, sampler->get(), stop.get_token());
 }
 

@@ -41,8 +41,7 @@ std::string formatDuration(double seconds) {
 std::vector<std::string> liveViewLines(const RunView& view, size_t width) {
   std::vector<std::string> lines;
   lines.push_back(fitted(view.job + "  " + formatDuration(view.elapsedSeconds) + "  attempt " +
-                             std::to_string(view.attempt) + " of " +
-                             std::to_string(view.attempts),
+                             std::to_string(view.attempt) + " of " + std::to_string(view.attempts),
                          width));
   for (const auto& dataset : view.datasets) lines.push_back(fitted("  " + dataset, width));
   for (const auto& w : view.workers) {
@@ -63,7 +62,8 @@ std::vector<std::string> summaryLines(const RunSummary& s) {
   for (const auto& dataset : s.datasets) lines.push_back("  " + dataset);
   lines.push_back("  read " + bytes(s.localBytes + s.peerBytes + s.originBytes) + ": " +
                   bytes(s.localBytes) + " from the cache, " + bytes(s.originBytes) +
-                  " from the origin" + (s.peerBytes ? ", " + bytes(s.peerBytes) + " from peers" : ""));
+                  " from the origin" +
+                  (s.peerBytes ? ", " + bytes(s.peerBytes) + " from peers" : ""));
   for (const auto& w : s.workers) {
     const double share = w.runSeconds > 0 ? w.dataWaitSeconds / w.runSeconds : 0;
     char wait[64];

@@ -91,23 +91,27 @@ std::string findProgram(const std::string& program, const std::string& path) {
   return "";
 }
 
+Result<std::string> WorkerGang::programOf(const LocalWorker& worker) {
+  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+  for (const auto& [name, value] : worker.env)
+    if (name == "PATH") path = value;
+  std::string program = findProgram(worker.argv.front(), path);
+  if (program.empty())
+    return invalidArgument("spec.template.spec.containers[0].command[0]: \"" + worker.argv.front() +
+                           "\" is not an executable on this machine's PATH; install it, put its "
+                           "folder on PATH, or name it by its path");
+  return program;
+}
+
 Result<std::unique_ptr<WorkerGang>> WorkerGang::start(const std::vector<LocalWorker>& workers,
                                                       LineHandler onLine) {
   std::vector<Launch> launches;
   for (const auto& worker : workers) {
-    Launch launch{.argv = worker.argv,
-                  .env = environmentFor(worker),
-                  .workingDirectory = worker.workingDirectory.string()};
-    std::string path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
-    for (const auto& [name, value] : worker.env)
-      if (name == "PATH") path = value;
-    launch.program = findProgram(worker.argv.front(), path);
-    if (launch.program.empty())
-      return invalidArgument("spec.template.spec.containers[0].command[0]: \"" +
-                             worker.argv.front() +
-                             "\" is not an executable on this machine's PATH; install it, put "
-                             "its folder on PATH, or name it by its path");
-    launches.push_back(std::move(launch));
+    GRANARY_ASSIGN_OR_RETURN(std::string program, programOf(worker));
+    launches.push_back({.program = std::move(program),
+                        .argv = worker.argv,
+                        .env = environmentFor(worker),
+                        .workingDirectory = worker.workingDirectory.string()});
   }
   std::unique_ptr<WorkerGang> gang(new WorkerGang());
   gang->onLine_ = std::move(onLine);

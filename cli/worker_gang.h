@@ -34,6 +34,8 @@ class WorkerGang {
   // run; nothing is started then.
   static Result<std::unique_ptr<WorkerGang>> start(const std::vector<LocalWorker>& workers,
                                                    LineHandler onLine);
+  // The program `worker` runs, found as start() finds it; InvalidArgument as start() says.
+  static Result<std::string> programOf(const LocalWorker& worker);
   ~WorkerGang();  // stop(5 s) if anything still runs
   WorkerGang(const WorkerGang&) = delete;
   WorkerGang& operator=(const WorkerGang&) = delete;

@@ -1,0 +1,156 @@
+// Local mode's plan (cli/local_job.h): the same manifests as a cluster's, turned into workers
+// with the operator's environment, GPUs split by gpusPerWorker, $(VAR) expanded as Kubernetes
+// does, mount paths mapped under the run directory, and errors that name the field.
+#include "cli/local_job.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+namespace granary::cli {
+namespace {
+
+class LocalJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    file_ = std::filesystem::temp_directory_path() /
+            ("granary-local-job-" + std::to_string(::getpid()) + ".yaml");
+  }
+  void TearDown() override { std::filesystem::remove(file_); }
+
+  Result<LocalPlan> plan(const std::string& yaml, LocalRunOptions options = {}) {
+    std::ofstream(file_) << yaml;
+    auto documents = api::loadManifests(file_);
+    if (!documents.isOk()) return documents.status();
+    options.runDirectory = "/run/granary";
+    options.masterPort = options.masterPort ? options.masterPort : 40000;
+    return planLocalRun(*documents, options);
+  }
+
+  std::filesystem::path file_;
+};
+
+const std::string kDataset = R"(apiVersion: granary.io/v1alpha1
+kind: Dataset
+metadata: {name: coco, namespace: ml}
+spec:
+  source: {uri: "file:///srv/coco/"}
+---
+)";
+
+std::string job(const std::string& specExtra, const std::string& container) {
+  return R"(apiVersion: granary.io/v1alpha1
+kind: TrainingJob
+metadata: {name: resnet, namespace: ml}
+spec:
+  datasets: [{name: coco, mountPath: /data/coco}]
+  workers: 2
+)" + specExtra +
+         R"(  template:
+    spec:
+      containers:
+)" + container;
+}
+
+const std::string kTrainer = R"yaml(        - name: trainer
+          image: pytorch
+          command: [python, train.py, "--data=/data/coco/train", "--world=$(WORLD_SIZE)"]
+          args: ["$(NOT_SET)", "$$(RANK)", "sh -c 'ls /data/coco'", /data/cocoa]
+          workingDir: /data/coco
+          env:
+            - {name: RANK, value: "99"}
+            - {name: OUT, value: "/data/coco/out-$(LOCAL_RANK)"}
+            - {name: ROOT, value: "$(DATA)"}
+            - {name: DATA, value: /data/coco}
+)yaml";
+
+std::map<std::string, std::string> envOf(const LocalWorker& worker) {
+  return {worker.env.begin(), worker.env.end()};
+}
+
+TEST_F(LocalJobTest, WorkersGetTheOperatorsEnvironmentAndTheirMountsMapped) {
+  auto planned = plan(kDataset + job("  gpusPerWorker: 0\n", kTrainer));
+  ASSERT_TRUE(planned.isOk()) << planned.status();
+  ASSERT_EQ(planned->datasets.size(), 1u);
+  EXPECT_EQ(planned->datasets[0].localPath, "/run/granary/data/coco");
+  ASSERT_EQ(planned->workers.size(), 2u);
+
+  const LocalWorker& second = planned->workers[1];
+  EXPECT_EQ(second.name, "resnet-worker-1");
+  EXPECT_EQ(second.argv,
+            (std::vector<std::string>{"python", "train.py", "--data=/run/granary/data/coco/train",
+                                      "--world=2", "$(NOT_SET)", "$(RANK)",
+                                      "sh -c 'ls /run/granary/data/coco'", "/data/cocoa"}));
+  EXPECT_EQ(second.workingDirectory, "/run/granary/data/coco");
+  const auto env = envOf(second);
+  EXPECT_EQ(env.at("RANK"), "99") << "the template's own value wins, as on a cluster";
+  EXPECT_EQ(env.at("PET_NODE_RANK"), "1");
+  EXPECT_EQ(env.at("WORLD_SIZE"), "2");
+  EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
+  EXPECT_EQ(env.at("MASTER_PORT"), "40000");
+  EXPECT_EQ(env.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "") << "no GPUs asked for, none seen";
+  EXPECT_EQ(env.at("GRANARY_RUN_DIR"), "/run/granary");
+  EXPECT_EQ(env.at("OUT"), "/run/granary/data/coco/out-$(LOCAL_RANK)")
+      << "an env value sees only the variables before it";
+  EXPECT_EQ(env.at("ROOT"), "$(DATA)");
+  EXPECT_EQ(env.at("DATA"), "/run/granary/data/coco");
+}
+
+TEST_F(LocalJobTest, GpusAreSplitByGpusPerWorkerOrRefused) {
+  auto planned = plan(kDataset + job("  gpusPerWorker: 2\n", kTrainer), {.gpuCount = 4});
+  ASSERT_TRUE(planned.isOk()) << planned.status();
+  EXPECT_EQ(planned->workers[0].gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(envOf(planned->workers[1]).at("CUDA_VISIBLE_DEVICES"), "2,3");
+  EXPECT_EQ(envOf(planned->workers[1]).at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+
+  auto tooFew =
+      plan(kDataset + job("  gpusPerWorker: 2\n", kTrainer), {.gpuCount = 3, .noGpuReason = ""});
+  ASSERT_FALSE(tooFew.isOk());
+  EXPECT_NE(tooFew.status().message().find("spec.gpusPerWorker: 2 workers x 2 GPUs need 4 GPUs; "
+                                           "this machine has 3"),
+            std::string::npos)
+      << tooFew.status();
+  auto none = plan(kDataset + job("", kTrainer), {.noGpuReason = "no NVIDIA driver"});
+  ASSERT_FALSE(none.isOk());
+  EXPECT_NE(none.status().message().find("has 0 (no NVIDIA driver)"), std::string::npos)
+      << none.status();
+}
+
+TEST_F(LocalJobTest, WhatCannotRunLocallyIsNamed) {
+  const auto refused = [&](const std::string& yaml, const std::string& words,
+                           LocalRunOptions options = {}) {
+    auto planned = plan(yaml, options);
+    ASSERT_FALSE(planned.isOk()) << words;
+    EXPECT_EQ(planned.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(planned.status().message().find(words), std::string::npos)
+        << words << ": " << planned.status();
+  };
+  refused(kDataset, "hold no TrainingJob");
+  refused(job("  gpusPerWorker: 0\n", kTrainer), "spec.datasets[0].name: Dataset ml/coco is not");
+  refused(kDataset + job("  gpusPerWorker: 0\n", kTrainer), "--job: the manifests hold no",
+          {.jobName = "other"});
+  refused(kDataset + job("  gpusPerWorker: 0\n", kTrainer) + "---\n" +
+              job("  gpusPerWorker: 0\n", kTrainer),
+          "several TrainingJobs");
+  refused(kDataset + job("  gpusPerWorker: 0\n", "        - {name: c, image: pytorch}\n"),
+          "containers[0].command: local mode runs the container's command");
+  refused(kDataset + job("  gpusPerWorker: 0\n", R"(        - name: c
+          image: pytorch
+          command: [train]
+          env: [{name: TOKEN, valueFrom: {secretKeyRef: {name: s, key: k}}}]
+)"),
+          "valueFrom: local mode has no Secrets");
+}
+
+TEST(ExpandReferencesTest, FollowsKubernetesRules) {
+  const auto lookup = [](std::string_view name) -> std::optional<std::string> {
+    if (name == "A") return "alpha";
+    return std::nullopt;
+  };
+  EXPECT_EQ(expandReferences("$(A)-$(B)-$$(A)-$$-$-$(", lookup), "alpha-$(B)-$(A)-$-$-$(");
+}
+
+}  // namespace
+}  // namespace granary::cli
