@@ -58,7 +58,7 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
   GRANARY_ASSIGN_OR_RETURN(
       auto warmRate,
       registry.addGauge(gauge("granary_cache_warm_rate_bytes", U::kBytes,
-                              "Warm throughput in bytes per second over the last seconds.")));
+                              "How fast the cache fills, by warming and by readers' misses, in bytes per second over the last seconds.")));
   GRANARY_ASSIGN_OR_RETURN(
       auto warmPending,
       registry.addGauge(gauge("granary_cache_warm_pending_files", U::kNone,

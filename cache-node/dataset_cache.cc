@@ -878,7 +878,7 @@ DatasetState DatasetCache::state() {
   refreshCachedLocked();
   const auto now = node_.clock.monoNow();
   if (rateSamples_.empty() || now - rateSamples_.back().first >= std::chrono::seconds(1)) {
-    rateSamples_.emplace_back(now, warmedBytes_);
+    rateSamples_.emplace_back(now, progress_.cachedBytes);
     if (rateSamples_.size() > kRateSamples) rateSamples_.erase(rateSamples_.begin());
   }
   progress_.bytesPerSecond = 0;
@@ -890,7 +890,10 @@ DatasetState DatasetCache::state() {
   } else if (rateSamples_.size() >= 2) {
     const auto& [t0, b0] = rateSamples_.front();
     const double seconds = std::chrono::duration<double>(now - t0).count();
-    if (seconds > 0) progress_.bytesPerSecond = static_cast<double>(warmedBytes_ - b0) / seconds;
+    // What the cache gained, by warming and by readers' misses alike: the ETA's rate.
+    if (seconds > 0)
+      progress_.bytesPerSecond =
+          std::max(0.0, static_cast<double>(progress_.cachedBytes - b0) / seconds);
   }
   const int64_t left = progress_.ownedBytes - progress_.cachedBytes;
   if (left <= 0 && phase_ != Phase::kListing) {

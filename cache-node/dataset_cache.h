@@ -301,7 +301,7 @@ class DatasetCache {
   int64_t warmedBytes_ = 0;  // fetched and kept by the current pass: the warm rate
   ReadTotals reads_;
   int64_t reportedRetries_ = 0;  // of the origins' retries, what the metric has counted
-  std::vector<std::pair<Clock::MonoTime, int64_t>> rateSamples_;
+  std::vector<std::pair<Clock::MonoTime, int64_t>> rateSamples_;  // cached bytes, once a second
   Clock::MonoTime warmStartMono_{};
   // The warm pass in progress.
   std::deque<std::string> hinted_;     // access-order paths not yet handed out

@@ -1,26 +1,26 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds granary, and runs its main job on the embedded defaults:
-# every example manifest is decoded and checked as the API server would (defaults, bounds,
-# cross-field rules) and summarized, this machine's GPUs are probed and self-tested, and
-# granary-cache-node warms a sample Dataset (examples/local/dataset.yaml) standalone, showing
-# its progress.
+# Installs what is missing, builds granary, and runs its main job on one machine: a TrainingJob
+# with two trainers over a Dataset (examples/local/job.yaml) under `granaryctl run`. The origin
+# (256 MiB of sample files) is read at a tenth of the trainers' demand, so the first epoch
+# waits on it while the cache warms beside it, and the second is fed from the cache. The cache
+# starts empty each time (/var/tmp/granary-demo/cache); docs/local.md says more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-GRANARY_BUILD_TARGET=granaryctl scripts/build.sh build >/dev/null
-GRANARY_BUILD_TARGET=granary-cache-node scripts/build.sh build >/dev/null
-echo
-build/cli/granaryctl validate -f examples
+for target in granaryctl granary-trainer; do
+  GRANARY_BUILD_TARGET=$target scripts/build.sh build >/dev/null
+done
 echo
 build/cli/granaryctl doctor
 
-echo
 demo=/var/tmp/granary-demo
 if [[ ! -f $demo/origin.done ]]; then  # 64 sample files, 256 MiB in all
   mkdir -p "$demo/origin/train"
   for i in $(seq -w 0 63); do head -c 4194304 /dev/urandom >"$demo/origin/train/shard-$i.bin"; done
   touch "$demo/origin.done"
 fi
-rm -rf "$demo/state"  # warm from scratch each run
-build/cache-node/granary-cache-node --state-dir "$demo/state" --listen 127.0.0.1:0 \
-  --metrics-address "" --log-level warn --dataset examples/local/dataset.yaml --exit-when-warm
+rm -rf "$demo/cache"  # warm from scratch each run
+echo
+PATH="$PWD/build/examples/trainer:$PATH" \
+  build/cli/granaryctl run -f examples/local/job.yaml --cache-dir "$demo/cache" \
+  --run-dir /tmp/granary-demo-run
