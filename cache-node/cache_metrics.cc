@@ -12,12 +12,13 @@ MetricSpec counter(std::string name, MetricUnit unit, std::string help,
           .labels = std::move(labels)};
 }
 
-MetricSpec gauge(std::string name, MetricUnit unit, std::string help) {
+MetricSpec gauge(std::string name, MetricUnit unit, std::string help,
+                 std::vector<std::string> labels = {"dataset"}) {
   return {.name = std::move(name),
           .type = MetricType::kGauge,
           .unit = unit,
           .help = std::move(help),
-          .labels = {"dataset"}};
+          .labels = std::move(labels)};
 }
 
 }  // namespace
@@ -58,7 +59,8 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
   GRANARY_ASSIGN_OR_RETURN(
       auto warmRate,
       registry.addGauge(gauge("granary_cache_warm_rate_bytes", U::kBytes,
-                              "How fast the cache fills, by warming and by readers' misses, in bytes per second over the last seconds.")));
+                              "How fast the cache fills, by warming and by readers' misses, in "
+                              "bytes per second over the last seconds.")));
   GRANARY_ASSIGN_OR_RETURN(
       auto warmPending,
       registry.addGauge(gauge("granary_cache_warm_pending_files", U::kNone,
@@ -88,9 +90,19 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
                                   "Bytes read through a dataset's mount per reader, by where they "
                                   "came from: local disk, a peer cache node, or the origin.",
                                   {"dataset", "reader", "source"})));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto diskUsed,
+      registry.addGauge(gauge("granary_cache_disk_used_bytes", U::kBytes,
+                              "Bytes of chunks on a cache directory, every dataset together.",
+                              {"directory"})));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto diskQuota,
+      registry.addGauge(gauge("granary_cache_disk_quota_bytes", U::kBytes,
+                              "A cache directory's quota: what chunks may take there.",
+                              {"directory"})));
   return std::unique_ptr<CacheMetrics>(new CacheMetrics{
       readBytes, hits, misses, warmBytes, warmFiles, originErrors, originRetries, damaged, warmRate,
-      warmPending, used, capacity, diskFull, readWait, readerBytes});
+      warmPending, used, capacity, diskFull, readWait, readerBytes, diskUsed, diskQuota});
 }
 
 DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {

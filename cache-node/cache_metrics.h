@@ -1,6 +1,6 @@
-// The cache node's Prometheus metrics, declared once. Every series is labelled with the dataset
-// ("namespace/name"); DatasetMetrics holds one dataset's series so the read path never looks
-// a label up.
+// The cache node's Prometheus metrics, declared once. The dataset series are labelled with the
+// dataset ("namespace/name"); DatasetMetrics holds one dataset's series so the read path never
+// looks a label up. The disk series are labelled with the cache directory.
 #pragma once
 
 #include <memory>
@@ -41,6 +41,8 @@ struct CacheMetrics {
   GaugeFamily diskFull;         // {dataset}
   CounterFamily readWait;       // {dataset, reader}: time reads through a mount blocked on misses
   CounterFamily readerBytes;    // {dataset, reader, source}
+  GaugeFamily diskUsedBytes;    // {directory}: each cache directory, from the node's start
+  GaugeFamily diskQuotaBytes;   // {directory}
 };
 
 }  // namespace granary::cache

@@ -124,6 +124,16 @@ int serveMountKeeper(const std::string& socket, const std::string& level,
   return 0;
 }
 
+// Each cache directory's use against its quota, as gauges: from the start, so that an idle node
+// draws as idle rather than as missing.
+void exportDiskUsage(const granary::cache::CacheMetrics& metrics,
+                     const granary::cache::CacheEngine& engine) {
+  for (const auto& disk : engine.usage()) {
+    metrics.diskUsedBytes.with({disk.path.string()}).set(static_cast<double>(disk.usedBytes));
+    metrics.diskQuotaBytes.with({disk.path.string()}).set(static_cast<double>(disk.quotaBytes));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,6 +186,10 @@ int main(int argc, char** argv) {
   }
 
   MetricsRegistry registry;
+  if (const Status declared = declareBuildInfo(registry, names::kCacheNode); !declared.isOk()) {
+    log.error("cannot declare metrics", {{"error", declared}});
+    return 1;
+  }
   auto metrics = CacheMetrics::create(registry);
   if (!metrics.isOk()) {
     log.error("cannot declare metrics", {{"error", metrics.status()}});
@@ -210,6 +224,7 @@ int main(int argc, char** argv) {
     log.error("cannot open the cache", {{"error", engine.status()}});
     return 1;
   }
+  exportDiskUsage(**metrics, **engine);
   ReaderAccounting readers(metrics->get());
   auto server = CacheNodeServer::start(**engine, peers,
                                        {.address = options.listen,
@@ -271,6 +286,7 @@ int main(int argc, char** argv) {
       if (printed[cache->key().id()] != line) std::fprintf(stderr, "%s\n", line.c_str());
       printed[cache->key().id()] = std::move(line);
     }
+    exportDiskUsage(**metrics, **engine);
     if (flags.exitWhenWarm && settled) {
       exitCode = ready ? 0 : 1;
       break;

@@ -249,4 +249,14 @@ std::string MetricsRegistry::exposition() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
+Status declareBuildInfo(MetricsRegistry& registry, const std::string& component) {
+  GRANARY_ASSIGN_OR_RETURN(
+      auto info, registry.addGauge({.name = "granary_build_info",
+                                    .type = MetricType::kGauge,
+                                    .help = "1, labelled with the binary and its version.",
+                                    .labels = {"component", "version"}}));
+  info.with({component, GRANARY_VERSION}).set(1);
+  return Status::ok();
+}
+
 }  // namespace granary

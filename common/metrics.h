@@ -162,4 +162,8 @@ class MetricsRegistry {
   std::vector<MetricSpec> declared_;
 };
 
+// Declares granary_build_info{component, version} = 1 for a binary (component: its name, e.g.
+// "granary-cache-node"), so dashboards tell a running, idle binary from a missing one.
+Status declareBuildInfo(MetricsRegistry& registry, const std::string& component);
+
 }  // namespace granary

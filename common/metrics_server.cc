@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "common/process_metrics.h"
+
 namespace granary {
 
 struct MetricsServer::Handlers {
@@ -27,7 +29,9 @@ int handle(mg_connection* conn, void* data) {
   const mg_request_info* request = mg_get_request_info(conn);
   const std::string path = request->local_uri ? request->local_uri : "/";
   if (path == "/metrics") {
-    respond(conn, 200, "text/plain; version=0.0.4", handlers.registry->exposition());
+    std::string body = handlers.registry->exposition();
+    if (const auto stats = readProcessStats()) body += processMetricsText(*stats);
+    respond(conn, 200, "text/plain; version=0.0.4", body);
     return 200;
   }
   std::function<Status()> check;

@@ -10,7 +10,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcivetweb-dev libcli11-dev libpugixml-dev
-  python3 python3-jsonschema python3-yaml python3-botocore
+  python3 python3-jsonschema python3-yaml python3-botocore prometheus
 )
 
 # Node.js runs the second CEL implementation in the CRD tests; use the machine's own when

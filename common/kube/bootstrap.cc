@@ -29,6 +29,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::start(const ControlPlaneFlag
   if (!config.isOk()) return config.status().withContext("cannot reach Kubernetes");
   std::unique_ptr<ControlPlane> plane(new ControlPlane());
   plane->component_ = component;
+  GRANARY_RETURN_IF_ERROR(declareBuildInfo(plane->registry_, component));
   auto client = createCountedClient(*config, plane->registry_);
   if (!client.isOk()) return client.status().withContext("cannot create the Kubernetes client");
   plane->client_ = std::move(*client);
