@@ -189,6 +189,9 @@ v1::GpuTelemetry gpuTelemetryOf(const gpu::GpuReading& reading) {
   out.set_uuid(reading.uuid);
   out.set_model_name(reading.name);
   out.set_lost(reading.lost);
+  out.set_pod_namespace(reading.podNamespace);
+  out.set_pod_name(reading.podName);
+  out.set_container(reading.container);
   if (reading.utilization) out.set_utilization_ratio(*reading.utilization);
   if (reading.memoryUtilization) out.set_memory_utilization_ratio(*reading.memoryUtilization);
   if (reading.memoryUsedBytes) out.set_memory_used_bytes(*reading.memoryUsedBytes);

@@ -79,6 +79,9 @@ void addNodeFlags(CLI::App& app, NodeFlags& flags) {
       ->check(CLI::Range(100, 60'000));
   option("--nvml-library", &NodeOptions::nvmlLibrary,
          "NVML's library, a file name or a path (default: libnvidia-ml.so.1)");
+  option("--pod-resources-socket", &NodeOptions::podResourcesSocket,
+         "the kubelet's PodResources API (e.g. /var/lib/kubelet/pod-resources/kubelet.sock), to "
+         "attribute GPUs to pods");
   app.add_option("--dataset", flags.datasetFile,
                  "standalone: cache the Datasets of a manifest file on this node")
       ->check(CLI::ExistingFile);
@@ -200,7 +203,8 @@ int main(int argc, char** argv) {
     auto started =
         GpuSampler::start({.library = options.nvmlLibrary,
                            .interval = std::chrono::milliseconds(options.gpuSampleIntervalMs),
-                           .hostname = options.nodeName},
+                           .hostname = options.nodeName,
+                           .podResourcesSocket = options.podResourcesSocket},
                           realClock(), &registry);
     if (!started.isOk()) {
       log.error("cannot sample the GPUs", {{"error", started.status()}});

@@ -64,6 +64,7 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
   f.optional(
       "nvmlLibrary", out.nvmlLibrary, [](const std::string& p) { return !p.empty(); },
       "a library file name or path");
+  f.optional("podResourcesSocket", out.podResourcesSocket);
   return f.finish();
 }
 

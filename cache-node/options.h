@@ -66,6 +66,8 @@ struct NodeOptions {
   bool gpuTelemetry = true;                       // sample the node's GPUs through NVML
   int32_t gpuSampleIntervalMs = 1000;             // how often
   std::string nvmlLibrary = "libnvidia-ml.so.1";  // NVML: a file name (searched) or a path
+  // The kubelet's PodResources API, to tell which pod each GPU is allocated to; "" for none.
+  std::string podResourcesSocket;
 };
 
 Status decodeValue(const config::Node& node, CacheDirectoryOptions& out);

@@ -18,7 +18,7 @@ MetricSpec gpuGauge(std::string name, MetricUnit unit, std::string help) {
           .type = MetricType::kGauge,
           .unit = unit,
           .help = std::move(help),
-          .labels = {"gpu", "UUID", "modelName", "Hostname"}};
+          .labels = {"gpu", "UUID", "modelName", "Hostname", "namespace", "pod", "container"}};
 }
 
 std::optional<double> asDouble(const std::optional<int64_t>& bytes) {
@@ -106,6 +106,8 @@ Result<std::unique_ptr<GpuSampler>> GpuSampler::start(GpuSamplerOptions options,
     return sampler;
   }
   sampler->nvml_ = std::move(*nvml);
+  if (!sampler->options_.podResourcesSocket.empty())
+    sampler->pods_ = std::make_unique<PodResources>(sampler->options_.podResourcesSocket);
   Logger("gpu").info("sampling GPUs through NVML",
                      {{"driver", sampler->nvml_->driverVersion()},
                       {"interval_ms", sampler->options_.interval.count()}});
@@ -127,6 +129,7 @@ void GpuSampler::sample() {
     Logger("gpu").warn("GPU sample failed", {{"error", readings.status()}});
     readings = std::vector<gpu::GpuReading>();
   }
+  attribute(*readings);
   {  // What latest() answers is never older than the series already exported.
     std::lock_guard lock(mutex_);
     latest_ = *readings;
@@ -135,14 +138,37 @@ void GpuSampler::sample() {
   publish(*readings);
 }
 
+// Each GPU's pod, as the kubelet says now. When it cannot be asked, the GPUs go unattributed
+// (a warning when that starts, a note when it ends) and sampling goes on.
+void GpuSampler::attribute(std::vector<gpu::GpuReading>& readings) {
+  if (!pods_) return;
+  auto owners = pods_->gpuOwners();
+  if (owners.isOk() != podsAnswered_) {
+    podsAnswered_ = owners.isOk();
+    if (podsAnswered_)
+      Logger("gpu").info("the kubelet's PodResources API answers again");
+    else
+      Logger("gpu").warn("GPUs are not attributed to pods", {{"error", owners.status()}});
+  }
+  if (!owners.isOk()) return;
+  for (auto& reading : readings) {
+    const auto owner = owners->find(reading.uuid);
+    if (owner == owners->end()) continue;
+    reading.podNamespace = owner->second.podNamespace;
+    reading.podName = owner->second.podName;
+    reading.container = owner->second.container;
+  }
+}
+
 void GpuSampler::publish(const std::vector<gpu::GpuReading>& readings) {
   if (!metrics_) return;
   // Each series is set, or removed once its field went empty or its GPU was lost or went.
   std::set<std::pair<size_t, std::vector<std::string>>> now;
   for (const auto& reading : readings) {
     if (reading.lost) continue;
-    const std::vector<std::string> labels = {std::to_string(reading.index), reading.uuid,
-                                             reading.name, options_.hostname};
+    const std::vector<std::string> labels = {
+        std::to_string(reading.index), reading.uuid,    reading.name,     options_.hostname,
+        reading.podNamespace,          reading.podName, reading.container};
     for (size_t i = 0; i < metrics_->fields.size(); ++i) {
       const auto value = metrics_->fields[i].of(reading);
       if (!value) continue;

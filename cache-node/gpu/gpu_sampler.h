@@ -3,8 +3,9 @@
 // the log, granary_gpu_sampler_up 0 and unavailableReason(); it samples nothing, and everything
 // else on the node works as before.
 //
-// Series carry dcgm-exporter's label words (gpu, UUID, modelName, Hostname), so that dashboards
-// join the two; a field NVML cannot read has no series, and a GPU that is lost or gone has none.
+// Series carry dcgm-exporter's label words (gpu, UUID, modelName, Hostname, and namespace, pod,
+// container of the pod the kubelet allocated the GPU to), so that dashboards join the two; a
+// field NVML cannot read has no series, and a GPU that is lost or gone has none.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache-node/gpu/pod_resources.h"
 #include "common/clock.h"
 #include "common/gpu/nvml.h"
 #include "common/metrics.h"
@@ -27,6 +29,8 @@ struct GpuSamplerOptions {
   std::string library = gpu::Nvml::kLibrary;  // NVML's library: a file name or a path
   std::chrono::milliseconds interval{1000};
   std::string hostname;  // the Hostname label
+  // The kubelet's PodResources socket, to attribute GPUs to pods; "" attributes none.
+  std::string podResourcesSocket;
 };
 
 class GpuSampler {
@@ -52,12 +56,15 @@ class GpuSampler {
   void sample();
   void run(std::stop_token stop);
   void publish(const std::vector<gpu::GpuReading>& readings);
+  void attribute(std::vector<gpu::GpuReading>& readings);
 
   const GpuSamplerOptions options_;
   Clock& clock_;
-  std::unique_ptr<gpu::Nvml> nvml_;   // null without NVML
-  std::unique_ptr<Metrics> metrics_;  // null without a registry
-  mutable std::mutex mutex_;          // guards the three below
+  std::unique_ptr<gpu::Nvml> nvml_;     // null without NVML
+  std::unique_ptr<PodResources> pods_;  // null without a PodResources socket
+  bool podsAnswered_ = true;            // the last time they were asked (warned once per change)
+  std::unique_ptr<Metrics> metrics_;    // null without a registry
+  mutable std::mutex mutex_;            // guards the three below
   std::vector<gpu::GpuReading> latest_;
   Clock::WallTime sampledAt_{};
   std::string unavailable_;

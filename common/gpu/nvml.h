@@ -42,6 +42,9 @@ struct GpuReading {
   std::optional<double> pcieTransmitBytesPerSecond;
   std::optional<double> pcieReceiveBytesPerSecond;
   std::vector<GpuProcess> processes;
+  // The pod and container it is allocated to; NVML knows nothing of pods: the cache node's
+  // sampler fills these from the kubelet ("" when unallocated or unknown).
+  std::string podNamespace, podName, container;
 };
 
 class Nvml {

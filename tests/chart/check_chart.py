@@ -191,6 +191,14 @@ def daemonset_problems(objects, values):
         problems.append(f"GPU telemetry is on but the NVIDIA runtime is not asked for NVML: {nvidia}")
     if not gpu["enabled"] and any(nvidia.values()):
         problems.append("GPU telemetry is off but the NVIDIA runtime is asked for the GPUs")
+    pod_resources = options.get("podResourcesSocket")
+    if gpu["enabled"]:
+        host = pod_resources and host_path_of(node, volumes, pod_resources)
+        wanted_host = f"{values['cacheNode']['kubeletDir'].rstrip('/')}/pod-resources/kubelet.sock"
+        if host != wanted_host:
+            problems.append(f"the PodResources socket is {host} on the host, not the kubelet's {wanted_host}")
+    elif pod_resources:
+        problems.append("GPU telemetry is off but the kubelet's PodResources socket is set")
     if set(env) - {"NODE_NAME"} - set(wanted):
         problems.append(f"unexpected environment: {sorted(set(env))}")
     if not node["securityContext"].get("privileged"):

@@ -8,6 +8,7 @@
 #include <functional>
 #include <thread>
 
+#include "tests/support/fake_kubelet.h"
 #include "tests/support/fake_nvml_scenario.h"
 
 namespace granary::cache {
@@ -35,9 +36,10 @@ class GpuSamplerTest : public ::testing::Test {
 constexpr const char* kGpu =
     "gpu GPU-0a1b NVIDIA_H100 util=75 used=1024 total=4096 power_mw=250000";
 // As the exposition writes them: sorted by name.
-const std::string kLabels = R"({Hostname="n1",UUID="GPU-0a1b",gpu="0",modelName="NVIDIA H100"})";
+const std::string kLabels =
+    R"({Hostname="n1",UUID="GPU-0a1b",container="",gpu="0",modelName="NVIDIA H100",namespace="",pod=""})";
 const std::string kSecondGpu =
-    R"(granary_gpu_utilization_ratio{Hostname="n1",UUID="GPU-0a1b",gpu="1")";
+    R"(granary_gpu_utilization_ratio{Hostname="n1",UUID="GPU-0a1b",container="",gpu="1")";
 
 TEST_F(GpuSamplerTest, ExportsEachFieldAndDropsWhatGoes) {
   play(std::string(kGpu) + "\n" + kGpu + "\n");
@@ -66,6 +68,55 @@ TEST_F(GpuSamplerTest, ExportsEachFieldAndDropsWhatGoes) {
   const auto latest = (*sampler)->latest();
   ASSERT_EQ(latest.size(), 2u);
   EXPECT_TRUE(latest[1].lost);
+}
+
+TEST_F(GpuSamplerTest, GpusAreAttributedToThePodsTheKubeletAllocatedThemTo) {
+  play("gpu GPU-aaaa H100 util=90\ngpu GPU-bbbb H100 util=10\n");
+  const auto socket = std::filesystem::temp_directory_path() /
+                      ("granary-kubelet-" + std::to_string(::getpid()) + ".sock");
+  testing::FakeKubelet kubelet(socket);
+  kubelet.setPods({{"ml", "resnet-worker-0", "trainer", {"GPU-bbbb::1"}},
+                   {"ml", "cpu-only", "c", {"0000:00:1f.0"}, "example.com/nic"}});
+  auto sampler = GpuSampler::start({.library = GRANARY_FAKE_NVML_LIBRARY,
+                                    .interval = 100ms,
+                                    .hostname = "n1",
+                                    .podResourcesSocket = socket.string()},
+                                   realClock(), &registry_);
+  ASSERT_TRUE(sampler.isOk()) << sampler.status();
+  auto latest = (*sampler)->latest();
+  ASSERT_EQ(latest.size(), 2u);
+  EXPECT_EQ(latest[0].podName, "") << "GPU 0 is allocated to no pod";
+  EXPECT_EQ(latest[1].podNamespace, "ml");
+  EXPECT_EQ(latest[1].podName, "resnet-worker-0") << "a time-sliced replica names its GPU";
+  EXPECT_EQ(latest[1].container, "trainer");
+  const std::string owned =
+      R"(granary_gpu_utilization_ratio{Hostname="n1",UUID="GPU-bbbb",container="trainer",gpu="1",modelName="H100",namespace="ml",pod="resnet-worker-0"} 0.1)";
+  EXPECT_NE(registry_.exposition().find(owned), std::string::npos) << registry_.exposition();
+
+  // The pod ends: its GPU's series goes with its labels, and comes back unattributed.
+  kubelet.setPods({});
+  const std::string text =
+      exposition([&](const std::string& t) { return t.find(owned) == std::string::npos; });
+  EXPECT_EQ(text.find(owned), std::string::npos) << text;
+  EXPECT_NE(
+      text.find(
+          R"(UUID="GPU-bbbb",container="",gpu="1",modelName="H100",namespace="",pod=""} 0.1)"),
+      std::string::npos)
+      << text;
+}
+
+TEST_F(GpuSamplerTest, WithoutTheKubeletGpusGoUnattributedAndSamplingGoesOn) {
+  play("gpu GPU-aaaa H100 util=90\n");
+  auto sampler = GpuSampler::start({.library = GRANARY_FAKE_NVML_LIBRARY,
+                                    .interval = 100ms,
+                                    .hostname = "n1",
+                                    .podResourcesSocket = "/nonexistent/kubelet.sock"},
+                                   realClock(), &registry_);
+  ASSERT_TRUE(sampler.isOk()) << sampler.status();
+  const auto latest = (*sampler)->latest();
+  ASSERT_EQ(latest.size(), 1u);
+  EXPECT_EQ(latest[0].podName, "");
+  EXPECT_EQ(latest[0].utilization, 0.9);
 }
 
 TEST_F(GpuSamplerTest, WithoutNvmlTheNodeSaysWhyAndCarriesOn) {
