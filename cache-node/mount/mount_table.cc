@@ -226,7 +226,12 @@ Status MountTable::unpublish(const std::filesystem::path& targetPath) {
   std::filesystem::remove(targetPath, error);  // an empty directory, or nothing
   if (error && error != std::errc::no_such_file_or_directory)
     return unavailable("cannot remove " + targetPath.string() + ": " + error.message());
-  if (published_.erase(targetPath) > 0) saveRecordsLocked();
+  const auto published = published_.find(targetPath);
+  if (published == published_.end()) return Status::ok();
+  const Publication& p = published->second.publication;
+  accounting_.forgetPod(p.datasetNamespace + "/" + p.datasetName, p.podUid);  // the pod ended
+  published_.erase(published);
+  saveRecordsLocked();
   return Status::ok();
 }
 

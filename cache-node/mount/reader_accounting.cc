@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace granary::cache {
@@ -84,7 +85,7 @@ ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& data
   Reader reader;
   reader.totals.key = key;
   reader.totals.command = identity.command;
-  std::string label = uid.empty() ? "pid:" + std::to_string(pid) : uid;
+  std::string& label = reader.label = uid.empty() ? "pid:" + std::to_string(pid) : uid;
   if (const auto named = podNames_.find(uid); !uid.empty() && named != podNames_.end())
     label = named->second.first + "/" + named->second.second;
   if (metrics_ != nullptr) {
@@ -137,6 +138,58 @@ std::vector<ReaderTotals> ReaderAccounting::readers() const {
     }
   }
   return out;
+}
+
+void ReaderAccounting::forgetLocked(std::map<ReaderKey, Reader>::iterator reader) {
+  if (reader->second.series) {
+    const std::string& dataset = reader->first.dataset;
+    const std::string& label = reader->second.label;
+    metrics_->readWait.remove({dataset, label});
+    for (const char* source : {"local", "peer", "origin"})
+      metrics_->readerBytes.remove({dataset, label, source});
+  }
+  const std::string uid = reader->first.podUid;
+  readers_.erase(reader);
+  if (uid.empty()) return;
+  for (const auto& [key, r] : readers_)
+    if (key.podUid == uid) return;
+  podNames_.erase(uid);  // its last reader went
+}
+
+void ReaderAccounting::forgetPod(const std::string& dataset, const std::string& podUid) {
+  std::lock_guard lock(mutex_);
+  const auto reader = readers_.find({.dataset = dataset, .podUid = podUid, .pid = 0});
+  if (reader != readers_.end()) forgetLocked(reader);
+}
+
+int ReaderAccounting::forgetEndedProcesses(const std::function<bool(int pid)>& alive) {
+  std::vector<int> pids;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, reader] : readers_)
+      if (key.podUid.empty()) pids.push_back(key.pid);
+  }
+  std::set<int> ended;
+  for (int pid : pids)
+    if (!alive(pid)) ended.insert(pid);  // reads /proc: not while holding the lock
+  int forgotten = 0;
+  std::lock_guard lock(mutex_);
+  for (auto it = readers_.begin(); it != readers_.end();) {
+    const auto next = std::next(it);
+    if (it->first.podUid.empty() && ended.contains(it->first.pid)) {
+      forgetLocked(it);
+      ++forgotten;
+    }
+    it = next;
+  }
+  return forgotten;
+}
+
+bool processAlive(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("State:")) return line.find('Z') == std::string::npos;
+  return false;
 }
 
 }  // namespace granary::cache

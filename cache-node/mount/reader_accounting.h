@@ -38,6 +38,9 @@ struct ProcessIdentity {
 // From /proc/<tid>/status and /proc/<tid>/cgroup; {tid, ""} when they cannot be read.
 ProcessIdentity identifyThread(int tid);
 
+// Whether process `pid` still runs (a zombie counts as gone).
+bool processAlive(int pid);
+
 struct ReaderKey {
   std::string dataset;  // "namespace/name"
   std::string podUid;   // empty in local mode
@@ -75,12 +78,19 @@ class ReaderAccounting {
   void namePod(const std::string& uid, const std::string& ns, const std::string& name);
   std::vector<ReaderTotals> readers() const;
 
+  // Readers end; their totals and series go with them, so that the series stay as many as the
+  // readers there are. A pod's reader of `dataset` ends when its volume is unpublished.
+  void forgetPod(const std::string& dataset, const std::string& podUid);
+  // Process readers (no pod: local mode) end when their process is gone; returns how many went.
+  int forgetEndedProcesses(const std::function<bool(int pid)>& alive = processAlive);
+
  private:
   struct Series {
     Counter waitSeconds, localBytes, peerBytes, originBytes;
   };
   struct Reader {
     ReaderTotals totals;
+    std::string label;  // its series' reader label
     BlockedTime blocked;
     std::optional<Series> series;  // absent without metrics
   };
@@ -90,6 +100,7 @@ class ReaderAccounting {
   };
   // The process and pod of a thread, looked up again after a while (thread ids are reused).
   ProcessIdentity identityOf(int tid);
+  void forgetLocked(std::map<ReaderKey, Reader>::iterator reader);
   Reader& readerLocked(const std::string& dataset, const ProcessIdentity& identity);
 
   CacheMetrics* metrics_;

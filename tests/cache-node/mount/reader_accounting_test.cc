@@ -1,0 +1,73 @@
+// Reader accounting keeps as many series as there are readers: a thousand short-lived readers
+// leave nothing behind once their processes are gone, and a pod's series go when its volume is
+// unpublished.
+#include "cache-node/mount/reader_accounting.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "common/metrics.h"
+
+namespace granary::cache {
+namespace {
+
+size_t countOf(const std::string& text, const std::string& what) {
+  size_t count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
+TEST(ReaderAccountingTest, AThousandShortLivedReadersLeaveNoSeriesBehind) {
+  MetricsRegistry registry;
+  auto metrics = CacheMetrics::create(registry);
+  ASSERT_TRUE(metrics.isOk());
+  // Each "thread" is a process of its own, outside any pod (local mode).
+  ReaderAccounting accounting(
+      metrics->get(), [](int tid) { return ProcessIdentity{.pid = tid, .command = "cat"}; });
+  for (int pid = 1000; pid < 2000; ++pid)
+    accounting.record("ml/coco", pid, {.localBytes = 4096, .wait = std::chrono::milliseconds(1)});
+  EXPECT_EQ(accounting.readers().size(), 1000u);
+  EXPECT_EQ(countOf(registry.exposition(), "granary_dataset_read_wait_seconds_total{"), 1000u);
+
+  const std::set<int> running = {1001, 1500, 1999};
+  EXPECT_EQ(accounting.forgetEndedProcesses([&](int pid) { return running.contains(pid); }), 997);
+  EXPECT_EQ(accounting.readers().size(), 3u);
+  const std::string text = registry.exposition();
+  EXPECT_EQ(countOf(text, "granary_dataset_read_wait_seconds_total{"), 3u) << text;
+  EXPECT_EQ(countOf(text, "granary_dataset_read_bytes_total{"), 9u) << "3 readers x 3 sources";
+  EXPECT_NE(text.find(R"(reader="pid:1500")"), std::string::npos);
+}
+
+TEST(ReaderAccountingTest, APodsSeriesGoWhenItsVolumeIsUnpublished) {
+  MetricsRegistry registry;
+  auto metrics = CacheMetrics::create(registry);
+  ASSERT_TRUE(metrics.isOk());
+  ReaderAccounting accounting(metrics->get(), [](int tid) {
+    return ProcessIdentity{.pid = tid, .podUid = tid < 100 ? "uid-a" : "uid-b"};
+  });
+  accounting.namePod("uid-a", "ml", "resnet-worker-0");
+  accounting.namePod("uid-b", "ml", "resnet-worker-1");
+  for (const char* dataset : {"ml/coco", "ml/audio"}) {
+    accounting.record(dataset, 10, {.localBytes = 1});
+    accounting.record(dataset, 200, {.localBytes = 1});
+  }
+  accounting.forgetPod("ml/coco", "uid-a");
+  std::string text = registry.exposition();
+  EXPECT_EQ(text.find(R"(dataset="ml/coco",reader="ml/resnet-worker-0")"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(dataset="ml/audio",reader="ml/resnet-worker-0")"), std::string::npos)
+      << "its other volume is still published";
+  EXPECT_EQ(accounting.readers().size(), 3u);
+
+  accounting.forgetPod("ml/audio", "uid-a");
+  text = registry.exposition();
+  EXPECT_EQ(text.find("resnet-worker-0"), std::string::npos) << text;
+  EXPECT_EQ(countOf(text, R"(reader="ml/resnet-worker-1")"), 8u)
+      << "2 datasets x (wait + 3 sources)";
+  EXPECT_FALSE(processAlive(0x7ffffff0));
+  EXPECT_TRUE(processAlive(::getpid()));
+}
+
+}  // namespace
+}  // namespace granary::cache
