@@ -199,6 +199,13 @@ class CacheNodeService final : public v1::CacheNode::Service {
               std::chrono::duration_cast<std::chrono::nanoseconds>(
                   gpus_->sampledAt().time_since_epoch())
                   .count());
+      for (const auto& [pod, seconds] : gpus_->starvedSeconds()) {
+        v1::PodTelemetry* out = response->add_pods();
+        const size_t slash = pod.find('/');
+        out->set_namespace_(pod.substr(0, slash));
+        out->set_name(pod.substr(slash + 1));
+        out->set_data_starved_seconds(seconds);
+      }
     }
     return grpc::Status::OK;
   }

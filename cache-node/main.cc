@@ -198,13 +198,15 @@ int main(int argc, char** argv) {
     log.error("cannot declare metrics", {{"error", metrics.status()}});
     return 1;
   }
+  ReaderAccounting readers(metrics->get());
   std::unique_ptr<GpuSampler> gpus;  // null with gpuTelemetry off
   if (options.gpuTelemetry) {
     auto started =
         GpuSampler::start({.library = options.nvmlLibrary,
                            .interval = std::chrono::milliseconds(options.gpuSampleIntervalMs),
                            .hostname = options.nodeName,
-                           .podResourcesSocket = options.podResourcesSocket},
+                           .podResourcesSocket = options.podResourcesSocket,
+                           .readerWait = [&readers] { return readers.waitByPod(); }},
                           realClock(), &registry);
     if (!started.isOk()) {
       log.error("cannot sample the GPUs", {{"error", started.status()}});
@@ -229,7 +231,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   exportDiskUsage(**metrics, **engine);
-  ReaderAccounting readers(metrics->get());
   auto server = CacheNodeServer::start(**engine, peers,
                                        {.address = options.listen,
                                         .token = *token,

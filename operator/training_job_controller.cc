@@ -287,10 +287,13 @@ std::optional<TrainingJobController::Summaries> TrainingJobController::sampleTel
     for (const auto& g : reply->gpus())
       if (g.pod_namespace() == ns && names.count(g.pod_name()))
         sample.gpus.push_back({g.utilization_ratio(), g.memory_used_bytes()});
+    for (const auto& pod : reply->pods())
+      if (pod.namespace_() == ns && names.count(pod.name()))
+        sample.starvedSeconds[pod.name()] = pod.data_starved_seconds();
   }
   std::lock_guard lock(mutex_);
   const JobSample previous = std::exchange(samples_[key], sample);
-  return Summaries{dataSummary(previous, sample), gpuSummary(sample)};
+  return Summaries{dataSummary(previous, sample), gpuSummary(previous, sample)};
 }
 
 }  // namespace granary::op

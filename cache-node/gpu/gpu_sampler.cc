@@ -21,6 +21,12 @@ MetricSpec gpuGauge(std::string name, MetricUnit unit, std::string help) {
           .labels = {"gpu", "UUID", "modelName", "Hostname", "namespace", "pod", "container"}};
 }
 
+// "namespace/name" → {namespace, name}.
+std::vector<std::string> splitPod(const std::string& pod) {
+  const size_t slash = pod.find('/');
+  return {pod.substr(0, slash), slash == std::string::npos ? "" : pod.substr(slash + 1)};
+}
+
 std::optional<double> asDouble(const std::optional<int64_t>& bytes) {
   return bytes ? std::optional<double>(static_cast<double>(*bytes)) : std::nullopt;
 }
@@ -35,6 +41,7 @@ struct GpuSampler::Metrics {
   };
   Gauge up;
   std::vector<Field> fields;
+  CounterFamily starved;  // {namespace, pod}
 
   static Result<std::unique_ptr<Metrics>> declare(MetricsRegistry& registry) {
     using U = MetricUnit;
@@ -44,7 +51,16 @@ struct GpuSampler::Metrics {
                                     .type = MetricType::kGauge,
                                     .help = "1 while this node samples its GPUs through NVML; 0 "
                                             "without NVML (no driver or GPU: see the log)."}));
-    auto metrics = std::make_unique<Metrics>(Metrics{up.with({}), {}});
+    GRANARY_ASSIGN_OR_RETURN(
+        auto starved,
+        registry.addCounter({.name = "granary_pod_data_starved_seconds_total",
+                             .type = MetricType::kCounter,
+                             .unit = U::kSeconds,
+                             .help = "Seconds in which the pod's GPUs were below 50% utilization "
+                                     "while its readers had a read blocked on granary for at "
+                                     "least 10% of the second.",
+                             .labels = {"namespace", "pod"}}));
+    auto metrics = std::make_unique<Metrics>(Metrics{up.with({}), {}, starved});
     const auto field = [&](std::string name, U unit, std::string help,
                            std::function<std::optional<double>(const R&)> of) -> Status {
       GRANARY_ASSIGN_OR_RETURN(auto family,
@@ -130,6 +146,7 @@ void GpuSampler::sample() {
     readings = std::vector<gpu::GpuReading>();
   }
   attribute(*readings);
+  judgeStarvation(*readings);
   {  // What latest() answers is never older than the series already exported.
     std::lock_guard lock(mutex_);
     latest_ = *readings;
@@ -157,6 +174,42 @@ void GpuSampler::attribute(std::vector<gpu::GpuReading>& readings) {
     reading.podNamespace = owner->second.podNamespace;
     reading.podName = owner->second.podName;
     reading.container = owner->second.container;
+  }
+}
+
+// Each attributed pod's verdict over the interval since the last sample.
+void GpuSampler::judgeStarvation(const std::vector<gpu::GpuReading>& readings) {
+  if (!options_.readerWait) return;
+  const auto now = clock_.monoNow();
+  const auto interval = judgedAt_ == Clock::MonoTime{} ? Clock::Duration{0} : now - judgedAt_;
+  judgedAt_ = now;
+  std::map<std::string, std::pair<double, int>> utilization;  // pod → sum, GPUs
+  for (const auto& r : readings)
+    if (!r.podName.empty() && r.utilization) {
+      auto& [sum, count] = utilization[r.podNamespace + "/" + r.podName];
+      sum += *r.utilization;
+      ++count;
+    }
+  const auto waits = options_.readerWait();
+  std::map<std::string, PodSignals> pods;
+  for (const auto& [pod, u] : utilization) {
+    const auto wait = waits.find(pod);
+    pods[pod] = {u.first / u.second,
+                 wait == waits.end() ? std::chrono::nanoseconds{0} : wait->second};
+  }
+  const auto verdicts = starvation_.observe(pods, interval);
+  std::lock_guard lock(mutex_);
+  for (auto it = starved_.begin(); it != starved_.end();) {  // pods that went take their series
+    if (pods.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    if (metrics_) metrics_->starved.remove(splitPod(it->first));
+    it = starved_.erase(it);
+  }
+  for (const auto& [pod, seconds] : verdicts) {
+    starved_[pod] += seconds;
+    if (metrics_) metrics_->starved.with(splitPod(pod)).increment(seconds);
   }
 }
 
@@ -189,6 +242,11 @@ std::vector<gpu::GpuReading> GpuSampler::latest() const {
 Clock::WallTime GpuSampler::sampledAt() const {
   std::lock_guard lock(mutex_);
   return sampledAt_;
+}
+
+std::map<std::string, double> GpuSampler::starvedSeconds() const {
+  std::lock_guard lock(mutex_);
+  return starved_;
 }
 
 std::string GpuSampler::unavailableReason() const {

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -18,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache-node/core/data_starvation.h"
 #include "cache-node/gpu/pod_resources.h"
 #include "common/clock.h"
 #include "common/gpu/nvml.h"
@@ -31,6 +34,9 @@ struct GpuSamplerOptions {
   std::string hostname;  // the Hostname label
   // The kubelet's PodResources socket, to attribute GPUs to pods; "" attributes none.
   std::string podResourcesSocket;
+  // Each pod's cumulative data wait ("namespace/name" → time with a read blocked), for the
+  // pods' data-starved time (cache-node/core/data_starvation.h); empty: none is measured.
+  std::function<std::map<std::string, std::chrono::nanoseconds>()> readerWait;
 };
 
 class GpuSampler {
@@ -48,6 +54,8 @@ class GpuSampler {
   Clock::WallTime sampledAt() const;
   // Why no GPU is sampled ("" while sampling).
   std::string unavailableReason() const;
+  // Each pod's data-starved seconds since it was first seen ("namespace/name"; pods with GPUs).
+  std::map<std::string, double> starvedSeconds() const;
 
   struct Metrics;
 
@@ -57,6 +65,7 @@ class GpuSampler {
   void run(std::stop_token stop);
   void publish(const std::vector<gpu::GpuReading>& readings);
   void attribute(std::vector<gpu::GpuReading>& readings);
+  void judgeStarvation(const std::vector<gpu::GpuReading>& readings);
 
   const GpuSamplerOptions options_;
   Clock& clock_;
@@ -68,6 +77,9 @@ class GpuSampler {
   std::vector<gpu::GpuReading> latest_;
   Clock::WallTime sampledAt_{};
   std::string unavailable_;
+  std::map<std::string, double> starved_;  // by pod
+  StarvationMeter starvation_;             // the sampling thread's
+  Clock::MonoTime judgedAt_{};
   // The series set by the last sample: field and label values (the sampling thread's).
   std::set<std::pair<size_t, std::vector<std::string>>> published_;
   std::jthread thread_;  // last: stops first

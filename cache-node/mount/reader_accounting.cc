@@ -140,6 +140,13 @@ std::vector<ReaderTotals> ReaderAccounting::readers() const {
   return out;
 }
 
+std::map<std::string, std::chrono::nanoseconds> ReaderAccounting::waitByPod() const {
+  std::map<std::string, std::chrono::nanoseconds> waits;
+  for (const auto& reader : readers())
+    if (!reader.podName.empty()) waits[reader.podNamespace + "/" + reader.podName] += reader.wait;
+  return waits;
+}
+
 void ReaderAccounting::forgetLocked(std::map<ReaderKey, Reader>::iterator reader) {
   if (reader->second.series) {
     const std::string& dataset = reader->first.dataset;

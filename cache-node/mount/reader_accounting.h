@@ -77,6 +77,8 @@ class ReaderAccounting {
   // Names a pod (from a CSI publish) so its totals and metrics carry namespace and name.
   void namePod(const std::string& uid, const std::string& ns, const std::string& name);
   std::vector<ReaderTotals> readers() const;
+  // Each named pod's data wait ("namespace/name"), its datasets added up.
+  std::map<std::string, std::chrono::nanoseconds> waitByPod() const;
 
   // Readers end; their totals and series go with them, so that the series stay as many as the
   // readers there are. A pod's reader of `dataset` ends when its volume is unpublished.

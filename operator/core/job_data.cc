@@ -45,17 +45,27 @@ Json dataSummary(const JobSample& earlier, const JobSample& later) {
   return data;
 }
 
-Json gpuSummary(const JobSample& sample) {
-  if (sample.gpus.empty()) return Json();
+Json gpuSummary(const JobSample& earlier, const JobSample& later) {
+  if (later.gpus.empty()) return Json();
   double utilization = 0;
   int64_t memory = 0;
-  for (const auto& g : sample.gpus) {
+  for (const auto& g : later.gpus) {
     utilization += g.utilization;
     memory += g.memoryUsedBytes;
   }
   Json gpu = Json::object();
-  gpu["utilization"] = Json::number(rounded(utilization / static_cast<double>(sample.gpus.size())));
+  gpu["utilization"] = Json::number(rounded(utilization / static_cast<double>(later.gpus.size())));
   gpu["memoryUsedBytes"] = Json::number(memory);
+  const double seconds = std::chrono::duration<double>(later.at - earlier.at).count();
+  double starved = 0;
+  int pods = 0;
+  for (const auto& [pod, now] : later.starvedSeconds) {
+    const auto before = earlier.starvedSeconds.find(pod);
+    if (before == earlier.starvedSeconds.end() || seconds <= 0) continue;
+    starved += std::min(1.0, increase(before->second, now) / seconds);
+    ++pods;
+  }
+  if (pods > 0) gpu["dataStarvedFraction"] = Json::number(rounded(starved / pods));
   return gpu;
 }
 

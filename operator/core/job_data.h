@@ -30,6 +30,8 @@ struct JobSample {
   // By pod uid: every worker whose node answered (zeros until it reads), none other.
   std::map<std::string, WorkerReads> workers;
   std::vector<GpuReading> gpus;  // of the workers' pods
+  // By pod name: cumulative data-starved seconds of the workers' pods with GPUs.
+  std::map<std::string, double> starvedSeconds;
 };
 
 // status.data: over the interval between two samples, counting the workers present in both,
@@ -40,7 +42,10 @@ struct JobSample {
 // interval is empty. A counter that went down (the node restarted) counts from zero.
 kube::Json dataSummary(const JobSample& earlier, const JobSample& later);
 
-// status.gpu: {utilization (mean), memoryUsedBytes (sum)}; null without readings.
-kube::Json gpuSummary(const JobSample& sample);
+// status.gpu: {utilization (mean), memoryUsedBytes (sum)} of the later sample, and
+// dataStarvedFraction: over the interval, the mean of the share of it each pod present in both
+// samples was data-starved (its GPUs idle while its readers waited; see the cache node's
+// cache-node/core/data_starvation.h). Null without readings.
+kube::Json gpuSummary(const JobSample& earlier, const JobSample& later);
 
 }  // namespace granary::op

@@ -432,7 +432,7 @@ TEST_F(CacheNodeProcessTest, TelemetryCarriesTheGpusOrWhyThereAreNone) {
                        metrics),
       200);
   EXPECT_NE(metrics.find("granary_gpu_sampler_up 1"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find(R"(granary_gpu_utilization_ratio{Hostname="n1",UUID="GPU-7c",gpu="0")"),
+  EXPECT_NE(metrics.find(R"(granary_gpu_utilization_ratio{Hostname="n1",UUID="GPU-7c",container="",gpu="0")"),
             std::string::npos)
       << metrics;
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "tests/support/fake_kubelet.h"
@@ -103,6 +104,50 @@ TEST_F(GpuSamplerTest, GpusAreAttributedToThePodsTheKubeletAllocatedThemTo) {
           R"(UUID="GPU-bbbb",container="",gpu="1",modelName="H100",namespace="",pod=""} 0.1)"),
       std::string::npos)
       << text;
+}
+
+TEST_F(GpuSamplerTest, APodWhoseGpusIdleWhileItsReadersWaitIsDataStarved) {
+  play("gpu GPU-aaaa H100 util=5\ngpu GPU-bbbb H100 util=95\n");
+  const auto socket = std::filesystem::temp_directory_path() /
+                      ("granary-kubelet-starved-" + std::to_string(::getpid()) + ".sock");
+  testing::FakeKubelet kubelet(socket);
+  kubelet.setPods(
+      {{"ml", "starved-0", "trainer", {"GPU-aaaa"}}, {"ml", "busy-0", "trainer", {"GPU-bbbb"}}});
+  // Both pods' readers wait all the time: 1 s of wait per second of the clock.
+  const auto start = std::chrono::steady_clock::now();
+  const auto waiting = [start] {
+    const auto waited = std::chrono::steady_clock::now() - start;
+    return std::map<std::string, std::chrono::nanoseconds>{{"ml/starved-0", waited},
+                                                           {"ml/busy-0", waited}};
+  };
+  auto sampler = GpuSampler::start({.library = GRANARY_FAKE_NVML_LIBRARY,
+                                    .interval = 100ms,
+                                    .hostname = "n1",
+                                    .podResourcesSocket = socket.string(),
+                                    .readerWait = waiting},
+                                   realClock(), &registry_);
+  ASSERT_TRUE(sampler.isOk()) << sampler.status();
+  const std::string starved =
+      R"(granary_pod_data_starved_seconds_total{namespace="ml",pod="starved-0"} )";
+  const std::string text = exposition([&](const std::string& t) {
+    const size_t at = t.find(starved);
+    return at != std::string::npos && std::stod(t.substr(at + starved.size())) >= 0.3;
+  });
+  ASSERT_NE(text.find(starved), std::string::npos) << text;
+  EXPECT_GE(std::stod(text.substr(text.find(starved) + starved.size())), 0.3);
+  EXPECT_NE(text.find(R"(granary_pod_data_starved_seconds_total{namespace="ml",pod="busy-0"} 0
+)"),
+            std::string::npos)
+      << "its GPU is busy: waiting does not starve it\n"
+      << text;
+  const auto seconds = (*sampler)->starvedSeconds();
+  EXPECT_GE(seconds.at("ml/starved-0"), 0.3);
+  EXPECT_EQ(seconds.at("ml/busy-0"), 0.0);
+
+  kubelet.setPods({{"ml", "busy-0", "trainer", {"GPU-bbbb"}}});  // starved-0 ended
+  const std::string after =
+      exposition([&](const std::string& t) { return t.find(starved) == std::string::npos; });
+  EXPECT_EQ(after.find(starved), std::string::npos) << "an ended pod's series goes\n" << after;
 }
 
 TEST_F(GpuSamplerTest, WithoutTheKubeletGpusGoUnattributedAndSamplingGoesOn) {

@@ -50,10 +50,24 @@ TEST(JobDataTest, ParallelLoadersSaturateTheWaitFractionAndNothingReadLeavesNoLo
 }
 
 TEST(JobDataTest, GpuSummaryIsTheMeanUtilizationAndTheSummedMemory) {
-  EXPECT_TRUE(gpuSummary(JobSample{}).is_null());
-  const Json gpu = gpuSummary(JobSample{.gpus = {{0.9, 1 << 20}, {0.5, 3 << 20}}});
+  EXPECT_TRUE(gpuSummary(JobSample{}, JobSample{}).is_null());
+  const Json gpu = gpuSummary(JobSample{}, JobSample{.gpus = {{0.9, 1 << 20}, {0.5, 3 << 20}}});
   EXPECT_DOUBLE_EQ(gpu.at("utilization").as_double(), 0.7);
   EXPECT_EQ(gpu.at("memoryUsedBytes").as_number().to_int64(), 4 << 20);
+  EXPECT_FALSE(gpu.has_field("dataStarvedFraction")) << "no pod in both samples";
+}
+
+TEST(JobDataTest, DataStarvedFractionIsThePodsMeanShareOfTheInterval) {
+  JobSample earlier = sampleAt(0s, {});
+  earlier.starvedSeconds = {{"w0", 10}, {"w1", 0}, {"gone", 3}};
+  JobSample later = sampleAt(10s, {});
+  later.gpus = {{0.1, 0}, {0.9, 0}};
+  // w0 starved 6 s of 10; w1 none; w2 is new (not counted); a counter that went down counts
+  // from zero.
+  later.starvedSeconds = {{"w0", 16}, {"w1", 0}, {"w2", 5}};
+  EXPECT_DOUBLE_EQ(gpuSummary(earlier, later).at("dataStarvedFraction").as_double(), 0.3);
+  earlier.starvedSeconds["w1"] = 50;  // the node restarted: w1 counts its 0 s from zero
+  EXPECT_DOUBLE_EQ(gpuSummary(earlier, later).at("dataStarvedFraction").as_double(), 0.3);
 }
 
 kube::ObjectPtr pod(const std::string& yamlText) {
