@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
       printed[cache->key().id()] = std::move(line);
     }
     exportDiskUsage(**metrics, **engine);
-    readers.forgetEndedProcesses();  // readers outside pods; a pod's go when it is unpublished
+    readers.sweep();  // readers that ended a minute ago (pods unpublished, processes gone)
     if (flags.exitWhenWarm && settled) {
       exitCode = ready ? 0 : 1;
       break;

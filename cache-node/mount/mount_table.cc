@@ -229,7 +229,7 @@ Status MountTable::unpublish(const std::filesystem::path& targetPath) {
   const auto published = published_.find(targetPath);
   if (published == published_.end()) return Status::ok();
   const Publication& p = published->second.publication;
-  accounting_.forgetPod(p.datasetNamespace + "/" + p.datasetName, p.podUid);  // the pod ended
+  accounting_.endPod(p.datasetNamespace + "/" + p.datasetName, p.podUid);  // the pod ended
   published_.erase(published);
   saveRecordsLocked();
   return Status::ok();

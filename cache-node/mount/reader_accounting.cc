@@ -101,6 +101,7 @@ void ReaderAccounting::record(const std::string& dataset, int tid, const ReadRec
   const ProcessIdentity identity = identityOf(tid);
   std::lock_guard lock(mutex_);
   Reader& reader = readerLocked(dataset, identity);
+  reader.endedAt.reset();
   ReaderTotals& t = reader.totals;
   const auto end = read.end == std::chrono::steady_clock::time_point{}
                        ? std::chrono::steady_clock::now()
@@ -163,27 +164,31 @@ void ReaderAccounting::forgetLocked(std::map<ReaderKey, Reader>::iterator reader
   podNames_.erase(uid);  // its last reader went
 }
 
-void ReaderAccounting::forgetPod(const std::string& dataset, const std::string& podUid) {
+void ReaderAccounting::endPod(const std::string& dataset, const std::string& podUid) {
   std::lock_guard lock(mutex_);
   const auto reader = readers_.find({.dataset = dataset, .podUid = podUid, .pid = 0});
-  if (reader != readers_.end()) forgetLocked(reader);
+  if (reader != readers_.end()) reader->second.endedAt = std::chrono::steady_clock::now();
 }
 
-int ReaderAccounting::forgetEndedProcesses(const std::function<bool(int pid)>& alive) {
+int ReaderAccounting::sweep(std::chrono::nanoseconds grace,
+                            const std::function<bool(int pid)>& alive) {
   std::vector<int> pids;
   {
     std::lock_guard lock(mutex_);
     for (const auto& [key, reader] : readers_)
-      if (key.podUid.empty()) pids.push_back(key.pid);
+      if (key.podUid.empty() && !reader.endedAt) pids.push_back(key.pid);
   }
-  std::set<int> ended;
+  std::set<int> gone;
   for (int pid : pids)
-    if (!alive(pid)) ended.insert(pid);  // reads /proc: not while holding the lock
+    if (!alive(pid)) gone.insert(pid);  // reads /proc: not while holding the lock
+  const auto now = std::chrono::steady_clock::now();
   int forgotten = 0;
   std::lock_guard lock(mutex_);
   for (auto it = readers_.begin(); it != readers_.end();) {
     const auto next = std::next(it);
-    if (it->first.podUid.empty() && ended.contains(it->first.pid)) {
+    auto& ended = it->second.endedAt;
+    if (!ended && it->first.podUid.empty() && gone.contains(it->first.pid)) ended = now;
+    if (ended && now - *ended >= grace) {
       forgetLocked(it);
       ++forgotten;
     }

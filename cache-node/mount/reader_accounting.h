@@ -80,11 +80,16 @@ class ReaderAccounting {
   // Each named pod's data wait ("namespace/name"), its datasets added up.
   std::map<std::string, std::chrono::nanoseconds> waitByPod() const;
 
-  // Readers end; their totals and series go with them, so that the series stay as many as the
-  // readers there are. A pod's reader of `dataset` ends when its volume is unpublished.
-  void forgetPod(const std::string& dataset, const std::string& podUid);
-  // Process readers (no pod: local mode) end when their process is gone; returns how many went.
-  int forgetEndedProcesses(const std::function<bool(int pid)>& alive = processAlive);
+  // Readers end, and their totals and series go `grace` later (so that the operator's last
+  // telemetry and Prometheus' last scrape see their final figures): the series stay about as
+  // many as the readers there are. A pod's reader of `dataset` ends when its volume is
+  // unpublished; a reader that reads again is not ended any more.
+  static constexpr std::chrono::seconds kEndedGrace{60};
+  void endPod(const std::string& dataset, const std::string& podUid);
+  // Ends the process readers (no pod: local mode) whose process is gone, then forgets every
+  // reader ended `grace` ago or more; returns how many it forgot.
+  int sweep(std::chrono::nanoseconds grace = kEndedGrace,
+            const std::function<bool(int pid)>& alive = processAlive);
 
  private:
   struct Series {
@@ -93,6 +98,7 @@ class ReaderAccounting {
   struct Reader {
     ReaderTotals totals;
     std::string label;  // its series' reader label
+    std::optional<std::chrono::steady_clock::time_point> endedAt;
     BlockedTime blocked;
     std::optional<Series> series;  // absent without metrics
   };

@@ -1,6 +1,6 @@
-// Reader accounting keeps as many series as there are readers: a thousand short-lived readers
-// leave nothing behind once their processes are gone, and a pod's series go when its volume is
-// unpublished.
+// Reader accounting keeps about as many series as there are readers: a thousand short-lived
+// readers leave nothing behind a grace after their processes are gone, and a pod's series go a
+// grace after its volume is unpublished.
 #include "cache-node/mount/reader_accounting.h"
 
 #include <gtest/gtest.h>
@@ -31,7 +31,10 @@ TEST(ReaderAccountingTest, AThousandShortLivedReadersLeaveNoSeriesBehind) {
   EXPECT_EQ(countOf(registry.exposition(), "granary_dataset_read_wait_seconds_total{"), 1000u);
 
   const std::set<int> running = {1001, 1500, 1999};
-  EXPECT_EQ(accounting.forgetEndedProcesses([&](int pid) { return running.contains(pid); }), 997);
+  const auto alive = [&](int pid) { return running.contains(pid); };
+  EXPECT_EQ(accounting.sweep(std::chrono::hours(1), alive), 0) << "ended, kept for the grace";
+  EXPECT_EQ(accounting.readers().size(), 1000u);
+  EXPECT_EQ(accounting.sweep(std::chrono::seconds(0), alive), 997);
   EXPECT_EQ(accounting.readers().size(), 3u);
   const std::string text = registry.exposition();
   EXPECT_EQ(countOf(text, "granary_dataset_read_wait_seconds_total{"), 3u) << text;
@@ -39,7 +42,7 @@ TEST(ReaderAccountingTest, AThousandShortLivedReadersLeaveNoSeriesBehind) {
   EXPECT_NE(text.find(R"(reader="pid:1500")"), std::string::npos);
 }
 
-TEST(ReaderAccountingTest, APodsSeriesGoWhenItsVolumeIsUnpublished) {
+TEST(ReaderAccountingTest, APodsSeriesGoAGraceAfterItsVolumeIsUnpublished) {
   MetricsRegistry registry;
   auto metrics = CacheMetrics::create(registry);
   ASSERT_TRUE(metrics.isOk());
@@ -52,7 +55,12 @@ TEST(ReaderAccountingTest, APodsSeriesGoWhenItsVolumeIsUnpublished) {
     accounting.record(dataset, 10, {.localBytes = 1});
     accounting.record(dataset, 200, {.localBytes = 1});
   }
-  accounting.forgetPod("ml/coco", "uid-a");
+  const auto everyoneAlive = [](int) { return true; };
+  accounting.endPod("ml/coco", "uid-a");
+  accounting.endPod("ml/coco", "uid-b");
+  accounting.record("ml/coco", 200, {.localBytes = 1});  // uid-b reads again: not ended
+  EXPECT_EQ(accounting.sweep(std::chrono::hours(1), everyoneAlive), 0);
+  EXPECT_EQ(accounting.sweep(std::chrono::seconds(0), everyoneAlive), 1);
   std::string text = registry.exposition();
   EXPECT_EQ(text.find(R"(dataset="ml/coco",reader="ml/resnet-worker-0")"), std::string::npos)
       << text;
@@ -60,7 +68,8 @@ TEST(ReaderAccountingTest, APodsSeriesGoWhenItsVolumeIsUnpublished) {
       << "its other volume is still published";
   EXPECT_EQ(accounting.readers().size(), 3u);
 
-  accounting.forgetPod("ml/audio", "uid-a");
+  accounting.endPod("ml/audio", "uid-a");
+  EXPECT_EQ(accounting.sweep(std::chrono::seconds(0), everyoneAlive), 1);
   text = registry.exposition();
   EXPECT_EQ(text.find("resnet-worker-0"), std::string::npos) << text;
   EXPECT_EQ(countOf(text, R"(reader="ml/resnet-worker-1")"), 8u)
