@@ -3,7 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -30,7 +30,8 @@ int64_t openDescriptors() {
 
 void append(std::string& out, const char* name, const char* type, const char* help, double value) {
   char sample[64];
-  std::snprintf(sample, sizeof sample, "%.17g", value);
+  const auto end = std::to_chars(sample, sample + sizeof sample - 1, value).ptr;  // shortest
+  *end = '\0';
   out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
          name + " " + sample + "\n";
 }

@@ -9,10 +9,12 @@ root=$(mktemp -d /tmp/granary-promtool.XXXXXX)
 trap 'kill %1 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$root"' EXIT
 port=$((20000 + RANDOM % 20000))
 
-# scrape NAME: /metrics into $root/NAME.txt, once the node answers.
+# scrape NAME: /metrics into $root/NAME.txt, once the node answers with its cache directory
+# (the metrics endpoint is up before the cache's stores are open).
 scrape() {
-  for _ in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$port/metrics" -o "$root/$1.txt" && return 0
+  for _ in $(seq 1 300); do
+    curl -sf "http://127.0.0.1:$port/metrics" -o "$root/$1.txt" &&
+      grep -q "^granary_cache_disk_quota_bytes" "$root/$1.txt" && return 0
     sleep 0.1
   done
   echo "FAILED: no /metrics on port $port"; cat "$root/log.txt"; exit 1
