@@ -18,14 +18,14 @@ std::map<std::string, GpuOwner> gpuOwnersOf(const v1::ListPodResourcesResponse& 
   return owners;
 }
 
-PodResources::PodResources(const std::string& socketPath) : socketPath_(socketPath) {}
+PodResources::PodResources(const std::string& socketPath)
+    : socketPath_(socketPath),
+      stub_(v1::PodResourcesLister::NewStub(  // the channel connects on the first call
+          grpc::CreateChannel("unix:" + socketPath, grpc::InsecureChannelCredentials()))) {}
 
 PodResources::~PodResources() = default;
 
 Result<std::map<std::string, GpuOwner>> PodResources::gpuOwners() {
-  if (!stub_)
-    stub_ = v1::PodResourcesLister::NewStub(
-        grpc::CreateChannel("unix:" + socketPath_, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
   v1::ListPodResourcesResponse response;

@@ -25,7 +25,7 @@ std::map<std::string, GpuOwner> gpuOwnersOf(const v1::ListPodResourcesResponse& 
 
 class PodResources {
  public:
-  // Talks to the kubelet at `socketPath` (a unix socket); connects lazily.
+  // Talks to the kubelet at `socketPath` (a unix socket); connects at the first call.
   explicit PodResources(const std::string& socketPath);
   ~PodResources();
 
@@ -33,8 +33,8 @@ class PodResources {
   Result<std::map<std::string, GpuOwner>> gpuOwners();
 
  private:
-  std::string socketPath_;
-  std::unique_ptr<v1::PodResourcesLister::Stub> stub_;
+  const std::string socketPath_;
+  const std::unique_ptr<v1::PodResourcesLister::Stub> stub_;
 };
 
 }  // namespace granary::cache

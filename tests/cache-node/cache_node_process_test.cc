@@ -432,8 +432,10 @@ TEST_F(CacheNodeProcessTest, TelemetryCarriesTheGpusOrWhyThereAreNone) {
                        metrics),
       200);
   EXPECT_NE(metrics.find("granary_gpu_sampler_up 1"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find(R"(granary_gpu_utilization_ratio{Hostname="n1",UUID="GPU-7c",container="",gpu="0")"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics.find(
+          R"(granary_gpu_utilization_ratio{Hostname="n1",UUID="GPU-7c",container="",gpu="0")"),
+      std::string::npos)
       << metrics;
 
   ASSERT_TRUE(nodes_[1]->api().GetTelemetry(authorized().get(), {}, &telemetry).ok());

@@ -46,6 +46,9 @@ except ImportError:
     print("FAIL PyYAML is missing: apt-get install python3-yaml")
     sys.exit(1)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_chart  # noqa: E402  (its Checks: the same ok/FAIL report)
+
 SOURCE_DIRS = ("cache-node", "common", "operator", "scheduler")
 DASHBOARDS = "charts/granary/dashboards"
 RULES = "charts/granary/alerts/granary.rules.yaml"
@@ -79,22 +82,7 @@ VARIABLE_REF = re.compile(r"\$\{(\w+)(?::[\w]+)?\}|\$(\w+)|\[\[(\w+)(?::\w+)?\]\
 RATE_OF = re.compile(r"\b(rate|irate|increase)\s*\(\s*([A-Za-z_:][\w:]*)")
 
 
-class Checks:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, name, problems):
-        problems = [p for p in problems if p]
-        if problems:
-            self.failed += 1
-            print(f"FAIL {name}")
-            for p in problems:
-                print(f"     {p}")
-        else:
-            self.passed += 1
-            print(f"ok   {name}")
-
+class Checks(check_chart.Checks):
     @staticmethod
     def skip(name, reason):
         print(f"skip {name}: {reason}")
