@@ -183,7 +183,7 @@ v1::ReadSource readSourceOf(Source source) {
   return v1::READ_SOURCE_UNSPECIFIED;
 }
 
-v1::GpuTelemetry gpuTelemetryOf(const gpu::GpuReading& reading) {
+v1::GpuTelemetry gpuTelemetryOf(const gpu::GpuReading& reading, const GpuTotals& totals) {
   v1::GpuTelemetry out;
   out.set_index(reading.index);
   out.set_uuid(reading.uuid);
@@ -203,6 +203,11 @@ v1::GpuTelemetry gpuTelemetryOf(const gpu::GpuReading& reading) {
     out.set_pcie_transmit_bytes_per_second(*reading.pcieTransmitBytesPerSecond);
   if (reading.pcieReceiveBytesPerSecond)
     out.set_pcie_receive_bytes_per_second(*reading.pcieReceiveBytesPerSecond);
+  if (reading.smActivity) out.set_sm_activity_ratio(*reading.smActivity);
+  if (reading.tensorActivity) out.set_tensor_activity_ratio(*reading.tensorActivity);
+  out.set_sampled_seconds(totals.sampledSeconds);
+  out.set_busy_seconds(totals.busySeconds);
+  out.set_memory_used_byte_seconds(totals.memoryByteSeconds);
   for (const auto& process : reading.processes) {
     auto* p = out.add_processes();
     p->set_pid(process.pid);

@@ -3,6 +3,7 @@
 
 #include "cache-node/dataset_cache.h"
 #include "cache-node/engine.h"
+#include "cache-node/gpu/gpu_totals.h"
 #include "cache-node/mount/reader_accounting.h"
 #include "common/gpu/nvml.h"
 #include "granary/v1/cache_node.pb.h"
@@ -22,6 +23,6 @@ v1::FileInfo fileInfoOf(const ManifestEntry& entry);
 v1::ReadCounters readCountersOf(const ReadTotals& reads);
 v1::ReaderTelemetry readerTelemetryOf(const ReaderTotals& reader);
 v1::ReadSource readSourceOf(Source source);
-v1::GpuTelemetry gpuTelemetryOf(const gpu::GpuReading& reading);
+v1::GpuTelemetry gpuTelemetryOf(const gpu::GpuReading& reading, const GpuTotals& totals);
 
 }  // namespace granary::cache

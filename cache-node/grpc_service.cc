@@ -193,7 +193,12 @@ class CacheNodeService final : public v1::CacheNode::Service {
     } else if (const std::string reason = gpus_->unavailableReason(); !reason.empty()) {
       response->set_gpu_unavailable_reason(reason);
     } else {
-      for (const auto& reading : gpus_->latest()) *response->add_gpus() = gpuTelemetryOf(reading);
+      const auto totals = gpus_->totals();
+      for (const auto& reading : gpus_->latest()) {
+        const auto t = totals.find(reading.uuid);
+        *response->add_gpus() =
+            gpuTelemetryOf(reading, t == totals.end() ? GpuTotals{} : t->second);
+      }
       *response->mutable_gpu_sample_time() =
           google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
               std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -1,5 +1,7 @@
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -26,6 +28,7 @@ std::string unreadable(const gpu::GpuReading& r) {
   note(r.temperatureCelsius.has_value(), "temperature");
   note(r.smClockHertz.has_value(), "SM clock");
   note(r.pcieTransmitBytesPerSecond.has_value(), "PCIe throughput");
+  note(r.smActivity.has_value(), "SM and tensor activity (GPM: Hopper and later GPUs)");
   return missing;
 }
 
@@ -36,7 +39,12 @@ bool printNvml(const std::string& library) {
     std::printf("NVML: %s\n", nvml.status().message().c_str());
     return false;
   }
+  // Read twice: SM and tensor activity (GPM) compare two samples.
   auto readings = (*nvml)->read();
+  if (readings.isOk()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    readings = (*nvml)->read();
+  }
   if (!readings.isOk()) {
     std::printf("NVML: driver %s, %s\n", (*nvml)->driverVersion().c_str(),
                 readings.status().message().c_str());
@@ -54,6 +62,9 @@ bool printNvml(const std::string& library) {
                 formatByteSize({r.memoryUsedBytes.value_or(0)}).c_str(),
                 formatByteSize({r.memoryTotalBytes.value_or(0)}).c_str(), r.processes.size(),
                 r.processes.size() == 1 ? "" : "es");
+    if (r.smActivity && r.tensorActivity)
+      std::printf("    SM activity %.0f%%, tensor activity %.0f%%\n", *r.smActivity * 100,
+                  *r.tensorActivity * 100);
     if (const std::string missing = unreadable(r); !missing.empty())
       std::printf("    not readable here: %s\n", missing.c_str());
   }

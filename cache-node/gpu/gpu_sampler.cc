@@ -90,6 +90,14 @@ struct GpuSampler::Metrics {
     GRANARY_RETURN_IF_ERROR(field("granary_gpu_sm_clock_hertz", U::kHertz,
                                   "Clock of the streaming multiprocessors.",
                                   [](const R& r) { return r.smClockHertz; }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_sm_active_ratio", U::kRatio,
+                                  "Share of the GPU's SMs that were busy (a warp resident) since "
+                                  "the previous sample; GPM, Hopper and later GPUs only.",
+                                  [](const R& r) { return r.smActivity; }));
+    GRANARY_RETURN_IF_ERROR(field("granary_gpu_tensor_active_ratio", U::kRatio,
+                                  "Share of time a tensor pipe was busy since the previous "
+                                  "sample; GPM, Hopper and later GPUs only.",
+                                  [](const R& r) { return r.tensorActivity; }));
     GRANARY_RETURN_IF_ERROR(
         field("granary_gpu_pcie_transmit_bytes_per_second", U::kBytesPerSecond,
               "PCIe bytes sent by the GPU per second, over NVML's 20 ms window.",
@@ -147,6 +155,7 @@ void GpuSampler::sample() {
   }
   attribute(*readings);
   judgeStarvation(*readings);
+  integrate(*readings);
   {  // What latest() answers is never older than the series already exported.
     std::lock_guard lock(mutex_);
     latest_ = *readings;
@@ -213,6 +222,24 @@ void GpuSampler::judgeStarvation(const std::vector<gpu::GpuReading>& readings) {
   }
 }
 
+// Adds the interval since the last sample to each GPU's totals, at this sample's figures (NVML's
+// utilization is over the driver's last period, which ends now).
+void GpuSampler::integrate(const std::vector<gpu::GpuReading>& readings) {
+  const auto now = clock_.monoNow();
+  const double seconds = integratedAt_ == Clock::MonoTime{}
+                             ? 0
+                             : std::chrono::duration<double>(now - integratedAt_).count();
+  integratedAt_ = now;
+  std::lock_guard lock(mutex_);
+  for (const auto& r : readings) {
+    if (r.lost || r.uuid.empty() || !r.utilization) continue;
+    GpuTotals& t = totals_[r.uuid];
+    t.sampledSeconds += seconds;
+    t.busySeconds += *r.utilization * seconds;
+    t.memoryByteSeconds += static_cast<double>(r.memoryUsedBytes.value_or(0)) * seconds;
+  }
+}
+
 void GpuSampler::publish(const std::vector<gpu::GpuReading>& readings) {
   if (!metrics_) return;
   // Each series is set, or removed once its field went empty or its GPU was lost or went.
@@ -247,6 +274,11 @@ Clock::WallTime GpuSampler::sampledAt() const {
 std::map<std::string, double> GpuSampler::starvedSeconds() const {
   std::lock_guard lock(mutex_);
   return starved_;
+}
+
+std::map<std::string, GpuTotals> GpuSampler::totals() const {
+  std::lock_guard lock(mutex_);
+  return totals_;
 }
 
 std::string GpuSampler::unavailableReason() const {

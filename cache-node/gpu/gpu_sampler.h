@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cache-node/core/data_starvation.h"
+#include "cache-node/gpu/gpu_totals.h"
 #include "cache-node/gpu/pod_resources.h"
 #include "common/clock.h"
 #include "common/gpu/nvml.h"
@@ -56,6 +57,8 @@ class GpuSampler {
   std::string unavailableReason() const;
   // Each pod's data-starved seconds since it was first seen ("namespace/name"; pods with GPUs).
   std::map<std::string, double> starvedSeconds() const;
+  // Each GPU's totals, by UUID (GPUs that went keep theirs: a UUID is never reused).
+  std::map<std::string, GpuTotals> totals() const;
 
   struct Metrics;
 
@@ -66,6 +69,7 @@ class GpuSampler {
   void publish(const std::vector<gpu::GpuReading>& readings);
   void attribute(std::vector<gpu::GpuReading>& readings);
   void judgeStarvation(const std::vector<gpu::GpuReading>& readings);
+  void integrate(const std::vector<gpu::GpuReading>& readings);
 
   const GpuSamplerOptions options_;
   Clock& clock_;
@@ -73,12 +77,14 @@ class GpuSampler {
   std::unique_ptr<PodResources> pods_;  // null without a PodResources socket
   bool podsAnswered_ = true;            // the last time they were asked (warned once per change)
   std::unique_ptr<Metrics> metrics_;    // null without a registry
-  mutable std::mutex mutex_;            // guards the three below
+  mutable std::mutex mutex_;            // guards the five below
   std::vector<gpu::GpuReading> latest_;
   Clock::WallTime sampledAt_{};
   std::string unavailable_;
-  std::map<std::string, double> starved_;  // by pod
-  StarvationMeter starvation_;             // the sampling thread's
+  std::map<std::string, double> starved_;    // by pod
+  std::map<std::string, GpuTotals> totals_;  // by UUID
+  Clock::MonoTime integratedAt_{};           // the sampling thread's
+  StarvationMeter starvation_;               // the sampling thread's
   Clock::MonoTime judgedAt_{};
   // The series set by the last sample: field and label values (the sampling thread's).
   std::set<std::pair<size_t, std::vector<std::string>>> published_;

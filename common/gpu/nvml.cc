@@ -36,6 +36,29 @@ struct nvmlProcessInfo_t {  // nvmlProcessInfo_v2_t, what the _v3 process querie
   unsigned long long usedGpuMemory;
   unsigned gpuInstanceId, computeInstanceId;
 };
+// GPU performance monitoring (nvml.h, "GPM"): opaque sample buffers compared two at a time.
+using nvmlGpmSample_t = struct nvmlGpmSample_st*;
+constexpr unsigned kGpmVersion = 1;     // NVML_GPM_SUPPORT_VERSION, NVML_GPM_METRICS_GET_VERSION
+constexpr unsigned kGpmSmUtil = 2;      // NVML_GPM_METRIC_SM_UTIL, percent
+constexpr unsigned kGpmTensorUtil = 5;  // NVML_GPM_METRIC_ANY_TENSOR_UTIL, percent
+struct nvmlGpmSupport_t {
+  unsigned version, isSupportedDevice;
+};
+struct nvmlGpmMetric_t {
+  unsigned metricId;
+  nvmlReturn_t nvmlReturn;
+  double value;
+  struct {
+    char *shortName, *longName, *unit;
+  } metricInfo;
+};
+struct nvmlGpmMetricsGet_t {
+  unsigned version, numMetrics;
+  nvmlGpmSample_t sample1, sample2;
+  // NVML reads numMetrics entries; the header's NVML_GPM_METRIC_MAX grows between releases, so
+  // room for what granary asks is enough.
+  nvmlGpmMetric_t metrics[2];
+};
 struct nvmlProcessUtilizationSample_t {
   unsigned pid;
   unsigned long long timeStamp;                // µs
@@ -62,6 +85,12 @@ struct Nvml::Api {
   nvmlReturn_t (*processes)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*);
   nvmlReturn_t (*processUtilization)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned*,
                                      unsigned long long);
+  // GPM (drivers from R525 on); null where the driver has none.
+  nvmlReturn_t (*gpmSupport)(nvmlDevice_t, nvmlGpmSupport_t*);
+  nvmlReturn_t (*gpmAlloc)(nvmlGpmSample_t*);
+  nvmlReturn_t (*gpmFree)(nvmlGpmSample_t);
+  nvmlReturn_t (*gpmSample)(nvmlDevice_t, nvmlGpmSample_t);
+  nvmlReturn_t (*gpmMetrics)(nvmlGpmMetricsGet_t*);
 };
 
 namespace {
@@ -115,6 +144,12 @@ Result<std::unique_ptr<Nvml>> Nvml::open(const std::string& library) {
                        " lacks NVML entry points granary needs (a driver older than "
                        "R470?): update the NVIDIA driver");
   }
+  const bool gpm = resolve(handle, "nvmlGpmQueryDeviceSupport", api.gpmSupport) &&
+                   resolve(handle, "nvmlGpmSampleAlloc", api.gpmAlloc) &&
+                   resolve(handle, "nvmlGpmSampleFree", api.gpmFree) &&
+                   resolve(handle, "nvmlGpmSampleGet", api.gpmSample) &&
+                   resolve(handle, "nvmlGpmMetricsGet", api.gpmMetrics);
+  if (!gpm) api.gpmSupport = nullptr;
   if (const nvmlReturn_t started = api.init(); started != kSuccess) {
     const std::string why = initFailure(started, api.errorString(started));
     ::dlclose(handle);
@@ -129,6 +164,10 @@ Result<std::unique_ptr<Nvml>> Nvml::open(const std::string& library) {
 
 Nvml::~Nvml() {
   if (library_ == nullptr) return;
+  for (const Gpm& gpm : gpm_) {
+    if (gpm.previous) api_->gpmFree(static_cast<nvmlGpmSample_t>(gpm.previous));
+    if (gpm.current) api_->gpmFree(static_cast<nvmlGpmSample_t>(gpm.current));
+  }
   api_->shutdown();
   ::dlclose(library_);
 }
@@ -138,6 +177,7 @@ Result<std::vector<GpuReading>> Nvml::read() {
   if (const nvmlReturn_t counted = api_->count(&count); counted != kSuccess)
     return unavailable(std::string("cannot count the GPUs: ") + api_->errorString(counted));
   lastProcessSample_.resize(count, 0);
+  if (gpm_.size() < count) gpm_.resize(count);
   std::vector<GpuReading> readings;
   readings.reserve(count);
   for (unsigned i = 0; i < count; ++i) readings.push_back(readDevice(i));
@@ -180,6 +220,7 @@ GpuReading Nvml::readDevice(unsigned index) {
     reading.pcieTransmitBytesPerSecond = value * 1024.0;
   if (ok(api_->pcie(device, kPcieRxBytes, &value)))
     reading.pcieReceiveBytesPerSecond = value * 1024.0;
+  readActivity(index, device, reading);
   if (reading.lost) return GpuReading{.index = reading.index, .uuid = reading.uuid, .lost = true};
 
   // Compute processes: asked with no room first, which says how many there are.
@@ -221,6 +262,44 @@ GpuReading Nvml::readDevice(unsigned index) {
     }
   }
   return reading;
+}
+
+// SM and tensor activity from two GPM samples: the previous reading's and this one's. A GPU
+// without GPM is asked once; one whose sample fails (lost) starts over at its next reading.
+void Nvml::readActivity(unsigned index, void* handle, GpuReading& reading) {
+  if (api_->gpmSupport == nullptr) return;
+  const auto device = static_cast<nvmlDevice_t>(handle);
+  Gpm& gpm = gpm_[index];
+  if (!gpm.asked) {
+    gpm.asked = true;
+    nvmlGpmSupport_t support{.version = kGpmVersion, .isSupportedDevice = 0};
+    nvmlGpmSample_t previous = nullptr, current = nullptr;
+    gpm.supported = api_->gpmSupport(device, &support) == kSuccess && support.isSupportedDevice &&
+                    api_->gpmAlloc(&previous) == kSuccess && api_->gpmAlloc(&current) == kSuccess;
+    gpm.previous = previous;
+    gpm.current = current;
+  }
+  if (!gpm.supported) return;
+  const nvmlReturn_t sampled = api_->gpmSample(device, static_cast<nvmlGpmSample_t>(gpm.current));
+  if (sampled != kSuccess) {
+    reading.lost = reading.lost || sampled == kGpuIsLost;
+    gpm.havePrevious = false;
+    return;
+  }
+  if (gpm.havePrevious) {
+    nvmlGpmMetricsGet_t get{.version = kGpmVersion,
+                            .numMetrics = 2,
+                            .sample1 = static_cast<nvmlGpmSample_t>(gpm.previous),
+                            .sample2 = static_cast<nvmlGpmSample_t>(gpm.current),
+                            .metrics = {{.metricId = kGpmSmUtil}, {.metricId = kGpmTensorUtil}}};
+    if (api_->gpmMetrics(&get) == kSuccess) {
+      if (get.metrics[0].nvmlReturn == kSuccess) reading.smActivity = get.metrics[0].value / 100;
+      if (get.metrics[1].nvmlReturn == kSuccess)
+        reading.tensorActivity = get.metrics[1].value / 100;
+    }
+  }
+  std::swap(gpm.previous, gpm.current);
+  gpm.havePrevious = true;
 }
 
 }  // namespace granary::gpu

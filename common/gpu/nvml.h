@@ -41,6 +41,12 @@ struct GpuReading {
   std::optional<double> smClockHertz;
   std::optional<double> pcieTransmitBytesPerSecond;
   std::optional<double> pcieReceiveBytesPerSecond;
+  // GPU performance monitoring (GPM, Hopper and later), over the interval since the previous
+  // reading, 0..1: the share of SMs that were busy (a warp resident), and the share of time a
+  // tensor pipe was busy. Empty on older GPUs and drivers, and at a GPU's first reading (GPM needs
+  // two samples).
+  std::optional<double> smActivity;
+  std::optional<double> tensorActivity;
   std::vector<GpuProcess> processes;
   // The pod and container it is allocated to; NVML knows nothing of pods: the cache node's
   // sampler fills these from the kubelet ("" when unallocated or unknown).
@@ -68,11 +74,20 @@ class Nvml {
  private:
   Nvml() = default;
   GpuReading readDevice(unsigned index);
+  void readActivity(unsigned index, void* device, GpuReading& reading);
+
+  // A GPU's GPM state: whether it supports GPM (asked once) and its two sample buffers.
+  struct Gpm {
+    bool asked = false, supported = false, havePrevious = false;
+    void* previous = nullptr;
+    void* current = nullptr;
+  };
 
   void* library_ = nullptr;
   std::unique_ptr<Api> api_;
   std::string driverVersion_;
   std::vector<unsigned long long> lastProcessSample_;  // per device: NVML's timestamp, in µs
+  std::vector<Gpm> gpm_;                               // per device
 };
 
 }  // namespace granary::gpu

@@ -6,7 +6,8 @@
 //   driver VERSION
 //   gpu UUID NAME [KEY=VALUE...] [lost]   NAME with '_' for spaces; keys: util memutil (percent),
 //                               used total (bytes), power_mw, temp, sm_mhz, tx_kbs, rx_kbs,
-//                               unsupported=FIELD,... (power temp sm pcie util memory name)
+//                               sm_active tensor_active (GPM, percent),
+//                               unsupported=FIELD,... (power temp sm pcie util memory name gpm)
 //   proc GPU PID USED_BYTES SM_PERCENT
 // A missing file or variable: NVML starts and sees no GPU.
 #include <chrono>
@@ -127,6 +128,25 @@ struct ProcessSample {
   unsigned pid;
   unsigned long long timeStamp;
   unsigned smUtil, memUtil, encUtil, decUtil;
+};
+// A GPM sample: the GPU's activity when it was taken (what the driver would count up to then).
+struct GpmSample {
+  bool taken = false;
+  unsigned smActive = 0, tensorActive = 0;
+};
+struct GpmSupport {
+  unsigned version, isSupportedDevice;
+};
+struct GpmMetric {
+  unsigned metricId;
+  int nvmlReturn;
+  double value;
+  char *shortName, *longName, *unit;
+};
+struct GpmMetricsGet {
+  unsigned version, numMetrics;
+  GpmSample *sample1, *sample2;
+  GpmMetric metrics[256];  // the caller gives room for numMetrics of them
 };
 
 }  // namespace
@@ -270,6 +290,51 @@ __attribute__((visibility("default"))) int nvmlDeviceGetProcessUtilization(
   if (samples == nullptr || room < processes.size()) return kInsufficientSize;
   for (size_t i = 0; i < processes.size(); ++i)
     samples[i] = {processes[i].pid, now, processes[i].sm, 0, 0, 0};
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) int nvmlGpmQueryDeviceSupport(void* device,
+                                                                     GpmSupport* support) {
+  const std::lock_guard lock(mutex);
+  if (support == nullptr || support->version != 1) return kInvalidArgument;
+  const int refused = refusal(device, "gpm");
+  if (refused != kSuccess && refused != kNotSupported) return refused;
+  support->isSupportedDevice = refused == kSuccess ? 1 : 0;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) int nvmlGpmSampleAlloc(GpmSample** sample) {
+  *sample = new GpmSample();
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) int nvmlGpmSampleFree(GpmSample* sample) {
+  delete sample;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) int nvmlGpmSampleGet(void* device, GpmSample* sample) {
+  const std::lock_guard lock(mutex);
+  if (int refused = refusal(device, "gpm")) return refused;
+  *sample = {true, valueOf(device, "sm_active"), valueOf(device, "tensor_active")};
+  return kSuccess;
+}
+
+// Each metric over the two samples: the later sample's scripted activity.
+__attribute__((visibility("default"))) int nvmlGpmMetricsGet(GpmMetricsGet* get) {
+  if (get == nullptr || get->version != 1 || get->sample1 == nullptr || get->sample2 == nullptr ||
+      !get->sample1->taken || !get->sample2->taken)
+    return kInvalidArgument;
+  for (unsigned i = 0; i < get->numMetrics; ++i) {
+    GpmMetric& metric = get->metrics[i];
+    metric.nvmlReturn = kSuccess;
+    if (metric.metricId == 2)  // NVML_GPM_METRIC_SM_UTIL
+      metric.value = get->sample2->smActive;
+    else if (metric.metricId == 5)  // NVML_GPM_METRIC_ANY_TENSOR_UTIL
+      metric.value = get->sample2->tensorActive;
+    else
+      metric.nvmlReturn = kNotSupported;
+  }
   return kSuccess;
 }
 

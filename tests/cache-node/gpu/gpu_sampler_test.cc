@@ -71,6 +71,51 @@ TEST_F(GpuSamplerTest, ExportsEachFieldAndDropsWhatGoes) {
   EXPECT_TRUE(latest[1].lost);
 }
 
+TEST_F(GpuSamplerTest, GpmActivityIsExportedWhereTheGpuHasIt) {
+  play(std::string(kGpu) + " sm_active=62 tensor_active=40\n" + kGpu + " unsupported=gpm\n");
+  auto sampler =
+      GpuSampler::start({.library = GRANARY_FAKE_NVML_LIBRARY, .interval = 100ms, .hostname = "n1"},
+                        realClock(), &registry_);
+  ASSERT_TRUE(sampler.isOk()) << sampler.status();
+  const std::string sm = "granary_gpu_sm_active_ratio" + kLabels + " 0.62\n";
+  const std::string text =
+      exposition([&](const std::string& t) { return t.find(sm) != std::string::npos; });
+  EXPECT_NE(text.find(sm), std::string::npos) << "from the second sample on\n" << text;
+  EXPECT_NE(text.find("granary_gpu_tensor_active_ratio" + kLabels + " 0.4\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(
+      text.find(
+          R"(granary_gpu_sm_active_ratio{Hostname="n1",UUID="GPU-0a1b",container="",gpu="1")"),
+      std::string::npos)
+      << "a GPU without GPM has no activity series\n"
+      << text;
+}
+
+TEST_F(GpuSamplerTest, EachGpuIsIntegratedForMeansOverAnyWindow) {
+  play(std::string(kGpu) + "\n");
+  auto sampler = GpuSampler::start({.library = GRANARY_FAKE_NVML_LIBRARY, .interval = 100ms},
+                                   realClock(), nullptr);
+  ASSERT_TRUE(sampler.isOk()) << sampler.status();
+  const auto window = [&] { return (*sampler)->totals()["GPU-0a1b"]; };
+  for (int i = 0; i < 100 && window().sampledSeconds < 0.3; ++i) std::this_thread::sleep_for(50ms);
+  const GpuTotals before = window();
+  ASSERT_GE(before.sampledSeconds, 0.3);
+  EXPECT_NEAR(before.busySeconds / before.sampledSeconds, 0.75, 1e-9);
+  EXPECT_NEAR(before.memoryByteSeconds / before.sampledSeconds, 1024, 1e-6);
+
+  play("gpu GPU-0a1b NVIDIA_H100 util=25 used=3072 total=4096\n");  // the load changes
+  for (int i = 0; i < 100 && (*sampler)->latest().at(0).utilization != 0.25; ++i)
+    std::this_thread::sleep_for(50ms);
+  const GpuTotals changed = window();  // from here on, every sample has the new figures
+  for (int i = 0; i < 100 && window().sampledSeconds < changed.sampledSeconds + 0.5; ++i)
+    std::this_thread::sleep_for(50ms);
+  const GpuTotals after = window();
+  const double seconds = after.sampledSeconds - changed.sampledSeconds;
+  ASSERT_GE(seconds, 0.5);
+  EXPECT_NEAR((after.busySeconds - changed.busySeconds) / seconds, 0.25, 1e-9);
+  EXPECT_NEAR((after.memoryByteSeconds - changed.memoryByteSeconds) / seconds, 3072, 1e-6);
+}
+
 TEST_F(GpuSamplerTest, GpusAreAttributedToThePodsTheKubeletAllocatedThemTo) {
   play("gpu GPU-aaaa H100 util=90\ngpu GPU-bbbb H100 util=10\n");
   const auto socket = std::filesystem::temp_directory_path() /

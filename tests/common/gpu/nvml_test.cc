@@ -93,6 +93,36 @@ TEST_F(NvmlTest, AGpuLostMidRunIsReportedAndTheOthersReadOn) {
   EXPECT_DOUBLE_EQ(readings->at(2).utilization.value_or(-1), 0.5);
 }
 
+TEST_F(NvmlTest, GpmActivityComesFromTwoReadingsWhereTheGpuSupportsIt) {
+  play(std::string(kH100) + " sm_active=60 tensor_active=35\n" + kH100 + " unsupported=gpm\n");
+  auto nvml = open();
+  ASSERT_TRUE(nvml.isOk()) << nvml.status();
+  auto first = (*nvml)->read();
+  ASSERT_TRUE(first.isOk());
+  EXPECT_FALSE(first->at(0).smActivity.has_value()) << "one GPM sample compares with nothing";
+  EXPECT_FALSE(first->at(0).tensorActivity.has_value());
+
+  play(std::string(kH100) + " sm_active=80 tensor_active=45\n" + kH100 + " unsupported=gpm\n");
+  auto second = (*nvml)->read();
+  ASSERT_TRUE(second.isOk());
+  EXPECT_DOUBLE_EQ(second->at(0).smActivity.value_or(-1), 0.8);
+  EXPECT_DOUBLE_EQ(second->at(0).tensorActivity.value_or(-1), 0.45);
+  const GpuReading& older = second->at(1);  // a GPU before Hopper: no GPM, the rest is read
+  EXPECT_FALSE(older.smActivity.has_value());
+  EXPECT_FALSE(older.tensorActivity.has_value());
+  EXPECT_FALSE(older.lost);
+  EXPECT_DOUBLE_EQ(older.utilization.value_or(-1), 0.5);
+
+  // Lost and back: its activity starts over from a fresh pair of samples.
+  play(std::string(kH100) + " lost\n" + kH100 + " unsupported=gpm\n");
+  EXPECT_TRUE((*nvml)->read()->at(0).lost);
+  play(std::string(kH100) + " sm_active=10 tensor_active=0\n" + kH100 + " unsupported=gpm\n");
+  EXPECT_FALSE((*nvml)->read()->at(0).smActivity.has_value());
+  auto back = (*nvml)->read();
+  EXPECT_DOUBLE_EQ(back->at(0).smActivity.value_or(-1), 0.1);
+  EXPECT_DOUBLE_EQ(back->at(0).tensorActivity.value_or(-1), 0.0);
+}
+
 TEST_F(NvmlTest, AProcessIsFoundOnTheGpuItRunsOnAndFollowedWhenItMoves) {
   play(std::string(kH100) + "\n" + kH100 + "\nproc 0 4242 536870912 70\n");
   auto nvml = open();
