@@ -79,17 +79,20 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
   GRANARY_ASSIGN_OR_RETURN(
       auto readWait,
       registry.addCounter(counter("granary_dataset_read_wait_seconds_total", U::kSeconds,
-                                  "Wall time during which a reader (a pod, or a process in "
-                                  "local mode) had a read through a dataset's mount blocked on "
-                                  "data that was not on this node's disks; reads that wait "
-                                  "together count once.",
-                                  {"dataset", "reader"})));
+                                  "Wall time during which a reader had a read through a "
+                                  "dataset's mount blocked on data that was not on this node's "
+                                  "disks; reads that wait together count once. The reader is a "
+                                  "pod (its namespace and name; an empty namespace and its uid "
+                                  "when its name is not known) or, in local mode, a process (an "
+                                  "empty namespace and pid:<pid>).",
+                                  {"dataset", "namespace", "pod"})));
   GRANARY_ASSIGN_OR_RETURN(
       auto readerBytes,
       registry.addCounter(counter("granary_dataset_read_bytes_total", U::kBytes,
-                                  "Bytes read through a dataset's mount per reader, by where they "
-                                  "came from: local disk, a peer cache node, or the origin.",
-                                  {"dataset", "reader", "source"})));
+                                  "Bytes read through a dataset's mount per reader (namespace and "
+                                  "pod, as in granary_dataset_read_wait_seconds_total), by where "
+                                  "they came from: local disk, a peer cache node, or the origin.",
+                                  {"dataset", "namespace", "pod", "source"})));
   GRANARY_ASSIGN_OR_RETURN(
       auto diskUsed,
       registry.addGauge(gauge("granary_cache_disk_used_bytes", U::kBytes,

@@ -39,10 +39,13 @@ struct CacheMetrics {
   GaugeFamily usedBytes;        // {dataset}
   GaugeFamily capacityBytes;    // {dataset}
   GaugeFamily diskFull;         // {dataset}
-  CounterFamily readWait;       // {dataset, reader}: time reads through a mount blocked on misses
-  CounterFamily readerBytes;    // {dataset, reader, source}
-  GaugeFamily diskUsedBytes;    // {directory}: each cache directory, from the node's start
-  GaugeFamily diskQuotaBytes;   // {directory}
+  // The reader series name a reader as dcgm-exporter and kube-state-metrics name a pod: a named
+  // pod by namespace and pod name, a pod whose name is not known by namespace "" and its uid, a
+  // process outside any pod (local mode) by namespace "" and pod "pid:<pid>".
+  CounterFamily readWait;      // {dataset, namespace, pod}: time reads blocked on misses
+  CounterFamily readerBytes;   // {dataset, namespace, pod, source}
+  GaugeFamily diskUsedBytes;   // {directory}: each cache directory, from the node's start
+  GaugeFamily diskQuotaBytes;  // {directory}
 };
 
 }  // namespace granary::cache

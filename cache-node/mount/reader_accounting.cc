@@ -85,14 +85,16 @@ ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& data
   Reader reader;
   reader.totals.key = key;
   reader.totals.command = identity.command;
-  std::string& label = reader.label = uid.empty() ? "pid:" + std::to_string(pid) : uid;
+  SeriesLabels& labels = reader.labels;
+  labels.pod = uid.empty() ? "pid:" + std::to_string(pid) : uid;
   if (const auto named = podNames_.find(uid); !uid.empty() && named != podNames_.end())
-    label = named->second.first + "/" + named->second.second;
+    labels = {named->second.first, named->second.second};
   if (metrics_ != nullptr) {
-    reader.series = Series{metrics_->readWait.with({dataset, label}),
-                           metrics_->readerBytes.with({dataset, label, "local"}),
-                           metrics_->readerBytes.with({dataset, label, "peer"}),
-                           metrics_->readerBytes.with({dataset, label, "origin"})};
+    const std::string& ns = labels.podNamespace;
+    reader.series = Series{metrics_->readWait.with({dataset, ns, labels.pod}),
+                           metrics_->readerBytes.with({dataset, ns, labels.pod, "local"}),
+                           metrics_->readerBytes.with({dataset, ns, labels.pod, "peer"}),
+                           metrics_->readerBytes.with({dataset, ns, labels.pod, "origin"})};
   }
   return readers_.emplace(std::move(key), std::move(reader)).first->second;
 }
@@ -151,10 +153,10 @@ std::map<std::string, std::chrono::nanoseconds> ReaderAccounting::waitByPod() co
 void ReaderAccounting::forgetLocked(std::map<ReaderKey, Reader>::iterator reader) {
   if (reader->second.series) {
     const std::string& dataset = reader->first.dataset;
-    const std::string& label = reader->second.label;
-    metrics_->readWait.remove({dataset, label});
+    const SeriesLabels& labels = reader->second.labels;
+    metrics_->readWait.remove({dataset, labels.podNamespace, labels.pod});
     for (const char* source : {"local", "peer", "origin"})
-      metrics_->readerBytes.remove({dataset, label, source});
+      metrics_->readerBytes.remove({dataset, labels.podNamespace, labels.pod, source});
   }
   const std::string uid = reader->first.podUid;
   readers_.erase(reader);

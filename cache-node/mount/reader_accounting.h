@@ -95,9 +95,16 @@ class ReaderAccounting {
   struct Series {
     Counter waitSeconds, localBytes, peerBytes, originBytes;
   };
+  // The labels that name a reader in its series, as dcgm-exporter and kube-state-metrics name a
+  // pod: a named pod's namespace and name; "" and the uid for a pod whose name is not known; ""
+  // and "pid:<pid>" for a process outside any pod (local mode). Fixed when the reader is first
+  // seen, so that its series are removed under the labels they were made with.
+  struct SeriesLabels {
+    std::string podNamespace, pod;
+  };
   struct Reader {
     ReaderTotals totals;
-    std::string label;  // its series' reader label
+    SeriesLabels labels;
     std::optional<std::chrono::steady_clock::time_point> endedAt;
     BlockedTime blocked;
     std::optional<Series> series;  // absent without metrics

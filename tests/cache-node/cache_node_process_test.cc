@@ -610,8 +610,9 @@ TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
   ASSERT_EQ(testing::httpGet("http://127.0.0.1:" + std::to_string(node.metricsPort()) + "/metrics",
                              metrics),
             200);
-  EXPECT_NE(metrics.find("granary_dataset_read_bytes_total{dataset=\"ml/coco\",reader=\"pid:" +
-                         std::to_string(::getpid()) + "\",source=\"local\"}"),
+  EXPECT_NE(metrics.find(
+                "granary_dataset_read_bytes_total{dataset=\"ml/coco\",namespace=\"\",pod=\"pid:" +
+                std::to_string(::getpid()) + "\",source=\"local\"}"),
             std::string::npos)
       << metrics;
 

@@ -1,6 +1,6 @@
 // Reader accounting keeps about as many series as there are readers: a thousand short-lived
 // readers leave nothing behind a grace after their processes are gone, and a pod's series go a
-// grace after its volume is unpublished.
+// grace after its volume is unpublished. Series name their reader by namespace and pod.
 #include "cache-node/mount/reader_accounting.h"
 
 #include <gtest/gtest.h>
@@ -39,7 +39,38 @@ TEST(ReaderAccountingTest, AThousandShortLivedReadersLeaveNoSeriesBehind) {
   const std::string text = registry.exposition();
   EXPECT_EQ(countOf(text, "granary_dataset_read_wait_seconds_total{"), 3u) << text;
   EXPECT_EQ(countOf(text, "granary_dataset_read_bytes_total{"), 9u) << "3 readers x 3 sources";
-  EXPECT_NE(text.find(R"(reader="pid:1500")"), std::string::npos);
+  EXPECT_NE(
+      text.find(
+          R"(granary_dataset_read_wait_seconds_total{dataset="ml/coco",namespace="",pod="pid:1500"})"),
+      std::string::npos)
+      << "a process outside any pod: no namespace, its pid as the pod";
+  EXPECT_EQ(text.find("reader="), std::string::npos) << text;
+}
+
+TEST(ReaderAccountingTest, APodWhoseNameIsNotKnownIsLabelledByItsUid) {
+  MetricsRegistry registry;
+  auto metrics = CacheMetrics::create(registry);
+  ASSERT_TRUE(metrics.isOk());
+  ReaderAccounting accounting(metrics->get(), [](int tid) {
+    return ProcessIdentity{.pid = tid, .podUid = "0b1c2d3e-0000-4000-8000-000000000001"};
+  });
+  accounting.record("ml/coco", 10, {.originBytes = 7, .wait = std::chrono::milliseconds(2)});
+  std::string text = registry.exposition();
+  const std::string labels =
+      R"(dataset="ml/coco",namespace="",pod="0b1c2d3e-0000-4000-8000-000000000001")";
+  EXPECT_NE(text.find("granary_dataset_read_wait_seconds_total{" + labels + "}"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("granary_dataset_read_bytes_total{" + labels + R"(,source="origin"} 7)"),
+            std::string::npos)
+      << text;
+
+  // Named later, the reader keeps the labels its series were made with, and they still go.
+  accounting.namePod("0b1c2d3e-0000-4000-8000-000000000001", "ml", "resnet-worker-0");
+  accounting.endPod("ml/coco", "0b1c2d3e-0000-4000-8000-000000000001");
+  EXPECT_EQ(accounting.sweep(std::chrono::seconds(0), [](int) { return true; }), 1);
+  text = registry.exposition();
+  EXPECT_EQ(text.find("0b1c2d3e"), std::string::npos) << text;
+  EXPECT_EQ(text.find("resnet-worker-0"), std::string::npos) << text;
 }
 
 TEST(ReaderAccountingTest, APodsSeriesGoAGraceAfterItsVolumeIsUnpublished) {
@@ -62,9 +93,11 @@ TEST(ReaderAccountingTest, APodsSeriesGoAGraceAfterItsVolumeIsUnpublished) {
   EXPECT_EQ(accounting.sweep(std::chrono::hours(1), everyoneAlive), 0);
   EXPECT_EQ(accounting.sweep(std::chrono::seconds(0), everyoneAlive), 1);
   std::string text = registry.exposition();
-  EXPECT_EQ(text.find(R"(dataset="ml/coco",reader="ml/resnet-worker-0")"), std::string::npos)
+  EXPECT_EQ(text.find(R"(dataset="ml/coco",namespace="ml",pod="resnet-worker-0")"),
+            std::string::npos)
       << text;
-  EXPECT_NE(text.find(R"(dataset="ml/audio",reader="ml/resnet-worker-0")"), std::string::npos)
+  EXPECT_NE(text.find(R"(dataset="ml/audio",namespace="ml",pod="resnet-worker-0")"),
+            std::string::npos)
       << "its other volume is still published";
   EXPECT_EQ(accounting.readers().size(), 3u);
 
@@ -72,7 +105,7 @@ TEST(ReaderAccountingTest, APodsSeriesGoAGraceAfterItsVolumeIsUnpublished) {
   EXPECT_EQ(accounting.sweep(std::chrono::seconds(0), everyoneAlive), 1);
   text = registry.exposition();
   EXPECT_EQ(text.find("resnet-worker-0"), std::string::npos) << text;
-  EXPECT_EQ(countOf(text, R"(reader="ml/resnet-worker-1")"), 8u)
+  EXPECT_EQ(countOf(text, R"(namespace="ml",pod="resnet-worker-1")"), 8u)
       << "2 datasets x (wait + 3 sources)";
   EXPECT_FALSE(processAlive(0x7ffffff0));
   EXPECT_TRUE(processAlive(::getpid()));
