@@ -59,8 +59,10 @@ NAMESPACE = "granary-system"
 # Metrics a dashboard or an alert may use before a binary declares them: name -> type (counter,
 # gauge, histogram). Add a metric here only while its declaration is on its way, with a comment
 # saying where it will come from; the check says when the sources declare it, and then the
-# entry goes. (granary_build_info, granary_cache_disk_used_bytes and
-# granary_cache_disk_quota_bytes were here until the sources declared them.)
+# entry goes. (granary_build_info, granary_cache_disk_used_bytes,
+# granary_cache_disk_quota_bytes and the operator's granary_job_gpu_utilization_ratio,
+# granary_job_data_wait_ratio and granary_job_data_starved_ratio were here until the sources
+# declared them.)
 PENDING = {}
 
 # Declared granary_* metrics that no dashboard draws, each with the reason. Empty: every metric
