@@ -82,19 +82,25 @@ int main(int argc, char** argv) {
     log.error("cannot declare metrics", {{"error", cacheNodeRequests.status()}});
     return 1;
   }
+  auto jobSeries = op::declareJobSeries(control.registry());
+  if (!jobSeries.isOk()) {
+    log.error("cannot declare metrics", {{"error", jobSeries.status()}});
+    return 1;
+  }
   op::CacheNodeClient cacheNodes(
       {.token = *token, .tlsCaFile = flags.caFile, .requests = *cacheNodeRequests});
   op::DatasetController datasets(control.manager(), cacheNodes, flags.cacheNodeSelector,
                                  {.workers = flags.datasetWorkers,
                                   .ns = flags.watchNamespace,
                                   .cacheNodeNamespace = flags.cacheNodeNamespace});
-  op::TrainingJobController jobs(
-      control.manager(), {.workers = flags.jobWorkers,
-                          .ns = flags.watchNamespace,
-                          .cacheNodeNamespace = flags.cacheNodeNamespace,
-                          .cacheNodes = &cacheNodes,
-                          .cacheNodeSelector = flags.cacheNodeSelector,
-                          .telemetryInterval = std::chrono::seconds(flags.telemetrySeconds)});
+  op::TrainingJobController jobs(control.manager(),
+                                 {.workers = flags.jobWorkers,
+                                  .ns = flags.watchNamespace,
+                                  .cacheNodeNamespace = flags.cacheNodeNamespace,
+                                  .cacheNodes = &cacheNodes,
+                                  .cacheNodeSelector = flags.cacheNodeSelector,
+                                  .telemetryInterval = std::chrono::seconds(flags.telemetrySeconds),
+                                  .series = *jobSeries});
   log.info("started", {{"metrics", plane.metricsAddress},
                        {"cacheNodes", flags.cacheNodeSelector},
                        {"namespace", flags.watchNamespace.empty() ? "all" : flags.watchNamespace}});

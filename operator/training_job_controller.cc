@@ -142,6 +142,10 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     std::lock_guard lock(mutex_);
     attempts_.erase(key);
     samples_.erase(key);
+    if (options_.series) {
+      const auto [ns, name] = kube::splitKey(key);
+      options_.series->remove(ns, name);
+    }
     return kube::ReconcileResult{};
   }
   const Json& job = *object;
@@ -207,6 +211,9 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     if (result.requeueAfter == Clock::Duration::zero() ||
         result.requeueAfter > options_.telemetryInterval)
       result.requeueAfter = options_.telemetryInterval;
+    if (options_.series) options_.series->publish(ns, name, plan.status);
+  } else if (options_.series) {
+    options_.series->remove(ns, name);
   }
   const int attempt =
       static_cast<int>(kube::pathValue(plan.status, "restarts").as_number().to_int64());
@@ -286,7 +293,8 @@ std::optional<TrainingJobController::Summaries> TrainingJobController::sampleTel
     }
     for (const auto& g : reply->gpus())
       if (g.pod_namespace() == ns && names.count(g.pod_name()))
-        sample.gpus.push_back({g.utilization_ratio(), g.memory_used_bytes()});
+        sample.gpus[g.uuid()] = {g.sampled_seconds(), g.busy_seconds(),
+                                 g.memory_used_byte_seconds()};
     for (const auto& pod : reply->pods())
       if (pod.namespace_() == ns && names.count(pod.name()))
         sample.starvedSeconds[pod.name()] = pod.data_starved_seconds();

@@ -3,7 +3,7 @@
 // headless Service, worker pods created or deleted, the job deleted after its TTL, status
 // written only when it changed, and Events. While a job runs it samples the telemetry of the
 // cache nodes its workers read through, every telemetryInterval, into status.data and
-// status.gpu (operator/core/job_data.h).
+// status.gpu (operator/core/job_data.h), exported as granary_job_* series (operator/job_series.h).
 #pragma once
 
 #include <map>
@@ -16,6 +16,7 @@
 #include "operator/cache_node_client.h"
 #include "operator/core/job_data.h"
 #include "operator/core/job_lifecycle.h"
+#include "operator/job_series.h"
 
 namespace granary::op {
 
@@ -27,6 +28,8 @@ struct TrainingJobControllerOptions {
   CacheNodeClient* cacheNodes = nullptr;
   std::string cacheNodeSelector = names::kCacheNodeSelector;
   std::chrono::milliseconds telemetryInterval{20'000};
+  // granary_job_* of each running job with telemetry (declareJobSeries); unset: none.
+  std::optional<JobSeries> series;
 };
 
 class TrainingJobController {

@@ -46,22 +46,28 @@ Json dataSummary(const JobSample& earlier, const JobSample& later) {
 }
 
 Json gpuSummary(const JobSample& earlier, const JobSample& later) {
-  if (later.gpus.empty()) return Json();
-  double utilization = 0;
-  int64_t memory = 0;
-  for (const auto& g : later.gpus) {
-    utilization += g.utilization;
-    memory += g.memoryUsedBytes;
-  }
-  Json gpu = Json::object();
-  gpu["utilization"] = Json::number(rounded(utilization / static_cast<double>(later.gpus.size())));
-  gpu["memoryUsedBytes"] = Json::number(memory);
   const double seconds = std::chrono::duration<double>(later.at - earlier.at).count();
+  double utilization = 0, memory = 0;
+  int gpus = 0;
+  for (const auto& [uuid, now] : later.gpus) {
+    const auto before = earlier.gpus.find(uuid);
+    if (before == earlier.gpus.end()) continue;
+    const double sampled = now.sampledSeconds - before->second.sampledSeconds;
+    if (sampled <= 0) continue;  // no sample since, or its node restarted
+    utilization += (now.busySeconds - before->second.busySeconds) / sampled;
+    memory += (now.memoryByteSeconds - before->second.memoryByteSeconds) / sampled;
+    ++gpus;
+  }
+  if (gpus == 0 || seconds <= 0) return Json();
+  Json gpu = Json::object();
+  gpu["windowSeconds"] = Json::number(static_cast<int64_t>(std::lround(seconds)));
+  gpu["utilization"] = Json::number(rounded(std::clamp(utilization / gpus, 0.0, 1.0)));
+  gpu["memoryUsedBytes"] = Json::number(static_cast<int64_t>(std::max(0.0, memory)));
   double starved = 0;
   int pods = 0;
   for (const auto& [pod, now] : later.starvedSeconds) {
     const auto before = earlier.starvedSeconds.find(pod);
-    if (before == earlier.starvedSeconds.end() || seconds <= 0) continue;
+    if (before == earlier.starvedSeconds.end()) continue;
     starved += std::min(1.0, increase(before->second, now) / seconds);
     ++pods;
   }

@@ -20,16 +20,19 @@ struct WorkerReads {
   int64_t remoteBytes = 0;  // from peers and the origin
 };
 
-struct GpuReading {
-  double utilization = 0;  // 0..1
-  int64_t memoryUsedBytes = 0;
+// One GPU's totals as its cache node integrates them (cumulative since the node first saw it):
+// seconds sampled, utilization × seconds, memory used × seconds.
+struct GpuTotals {
+  double sampledSeconds = 0;
+  double busySeconds = 0;
+  double memoryByteSeconds = 0;
 };
 
 struct JobSample {
   Clock::MonoTime at{};
   // By pod uid: every worker whose node answered (zeros until it reads), none other.
   std::map<std::string, WorkerReads> workers;
-  std::vector<GpuReading> gpus;  // of the workers' pods
+  std::map<std::string, GpuTotals> gpus;  // of the workers' pods, by UUID
   // By pod name: cumulative data-starved seconds of the workers' pods with GPUs.
   std::map<std::string, double> starvedSeconds;
 };
@@ -42,10 +45,12 @@ struct JobSample {
 // interval is empty. A counter that went down (the node restarted) counts from zero.
 kube::Json dataSummary(const JobSample& earlier, const JobSample& later);
 
-// status.gpu: {utilization (mean), memoryUsedBytes (sum)} of the later sample, and
-// dataStarvedFraction: over the interval, the mean of the share of it each pod present in both
-// samples was data-starved (its GPUs idle while its readers waited; see the cache node's
-// cache-node/core/data_starvation.h). Null without readings.
+// status.gpu, over the window between two samples (windowSeconds), counting the GPUs present in
+// both with samples in between: utilization, the GPUs' mean utilization over it, and
+// memoryUsedBytes, their summed mean memory used; and dataStarvedFraction, the mean of the share
+// of the window each pod present in both samples was data-starved (its GPUs idle while its
+// readers waited; see the cache node's cache-node/core/data_starvation.h). Null when no GPU is
+// in both (a node that restarted starts its totals over: its GPUs count again from the next).
 kube::Json gpuSummary(const JobSample& earlier, const JobSample& later);
 
 }  // namespace granary::op

@@ -286,6 +286,21 @@ NAMED_DEFAULTS = {
 }
 
 
+def monitor_problems(objects):
+    """Every scrape endpoint honours the series' own labels: the cache node's GPU and pod series
+    carry the pod a GPU serves (namespace, pod, container), the operator's job series the
+    TrainingJob (namespace, job); the target's labels must not rename them exported_*."""
+    problems = []
+    for o in objects:
+        endpoints = {"ServiceMonitor": "endpoints", "PodMonitor": "podMetricsEndpoints"}.get(
+            o.get("kind"))
+        for endpoint in (o.get("spec", {}).get(endpoints, []) if endpoints else []):
+            if endpoint.get("honorLabels") is not True:
+                problems.append(f"{o['kind']} {o['metadata']['name']}: an endpoint without "
+                                "honorLabels: true")
+    return problems
+
+
 def named_default_problems(root, values):
     names = open(os.path.join(root, "common", "names.h")).read()
     problems = []
@@ -346,6 +361,8 @@ def main():
             continue
         checks.check(f"rendered objects ({label})", objects_problems(objects))
         checks.check(f"flags the binaries know ({label})", flag_problems(objects, args.binary))
+        checks.check(f"scrape endpoints honour the series' labels ({label})",
+                     monitor_problems(objects))
         checks.check(f"cache-node DaemonSet ({label})",
                      daemonset_problems(objects, load_values(chart, values_file)))
 

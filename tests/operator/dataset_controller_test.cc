@@ -126,10 +126,13 @@ class DatasetControllerTest : public ClusterTest {
     selector.erase(selector.find(' '), 1);
     controller_ = std::make_unique<op::DatasetController>(*manager_, nodesApi_, selector, options);
     if (trainingJobs) {
+      auto series = op::declareJobSeries(registry_);
+      ASSERT_TRUE(series.isOk()) << series.status();
       jobs_ = std::make_unique<op::TrainingJobController>(
-          *manager_,
-          op::TrainingJobControllerOptions{
-              .cacheNodes = &nodesApi_, .cacheNodeSelector = selector, .telemetryInterval = 300ms});
+          *manager_, op::TrainingJobControllerOptions{.cacheNodes = &nodesApi_,
+                                                      .cacheNodeSelector = selector,
+                                                      .telemetryInterval = 300ms,
+                                                      .series = *series});
     }
     running_ =
         std::make_unique<Running>([this](std::stop_token stop) { (void)manager_->run(stop); });
@@ -494,6 +497,11 @@ TEST_F(DatasetControllerTest, OnJobWarmsForPlacedWorkersWhoseReadsShowInTheJobSt
   EXPECT_EQ(figures.at("localFraction").as_double(), 1.0) << "every chunk was warm on the node";
   EXPECT_GE(figures.at("waitFraction").as_double(), 0.0);
   EXPECT_LE(figures.at("waitFraction").as_double(), 0.1) << "warm reads do not wait";
+  // The job's own series, for dashboards and alerts (no GPU here: no GPU series).
+  const std::string waitSeries =
+      "granary_job_data_wait_ratio{job=\"bert\",namespace=\"" + ns() + "\"}";
+  EXPECT_NE(registry_.exposition().find(waitSeries), std::string::npos) << registry_.exposition();
+  EXPECT_EQ(registry_.exposition().find("granary_job_gpu_utilization_ratio{"), std::string::npos);
   // Reads stopped: the next samples say so, and then the status stays as it is.
   ASSERT_TRUE(
       eventually([&] { return data().at("readBytesPerSecond").as_number().to_int64() == 0; }, 20s))
@@ -515,6 +523,12 @@ TEST_F(DatasetControllerTest, OnJobWarmsForPlacedWorkersWhoseReadsShowInTheJobSt
       },
       20s);
   EXPECT_TRUE(quiet) << "no write while nothing changed; the last: " << lastWrite;
+
+  // A job that is gone takes its series with it.
+  ASSERT_TRUE(client().remove(resources::trainingJobs(), ns(), "bert").isOk());
+  EXPECT_TRUE(
+      eventually([&] { return registry_.exposition().find(waitSeries) == std::string::npos; }, 20s))
+      << registry_.exposition();
 }
 
 }  // namespace

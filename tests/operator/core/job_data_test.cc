@@ -49,19 +49,35 @@ TEST(JobDataTest, ParallelLoadersSaturateTheWaitFractionAndNothingReadLeavesNoLo
   EXPECT_TRUE(dataSummary(sampleAt(1s, {{"w0", {}}}), sampleAt(1s, {{"w0", {}}})).is_null());
 }
 
-TEST(JobDataTest, GpuSummaryIsTheMeanUtilizationAndTheSummedMemory) {
+TEST(JobDataTest, GpuSummaryIsTheMeanOverTheWindowOfEachGpuInBothSamples) {
   EXPECT_TRUE(gpuSummary(JobSample{}, JobSample{}).is_null());
-  const Json gpu = gpuSummary(JobSample{}, JobSample{.gpus = {{0.9, 1 << 20}, {0.5, 3 << 20}}});
+  JobSample earlier = sampleAt(0s, {});
+  earlier.gpus = {{"GPU-a", {100, 50, 100.0 * (1 << 20)}}, {"GPU-b", {100, 90, 0}}};
+  JobSample later = sampleAt(20s, {});
+  // Over the 20 s window: GPU-a 0.9 busy with 1 MiB, then GPU-b 0.5 busy with 3 MiB; GPU-c is
+  // new (not counted until the next window).
+  later.gpus = {{"GPU-a", {120, 68, 120.0 * (1 << 20)}},
+                {"GPU-b", {120, 100, 20.0 * (3 << 20)}},
+                {"GPU-c", {5, 5, 0}}};
+  const Json gpu = gpuSummary(earlier, later);
+  ASSERT_TRUE(gpu.is_object());
+  EXPECT_EQ(gpu.at("windowSeconds").as_number().to_int64(), 20);
   EXPECT_DOUBLE_EQ(gpu.at("utilization").as_double(), 0.7);
   EXPECT_EQ(gpu.at("memoryUsedBytes").as_number().to_int64(), 4 << 20);
   EXPECT_FALSE(gpu.has_field("dataStarvedFraction")) << "no pod in both samples";
+  EXPECT_TRUE(gpuSummary(JobSample{}, later).is_null()) << "one sample is no window";
+
+  // GPU-b's node restarted: its totals start over, and it sits this window out.
+  later.gpus["GPU-b"] = {3, 3, 0};
+  EXPECT_DOUBLE_EQ(gpuSummary(earlier, later).at("utilization").as_double(), 0.9);
 }
 
 TEST(JobDataTest, DataStarvedFractionIsThePodsMeanShareOfTheInterval) {
   JobSample earlier = sampleAt(0s, {});
   earlier.starvedSeconds = {{"w0", 10}, {"w1", 0}, {"gone", 3}};
+  earlier.gpus = {{"GPU-a", {0, 0, 0}}};
   JobSample later = sampleAt(10s, {});
-  later.gpus = {{0.1, 0}, {0.9, 0}};
+  later.gpus = {{"GPU-a", {10, 1, 0}}};
   // w0 starved 6 s of 10; w1 none; w2 is new (not counted); a counter that went down counts
   // from zero.
   later.starvedSeconds = {{"w0", 16}, {"w1", 0}, {"w2", 5}};
