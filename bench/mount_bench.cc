@@ -57,11 +57,12 @@ struct MountedDataset {
   MountedDataset(const fs::path& state, const std::string& uri, WarmMode warm,
                  const fs::path& mountpoint, int64_t quota) {
     fs::remove_all(state);
-    auto opened = CacheEngine::open({.nodeName = "n1",
-                                     .stateDirectory = state,
-                                     .cacheDirectories = {{state / "cache", quota}},
-                                     .warmConcurrency = 16},
-                                    realClock(), nullptr, nullptr);
+    EngineOptions options{.nodeName = "n1",
+                          .stateDirectory = state,
+                          .cacheDirectories = {{state / "cache", quota}},
+                          .warmConcurrency = 16};
+    if (uri.starts_with("file://")) options.origins.fileOriginRoots = {uri.substr(7)};
+    auto opened = CacheEngine::open(options, realClock(), nullptr, nullptr);
     if (!opened.isOk()) die("engine", opened.status());
     engine = std::move(*opened);
     EnsureSpec spec;

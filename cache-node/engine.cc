@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "cache-node/origin/beneath.h"
 #include "common/log.h"
 
 namespace granary::cache {
@@ -66,6 +67,13 @@ Result<std::shared_ptr<DatasetCache>> CacheEngine::createOrUpdate(EnsureSpec spe
   const DatasetKey& key = spec.key;
   if (key.ns.empty()) return invalidArgument("dataset.namespace: must be set");
   if (key.name.empty()) return invalidArgument("dataset.name: must be set");
+  // Both name directories of the node's mounts (<mountRoot>/<namespace>/<name>/<generation>).
+  for (const auto& [field, value] :
+       {std::pair{"dataset.namespace", &key.ns}, std::pair{"dataset.name", &key.name}}) {
+    if (!isPlainRelativePath(*value) || value->find('/') != std::string::npos)
+      return invalidArgument(std::string(field) + ": \"" + *value +
+                             "\" is not a name: no \"/\", \".\" or \"..\"");
+  }
   if (key.generation < 1) return invalidArgument("dataset.generation: must be at least 1");
   if (spec.mounts.empty()) return invalidArgument("mounts: a dataset needs at least one source");
   DatasetSettings& settings = spec.settings;

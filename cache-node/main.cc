@@ -225,7 +225,10 @@ int main(int argc, char** argv) {
     metricsServer->addCheck("/healthz", [] { return Status::ok(); });
   }
   GrpcPeers peers({.token = *token, .tlsCaFile = options.tls.caFile});
-  auto engine = CacheEngine::open(engineOptionsOf(options), realClock(), &peers, metrics->get());
+  EngineOptions engineOptions = engineOptionsOf(options);
+  for (auto& named : fileSourcesOf(datasets))  // standalone: what the manifest names
+    engineOptions.origins.fileOriginRoots.push_back(std::move(named));
+  auto engine = CacheEngine::open(engineOptions, realClock(), &peers, metrics->get());
   if (!engine.isOk()) {
     log.error("cannot open the cache", {{"error", engine.status()}});
     return 1;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace granary::cache {
@@ -53,6 +54,13 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "bytes per second, 0 unlimited");
   f.optional("verifyChecksumsAtStart", out.verifyChecksumsAtStart);
   f.optional("pvcRoot", out.pvcRoot);
+  f.optional(
+      "fileOriginRoots", out.fileOriginRoots,
+      [](const std::vector<std::string>& roots) {
+        return std::all_of(roots.begin(), roots.end(),
+                           [](const std::string& p) { return p.starts_with("/"); });
+      },
+      "a list of absolute directories");
   f.optional("mountRoot", out.mountRoot);
   f.optional("csiSocket", out.csiSocket);
   f.optional("mountKeeperSocket", out.mountKeeperSocket);
@@ -96,6 +104,7 @@ EngineOptions engineOptionsOf(const NodeOptions& options) {
   engine.bandwidthLimit = options.bandwidthLimit.bytes;
   engine.verifyChecksumsAtStart = options.verifyChecksumsAtStart;
   engine.origins.pvcRoot = options.pvcRoot;
+  for (const auto& root : options.fileOriginRoots) engine.origins.fileOriginRoots.push_back(root);
   return engine;
 }
 

@@ -16,6 +16,8 @@
 //   verifyChecksumsAtStart: false    # true: re-read every chunk (chunks written after the last
 //                                    # flush always are)
 //   pvcRoot: ""                      # where PersistentVolumeClaims are mounted
+//   fileOriginRoots: []              # directories file:// sources may read, e.g.
+//                                    # [/srv/datasets]; none: file:// sources are refused
 //   mountRoot: ""                    # dataset mounts; default <stateDirectory>/mounts
 //   csiSocket: ""                    # e.g. /csi/csi.sock: serve the CSI node plugin there
 //   mountKeeperSocket: ""            # e.g. /run/granary/keeper.sock: hand dataset mounts to
@@ -59,6 +61,9 @@ struct NodeOptions {
   ByteSize bandwidthLimit{0};
   bool verifyChecksumsAtStart = false;
   std::string pvcRoot;
+  // Absolute directories that file:// sources may read (within, after symlinks and ".."); empty
+  // refuses every file:// source. Each root is served to whoever may create a Dataset.
+  std::vector<std::string> fileOriginRoots;
   std::string mountRoot;          // dataset mounts; default <stateDirectory>/mounts
   std::string csiSocket;          // the CSI node plugin's unix socket; "" serves no CSI
   std::string mountKeeperSocket;  // the mount keeper's unix socket; "" none

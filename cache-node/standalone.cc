@@ -57,6 +57,14 @@ EnsureSpec standaloneSpec(const api::Dataset& dataset) {
   return spec;
 }
 
+std::vector<std::filesystem::path> fileSourcesOf(const std::vector<api::Dataset>& datasets) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& dataset : datasets)
+    for (const auto& mount : dataset.spec.mounts)
+      if (mount.source.uri.starts_with("file:///")) out.emplace_back(mount.source.uri.substr(7));
+  return out;
+}
+
 std::string progressLine(const DatasetKey& key, const DatasetState& state) {
   const WarmProgress& p = state.progress;
   std::string line =

@@ -20,6 +20,11 @@ Result<std::vector<api::Dataset>> loadDatasets(const std::filesystem::path& path
 // The request that caches `dataset` on this node only.
 EnsureSpec standaloneSpec(const api::Dataset& dataset);
 
+// The directories of the datasets' file:// sources. Whoever names a manifest on the command line
+// (standalone mode, granaryctl run and mount) allows what it names: these become file origin
+// roots (OriginSettings::fileOriginRoots), and nothing else does.
+std::vector<std::filesystem::path> fileSourcesOf(const std::vector<api::Dataset>& datasets);
+
 // One line of progress: "ml/imagenet Warming 1204/5000 files 1.2 GiB/4.0 GiB (30%) 310 MiB/s ETA
 // 9s".
 std::string progressLine(const DatasetKey& key, const DatasetState& state);

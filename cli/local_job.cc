@@ -43,6 +43,13 @@ Result<std::vector<LocalDataset>> chooseDatasets(
                              namespaceOf(job.metadata) + "/" + mount.name +
                              " is not in the manifests; add it to the file (or pass its file "
                              "with another -f)");
+    // Mounted under the run directory: a ".." would lead the mount out of it.
+    for (const auto& segment : std::filesystem::path(mount.mountPath))
+      if (segment == "..")
+        return invalidArgument("spec.datasets[" + std::to_string(i) + "].mountPath: \"" +
+                               mount.mountPath +
+                               "\" has a \"..\" segment; local mode mounts datasets under the "
+                               "run directory");
     chosen.push_back({*found, mount.mountPath,
                       (runDirectory / std::filesystem::path(mount.mountPath).relative_path())
                           .lexically_normal()});

@@ -156,6 +156,9 @@ class LocalRun {
         .nodeName = "local",
         .stateDirectory = settings_.cacheDirectory,
         .cacheDirectories = {{settings_.cacheDirectory / "chunks", settings_.cacheBytes}}};
+    for (const auto& d : plan_.datasets)  // file:// sources read what the user named, only that
+      for (auto& named : fileSourcesOf({d.dataset}))
+        options.origins.fileOriginRoots.push_back(std::move(named));
     GRANARY_ASSIGN_OR_RETURN(engine_, CacheEngine::open(options, realClock(), nullptr, nullptr));
     for (const auto& d : plan_.datasets) GRANARY_RETURN_IF_ERROR(mount(d));
     std::filesystem::create_directories(logDirectory());

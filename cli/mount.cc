@@ -133,6 +133,7 @@ int mountCommand(const std::vector<std::string>& args) {
   EngineOptions options{.nodeName = "local",
                         .stateDirectory = stateRoot,
                         .cacheDirectories = {{stateRoot / "cache", quota->bytes}}};
+  options.origins.fileOriginRoots = fileSourcesOf({*chosen});  // what the user named
   auto engine = CacheEngine::open(options, realClock(), nullptr, nullptr);
   if (!engine.isOk()) {
     std::fprintf(stderr, "granaryctl mount: %s\n", engine.status().message().c_str());

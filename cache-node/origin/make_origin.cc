@@ -1,5 +1,6 @@
 #include "cache-node/origin/make_origin.h"
 
+#include "cache-node/origin/beneath.h"
 #include "cache-node/origin/http_origin.h"
 #include "cache-node/origin/s3_origin.h"
 
@@ -62,7 +63,24 @@ Result<std::unique_ptr<Origin>> makeOrigin(const SourceSpec& source,
     const std::string path = uri.substr(7);
     if (!path.starts_with("/"))
       return invalidArgument("uri: file:// needs an absolute path, e.g. file:///mnt/data/");
-    return makeFileOrigin(path);
+    const std::string fix =
+        "; add a root to fileOriginRoots in the cache node's options (cacheNode.fileOriginRoots "
+        "in the chart)";
+    if (settings.fileOriginRoots.empty()) {
+      return invalidArgument("uri: " + uri +
+                             " is refused: the cache node allows no file:// sources (its "
+                             "fileOriginRoots is empty)" +
+                             fix);
+    }
+    const auto located = locateBeneath(path, settings.fileOriginRoots);
+    if (!located) {
+      std::string roots;
+      for (const auto& root : settings.fileOriginRoots)
+        roots += (roots.empty() ? "" : ", ") + root.string();
+      return invalidArgument("uri: " + uri + " is outside the cache node's fileOriginRoots (" +
+                             roots + ")" + fix);
+    }
+    return makeFileOrigin(located->root, located->relative);
   }
   if (uri.starts_with("pvc://")) {
     GRANARY_RETURN_IF_ERROR(unknownOptions(source, {}));
@@ -71,10 +89,17 @@ Result<std::unique_ptr<Origin>> makeOrigin(const SourceSpec& source,
           "uri: pvc:// sources need the cache node's pvcRoot option (where claims are mounted)");
     }
     const std::string rest = uri.substr(6);  // claim/path
-    if (rest.empty() || rest.find("..") != std::string::npos)
+    std::string trimmed = rest;
+    while (trimmed.ends_with("/")) trimmed.pop_back();
+    if (!isPlainRelativePath(trimmed))
       return invalidArgument(
           "uri: pvc:// needs a claim name and no \"..\", e.g. pvc://data/train/");
-    return makeFileOrigin((settings.pvcRoot / rest).string());
+    const auto located = locateBeneath(settings.pvcRoot / trimmed, {settings.pvcRoot});
+    if (!located) {
+      return invalidArgument("uri: " + uri + " leads outside the cache node's pvcRoot (" +
+                             settings.pvcRoot.string() + ")");
+    }
+    return makeFileOrigin(located->root, located->relative);
   }
   return invalidArgument(
       "uri: \"" + uri.substr(0, uri.find(':')) +

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cache-node/origin/origin.h"
 #include "common/secret.h"
@@ -25,12 +26,19 @@ struct SourceSpec {
 
 struct OriginSettings {
   // Where PersistentVolumeClaims are mounted on the node: pvc://claim/path reads
-  // <pvcRoot>/claim/path. Empty: pvc:// sources are refused.
+  // <pvcRoot>/claim/path, and nothing outside <pvcRoot>. Empty: pvc:// sources are refused.
   std::filesystem::path pvcRoot;
+  // The directories file:// sources may read, absolute. A source must lie within one of them
+  // once symlinks and ".." are resolved, and reads stay beneath that root (cache-node/origin/
+  // beneath.h). Empty (a cluster's default): file:// sources are refused, since whoever may
+  // create a Dataset could otherwise serve any directory the node sees into their pods. Local
+  // mode allows the directories of the Datasets named on its command line.
+  std::vector<std::filesystem::path> fileOriginRoots;
 };
 
 // InvalidArgument naming the field (uri, endpoint, options.<name>) for a source that cannot be
-// used; never echoes credentials.
+// used, and the setting to change for a file:// or pvc:// source outside its roots; never echoes
+// credentials.
 Result<std::unique_ptr<Origin>> makeOrigin(const SourceSpec& source,
                                            const OriginSettings& settings = {});
 

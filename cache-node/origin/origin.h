@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -49,7 +50,16 @@ class Origin {
   virtual int64_t retries() const { return 0; }
 };
 
-// A directory on the node (NFS, hostPath). InvalidArgument when `root` is not a directory.
+// A directory on the node (NFS, hostPath): `relative` below `root` (cache-node/origin/beneath.h
+// locates it), reading nothing outside `root`. Every list and read resolves beneath `root` again,
+// so a component swapped for a symlink after this check leads nowhere outside: such a read fails
+// with PermissionDenied. Symlinks to files are read through while they stay beneath `root`;
+// others are left out of the listing; symlinks to directories are not followed (no cycles).
+// InvalidArgument when the directory is not one.
+Result<std::unique_ptr<Origin>> makeFileOrigin(const std::filesystem::path& root,
+                                               const std::filesystem::path& relative);
+
+// The directory `root` as its own root (tools and tests that name the directory themselves).
 Result<std::unique_ptr<Origin>> makeFileOrigin(const std::string& root);
 
 }  // namespace granary::cache

@@ -331,6 +331,66 @@ TEST_F(CacheNodeProcessTest, BadRequestsNameTheField) {
   EXPECT_EQ(node.log().find("SUPERSECRETKEY"), std::string::npos);
 }
 
+TEST_F(CacheNodeProcessTest, FileSourcesAreReadOnlyWithinTheConfiguredRoots) {
+  // A cluster's default: no fileOriginRoots, so no directory of the node is served.
+  NodeProcess& bare = addNode("n1");
+  auto request = ensureRequest();
+  request.mutable_mounts(0)->mutable_source()->set_uri("file:///var/lib/kubelet/pods/");
+  v1::EnsureDatasetResponse response;
+  grpc::Status status = bare.api().EnsureDataset(authorized().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("mounts[0].source.uri: file:///var/lib/kubelet/pods/ is "
+                                        "refused"),
+            std::string::npos)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("cacheNode.fileOriginRoots"), std::string::npos)
+      << status.error_message();
+  // Names become directories of the node's mounts: none may climb out of them.
+  for (const auto& [name, ns] : {std::pair{"../../etc", "ml"}, std::pair{"coco", ".."}}) {
+    request = ensureRequest();
+    request.mutable_dataset()->set_name(name);
+    request.mutable_dataset()->set_namespace_(ns);
+    status = bare.api().EnsureDataset(authorized().get(), request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name << " " << ns;
+    EXPECT_NE(
+        status.error_message().find(std::string(ns) == ".." ? "dataset.namespace" : "dataset.name"),
+        std::string::npos)
+        << status.error_message();
+  }
+
+  // A node that allows the origin directory reads it, and nothing beside or above it.
+  nodes_.push_back(std::make_unique<NodeProcess>(root_ / "n2", "n2"));
+  NodeProcess& node = *nodes_.back();
+  std::ofstream(root_ / "n2" / "config.yaml", std::ios::app)
+      << "fileOriginRoots: [" << (root_ / "origin") << "]\n";
+  node.start();
+  std::filesystem::create_directory_symlink("/", root_ / "origin" / "host");
+  const auto onNode = [&](const std::string& uri) {
+    auto r = ensureRequest();
+    r.clear_node_set();
+    r.add_node_set()->set_node_name(node.name());
+    r.mutable_node_set(0)->set_address(node.address());
+    r.mutable_mounts(0)->mutable_source()->set_uri(uri);
+    return r;
+  };
+  for (const std::string& uri :
+       {"file://" + root_.string() + "/", "file://" + (root_ / "origin" / "..").string() + "/",
+        "file://" + (root_ / "origin" / "host" / "etc").string() + "/",
+        "file://" + (root_ / "origin2").string() + "/"}) {
+    status = node.api().EnsureDataset(authorized().get(), onNode(uri), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << uri;
+    EXPECT_NE(status.error_message().find(uri + " is outside the cache node's fileOriginRoots (" +
+                                          (root_ / "origin").string() + ")"),
+              std::string::npos)
+        << status.error_message();
+  }
+  status = node.api().EnsureDataset(
+      authorized().get(), onNode("file://" + (root_ / "origin").string() + "/"), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  for (const auto& [path, data] : files_) EXPECT_EQ(readFile(node, path), data) << path;
+}
+
 TEST_F(CacheNodeProcessTest, ThreeNodesReadTheOriginOnceAndServeEveryByte) {
   addNode("n1");
   addNode("n2");

@@ -50,7 +50,8 @@ class ChartWorkloads : public ClusterTest {
     root_ = std::filesystem::temp_directory_path() / ("granary-chart-" + suffix_);
     std::filesystem::create_directories(root_);
     std::string error;
-    docs_ = renderChart(ns(), error);
+    // One node directory open to file:// sources (none by default), for the Dataset below.
+    docs_ = renderChart(ns(), error, "--set 'cacheNode.fileOriginRoots={/srv/datasets}'");
     ASSERT_TRUE(error.empty()) << error;
     ASSERT_TRUE(writeKubeconfig(cluster_->restConfig(), ns(), root_ / "kubeconfig").isOk());
     writeSecretsAndConfig();
@@ -99,6 +100,7 @@ class ChartWorkloads : public ClusterTest {
     }
     for (YAML::Node directory : options["cacheDirectories"])
       directory["path"] = onThisMachine(directory["path"].as<std::string>());
+    for (YAML::Node root : options["fileOriginRoots"]) root = onThisMachine(root.as<std::string>());
     std::filesystem::create_directories(onThisMachine("/etc/granary/config"));
     std::ofstream(onThisMachine("/etc/granary/config/cache-node.yaml")) << options << "\n";
     for (const char* dir : {"/csi", "/run/granary-keeper"})
@@ -245,8 +247,9 @@ TEST_F(ChartWorkloads, TheRenderedWorkloadsReachReadyAndReconcileADatasetAndATra
   EXPECT_TRUE(std::filesystem::exists(onThisMachine("/csi/csi.sock")))
       << "the CSI plugin serves where the registrar looks";
 
-  // A Dataset of a few files on this machine, cached by the cache node the operator found.
-  const auto origin = root_ / "origin";
+  // A Dataset of a few files on this machine (in the root the chart opens to file:// sources),
+  // cached by the cache node the operator found.
+  const auto origin = std::filesystem::path(onThisMachine("/srv/datasets")) / "corpus";
   std::filesystem::create_directories(origin);
   for (int i = 0; i < 4; ++i)
     std::ofstream(origin / ("part-" + std::to_string(i))) << std::string(100000 + i, 'a' + i);

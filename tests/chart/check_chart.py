@@ -15,6 +15,8 @@
    probes, the CSI socket and its registration, the mount keeper's socket, the state, cache and
    kubelet directories (with Bidirectional propagation where mounts must reach the host),
    /dev/fuse and the token; the CSIDriver is what the CSI plugin needs.
+6. file:// sources may read no node directory by default (fileOriginRoots is empty), and each
+   root that is set is the node's own directory, mounted read-only.
 
 Prints one line per check and "N passed, N failed" at the end; exits 1 on any failure.
 """
@@ -237,6 +239,14 @@ def daemonset_problems(objects, values):
             if keeper["securityContext"].get("privileged"):
                 problems.append("the keeper needs no privileges")
 
+    roots = options.get("fileOriginRoots")
+    if roots != (values["cacheNode"].get("fileOriginRoots") or []):
+        problems.append(f"the options file's fileOriginRoots {roots} are not cacheNode.fileOriginRoots")
+    for r in roots or []:
+        found = mount_for(node, volumes, r)
+        if host_path_of(node, volumes, r) != posixpath.normpath(r) or not found[0].get("readOnly"):
+            problems.append(f"file origin root {r} is not the node's directory, read-only")
+
     found = mount_for(node, volumes, state)
     if host_path_of(node, volumes, state) != posixpath.normpath(state):
         problems.append(f"state directory {state} is not the node's")
@@ -368,6 +378,9 @@ def main():
 
     checks.check("default ports and names equal common/names.h",
                  named_default_problems(args.root, load_values(chart, None)))
+    default_roots = load_values(chart, None)["cacheNode"].get("fileOriginRoots")
+    checks.check("no node directory open to file:// sources by default",
+                 [] if default_roots == [] else [f"cacheNode.fileOriginRoots is {default_roots}"])
 
     crd_problems = []
     for source in sorted(glob.glob(os.path.join(args.root, "crds", "*.yaml"))):

@@ -142,6 +142,10 @@ TEST_F(LocalJobTest, WhatCannotRunLocallyIsNamed) {
           env: [{name: TOKEN, valueFrom: {secretKeyRef: {name: s, key: k}}}]
 )"),
           "valueFrom: local mode has no Secrets");
+  std::string climbing = job("  gpusPerWorker: 0\n", kTrainer);  // out of the run directory
+  climbing.replace(climbing.find("/data/coco}"), 10, "/data/../../etc");
+  refused(kDataset + climbing,
+          "spec.datasets[0].mountPath: \"/data/../../etc\" has a \"..\" segment");
 }
 
 TEST(ExpandReferencesTest, FollowsKubernetesRules) {

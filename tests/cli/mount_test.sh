@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # granaryctl mount / unmount end to end: a Dataset over a file origin mounted read-only, every
-# file compared with the origin, refused writes, then unmounted from another command; the mount
-# command exits 0 and reports its reader. Skips (exit 77) without root or /dev/fuse.
+# file compared with the origin (a symlink within it read through, one leading out of the
+# directory the manifest names left out), refused writes, then unmounted from another command;
+# the mount command exits 0 and reports its reader. Skips (exit 77) without root or /dev/fuse.
 set -euo pipefail
 granaryctl="$1"
 if [[ $(id -u) != 0 || ! -w /dev/fuse ]]; then
@@ -13,6 +14,9 @@ trap 'umount -l "$root/mnt" 2>/dev/null || true; kill %1 2>/dev/null || true; rm
 mkdir -p "$root/origin/train" "$root/mnt"
 for i in $(seq 1 20); do head -c $((i * 7919)) /dev/urandom > "$root/origin/train/part-$i.bin"; done
 head -c 5000000 /dev/urandom > "$root/origin/big.bin"
+echo "outside the dataset" > "$root/outside.txt"
+ln -s ../outside.txt "$root/origin/leak"       # leads out of what the manifest names
+ln -s train/part-1.bin "$root/origin/within"  # stays within it
 cat > "$root/dataset.yaml" <<YAML
 apiVersion: granary.io/v1alpha1
 kind: Dataset
@@ -32,7 +36,8 @@ for _ in $(seq 1 100); do
 done
 grep -q " $root/mnt fuse.granary " /proc/self/mounts || { cat "$root/log.txt"; exit 1; }
 
-diff -r "$root/origin" "$root/mnt"  # names, and every byte
+diff -r -x leak "$root/origin" "$root/mnt"  # names, and every byte
+if [[ -e "$root/mnt/leak" ]]; then echo "a symlink out of the dataset was served"; exit 1; fi
 if touch "$root/mnt/new" 2> /dev/null; then echo "a write succeeded"; exit 1; fi
 
 "$granaryctl" unmount "$root/mnt"

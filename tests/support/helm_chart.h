@@ -10,10 +10,13 @@
 
 namespace granary::testing {
 
-// The rendered documents; an empty list and `error` set when helm fails.
-inline std::vector<YAML::Node> renderChart(const std::string& ns, std::string& error) {
+// The rendered documents; an empty list and `error` set when helm fails. `extraArgs` go to helm
+// as they are (e.g. "--set cacheNode.fileOriginRoots={/srv/datasets}").
+inline std::vector<YAML::Node> renderChart(const std::string& ns, std::string& error,
+                                           const std::string& extraArgs = "") {
   const std::string command = std::string(GRANARY_HELM) + " template granary " +
-                              GRANARY_SOURCE_DIR + "/charts/granary --namespace " + ns;
+                              GRANARY_SOURCE_DIR + "/charts/granary --namespace " + ns +
+                              (extraArgs.empty() ? "" : " " + extraArgs);
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) {
     error = "cannot run " + command;
