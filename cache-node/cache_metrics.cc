@@ -59,8 +59,9 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
   GRANARY_ASSIGN_OR_RETURN(
       auto warmRate,
       registry.addGauge(gauge("granary_cache_warm_rate_bytes", U::kBytes,
-                              "How fast the cache fills, by warming and by readers' misses, in "
-                              "bytes per second over the last seconds.")));
+                              "How fast this node fetches its share of the dataset (from the "
+                              "origin or peers, by warming and by readers' misses; never what "
+                              "was on disk already), in bytes per second over the last 5 s.")));
   GRANARY_ASSIGN_OR_RETURN(
       auto warmPending,
       registry.addGauge(gauge("granary_cache_warm_pending_files", U::kNone,

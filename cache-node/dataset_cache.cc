@@ -14,8 +14,7 @@ namespace granary::cache {
 namespace {
 
 constexpr int64_t kMinChunkSize = 4096;
-constexpr int kWarmAttempts = 5;     // passes over failing chunks before Degraded
-constexpr size_t kRateSamples = 10;  // one per second at most: a ~10 s window
+constexpr int kWarmAttempts = 5;  // passes over failing chunks before Degraded
 constexpr size_t kScanBatch = 1000;
 // The largest file read whole (one that its origin pins by size only): it is held in memory.
 constexpr int64_t kMaxWholeFileBytes = int64_t{64} << 20;
@@ -136,7 +135,8 @@ DatasetCache::DatasetCache(NodeContext& node, DatasetKey key, std::vector<Datase
       id_(key_.id()),
       sources_(std::move(sources)),
       bandwidth_(node.clock, settings.bandwidthLimit),
-      settings_(std::move(settings)) {
+      settings_(std::move(settings)),
+      fetchRate_(node.clock.monoNow()) {
   if (node_.metrics) metrics_ = node_.metrics->forDataset(key_.label());
   policy_ = makePolicy(settings_);
 }
@@ -394,6 +394,7 @@ Result<Piece> DatasetCache::fetchUncached(const ManifestEntry& file, int64_t ind
     piece = Piece{std::move(*data), Source::kOrigin};
   }
   if (selfOwns) {
+    countFetched(length);
     const Status kept =
         keep(chunkId(file.path, index), piece.data, chunkCount(file.size, settings_.chunkSize));
     if (kept.isOk()) countWarmed(kind, length);
@@ -430,7 +431,10 @@ Result<std::shared_ptr<const std::string>> DatasetCache::fetchWholeFile(const Ma
     std::lock_guard lock(mutex_);
     selfOwns = ownsLocked(file.path);
   }
-  if (selfOwns) keepWhole(file, *whole, kind);
+  if (selfOwns) {
+    countFetched(file.size);
+    keepWhole(file, *whole, kind);
+  }
   return whole;
 }
 
@@ -468,10 +472,13 @@ void DatasetCache::keepWhole(const ManifestEntry& file, const std::string& whole
 }
 
 void DatasetCache::countWarmed(FetchKind kind, int64_t bytes) {
-  if (kind != FetchKind::kWarm) return;
-  if (metrics_) metrics_->warmBytes.increment(static_cast<double>(bytes));
+  if (kind == FetchKind::kWarm && metrics_)
+    metrics_->warmBytes.increment(static_cast<double>(bytes));
+}
+
+void DatasetCache::countFetched(int64_t bytes) {
   std::lock_guard lock(mutex_);
-  warmedBytes_ += bytes;
+  fetchRate_.add(node_.clock.monoNow(), bytes);
 }
 
 Result<std::string> DatasetCache::readOrigin(const ManifestEntry& file, int64_t offset,
@@ -753,10 +760,7 @@ void DatasetCache::warmPass(std::stop_token stop) {
     progress_.ownedFiles = ownedFiles;
     progress_.ownedBytes = ownedBytes;
     ownedEmptyFiles_ = ownedEmpty;
-    warmedBytes_ = 0;
     progress_.warmStart = node_.clock.wallNow();
-    warmStartMono_ = node_.clock.monoNow();
-    rateSamples_.clear();
     hinted_.assign(plan_.accessOrder.begin(), plan_.accessOrder.end());
     hintedPaths_ = std::set<std::string>(plan_.accessOrder.begin(), plan_.accessOrder.end());
     scanCursor_.clear();
@@ -876,31 +880,16 @@ DatasetState DatasetCache::state() {
   state.capacityBytes = policy_->capacityBytes();
   state.usedBytes = policy_->usedBytes();
   refreshCachedLocked();
-  const auto now = node_.clock.monoNow();
-  if (rateSamples_.empty() || now - rateSamples_.back().first >= std::chrono::seconds(1)) {
-    rateSamples_.emplace_back(now, progress_.cachedBytes);
-    if (rateSamples_.size() > kRateSamples) rateSamples_.erase(rateSamples_.begin());
-  }
-  progress_.bytesPerSecond = 0;
-  progress_.etaSeconds = -1;
-  if (rateSamples_.size() < 2 && warmStartMono_ != Clock::MonoTime{}) {
-    // Too early for a window: the average since the pass began.
-    const double seconds = std::chrono::duration<double>(now - warmStartMono_).count();
-    if (seconds > 0) progress_.bytesPerSecond = static_cast<double>(warmedBytes_) / seconds;
-  } else if (rateSamples_.size() >= 2) {
-    const auto& [t0, b0] = rateSamples_.front();
-    const double seconds = std::chrono::duration<double>(now - t0).count();
-    // What the cache gained, by warming and by readers' misses alike: the ETA's rate.
-    if (seconds > 0)
-      progress_.bytesPerSecond =
-          std::max(0.0, static_cast<double>(progress_.cachedBytes - b0) / seconds);
-  }
+  const std::optional<double> rate = fetchRate_.bytesPerSecond(node_.clock.monoNow());
+  progress_.bytesPerSecond = rate.value_or(0);
   const int64_t left = progress_.ownedBytes - progress_.cachedBytes;
   if (left <= 0 && phase_ != Phase::kListing) {
     progress_.etaSeconds = 0;
-  } else if (progress_.bytesPerSecond > 0) {
+  } else if (phase_ == Phase::kWarming && progress_.bytesPerSecond > 0) {
     progress_.etaSeconds =
         static_cast<int64_t>(std::ceil(static_cast<double>(left) / progress_.bytesPerSecond));
+  } else {
+    progress_.etaSeconds = -1;  // not warming, or no rate known yet
   }
   state.progress = progress_;
   if (metrics_) {

@@ -39,6 +39,7 @@
 #include "cache-node/core/bandwidth_limiter.h"
 #include "cache-node/core/cached_files.h"
 #include "cache-node/core/eviction.h"
+#include "cache-node/core/rate_meter.h"
 #include "cache-node/core/single_flight.h"
 #include "cache-node/manifest_store.h"
 #include "cache-node/origin/origin.h"
@@ -133,8 +134,12 @@ struct WarmProgress {
   int64_t ownedBytes = 0;
   int64_t cachedFiles = 0;  // of the owned share, complete and verified
   int64_t cachedBytes = 0;
-  double bytesPerSecond = 0;  // over the last few seconds
-  int64_t etaSeconds = -1;    // -1 when unknown
+  // Bytes this node fetched for its share (from the origin or peers, once per fetch; never what
+  // was on disk already) per second over the last 5 s; 0 while unknown (the first second).
+  double bytesPerSecond = 0;
+  // While warming, the owned bytes left over bytesPerSecond; 0 once every owned byte is cached;
+  // -1 when unknown (no rate yet, or not warming).
+  int64_t etaSeconds = -1;
   Clock::WallTime warmStart{};
 };
 
@@ -256,8 +261,10 @@ class DatasetCache {
   Status pinContent(const ManifestEntry& file, const std::string& whole);
   // Keeps the chunks of `whole` this node does not hold yet (the caller owns the file).
   void keepWhole(const ManifestEntry& file, const std::string& whole, FetchKind kind);
-  // Counts `bytes` kept by a warm fetch in the warm rate.
+  // Counts `bytes` kept by a warm fetch in granary_cache_warm_bytes_total.
   void countWarmed(FetchKind kind, int64_t bytes);
+  // Counts `bytes` of this node's share fetched from the origin or a peer in the warm rate.
+  void countFetched(int64_t bytes);
   Result<std::string> readOrigin(const ManifestEntry& file, int64_t offset, int64_t length);
   // readOrigin for a reader, retried with backoff within settings_.readRetryTime.
   Result<std::string> readOriginForReader(const ManifestEntry& file, int64_t offset,
@@ -298,11 +305,9 @@ class DatasetCache {
   std::set<std::string> writing_;  // chunks admitted and being written to disk
   int64_t ownedEmptyFiles_ = 0;    // cached with no chunk
   WarmProgress progress_;
-  int64_t warmedBytes_ = 0;  // fetched and kept by the current pass: the warm rate
   ReadTotals reads_;
   int64_t reportedRetries_ = 0;  // of the origins' retries, what the metric has counted
-  std::vector<std::pair<Clock::MonoTime, int64_t>> rateSamples_;  // cached bytes, once a second
-  Clock::MonoTime warmStartMono_{};
+  RateMeter fetchRate_;          // countFetched(): the warm rate
   // The warm pass in progress.
   std::deque<std::string> hinted_;     // access-order paths not yet handed out
   std::set<std::string> hintedPaths_;  // skipped by the manifest scan

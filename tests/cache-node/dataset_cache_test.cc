@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -587,6 +588,155 @@ TEST_F(DatasetCacheTest, RefusesBadSettings) {
   auto cache = DatasetCache::create(*node.context, key_, std::move(sources), s);
   ASSERT_FALSE(cache.isOk());
   EXPECT_NE(cache.status().message().find("node_set"), std::string::npos);
+}
+
+// Warming from a web origin under a bandwidth limit of 8 MiB/s, with the rate the cache reports
+// sampled after every origin read.
+class BandwidthLimitTest : public DatasetCacheTest {
+ protected:
+  static constexpr int64_t kLimit = 8 << 20, kChunk = 1 << 20;
+
+  void SetUp() override {
+    DatasetCacheTest::SetUp();
+    server_ = std::move(*granary::testing::HttpFileServer::start(origin_));
+  }
+
+  DatasetSettings limited(WarmMode warm = WarmMode::kOnCreate) const {
+    DatasetSettings s = settings(kChunk);
+    s.warmConcurrency = 8;
+    s.bandwidthLimit = kLimit;
+    s.warm = warm;
+    return s;
+  }
+
+  struct Sample {
+    Clock::MonoTime at;
+    double reported = 0;  // the cache's bytesPerSecond
+  };
+  // A cache over the web origin; each origin read samples the reported rate.
+  std::unique_ptr<DatasetCache> openLimited(TestNode& node, DatasetSettings s) {
+    auto http = makeHttpOrigin({.baseUrl = server_->url(), .retryDelay = 1ms});
+    EXPECT_TRUE(http.isOk()) << http.status();
+    auto recording = std::make_unique<RecordingOrigin>(std::move(*http));
+    origin_reads_ = recording.get();
+    samples_.clear();
+    opened_ = nullptr;
+    recording->afterRead = [this](const RecordingOrigin::Fetch& fetch) {
+      DatasetCache* cache = opened_.load();
+      if (cache == nullptr) return;  // a read before create() returned: not sampled
+      const double reported = cache->state().progress.bytesPerSecond;
+      std::lock_guard lock(samplesMutex_);
+      // As of the end of this read, which the cache counts once it returns.
+      samples_.push_back({fetch.end, reported});
+    };
+    std::vector<DatasetSource> sources;
+    sources.push_back({"", std::move(recording)});
+    s.nodeSet = {node.context->nodeName};
+    opening_ = realClock().monoNow();
+    auto cache = DatasetCache::create(*node.context, key_, std::move(sources), s);
+    EXPECT_TRUE(cache.isOk()) << cache.status();
+    opened_ = cache->get();
+    return std::move(*cache);
+  }
+
+  // The most the origin read in any 2 s, by when the reads started (a read starts once the
+  // limiter let it pass).
+  int64_t mostInTwoSeconds() const {
+    const auto fetches = origin_reads_->fetches();
+    int64_t most = 0;
+    for (const auto& f : fetches) {
+      int64_t within = 0;
+      for (const auto& other : fetches)
+        if (other.start >= f.start && other.start - f.start < 2s) within += other.bytes;
+      most = std::max(most, within);
+    }
+    return most;
+  }
+
+  // What the origin delivered per second over the 5 s before `at` (or since the cache opened),
+  // by when the reads ended: the rate the cache should report.
+  double measuredAt(Clock::MonoTime at) const {
+    const auto span = std::min<Clock::Duration>(5s, at - opening_);
+    int64_t bytes = 0;
+    for (const auto& f : origin_reads_->fetches())
+      if (f.end < at && at - f.end < span) bytes += f.bytes;
+    return static_cast<double>(bytes) / std::chrono::duration<double>(span).count();
+  }
+
+  std::vector<Sample> samples() {
+    std::lock_guard lock(samplesMutex_);
+    return samples_;
+  }
+
+  std::unique_ptr<granary::testing::HttpFileServer> server_;
+  RecordingOrigin* origin_reads_ = nullptr;
+  std::atomic<DatasetCache*> opened_{nullptr};
+  Clock::MonoTime opening_{};
+  std::mutex samplesMutex_;
+  std::vector<Sample> samples_;
+};
+
+TEST_F(BandwidthLimitTest, TheOriginIsReadWithinTheLimitAndTheRateShownIsWhatItSent) {
+  for (int i = 0; i < 10; ++i)
+    writeOrigin("shard-" + std::to_string(i) + ".bin", randomBytes(4 << 20, i));  // 40 MiB
+  TestNode node(root_, "n1");
+  auto cache = openLimited(node, limited());
+  const DatasetState state = cache->waitSettled(60s);
+  ASSERT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_EQ(server_->bytesServed(), datasetBytes()) << "each byte fetched once";
+
+  // 2 s at the limit, plus the burst (a quarter second's worth) and a chunk or two whose reads
+  // the scheduler started late.
+  const int64_t bound = 2 * kLimit + kLimit / 4 + 2 * kChunk;
+  EXPECT_LE(mostInTwoSeconds(), bound)
+      << "the origin sent " << static_cast<double>(mostInTwoSeconds()) / (1 << 20)
+      << " MiB in 2 s under " << kLimit / (1 << 20) << " MiB/s";
+
+  int compared = 0;
+  for (const auto& sample : samples()) {
+    if (sample.at - opening_ < 2s) continue;  // a window of a few chunks says little
+    const double measured = measuredAt(sample.at);
+    EXPECT_NEAR(sample.reported, measured, 0.2 * measured)
+        << "at " << (sample.at - opening_) / 1ms << " ms";
+    ++compared;
+  }
+  EXPECT_GE(compared, 10);
+  EXPECT_EQ(state.progress.etaSeconds, 0);
+}
+
+TEST_F(BandwidthLimitTest, ARestartCountsOnlyWhatItFetches) {
+  for (int i = 0; i < 8; ++i)
+    writeOrigin("shard-" + std::to_string(i) + ".bin", randomBytes(4 << 20, i));  // 32 MiB
+  TestNode node(root_, "n1");
+  {
+    // Half of it read (and kept) by a reader before the node stops.
+    auto cache = openLimited(node, limited(WarmMode::kNever));
+    for (int i = 0; i < 4; ++i)
+      ASSERT_TRUE(cache->read("shard-" + std::to_string(i) + ".bin", 0, -1).isOk());
+  }
+  const int64_t before = server_->bytesServed();
+  auto cache = openLimited(node, limited());
+  const DatasetState state = cache->waitSettled(60s);
+  ASSERT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_EQ(server_->bytesServed() - before, datasetBytes() / 2) << "only the other half";
+  EXPECT_LE(mostInTwoSeconds(), 2 * kLimit + kLimit / 4 + 2 * kChunk);
+  // The 16 MiB on disk are not fetched bytes: no sample reads them as a burst.
+  for (const auto& sample : samples()) {
+    EXPECT_LE(sample.reported, 1.5 * kLimit) << "at " << (sample.at - opening_) / 1ms << " ms";
+    if (sample.at - opening_ >= 2s) {
+      const double measured = measuredAt(sample.at);
+      EXPECT_NEAR(sample.reported, measured, 0.2 * measured);
+    }
+  }
+
+  // Warm already: nothing fetched, no rate, nothing left.
+  cache.reset();
+  auto warm = openLimited(node, limited());
+  const DatasetState settled = warm->waitSettled(60s);
+  EXPECT_EQ(settled.phase, Phase::kReady);
+  EXPECT_EQ(settled.progress.bytesPerSecond, 0);
+  EXPECT_EQ(settled.progress.etaSeconds, 0);
+  EXPECT_EQ(server_->bytesServed() - before, datasetBytes() / 2);
 }
 
 }  // namespace
