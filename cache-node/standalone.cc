@@ -71,9 +71,12 @@ std::string progressLine(const DatasetKey& key, const DatasetState& state) {
       key.label() + " " + std::string(phaseName(state.phase)) + " " +
       std::to_string(p.cachedFiles) + "/" + std::to_string(p.ownedFiles) + " files " +
       formatByteSize(ByteSize{p.cachedBytes}) + "/" + formatByteSize(ByteSize{p.ownedBytes}) +
-      (p.ownedBytes > 0 ? " (" + std::to_string(p.cachedBytes * 100 / p.ownedBytes) + "%)" : "") +
-      " " + formatByteSize(ByteSize{static_cast<int64_t>(p.bytesPerSecond)}) + "/s";
-  if (p.etaSeconds > 0) line += " ETA " + std::to_string(p.etaSeconds) + "s";
+      (p.ownedBytes > 0 ? " (" + std::to_string(p.cachedBytes * 100 / p.ownedBytes) + "%)" : "");
+  if (p.bytesPerSecond > 0)
+    line += " " + formatByteSize(ByteSize{static_cast<int64_t>(p.bytesPerSecond)}) + "/s";
+  // Only a dataset still warming has an ETA, and only once its rate is known.
+  if (state.phase == Phase::kWarming && p.bytesPerSecond > 0 && p.etaSeconds > 0)
+    line += " ETA " + std::to_string(p.etaSeconds) + "s";
   if (!state.message.empty()) line += " (" + state.message + ")";
   return line;
 }

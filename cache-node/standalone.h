@@ -26,7 +26,9 @@ EnsureSpec standaloneSpec(const api::Dataset& dataset);
 std::vector<std::filesystem::path> fileSourcesOf(const std::vector<api::Dataset>& datasets);
 
 // One line of progress: "ml/imagenet Warming 1204/5000 files 1.2 GiB/4.0 GiB (30%) 310 MiB/s ETA
-// 9s".
+// 9s". The rate (bytes fetched per second, WarmProgress::bytesPerSecond) is shown once it is
+// known and not zero; the ETA only while the dataset is Warming and its rate is known, never on
+// a Ready, Degraded, Failed or Pending one. Then the phase's message, in parentheses.
 std::string progressLine(const DatasetKey& key, const DatasetState& state);
 
 }  // namespace granary::cache
