@@ -1,7 +1,11 @@
 #include "tests/e2e/pod_cgroup.h"
 
+#include <signal.h>
+
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -40,9 +44,17 @@ Result<std::unique_ptr<PodCgroup>> PodCgroup::enter(const std::string& podUid, p
 }
 
 PodCgroup::~PodCgroup() {
-  std::error_code ignored;
-  std::filesystem::remove(path_, ignored);
-  if (madeKubepods_) std::filesystem::remove(path_.parent_path(), ignored);
+  if (path_.empty()) return;
+  // A process killed a moment ago may still be on its way out (a read blocked in FUSE returns
+  // first): kill what is left and retry until the cgroup is empty, for up to 5 s.
+  std::error_code error;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::ifstream procs(path_ / "cgroup.procs");
+    for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
+    if (std::filesystem::remove(path_, error) || !std::filesystem::exists(path_)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (madeKubepods_) std::filesystem::remove(path_.parent_path(), error);
 }
 
 }  // namespace granary::testing

@@ -19,8 +19,8 @@ class PodCgroup {
   // v1) where it can be made and `pid` written into its cgroup.procs, and moves `pid` there.
   // Unavailable, naming each hierarchy tried and why it failed, when none can.
   static Result<std::unique_ptr<PodCgroup>> enter(const std::string& podUid, pid_t pid);
-  // Removes the cgroup (and kubepods/ when this object made it and it is empty). The processes
-  // in it must have ended.
+  // Removes the cgroup (and kubepods/ when this object made it and it is empty), killing what
+  // still runs in it.
   ~PodCgroup();
 
   const std::filesystem::path& path() const { return path_; }

@@ -266,6 +266,7 @@ class TelemetryE2eTest : public ClusterTest {
       HeldProcess probe("exit 0");
       auto cgroup = PodCgroup::enter(
           "00000000-0000-4000-8000-" + std::to_string(100000000000 + ::getpid()), probe.pid());
+      probe.release(false);  // it exits; the cgroup goes with `cgroup`
       if (!cgroup.isOk()) GTEST_SKIP() << cgroup.status();
     }
     suffix_ = ns().substr(ns().rfind('-') + 1);
