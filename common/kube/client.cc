@@ -205,12 +205,18 @@ Result<ListResult> Client::listAll(const ResourceType& type, const std::string& 
   return all;
 }
 
-Result<Json> Client::create(const ResourceType& type, const std::string& ns, const Json& object) {
-  return impl_->send(http::methods::POST, resourcePath(type, ns), &object, kJson);
+Result<Json> Client::create(const ResourceType& type, const std::string& ns, const Json& object,
+                            const WriteOptions& options) {
+  return impl_->send(http::methods::POST,
+                     resourcePath(type, ns) + query({{"fieldValidation", options.fieldValidation}}),
+                     &object, kJson);
 }
 
-Result<Json> Client::update(const ResourceType& type, const Json& object) {
-  return impl_->send(http::methods::PUT, resourcePath(type, namespaceOf(object), nameOf(object)),
+Result<Json> Client::update(const ResourceType& type, const Json& object,
+                            const WriteOptions& options) {
+  return impl_->send(http::methods::PUT,
+                     resourcePath(type, namespaceOf(object), nameOf(object)) +
+                         query({{"fieldValidation", options.fieldValidation}}),
                      &object, kJson);
 }
 

@@ -43,6 +43,13 @@ struct DeleteOptions {
   std::string preconditionResourceVersion;
 };
 
+struct WriteOptions {
+  // How the server treats fields its schema does not know: "Strict" refuses the write
+  // (InvalidArgument naming the field, as `kubectl` asks), "Warn" or "" (the server's default)
+  // drops them with a warning, "Ignore" drops them silently.
+  std::string fieldValidation;
+};
+
 struct ApplyOptions {
   std::string fieldManager = "granary";
   bool force = true;
@@ -90,9 +97,11 @@ class Client {
   // Every page, following continue tokens; the resourceVersion is the first page's.
   Result<ListResult> listAll(const ResourceType& type, const std::string& ns,
                              ListOptions options = {});
-  Result<Json> create(const ResourceType& type, const std::string& ns, const Json& object);
+  Result<Json> create(const ResourceType& type, const std::string& ns, const Json& object,
+                      const WriteOptions& options = {});
   // PUT of the whole object; its metadata.resourceVersion must be current (else Conflict).
-  Result<Json> update(const ResourceType& type, const Json& object);
+  Result<Json> update(const ResourceType& type, const Json& object,
+                      const WriteOptions& options = {});
   // PUT of the status subresource; spec changes in `object` are ignored by the server.
   Result<Json> updateStatus(const ResourceType& type, const Json& object);
   Status remove(const ResourceType& type, const std::string& ns, const std::string& name,

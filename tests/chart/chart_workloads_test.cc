@@ -64,7 +64,7 @@ class ChartWorkloads : public ClusterTest {
       for (const auto& dataset : left->items)
         (void)edit(client(), resources::datasets(), ns(), kube::nameOf(dataset),
                    [](Json& d) { d["metadata"].erase("finalizers"); });
-    if (!node_.empty()) (void)client().remove(resources::nodes(), "", node_);
+    testNode_.reset();
     std::filesystem::remove_all(root_);
     ClusterTest::TearDown();
   }
@@ -156,16 +156,11 @@ class ChartWorkloads : public ClusterTest {
   // DaemonSet controller and the kubelet would make them.
   void cacheNodePodObject() {
     node_ = "chart-node-" + suffix_;
-    ASSERT_TRUE(
-        client().create(resources::nodes(), "", yaml("metadata: {name: " + node_ + "}")).isOk());
-    ASSERT_TRUE(client()
-                    .mergePatch(resources::nodes(), "", node_, yaml(R"(
+    testNode_ = std::make_unique<TestNode>(client(), node_, R"(
 status:
   allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8"}
-  conditions: [{type: Ready, status: "True"}]
-)"),
-                                "status")
-                    .isOk());
+)");
+    ASSERT_TRUE(testNode_->status().isOk()) << testNode_->status();
     YAML::Node tmpl =
         YAML::Clone(findObject(docs_, "DaemonSet", "granary-cache-node")["spec"]["template"]);
     Json pod = Json::object();
@@ -220,6 +215,7 @@ status:
   std::filesystem::path root_;
   std::vector<YAML::Node> docs_;
   std::string node_;
+  std::unique_ptr<TestNode> testNode_;
   PodStandIn operatorPod_, schedulerPod_, cacheNodePod_;
   std::vector<std::unique_ptr<ChildProcess>> processes_;
 };

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -33,6 +35,79 @@ Result<kube::Json> edit(kube::Client& client, const kube::ResourceType& type, co
     if (written.isOk() || written.status().code() != StatusCode::kConflict || attempt == 10)
       return written;
   }
+}
+
+TestNode::TestNode(kube::Client& client, std::string name, const std::string& statusYaml,
+                   std::chrono::milliseconds period)
+    : client_(client),
+      name_(std::move(name)),
+      statusPatch_(statusYaml.empty() ? kube::Json::object() : yaml(statusYaml)) {
+  auto created =
+      client_.create(kube::resources::nodes(), "", yaml("metadata: {name: " + name_ + "}"));
+  status_ = created.status();
+  if (!status_.isOk()) return;
+  status_ = beat();
+  if (!status_.isOk()) return;
+  heart_ = std::make_unique<Running>([this, period](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      std::mutex mutex;
+      std::condition_variable_any wake;
+      std::unique_lock lock(mutex);
+      wake.wait_for(lock, stop, period, [] { return false; });
+      if (!stop.stop_requested()) (void)beat();
+    }
+  });
+}
+
+TestNode::~TestNode() {
+  heart_.reset();
+  (void)client_.remove(kube::resources::nodes(), "", name_);
+  (void)client_.remove(kube::resources::leases(), "kube-node-lease", name_);
+}
+
+Status TestNode::beat() {
+  const std::string now = kube::metav1Time(std::chrono::system_clock::now());
+  // The kubelet's Lease: its renewals are the heartbeat the node lifecycle controller watches.
+  kube::Json lease =
+      yaml("apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: " + name_ +
+           "}\nspec: {holderIdentity: " + name_ + ", leaseDurationSeconds: 40}");
+  lease["spec"]["renewTime"] =
+      kube::Json::string(kube::metav1MicroTime(std::chrono::system_clock::now()));
+  auto renewed = client_.apply(kube::resources::leases(), "kube-node-lease", name_, lease);
+  if (!renewed.isOk()) return renewed.status();
+  // The kubelet's status: Ready, with the test's figures.
+  kube::Json patch = kube::Json::object();
+  patch["status"] =
+      statusPatch_.has_object_field("status") ? statusPatch_.at("status") : kube::Json::object();
+  kube::Json ready = yaml(
+      "{type: Ready, status: \"True\", reason: KubeletReady, message: kubelet is posting ready "
+      "status}");
+  ready["lastHeartbeatTime"] = kube::Json::string(now);
+  ready["lastTransitionTime"] = kube::Json::string(now);
+  patch["status"]["conditions"] = kube::Json::array();
+  patch["status"]["conditions"][0] = ready;
+  auto written = client_.mergePatch(kube::resources::nodes(), "", name_, patch, "status");
+  if (!written.isOk()) return written.status();
+  // The node lifecycle controller's part: a Ready node loses the taints of an absent kubelet.
+  const auto absentKubelet = [](const kube::Json& taint) {
+    const std::string key = taint.has_string_field("key") ? taint.at("key").as_string() : "";
+    return key == "node.kubernetes.io/not-ready" || key == "node.kubernetes.io/unreachable";
+  };
+  const kube::Json taints = kube::pathValue(*written, "spec.taints");
+  bool tainted = false;
+  if (taints.is_array())
+    for (const auto& taint : taints.as_array()) tainted = tainted || absentKubelet(taint);
+  if (!tainted) return Status::ok();
+  return edit(client_, kube::resources::nodes(), "", name_,
+              [&](kube::Json& node) {
+                kube::Json kept = kube::Json::array();
+                const kube::Json all = kube::pathValue(node, "spec.taints");
+                if (all.is_array())
+                  for (const auto& taint : all.as_array())
+                    if (!absentKubelet(taint)) kept[kept.size()] = taint;
+                node["spec"]["taints"] = kept;
+              })
+      .status();
 }
 
 Status writeKubeconfig(const kube::RestConfig& config, const std::string& ns,
@@ -137,11 +212,36 @@ Result<std::string> TestCluster::createNamespace() {
   GRANARY_RETURN_IF_ERROR(
       client_->create(kube::resources::namespaces(), "", yaml("metadata: {name: " + name + "}"))
           .status());
+  // Pods need the namespace's default ServiceAccount, which a controller makes a moment later.
+  const kube::ResourceType accounts{"", "v1", "serviceaccounts", "ServiceAccount", true};
+  if (!eventually([&] { return client_->get(accounts, name, "default").isOk(); },
+                  std::chrono::seconds(60)))
+    return unavailable("namespace " + name + " got no default ServiceAccount");
   return name;
 }
 
 void TestCluster::deleteNamespace(const std::string& name) {
   (void)client_->remove(kube::resources::namespaces(), "", name);
+  // What waits on finalizers that no controller will remove any more (the test's operator is
+  // stopped) is let go, and the namespace is waited for, so that nothing of this test lingers
+  // for the next one's controllers to act on.
+  const bool gone = eventually(
+      [&] {
+        for (const auto* type : {&kube::resources::datasets(), &kube::resources::trainingJobs(),
+                                 &kube::resources::pods()}) {
+          auto left = client_->list(*type, name);
+          if (!left.isOk()) continue;
+          for (const auto& object : left->items) {
+            if (!kube::pathValue(object, "metadata.finalizers").is_array()) continue;
+            (void)client_->mergePatch(*type, name, kube::nameOf(object),
+                                      yaml("metadata: {finalizers: null}"));
+          }
+        }
+        return client_->get(kube::resources::namespaces(), "", name).status().code() ==
+               StatusCode::kNotFound;
+      },
+      std::chrono::seconds(120));
+  EXPECT_TRUE(gone) << "namespace " << name << " is still there 2 minutes after its deletion";
 }
 
 void TestCluster::clearFaults() {

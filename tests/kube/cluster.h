@@ -89,6 +89,33 @@ class Running {
   std::thread thread_;
 };
 
+// A Node that a test stands in for, as a hollow kubelet does: created with `statusYaml` (its
+// allocatable, say) and kept Ready until destroyed (then deleted): its Lease in kube-node-lease
+// and its Ready condition renewed every `period`. The not-ready and unreachable taints that the
+// server gives a node without a kubelet are taken off once it reports Ready, as the node
+// lifecycle controller does (a cluster without a controller manager has none to do it). The
+// constructor returns once the node is Ready and untainted; ok() says whether it got there.
+class TestNode {
+ public:
+  TestNode(kube::Client& client, std::string name, const std::string& statusYaml = "",
+           std::chrono::milliseconds period = std::chrono::seconds(10));
+  ~TestNode();
+  TestNode(const TestNode&) = delete;
+  TestNode& operator=(const TestNode&) = delete;
+
+  const std::string& name() const { return name_; }
+  const Status& status() const { return status_; }
+  // One heartbeat now.
+  Status beat();
+
+ private:
+  kube::Client& client_;
+  const std::string name_;
+  kube::Json statusPatch_;
+  Status status_;
+  std::unique_ptr<Running> heart_;
+};
+
 // Changes an object as `kubectl edit` does: reads it, applies `change`, writes it back, and
 // starts over when the write meets a Conflict (a controller's status write moves the
 // resourceVersion too). The write's result, after at most 10 attempts.

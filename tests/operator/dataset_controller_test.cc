@@ -58,7 +58,7 @@ class DatasetControllerTest : public ClusterTest {
         << "the chart must grant granary-operator every request it made";
     for (auto& [name, process] : processes_) process->kill(SIGTERM);  // unmounts its datasets
     processes_.clear();
-    for (const auto& node : nodes_) (void)client().remove(resources::nodes(), "", node);
+    nodes_.clear();
     origin_.reset();
     std::filesystem::remove_all(root_);
     ClusterTest::TearDown();
@@ -67,14 +67,8 @@ class DatasetControllerTest : public ClusterTest {
   // A Kubernetes node with a granary-cache-node on it (a real process, a pod object).
   NodeProcess& cacheNode(const std::string& name) {
     const std::string full = name + "-" + suffix_;
-    auto created = client().create(resources::nodes(), "", yaml("metadata: {name: " + full + "}"));
-    EXPECT_TRUE(created.isOk()) << created.status();
-    EXPECT_TRUE(client()
-                    .mergePatch(resources::nodes(), "", full,
-                                yaml("status: {conditions: [{type: Ready, status: \"True\"}]}"),
-                                "status")
-                    .isOk());
-    nodes_.push_back(full);
+    nodes_.push_back(std::make_unique<TestNode>(client(), full));
+    EXPECT_TRUE(nodes_.back()->status().isOk()) << nodes_.back()->status();
     processes_[full] = std::make_unique<NodeProcess>(root_ / full, full);
     NodeProcess& process = *processes_[full];
     process.start();
@@ -204,7 +198,7 @@ class DatasetControllerTest : public ClusterTest {
   std::filesystem::path root_;
   std::unique_ptr<HttpFileServer> origin_;
   int64_t totalBytes_ = 0;
-  std::vector<std::string> nodes_;
+  std::vector<std::unique_ptr<TestNode>> nodes_;
   std::map<std::string, std::unique_ptr<NodeProcess>> processes_;
   op::CacheNodeClient nodesApi_{{.token = Secret(kToken)}};
   std::atomic<int64_t> operatorWrites_{0};  // POST, PUT, PATCH and DELETE requests

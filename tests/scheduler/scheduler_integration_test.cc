@@ -21,8 +21,8 @@ class SchedulerIntegration : public ClusterTest {
   void SetUp() override {
     ClusterTest::SetUp();
     if (HasFatalFailure()) return;
-    // Nodes are made for the test (named after its namespace) and deleted afterwards; on a real
-    // cluster no kubelet backs them, which is fine for the seconds a test lasts.
+    // Nodes are made for the test (named after its namespace), kept Ready by a heartbeat as a
+    // hollow kubelet keeps them (TestNode), and deleted afterwards.
     suffix_ = ns().substr(ns().rfind('-') + 1);
   }
   void TearDown() override {
@@ -32,23 +32,17 @@ class SchedulerIntegration : public ClusterTest {
     schedulerClient_.reset();
     EXPECT_EQ(rbac_.notGranted(), std::vector<std::string>{})
         << "the chart must grant granary-scheduler every request it made";
-    for (const auto& node : nodes_) (void)client().remove(resources::nodes(), "", node);
+    nodes_.clear();
     ClusterTest::TearDown();
   }
 
   std::string node(const std::string& name) {
-    const std::string full = name + "-" + suffix_;
-    auto created = client().create(resources::nodes(), "", yaml("metadata: {name: " + full + "}"));
-    EXPECT_TRUE(created.isOk()) << created.status();
-    auto status = client().mergePatch(resources::nodes(), "", full, yaml(R"(
+    nodes_.push_back(std::make_unique<TestNode>(client(), name + "-" + suffix_, R"(
 status:
   allocatable: {cpu: "64", memory: 512Gi, pods: "110", nvidia.com/gpu: "8"}
-  conditions: [{type: Ready, status: "True"}]
-)"),
-                                      "status");
-    EXPECT_TRUE(status.isOk()) << status.status();
-    nodes_.push_back(full);
-    return full;
+)"));
+    EXPECT_TRUE(nodes_.back()->status().isOk()) << nodes_.back()->status();
+    return nodes_.back()->name();
   }
 
   void job(const std::string& name, int workers, const std::string& locality = "Preferred") {
@@ -90,8 +84,8 @@ status:
                              ", labels: {granary.io/job-name: " + job +
                              "}}\n"
                              "spec:\n  schedulerName: granary-scheduler\n"
-                             "  containers: [{name: t, image: busybox, resources: {requests: "
-                             "{nvidia.com/gpu: \"8\", cpu: \"4\"}}}]"));
+                             "  containers: [{name: t, image: busybox, resources: {limits: "
+                             "{nvidia.com/gpu: \"8\"}, requests: {cpu: \"4\"}}}]"));
     ASSERT_TRUE(created.isOk()) << created.status();
   }
 
@@ -132,7 +126,7 @@ status:
   }
 
   std::string suffix_;
-  std::vector<std::string> nodes_;
+  std::vector<std::unique_ptr<TestNode>> nodes_;
   MetricsRegistry registry_;
   RbacCheck rbac_{"granary-scheduler"};
   std::unique_ptr<kube::Client> schedulerClient_;

@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "common/kube/yaml_json.h"
 #include "common/log.h"
 #include "common/url.h"
+#include "tests/support/api_server_rules.h"
 #include "tests/support/tls_proxy.h"
 
 namespace granary::testing {
@@ -90,6 +92,36 @@ Response fail(int code, const std::string& reason, const std::string& message) {
 
 std::string nowTimestamp() { return kube::metav1Time(std::chrono::system_clock::now()); }
 
+// "a, b" or "[a, b]" as the server lists problems.
+std::string listed(const std::vector<std::string>& problems) {
+  std::string text;
+  for (const auto& p : problems) text += (text.empty() ? "" : ", ") + p;
+  return problems.size() == 1 ? text : "[" + text + "]";
+}
+
+// 422 Invalid, as the server words it: `Pod "x" is invalid: [...]`.
+Response invalidObject(const std::string& kind, const Json& object,
+                       const std::vector<std::string>& problems) {
+  return fail(422, "Invalid",
+              kind + " \"" + kube::nameOf(object) + "\" is invalid: " + listed(problems));
+}
+
+// Unknown fields removed from a write: refused under fieldValidation=Strict (400, as
+// `kubectl` sees it), dropped otherwise.
+std::optional<Response> refuseUnknown(const std::vector<std::string>& removed, bool strict) {
+  if (removed.empty() || !strict) return std::nullopt;
+  std::vector<std::string> words;
+  for (const auto& path : removed) words.push_back("unknown field \"" + path + "\"");
+  std::string text;
+  for (const auto& w : words) text += (text.empty() ? "" : ", ") + w;
+  return fail(400, "BadRequest", "strict decoding error: " + text);
+}
+
+bool terminating(const Json& object) {
+  return object.has_object_field("metadata") &&
+         object.at("metadata").has_field("deletionTimestamp");
+}
+
 // Applies openAPIV3Schema defaults, as the API server does on every write.
 void applyDefaults(Json& value, const Json& schema) {
   if (!schema.is_object()) return;
@@ -147,6 +179,7 @@ struct ApiServerDouble::State {
   std::atomic<int64_t> watchesStarted{0};
   std::atomic<int64_t> requests{0};
   std::mt19937_64 random{42};
+  bool strict = false;  // the request being handled asked for fieldValidation=Strict
 
   void addBuiltinTypes() {
     using Builtin = std::pair<const kube::ResourceType*, bool>;  // type, status subresource
@@ -160,14 +193,44 @@ struct ApiServerDouble::State {
     }
     types["/v1/configmaps"] =
         TypeInfo{{"", "v1", "configmaps", "ConfigMap", true}, false, Json::null()};
-    for (const char* ns : {"default", "kube-system"}) {
+    types[kServiceAccounts] =
+        TypeInfo{{"", "v1", "serviceaccounts", "ServiceAccount", true}, false, Json::null()};
+    for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
       Json object = Json::object();
       object["apiVersion"] = Json::string("v1");
       object["kind"] = Json::string("Namespace");
       object["metadata"] = Json::object();
       object["metadata"]["name"] = Json::string(ns);
       store(typeKeyOf(kube::resources::namespaces()), ns, std::move(object), "ADDED");
+      addDefaultServiceAccount(ns);
     }
+  }
+
+  static constexpr const char* kServiceAccounts = "/v1/serviceaccounts";
+
+  // The ServiceAccount "default" of a new namespace (the service-account controller's). Lock held.
+  void addDefaultServiceAccount(const std::string& ns) {
+    Json account = Json::object();
+    account["apiVersion"] = Json::string("v1");
+    account["kind"] = Json::string("ServiceAccount");
+    account["metadata"] = Json::object();
+    account["metadata"]["name"] = Json::string("default");
+    account["metadata"]["namespace"] = Json::string(ns);
+    account["metadata"]["uid"] = Json::string("sa-" + ns);
+    account["metadata"]["creationTimestamp"] = Json::string(nowTimestamp());
+    store(kServiceAccounts, kube::objectKey(ns, "default"), std::move(account), "ADDED");
+  }
+
+  // A terminating namespace goes once nothing is left in it (the namespace controller's).
+  // Lock held.
+  void finishNamespace(const std::string& ns) {
+    const std::string namespaces = typeKeyOf(kube::resources::namespaces());
+    const auto it = objects[namespaces].find(ns);
+    if (it == objects[namespaces].end() || !terminating(it->second)) return;
+    for (const auto& [typeKey, bucket] : objects)
+      for (const auto& [key, object] : bucket)
+        if (types[typeKey].type.namespaced && kube::namespaceOf(object) == ns) return;
+    store(namespaces, ns, it->second, "DELETED");
   }
 
   // Records a write: bumps the resourceVersion, stamps it, keeps the event. Lock held.
@@ -270,6 +333,8 @@ struct ApiServerDouble::State {
       }
     }
     const std::string& m = request.method;
+    const auto validation = request.query.find("fieldValidation");
+    strict = validation != request.query.end() && validation->second == "Strict";
     if (m == "GET" && target->name.empty()) return list(info, target->ns, request.query);
     if (m == "GET") {
       const auto& bucket = objects[typeKey];
@@ -340,10 +405,18 @@ struct ApiServerDouble::State {
         return fail(400, "BadRequest", "the namespace of the object does not match the request");
       }
       metadata["namespace"] = Json::string(ns);
-      if (!objects[typeKeyOf(kube::resources::namespaces())].count(ns)) {
+      const auto& namespaces = objects[typeKeyOf(kube::resources::namespaces())];
+      if (!namespaces.count(ns)) {
         return fail(404, "NotFound", "namespaces \"" + ns + "\" not found");
       }
+      if (terminating(namespaces.at(ns))) {
+        return fail(403, "Forbidden",
+                    info.type.plural + " \"" + name +
+                        "\" is forbidden: unable to create new content in namespace " + ns +
+                        " because it is being terminated");
+      }
     }
+    if (auto refused = admit(info, object, std::nullopt)) return *refused;
     const std::string typeKey = typeKeyOf(info.type);
     const std::string key = kube::objectKey(info.type.namespaced ? ns : "", name);
     if (objects[typeKey].count(key)) {
@@ -364,7 +437,47 @@ struct ApiServerDouble::State {
     if (info.type == kube::resources::customResourceDefinitions()) {
       if (Status s = registerCrd(object); !s.isOk()) return fail(422, "Invalid", s.message());
     }
-    return {201, store(typeKey, key, std::move(object), "ADDED")};
+    if (info.type == kube::resources::nodes()) rules::taintNewNode(object);
+    Json created = store(typeKey, key, std::move(object), "ADDED");
+    if (info.type == kube::resources::namespaces()) addDefaultServiceAccount(name);
+    return {201, created};
+  }
+
+  // What the server checks and changes on every write of `object` (with `current` on an
+  // update), before it is stored: unknown fields of custom resources and CRDs, names and
+  // labels, and pods. A response when the write is refused. Lock held.
+  std::optional<Response> admit(const TypeInfo& info, Json& object,
+                                const std::optional<Json>& current) {
+    if (!info.schema.is_null()) {
+      if (auto refused = refuseUnknown(rules::pruneUnknownFields(object, info.schema), strict))
+        return refused;
+    }
+    if (info.type == kube::resources::customResourceDefinitions()) {
+      if (auto refused = refuseUnknown(rules::pruneUnknownCrdFields(object), strict))
+        return refused;
+    }
+    const bool pod = info.type == kube::resources::pods();
+    if (pod && !current) {  // admission (defaults, the ServiceAccount) comes before validation
+      rules::defaultPod(object);
+      const std::string account = kube::pathValue(object, "spec.serviceAccountName").is_string()
+                                      ? object.at("spec").at("serviceAccountName").as_string()
+                                      : "default";
+      const std::string ns = kube::namespaceOf(object);
+      if (!objects[kServiceAccounts].count(kube::objectKey(ns, account))) {
+        return fail(403, "Forbidden",
+                    "pods \"" + kube::nameOf(object) +
+                        "\" is forbidden: error looking up service account " + ns + "/" + account +
+                        ": serviceaccount \"" + account + "\" not found");
+      }
+    }
+    auto problems = rules::metadataProblems(object, info.type.plural);
+    if (pod) {
+      for (auto& p :
+           current ? rules::podUpdateProblems(*current, object) : rules::podProblems(object))
+        problems.push_back(std::move(p));
+    }
+    if (!problems.empty()) return invalidObject(info.type.kind, object, problems);
+    return std::nullopt;
   }
 
   // Writes `next` over `current` after the checks every update makes. Lock held.
@@ -381,6 +494,7 @@ struct ApiServerDouble::State {
     }
     next["kind"] = Json::string(info.type.kind);
     next["apiVersion"] = Json::string(info.type.apiVersion());
+    if (auto refused = admit(info, next, current)) return *refused;
     if (!info.schema.is_null()) applyDefaults(next, info.schema);
     if (withoutField(withoutField(next, "metadata"), "status") !=
         withoutField(withoutField(current, "metadata"), "status")) {
@@ -393,7 +507,11 @@ struct ApiServerDouble::State {
     const bool finalizing = current.at("metadata").has_field("deletionTimestamp");
     const bool noFinalizers = !next.at("metadata").has_array_field("finalizers") ||
                               next.at("metadata").at("finalizers").as_array().size() == 0;
-    if (finalizing && noFinalizers) return {200, store(typeKey, key, std::move(next), "DELETED")};
+    if (finalizing && noFinalizers) {
+      Json gone = store(typeKey, key, std::move(next), "DELETED");
+      if (info.type.namespaced) finishNamespace(kube::namespaceOf(gone));
+      return {200, gone};
+    }
     if (next == current) return {200, current};
     return {200, store(typeKey, key, std::move(next), "MODIFIED")};
   }
@@ -507,20 +625,39 @@ struct ApiServerDouble::State {
       }
       return {200, current};
     }
-    if (info.type == kube::resources::namespaces()) {
-      for (auto& [otherType, otherBucket] : objects) {
-        std::vector<std::string> doomed;
-        for (const auto& [otherKey, object] : otherBucket) {
-          if (types[otherType].type.namespaced &&
-              kube::namespaceOf(object) == kube::nameOf(current)) {
-            doomed.push_back(otherKey);
-          }
+    if (info.type == kube::resources::namespaces()) return terminate(key, std::move(current));
+    store(typeKey, key, current, "DELETED");
+    if (info.type.namespaced) finishNamespace(kube::namespaceOf(current));
+    return {200, statusBody(200, "", "")};
+  }
+
+  // Deletes a namespace as the server and the namespace controller do: it turns Terminating
+  // (no new content), its objects are deleted (those with finalizers wait for them), and it
+  // goes once it is empty. Lock held.
+  Response terminate(const std::string& ns, Json current) {
+    if (terminating(current)) return {200, current};
+    current["metadata"]["deletionTimestamp"] = Json::string(nowTimestamp());
+    current["status"]["phase"] = Json::string("Terminating");
+    current = store(typeKeyOf(kube::resources::namespaces()), ns, std::move(current), "MODIFIED");
+    for (auto& [typeKey, bucket] : objects) {
+      if (!types[typeKey].type.namespaced) continue;
+      std::vector<std::string> doomed;
+      for (const auto& [key, object] : bucket)
+        if (kube::namespaceOf(object) == ns) doomed.push_back(key);
+      for (const auto& key : doomed) {
+        Json object = bucket.at(key);
+        const bool finalizers = object.at("metadata").has_array_field("finalizers") &&
+                                object.at("metadata").at("finalizers").size() > 0;
+        if (!finalizers) {
+          store(typeKey, key, std::move(object), "DELETED");
+        } else if (!terminating(object)) {
+          object["metadata"]["deletionTimestamp"] = Json::string(nowTimestamp());
+          store(typeKey, key, std::move(object), "MODIFIED");
         }
-        for (const auto& k : doomed) store(otherType, k, otherBucket.at(k), "DELETED");
       }
     }
-    store(typeKey, key, current, "DELETED");
-    return {200, statusBody(200, "", "")};
+    finishNamespace(ns);
+    return {200, current};
   }
 
   Response bind(const Target& target, const Json& binding) {
