@@ -208,7 +208,8 @@ Result<ListResult> Client::listAll(const ResourceType& type, const std::string& 
 Result<Json> Client::create(const ResourceType& type, const std::string& ns, const Json& object,
                             const WriteOptions& options) {
   return impl_->send(http::methods::POST,
-                     resourcePath(type, ns) + query({{"fieldValidation", options.fieldValidation}}),
+                     resourcePath(type, ns) + query({{"fieldValidation", options.fieldValidation},
+                                                     {"dryRun", options.dryRun ? "All" : ""}}),
                      &object, kJson);
 }
 
@@ -216,7 +217,8 @@ Result<Json> Client::update(const ResourceType& type, const Json& object,
                             const WriteOptions& options) {
   return impl_->send(http::methods::PUT,
                      resourcePath(type, namespaceOf(object), nameOf(object)) +
-                         query({{"fieldValidation", options.fieldValidation}}),
+                         query({{"fieldValidation", options.fieldValidation},
+                                {"dryRun", options.dryRun ? "All" : ""}}),
                      &object, kJson);
 }
 

@@ -48,6 +48,8 @@ struct WriteOptions {
   // (InvalidArgument naming the field, as `kubectl` asks), "Warn" or "" (the server's default)
   // drops them with a warning, "Ignore" drops them silently.
   std::string fieldValidation;
+  // Checked and admitted as a write would be, but not stored (dryRun=All).
+  bool dryRun = false;
 };
 
 struct ApplyOptions {

@@ -306,8 +306,8 @@ class TelemetryE2eTest : public ClusterTest {
     origin_.reset();
     if (cluster_ != nullptr && cluster_->isDouble() && !nodeName_.empty()) {
       (void)client().remove(resources::pods(), kCacheNodeNamespace, cacheNodePod());
-      (void)client().remove(resources::nodes(), "", nodeName_);
     }
+    kubeNode_.reset();
     if (!root_.empty()) std::filesystem::remove_all(root_);
     ClusterTest::TearDown();
   }
@@ -326,27 +326,11 @@ class TelemetryE2eTest : public ClusterTest {
                    "memutil=45 used=64424509440 total=85899345920 power_mw=512000 temp=67 "
                    "sm_mhz=1755 tx_kbs=8192 rx_kbs=196608 sm_active=74 tensor_active=52\n");
     kubelet_ = std::make_unique<FakeKubelet>(root_ / "kubelet.sock");
-    ASSERT_TRUE(client()
-                    .create(resources::nodes(), "", yaml("metadata: {name: " + nodeName_ + "}"))
-                    .isOk());
-    ASSERT_TRUE(client()
-                    .mergePatch(resources::nodes(), "", nodeName_,
-                                yaml("status: {allocatable: {cpu: \"64\", memory: 512Gi, pods: "
-                                     "\"110\", nvidia.com/gpu: \"2\"}, conditions: [{type: "
-                                     "Ready, status: \"True\"}]}"),
-                                "status")
-                    .isOk());
-    // The node lifecycle controller's part: a Ready node loses the taints an API server gives a
-    // node before its kubelet reports.
-    ASSERT_TRUE(edit(client(), resources::nodes(), "", nodeName_, [](Json& node) {
-                  Json kept = Json::array();
-                  const Json taints = kube::pathValue(node, "spec.taints");
-                  if (taints.is_array())
-                    for (const auto& taint : taints.as_array())
-                      if (!field(taint, "key").starts_with("node.kubernetes.io/"))
-                        kept[kept.size()] = taint;
-                  node["spec"]["taints"] = kept;
-                }).isOk());
+    kubeNode_ = std::make_unique<TestNode>(
+        client(), nodeName_,
+        "status: {allocatable: {cpu: \"64\", memory: 512Gi, pods: \"110\", nvidia.com/gpu: "
+        "\"2\"}}");
+    ASSERT_TRUE(kubeNode_->status().isOk()) << kubeNode_->status();
     node_ = std::make_unique<NodeProcess>(root_ / "node", nodeName_);
     std::ofstream(root_ / "node" / "config.yaml", std::ios::app)
         << "gpuTelemetry: true\nnvmlLibrary: " << GRANARY_FAKE_NVML_LIBRARY
@@ -645,6 +629,7 @@ class TelemetryE2eTest : public ClusterTest {
 
   std::string prometheus_, promtool_;
   std::string suffix_, nodeName_;
+  std::unique_ptr<TestNode> kubeNode_;  // the Node, kept Ready as a kubelet would
   std::filesystem::path root_;
   FakeNvmlScenario scenario_;  // the cache node inherits its variable
   std::unique_ptr<HttpFileServer> origin_;

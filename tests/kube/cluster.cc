@@ -156,8 +156,9 @@ void installCrds(kube::Client& client) {
     auto documents = config::loadFile(entry.path());
     ASSERT_TRUE(documents.isOk()) << documents.status();
     for (const auto& document : *documents) {
-      auto created =
-          client.create(kube::resources::customResourceDefinitions(), "", kube::toJson(document));
+      // Strict, as `kubectl apply` asks: a key the API does not know fails the install.
+      auto created = client.create(kube::resources::customResourceDefinitions(), "",
+                                   kube::toJson(document), {.fieldValidation = "Strict"});
       ASSERT_TRUE(created.isOk() || created.status().code() == StatusCode::kAlreadyExists)
           << created.status();
     }

@@ -6,7 +6,11 @@
 // service-account controllers do part of this there): the same tests, the same expectations.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "common/config.h"
 #include "common/kube/client.h"
+#include "common/kube/yaml_json.h"
 #include "tests/kube/cluster.h"
 
 namespace granary::testing {
@@ -254,6 +258,36 @@ TEST_F(ServerRulesContract, ANamespaceStaysTerminatingWhileAnObjectInItHasAFinal
       },
       60s))
       << "the namespace goes once it is empty";
+}
+
+// What `kubectl apply --dry-run=server` does with every example a user is shown: each object is
+// admitted, strictly validated, and nothing is stored.
+TEST_F(ServerRulesContract, EveryExampleIsAcceptedByTheServer) {
+  int checked = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(
+           std::filesystem::path(GRANARY_SOURCE_DIR) / "examples")) {
+    if (entry.path().extension() != ".yaml") continue;
+    auto documents = config::loadFile(entry.path());
+    ASSERT_TRUE(documents.isOk()) << documents.status();
+    for (const auto& document : *documents) {
+      Json object = kube::toJson(document);
+      const std::string kind = object.at("kind").as_string();
+      const kube::ResourceType* type = kind == "Dataset"       ? &resources::datasets()
+                                       : kind == "TrainingJob" ? &resources::trainingJobs()
+                                       : kind == "Secret"      ? &resources::secrets()
+                                                               : nullptr;
+      ASSERT_NE(type, nullptr) << entry.path() << ": an example of kind " << kind;
+      kube::eraseField(object["metadata"], "namespace");  // into the test's own
+      auto accepted =
+          client().create(*type, ns(), object, {.fieldValidation = "Strict", .dryRun = true});
+      EXPECT_TRUE(accepted.isOk()) << entry.path() << ": " << accepted.status();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 10);
+  auto stored = client().list(resources::datasets(), ns());
+  ASSERT_TRUE(stored.isOk());
+  EXPECT_TRUE(stored->items.empty()) << "a dry run stores nothing";
 }
 
 }  // namespace

@@ -180,6 +180,7 @@ struct ApiServerDouble::State {
   std::atomic<int64_t> requests{0};
   std::mt19937_64 random{42};
   bool strict = false;  // the request being handled asked for fieldValidation=Strict
+  bool dryRun = false;  // ... and for dryRun=All (creates only: checked, not stored)
 
   void addBuiltinTypes() {
     using Builtin = std::pair<const kube::ResourceType*, bool>;  // type, status subresource
@@ -335,6 +336,8 @@ struct ApiServerDouble::State {
     const std::string& m = request.method;
     const auto validation = request.query.find("fieldValidation");
     strict = validation != request.query.end() && validation->second == "Strict";
+    const auto dry = request.query.find("dryRun");
+    dryRun = dry != request.query.end() && dry->second == "All";
     if (m == "GET" && target->name.empty()) return list(info, target->ns, request.query);
     if (m == "GET") {
       const auto& bucket = objects[typeKey];
@@ -434,10 +437,11 @@ struct ApiServerDouble::State {
     object["kind"] = Json::string(info.type.kind);
     object["apiVersion"] = Json::string(info.type.apiVersion());
     if (!info.schema.is_null()) applyDefaults(object, info.schema);
+    if (info.type == kube::resources::nodes()) rules::taintNewNode(object);
+    if (dryRun) return {201, object};
     if (info.type == kube::resources::customResourceDefinitions()) {
       if (Status s = registerCrd(object); !s.isOk()) return fail(422, "Invalid", s.message());
     }
-    if (info.type == kube::resources::nodes()) rules::taintNewNode(object);
     Json created = store(typeKey, key, std::move(object), "ADDED");
     if (info.type == kube::resources::namespaces()) addDefaultServiceAccount(name);
     return {201, created};

@@ -9,14 +9,20 @@
 // deletionTimestamp; deleting a namespace deletes its objects), pods/binding (409 when
 // already bound), watch (from a resourceVersion, with bookmarks, timeoutSeconds, 410 Gone for
 // resourceVersions older than the retained history), CRD registration (from crds/*.yaml or a
-// POST of the CRD), schema defaults for custom resources, and bearer-token authentication.
+// POST of the CRD), schema defaults for custom resources, bearer-token authentication, and what
+// a real server checks and changes on writes where granary depends on it (api_server_rules.h):
+// structural-schema pruning and fieldValidation=Strict, name and label validation, pod
+// defaulting and validation with the ServiceAccount admission, the not-ready taint of new Nodes
+// (no node lifecycle controller takes it off: TestNode's heartbeat does, as on a cluster without
+// a controller manager), a default ServiceAccount in each namespace, Terminating namespaces that
+// refuse new content and go once their finalized objects are gone, and dryRun=All on creates.
 //
-// Not implemented: validation beyond names (no OpenAPI or CEL checks: tests/crds covers those),
-// field ownership and apply conflicts (apply never conflicts, removed fields are kept), garbage
-// collection of owned objects, propagationPolicy (accepted, ignored), consistent snapshots
-// for paginated lists (a continue token resumes after the last key), watch caches per
-// resource version for lists, discovery endpoints, strategic merge patch, JSON patch, TLS,
-// admission, RBAC.
+// Not implemented: OpenAPI validation of values and CEL rules (tests/crds covers those), the
+// schemas of built-in kinds other than pods, field ownership and apply conflicts (apply never
+// conflicts, removed fields are kept), garbage collection of owned objects, propagationPolicy
+// (accepted, ignored), consistent snapshots for paginated lists (a continue token resumes after
+// the last key), watch caches per resource version for lists, discovery endpoints, strategic
+// merge patch, JSON patch, TLS, RBAC, and the node lifecycle controller's timeouts.
 //
 // Fault injection: failNextRequests (e.g. 429 with Retry-After, 500), setLatency,
 // dropWatches (ends every open watch mid-line), refuseWatches, compact (forgets history: old
