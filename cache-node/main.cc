@@ -65,8 +65,20 @@ void addNodeFlags(CLI::App& app, NodeFlags& flags) {
   option("--csi-socket", &NodeOptions::csiSocket,
          "serve the CSI node plugin (csi.granary.io) on this unix socket");
   option("--mount-keeper-socket", &NodeOptions::mountKeeperSocket,
-         "hand dataset mounts to the keeper there, so that they and their readers outlive a "
-         "restart of this process");
+         "the mount keeper's unix socket (default: <state-dir>/mount-keeper.sock). Mount recovery "
+         "is on by default: dataset mounts are handed to the keeper there (granary-cache-node "
+         "--serve-mount-keeper SOCKET), so that they and their readers outlive a restart of this "
+         "process. It needs /dev/fuse with CAP_SYS_ADMIN, FUSE descriptors passed over a unix "
+         "socket and a kernel that resends the FUSE requests a stopped process had read "
+         "(FUSE_NOTIFY_RESEND, Linux 6.9+); the node checks at start, says in one log line "
+         "whether mounts can outlive a restart, and where they cannot runs without the keeper "
+         "and says why");
+  app.add_flag_function(
+      "--no-mount-keeper",
+      [&flags](int64_t) {
+        flags.overrides.push_back([](NodeOptions& options) { options.mountKeeper = false; });
+      },
+      "turn mount recovery off (mountKeeper: false): dataset mounts end with this process");
   option("--log-level", &NodeOptions::logLevel, "debug, info, warn or error (default: info)")
       ->check(granary::checkLogLevel);
   app.add_option_function<int32_t>(
@@ -245,8 +257,21 @@ int main(int argc, char** argv) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;
   }
+  // Mount recovery: on unless turned off, where this kernel can; said once, either way.
+  std::string keeperSocket;
+  if (!options.mountKeeper) {
+    log.info("mount recovery off: dataset mounts end with this process",
+             {{"reason", "mountKeeper: false"}});
+  } else if (const Status recovery = checkMountRecovery(options.mountRoot); !recovery.isOk()) {
+    log.warn("mount recovery off: dataset mounts end with this process",
+             {{"reason", recovery.message()}});
+  } else {
+    keeperSocket = options.mountKeeperSocket;
+    log.info("mount recovery on: dataset mounts outlive a restart while the mount keeper runs",
+             {{"keeper_socket", keeperSocket}});
+  }
   auto mounts = std::make_unique<MountTable>(
-      **engine, MountTableOptions{options.mountRoot, options.mountKeeperSocket}, readers);
+      **engine, MountTableOptions{options.mountRoot, keeperSocket}, readers);
   std::unique_ptr<CsiServer> csi;
   if (!options.csiSocket.empty()) {
     auto started = CsiServer::start(options.csiSocket, options.nodeName, *mounts);

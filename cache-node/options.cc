@@ -63,6 +63,7 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "a list of absolute directories");
   f.optional("mountRoot", out.mountRoot);
   f.optional("csiSocket", out.csiSocket);
+  f.optional("mountKeeper", out.mountKeeper);
   f.optional("mountKeeperSocket", out.mountKeeperSocket);
   f.optional("logLevel", out.logLevel);
   f.optional("gpuTelemetry", out.gpuTelemetry);
@@ -89,6 +90,8 @@ void applyDefaults(NodeOptions& options) {
   const std::filesystem::path state = options.stateDirectory;
   if (options.tokenFile.empty()) options.tokenFile = (state / "token").string();
   if (options.mountRoot.empty()) options.mountRoot = (state / "mounts").string();
+  if (options.mountKeeperSocket.empty())
+    options.mountKeeperSocket = (state / "mount-keeper.sock").string();
   if (options.cacheDirectories.empty())
     options.cacheDirectories.push_back({(state / "cache").string(), ByteSize{10LL << 30}});
 }

@@ -20,9 +20,12 @@
 //                                    # [/srv/datasets]; none: file:// sources are refused
 //   mountRoot: ""                    # dataset mounts; default <stateDirectory>/mounts
 //   csiSocket: ""                    # e.g. /csi/csi.sock: serve the CSI node plugin there
-//   mountKeeperSocket: ""            # e.g. /run/granary/keeper.sock: hand dataset mounts to
-//                                    # a keeper (granary-cache-node --serve-mount-keeper) so they
-//                                    # outlive restarts
+//   mountKeeper: true                # hand dataset mounts to the mount keeper so that they and
+//                                    # their readers outlive a restart; where the kernel cannot
+//                                    # (checked at start: /dev/fuse, SCM_RIGHTS, Linux 6.9+'s
+//                                    # FUSE_NOTIFY_RESEND) the node runs without and says why
+//   mountKeeperSocket: ""            # where the keeper (granary-cache-node --serve-mount-keeper
+//                                    # SOCKET) listens; default <stateDirectory>/mount-keeper.sock
 //   logLevel: info
 #pragma once
 
@@ -66,7 +69,10 @@ struct NodeOptions {
   std::vector<std::string> fileOriginRoots;
   std::string mountRoot;          // dataset mounts; default <stateDirectory>/mounts
   std::string csiSocket;          // the CSI node plugin's unix socket; "" serves no CSI
-  std::string mountKeeperSocket;  // the mount keeper's unix socket; "" none
+  // Mount recovery: dataset mounts handed to the mount keeper outlive a restart of the node
+  // (readers wait instead of failing). On by default; off costs nothing but that.
+  bool mountKeeper = true;
+  std::string mountKeeperSocket;  // the keeper's unix socket; default <state>/mount-keeper.sock
   std::string logLevel = "info";
   bool gpuTelemetry = true;                       // sample the node's GPUs through NVML
   int32_t gpuSampleIntervalMs = 1000;             // how often

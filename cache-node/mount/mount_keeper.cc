@@ -1,9 +1,13 @@
 #include "cache-node/mount/mount_keeper.h"
 
+#include <fcntl.h>
+#include <linux/fuse.h>
 #include <poll.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -206,6 +210,91 @@ Status dropMount(const std::filesystem::path& socketPath, const std::string& mou
 
 bool keeperListening(const std::filesystem::path& socketPath) {
   return connectTo(socketPath).isOk();
+}
+
+namespace {
+
+std::string kernelRelease() {
+  utsname name{};
+  return ::uname(&name) == 0 ? name.release : "unknown";
+}
+
+// A FUSE mount that answers nothing, for as long as it lives: its FUSE_INIT stays unanswered, so
+// nothing may touch its mount point; it is detached and its connection closed at the end.
+class ScratchFuseMount {
+ public:
+  explicit ScratchFuseMount(std::filesystem::path point) : point_(std::move(point)) {}
+  ~ScratchFuseMount() {
+    if (mounted_) ::umount2(point_.c_str(), MNT_DETACH);
+    fd_ = OwnedFd();
+    std::error_code ignored;
+    std::filesystem::remove(point_, ignored);
+  }
+  ScratchFuseMount(const ScratchFuseMount&) = delete;
+  ScratchFuseMount& operator=(const ScratchFuseMount&) = delete;
+
+  Status mount(const std::filesystem::path& device) {
+    std::error_code error;
+    ::umount2(point_.c_str(), MNT_DETACH);  // left by a process that died here
+    std::filesystem::create_directories(point_, error);
+    if (error)
+      return failedPrecondition("cannot create " + point_.string() + ": " + error.message());
+    fd_ = OwnedFd(::open(device.c_str(), O_RDWR | O_CLOEXEC));
+    if (fd_.get() < 0)
+      return failedPrecondition("cannot open " + device.string() + ": " + std::strerror(errno));
+    const std::string options = "fd=" + std::to_string(fd_.get()) +
+                                ",rootmode=40000,user_id=" + std::to_string(::getuid()) +
+                                ",group_id=" + std::to_string(::getgid());
+    if (::mount("granary-probe", point_.c_str(), "fuse.granary-probe",
+                MS_NOSUID | MS_NODEV | MS_RDONLY, options.c_str()) != 0) {
+      return failedPrecondition("cannot mount a FUSE file system at " + point_.string() + ": " +
+                                std::strerror(errno) + " (dataset mounts need CAP_SYS_ADMIN)");
+    }
+    mounted_ = true;
+    return Status::ok();
+  }
+  int fd() const { return fd_.get(); }
+
+ private:
+  std::filesystem::path point_;
+  OwnedFd fd_;
+  bool mounted_ = false;
+};
+
+}  // namespace
+
+Status checkMountRecovery(const std::filesystem::path& scratchDirectory,
+                          const std::filesystem::path& device) {
+  ScratchFuseMount scratch(scratchDirectory / ".mount-recovery-probe");
+  GRANARY_RETURN_IF_ERROR(scratch.mount(device));
+  // The descriptor over a unix socket, as the node hands it to the keeper and takes it back.
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+    return failedPrecondition(std::string("cannot create a unix socket: ") + std::strerror(errno));
+  const OwnedFd sender(pair[0]), receiver(pair[1]);
+  std::string text;
+  OwnedFd passed;
+  if (!sendMessage(sender.get(), "keep", scratch.fd()) ||
+      !receiveMessage(receiver.get(), text, passed) || passed.get() < 0) {
+    return failedPrecondition(
+        std::string("a FUSE descriptor cannot be passed over a unix socket (SCM_RIGHTS): ") +
+        std::strerror(errno));
+  }
+  // FUSE_NOTIFY_RESEND on the passed descriptor: the kernel answers EINVAL to a notification it
+  // does not know.
+  constexpr int32_t kNotifyResend = 7;
+  fuse_out_header resend{};
+  resend.len = sizeof resend;
+  resend.error = kNotifyResend;
+  if (::write(passed.get(), &resend, sizeof resend) != static_cast<ssize_t>(sizeof resend)) {
+    return failedPrecondition("kernel " + kernelRelease() +
+                              " cannot resend the FUSE requests a stopped process had read "
+                              "(FUSE_NOTIFY_RESEND, Linux 6.9+; it answered: " +
+                              std::strerror(errno) +
+                              "): readers in the middle of a read when the node stopped would "
+                              "wait forever");
+  }
+  return Status::ok();
 }
 
 Result<std::map<std::string, OwnedFd>> keptMounts(const std::filesystem::path& socketPath) {

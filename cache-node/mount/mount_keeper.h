@@ -69,4 +69,14 @@ Result<std::map<std::string, OwnedFd>> keptMounts(const std::filesystem::path& s
 // Whether a keeper listens at `socketPath`.
 bool keeperListening(const std::filesystem::path& socketPath);
 
+// Whether this machine lets the keeper carry dataset mounts across a restart, tried at start on
+// a scratch FUSE mount in `scratchDirectory` (created if missing, removed after): `device`
+// (/dev/fuse) opens and mounts, which needs CAP_SYS_ADMIN; its descriptor passes over a unix
+// socket (SCM_RIGHTS); and the kernel resends the requests a stopped process had read but not
+// answered (FUSE_NOTIFY_RESEND, Linux 6.9+), without which a reader in the middle of a read when
+// the node stops would wait forever instead of failing. OK, or FailedPrecondition saying which is
+// missing and why. Takes milliseconds; touches nothing else.
+Status checkMountRecovery(const std::filesystem::path& scratchDirectory,
+                          const std::filesystem::path& device = "/dev/fuse");
+
 }  // namespace granary::cache

@@ -10,16 +10,19 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "csi/v1/csi.grpc.pb.h"
 #include "granary/v1/cache_node.grpc.pb.h"
@@ -507,7 +510,7 @@ TEST_F(CacheNodeProcessTest, TelemetryCarriesTheGpusOrWhyThereAreNone) {
 
 TEST_F(CacheNodeProcessTest, WatchProgressStreamsUntilReady) {
   NodeProcess& node = addNode("n1");
-  const auto request = ensureRequest(2 << 20);  // ~1.6 s of warming after the burst
+  const auto request = ensureRequest(2 << 20);  // ~2.4 s of warming after the burst
   v1::EnsureDatasetResponse response;
   ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), request, &response).ok());
   v1::WatchProgressRequest watch;
@@ -817,6 +820,63 @@ TEST_F(CacheNodeProcessTest, PodViewsAreBoundAgainAfterARestartWithoutAKeeper) {
     EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
   }
   EXPECT_NE(node.log().find("volume repaired"), std::string::npos) << node.log();
+}
+
+// The line of the node's log that holds `text`, waited for ("" after 10 s).
+std::string logLine(const NodeProcess& node, const std::string& text) {
+  for (int i = 0; i < 1000; ++i) {
+    std::istringstream log(node.log());
+    for (std::string line; std::getline(log, line);)
+      if (line.find(text) != std::string::npos) return line;
+    std::this_thread::sleep_for(10ms);
+  }
+  return "";
+}
+
+// Mount recovery is on by default: the node says at start, in one line, whether this kernel lets
+// dataset mounts outlive its restarts, and where it cannot, why; turned off, it says so too.
+TEST_F(CacheNodeProcessTest, SaysAtStartWhetherDatasetMountsOutliveARestart) {
+  NodeProcess& node = addNode("n1");
+  const std::string line = logLine(node, "mount recovery");
+  utsname kernel{};
+  ASSERT_EQ(::uname(&kernel), 0);
+  int major = 0, minor = 0;
+  std::sscanf(kernel.release, "%d.%d", &major, &minor);
+  // FUSE_NOTIFY_RESEND came with Linux 6.9 (a distribution may backport it earlier).
+  if (canMount() && std::pair(major, minor) >= std::pair(6, 9)) {
+    EXPECT_NE(line.find("mount recovery on"), std::string::npos) << node.log();
+    EXPECT_NE(line.find((root_ / "n1" / "state" / "mount-keeper.sock").string()), std::string::npos)
+        << "the keeper's default socket: " << line;
+  } else {
+    EXPECT_NE(line.find("mount recovery off"), std::string::npos) << node.log();
+    EXPECT_NE(line.find("reason="), std::string::npos) << line;
+  }
+  const auto count = [&](const std::string& text) {
+    const std::string log = node.log();
+    int n = 0;
+    for (auto at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("mount recovery"), 1) << "one line";
+
+  NodeProcess off(root_ / "n2", "n2");
+  std::ofstream(root_ / "n2" / "config.yaml", std::ios::app) << "mountKeeper: false\n";
+  off.start();
+  EXPECT_NE(logLine(off, "mount recovery").find("mount recovery off"), std::string::npos)
+      << off.log();
+  EXPECT_NE(logLine(off, "mount recovery").find("mountKeeper: false"), std::string::npos);
+}
+
+TEST_F(CacheNodeProcessTest, HelpSaysWhatMountRecoveryNeeds) {
+  FILE* help = ::popen(GRANARY_CACHE_NODE_BINARY " --help", "r");
+  ASSERT_NE(help, nullptr);
+  std::string text;
+  for (char buffer[4096]; const size_t got = std::fread(buffer, 1, sizeof buffer, help);)
+    text.append(buffer, got);
+  EXPECT_EQ(::pclose(help), 0);
+  for (const char* needed : {"--mount-keeper-socket", "on by default", "/dev/fuse",
+                             "FUSE_NOTIFY_RESEND", "Linux 6.9+", "--no-mount-keeper"})
+    EXPECT_NE(text.find(needed), std::string::npos) << needed << " in:\n" << text;
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // The mount keeper's protocol over a real unix socket, with pipes standing in for FUSE
 // connections (a pipe's write end polls POLLERR once its reader is gone, as a FUSE descriptor
-// does once its mount is).
+// does once its mount is); and the check at start of what the keeper needs of the kernel.
 #include "cache-node/mount/mount_keeper.h"
 
 #include <gtest/gtest.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <thread>
+#include <utility>
 
 namespace granary::cache {
 namespace {
@@ -92,6 +96,51 @@ TEST(MountKeeperClientTest, AnUnreachableKeeperIsUnavailable) {
   EXPECT_EQ(status.code(), StatusCode::kUnavailable);
   EXPECT_NE(status.message().find("/nonexistent/keeper.sock"), std::string::npos);
   EXPECT_EQ(keepMount(std::string(200, 'x'), "/mnt/a", 0).code(), StatusCode::kInvalidArgument);
+}
+
+// Linux major.minor from uname, e.g. {6, 9}.
+std::pair<int, int> kernelVersion() {
+  utsname name{};
+  int major = 0, minor = 0;
+  if (::uname(&name) == 0) std::sscanf(name.release, "%d.%d", &major, &minor);
+  return {major, minor};
+}
+
+bool mountedAnywhere(const std::string& type) {
+  std::ifstream mounts("/proc/self/mounts");
+  for (std::string source, point, fsType, rest; mounts >> source >> point >> fsType;) {
+    std::getline(mounts, rest);
+    if (fsType == type) return true;
+  }
+  return false;
+}
+
+TEST(MountRecoveryTest, SaysWhetherThisKernelCarriesMountsAcrossARestart) {
+  if (::geteuid() != 0 || !std::filesystem::exists("/dev/fuse"))
+    GTEST_SKIP() << "needs root and /dev/fuse";
+  const auto scratch =
+      std::filesystem::temp_directory_path() / ("granary-recovery-" + std::to_string(::getpid()));
+  const Status recovery = checkMountRecovery(scratch);
+  // Upstream kernels learnt FUSE_NOTIFY_RESEND in 6.9 (a distribution may backport it earlier).
+  if (kernelVersion() >= std::pair(6, 9)) {
+    EXPECT_TRUE(recovery.isOk()) << recovery;
+  } else {
+    EXPECT_EQ(recovery.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(recovery.message().find("FUSE_NOTIFY_RESEND"), std::string::npos) << recovery;
+  }
+  EXPECT_FALSE(mountedAnywhere("fuse.granary-probe")) << "the scratch mount is gone";
+  EXPECT_TRUE(std::filesystem::is_empty(scratch)) << "and so is its mount point";
+  std::filesystem::remove_all(scratch);
+}
+
+TEST(MountRecoveryTest, NamesWhatIsMissing) {
+  const auto scratch =
+      std::filesystem::temp_directory_path() / ("granary-recovery-" + std::to_string(::getpid()));
+  const Status recovery = checkMountRecovery(scratch, "/nonexistent/fuse");
+  EXPECT_EQ(recovery.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(recovery.message().find("cannot open /nonexistent/fuse"), std::string::npos)
+      << recovery;
+  std::filesystem::remove_all(scratch);
 }
 
 }  // namespace

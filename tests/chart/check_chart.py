@@ -227,7 +227,7 @@ def daemonset_problems(objects, values):
     if values["cacheNode"]["mountKeeper"]["enabled"]:
         keeper = containers.get("mount-keeper")
         keeper_socket = options.get("mountKeeperSocket")
-        if not keeper or not keeper_socket:
+        if not keeper or not keeper_socket or options.get("mountKeeper", True) is not True:
             problems.append("the mount keeper is on but not run or not named to the cache node")
         else:
             if f"--serve-mount-keeper={keeper_socket}" not in keeper["args"]:
@@ -238,6 +238,10 @@ def daemonset_problems(objects, values):
                 problems.append("the keeper's socket is not on a volume both containers share")
             if keeper["securityContext"].get("privileged"):
                 problems.append("the keeper needs no privileges")
+    else:
+        # The cache node asks a keeper by default: off must be said in its options file.
+        if "mount-keeper" in containers or options.get("mountKeeper") is not False:
+            problems.append("the mount keeper is off but the cache node still asks for one")
 
     roots = options.get("fileOriginRoots")
     if roots != (values["cacheNode"].get("fileOriginRoots") or []):
