@@ -91,7 +91,8 @@ DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& no
   auto& controller = manager.controller(
       {.name = "dataset", .workers = options_.workers},
       [this](const std::string& key, std::stop_token) { return reconcile(key); });
-  datasets_->addHandler(controller.enqueueObjects());
+  // Its own status writes do not come back: warming progress is polled (pollWarming).
+  datasets_->addHandler(controller.enqueueOnChange());
   // A cache node coming or going re-plans every Dataset.
   auto everyDataset =
       controller.enqueueMapped([this](const Json&) { return datasets_->store().keys(); });

@@ -34,6 +34,14 @@ EventHandler Controller::enqueueMapped(std::function<std::vector<std::string>(co
           .onDelete = each};
 }
 
+EventHandler Controller::enqueueOnChange() {
+  EventHandler handler = enqueueObjects();
+  handler.onUpdate = [this](const ObjectPtr& previous, const ObjectPtr& object) {
+    if (!previous || changedBesidesStatus(*previous, *object)) enqueue(objectKey(*object));
+  };
+  return handler;
+}
+
 void Controller::run(std::stop_token stop) {
   std::stop_callback onStop(stop, [this] { queue_.shutDown(); });
   std::vector<std::thread> workers;

@@ -44,6 +44,10 @@ class Controller {
   EventHandler enqueueObjects();
   // A handler that enqueues the keys `map` derives from each object (e.g. its owner's key).
   EventHandler enqueueMapped(std::function<std::vector<std::string>(const Json&)> map);
+  // As enqueueObjects, but an update that changed only the object's status is not enqueued
+  // (changedBesidesStatus): for the controller's own resource, whose status it writes itself
+  // and whose progress it polls with requeueAfter.
+  EventHandler enqueueOnChange();
   void enqueue(const std::string& key);
 
   // Runs the workers until `stop`; then shuts the queue down and waits for them.

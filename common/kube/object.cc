@@ -93,4 +93,16 @@ bool sameJson(const Json& a, const Json& b) {
   return a == b;
 }
 
+bool changedBesidesStatus(const Json& before, const Json& after) {
+  const auto withoutStatus = [](Json object) {
+    eraseField(object, "status");
+    if (object.has_object_field("metadata")) {
+      eraseField(object["metadata"], "resourceVersion");
+      eraseField(object["metadata"], "managedFields");
+    }
+    return object;
+  };
+  return !sameJson(withoutStatus(before), withoutStatus(after));
+}
+
 }  // namespace granary::kube

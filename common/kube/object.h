@@ -49,4 +49,9 @@ Json pathValue(const Json& object, const std::string& dottedPath);
 // after a round trip through an API server), objects regardless of key order.
 bool sameJson(const Json& a, const Json& b);
 
+// Whether `after` differs from `before` in more than its status and the server's bookkeeping
+// (resourceVersion, managedFields): its spec, labels, annotations, finalizers, owners, deletion.
+// A controller that writes an object's status need not hear of that write again.
+bool changedBesidesStatus(const Json& before, const Json& after);
+
 }  // namespace granary::kube
