@@ -1,11 +1,13 @@
 #include "common/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -67,6 +69,47 @@ size_t editDistance(std::string_view a, std::string_view b) {
   }
   return row[b.size()];
 }
+
+// yaml-cpp 0.7's LoadAll never returns on a stream with a ',' after a flow collection ("[],",
+// "{a: b}, c"): its parser starts document after document at the ',' without consuming it, each
+// an empty one, and memory grows until the process dies (jbeder/yaml-cpp#1040; fixed after
+// 0.8). A first pass over the parser's events finds a document that starts where the one
+// before it did.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  // The position where a document started a second time; nullopt when every one made progress.
+  static std::optional<YAML::Mark> stuckAt(const std::string& text) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentStarts starts;
+    while (parser.HandleNextDocument(starts)) {
+      if (starts.stuck_) return starts.last_;
+    }
+    return std::nullopt;
+  }
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    stuck_ = started_ && mark.pos == last_.pos;
+    started_ = true;
+    last_ = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  bool started_ = false;
+  bool stuck_ = false;
+  YAML::Mark last_;
+};
 
 }  // namespace
 
@@ -192,8 +235,19 @@ void Node::relocate(const std::string& path, const std::shared_ptr<const std::st
 Result<std::vector<Node>> parseAll(std::string_view text, std::string_view source) {
   auto shared = std::make_shared<const std::string>(source);
   std::vector<YAML::Node> documents;
+  const std::string copy(text);
   try {
-    documents = YAML::LoadAll(std::string(text));
+    if (const auto stuck = DocumentStarts::stuckAt(copy)) {
+      const size_t at = static_cast<size_t>(stuck->pos);
+      const char c = at < copy.size() ? copy[at] : ' ';
+      return invalidArgument(std::string(source) + ":" + std::to_string(stuck->line + 1) +
+                             ": not valid YAML or JSON: unexpected " +
+                             (std::isgraph(static_cast<unsigned char>(c))
+                                  ? "'" + std::string(1, c) + "'"
+                                  : std::string("text")) +
+                             " after the document");
+    }
+    documents = YAML::LoadAll(copy);
   } catch (const YAML::Exception& e) {
     const std::string location =
         std::string(source) + (e.mark.line >= 0 ? ":" + std::to_string(e.mark.line + 1) : "");

@@ -63,6 +63,18 @@ Result<Publication> parsePublication(const PublishFields& fields) {
     return invalidArgument("volumeAttributes." + key +
                            ": unknown; granary reads \"dataset\" and \"namespace\"");
   }
+  // A record is one line of tab-separated fields (formatRecord): a tab or a newline in one
+  // would make the node misread it after a restart.
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string&>{"volume_id", p.volumeId},
+        {"volumeAttributes.dataset", p.datasetName},
+        {"volume_context: the pod's namespace", p.podNamespace},
+        {"volume_context: the pod's name", p.podName},
+        {"volume_context: the pod's uid", p.podUid}}) {
+    if (value.find_first_of("\t\n") != std::string::npos) {
+      return invalidArgument(std::string(name) + ": must not contain tabs or newlines");
+    }
+  }
   p.datasetNamespace = p.podNamespace;
   return p;
 }

@@ -29,8 +29,8 @@ struct PublishFields {
 
 // InvalidArgument naming the field and the fix for a missing volume id or target, a block
 // volume, a volume that is not an ephemeral inline one, a missing `dataset` attribute or pod
-// information (the CSIDriver needs podInfoOnMount); PermissionDenied when the `namespace`
-// attribute names another namespace than the pod's.
+// information (the CSIDriver needs podInfoOnMount), or a tab or newline in a field the record
+// keeps; PermissionDenied when the `namespace` attribute names another namespace than the pod's.
 Result<Publication> parsePublication(const PublishFields& fields);
 
 // A publication as the node records it (one line, tab-separated), with the dataset generation

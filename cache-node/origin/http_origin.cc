@@ -2,10 +2,13 @@
 
 #include <cpprest/json.h>
 
+#include <cmath>
+#include <optional>
 #include <regex>
 #include <set>
 #include <vector>
 
+#include "cache-node/manifest_store.h"
 #include "cache-node/origin/curl_transfer.h"
 #include "common/url.h"
 
@@ -13,6 +16,18 @@ namespace granary::cache {
 namespace {
 
 std::string encodePath(const std::string& path) { return percentEncode(path, "/"); }
+
+// A JSON number as a size: a whole number from 0 to 2^53 (a double that is whole counts: some
+// generators write 1500.0); nullopt otherwise.
+std::optional<int64_t> wholeBytes(const web::json::number& n) {
+  if (n.is_int64()) {
+    return n.to_int64() >= 0 ? std::optional<int64_t>(n.to_int64()) : std::nullopt;
+  }
+  if (n.is_integral()) return std::nullopt;  // an unsigned value past int64_t
+  const double d = n.to_double();
+  if (!(d >= 0 && d <= 9007199254740992.0) || d != std::floor(d)) return std::nullopt;
+  return static_cast<int64_t>(d);
+}
 
 // The file's whole size as a response gives it: the total of its Content-Range, else (a whole
 // body or a HEAD) its length; -1 when it says neither.
@@ -96,29 +111,9 @@ class HttpOrigin final : public Origin {
   Status listIndex(const std::function<Status(std::vector<OriginObject>&&)>& each) {
     GRANARY_ASSIGN_OR_RETURN(HttpResponse r, send(encodePath(options_.index), "GET", ""));
     if (r.status != 200) return statusFor(r, "index " + options_.index);
-    web::json::value index;
-    try {
-      index = web::json::value::parse(r.body);
-    } catch (const std::exception& e) {
-      return invalidArgument("index " + options_.index + " is not JSON: " + e.what());
-    }
-    if (!index.has_array_field("files")) {
-      return invalidArgument("index " + options_.index +
-                             ": expected {\"files\": [{\"path\", \"size\", \"etag\"}]}");
-    }
-    std::vector<OriginObject> batch;
-    for (const auto& f : index.at("files").as_array()) {
-      if (!f.has_string_field("path") || !f.has_number_field("size")) {
-        return invalidArgument("index " + options_.index + ": every file needs path and size");
-      }
-      OriginObject o;
-      o.path = f.at("path").as_string();
-      o.size = f.at("size").as_number().to_int64();
-      if (f.has_string_field("etag")) o.etag = f.at("etag").as_string();
-      if (o.etag.empty()) o.etag = sizeVersion(o.size);
-      batch.push_back(std::move(o));
-    }
-    return batch.empty() ? Status::ok() : each(std::move(batch));
+    auto batch = parseHttpIndex(r.body);
+    if (!batch.isOk()) return batch.status().withContext("index " + options_.index);
+    return batch->empty() ? Status::ok() : each(std::move(*batch));
   }
 
   // Walks an autoindex page: links ending in '/' are sub-directories, others files (sized by HEAD).
@@ -126,21 +121,8 @@ class HttpOrigin final : public Origin {
                const std::function<Status(std::vector<OriginObject>&&)>& each) {
     GRANARY_ASSIGN_OR_RETURN(HttpResponse page, send(encodePath(directory), "GET", ""));
     if (page.status != 200) return statusFor(page, "listing of /" + directory);
-    static const std::regex kHref("href=\"([^\"]+)\"", std::regex::icase);
-    std::set<std::string> seen;
     std::vector<OriginObject> batch;
-    for (auto it = std::sregex_iterator(page.body.begin(), page.body.end(), kHref);
-         it != std::sregex_iterator(); ++it) {
-      std::string link = (*it)[1];
-      // Only plain relative children: no parents, sort links, absolute or external URLs.
-      if (link.empty() || link[0] == '?' || link[0] == '/' || link[0] == '#' ||
-          link.rfind("..", 0) == 0 || link.find("://") != std::string::npos ||
-          link.find('?') != std::string::npos) {
-        continue;
-      }
-      link = percentDecode(link);
-      if (link.rfind("./", 0) == 0) link = link.substr(2);
-      if (!seen.insert(link).second) continue;
+    for (const std::string& link : autoindexLinks(page.body)) {
       if (link.back() == '/') {
         GRANARY_RETURN_IF_ERROR(crawl(directory + link, each));
         continue;
@@ -162,6 +144,58 @@ class HttpOrigin final : public Origin {
 };
 
 }  // namespace
+
+Result<std::vector<OriginObject>> parseHttpIndex(std::string_view json) {
+  web::json::value index;
+  try {
+    index = web::json::value::parse(std::string(json));
+  } catch (const std::exception& e) {
+    return invalidArgument(std::string("not JSON: ") + e.what());
+  }
+  if (!index.has_array_field("files")) {
+    return invalidArgument("expected {\"files\": [{\"path\", \"size\", \"etag\"}]}");
+  }
+  std::vector<OriginObject> files;
+  for (const auto& f : index.at("files").as_array()) {
+    if (!f.has_string_field("path") || !f.has_number_field("size")) {
+      return invalidArgument("every file needs path and size");
+    }
+    OriginObject o;
+    o.path = f.at("path").as_string();
+    const auto size = wholeBytes(f.at("size").as_number());
+    if (!size) return invalidArgument(o.path + ": size must be a whole number of bytes");
+    o.size = *size;
+    if (f.has_string_field("etag")) o.etag = f.at("etag").as_string();
+    if (o.etag.empty()) o.etag = sizeVersion(o.size);
+    files.push_back(std::move(o));
+  }
+  return files;
+}
+
+std::vector<std::string> autoindexLinks(std::string_view page) {
+  static const std::regex kHref("href=\"([^\"]+)\"", std::regex::icase);
+  std::vector<std::string> links;
+  std::set<std::string> seen;
+  for (auto it = std::cregex_iterator(page.data(), page.data() + page.size(), kHref);
+       it != std::cregex_iterator(); ++it) {
+    std::string link = (*it)[1];
+    // Only plain relative children: no parents, sort links, absolute or external URLs.
+    if (link.empty() || link[0] == '?' || link[0] == '/' || link[0] == '#' ||
+        link.rfind("..", 0) == 0 || link.find("://") != std::string::npos ||
+        link.find('?') != std::string::npos) {
+      continue;
+    }
+    link = percentDecode(link);
+    if (link.rfind("./", 0) == 0) link = link.substr(2);
+    // Checked once decoded ("%2e%2e/" is "../"): a path the manifest takes, below this directory.
+    std::string_view path = link;
+    if (path.ends_with('/')) path.remove_suffix(1);
+    if (!validateManifestPath(path).isOk()) continue;
+    if (!seen.insert(link).second) continue;
+    links.push_back(std::move(link));
+  }
+  return links;
+}
 
 Result<std::unique_ptr<Origin>> makeHttpOrigin(HttpOriginOptions options) {
   const std::string& url = options.baseUrl;

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "cache-node/origin/origin.h"
 #include "common/secret.h"
@@ -32,5 +34,18 @@ struct HttpOriginOptions {
 
 // InvalidArgument when the URL is not http(s):// or does not end in '/'.
 Result<std::unique_ptr<Origin>> makeHttpOrigin(HttpOriginOptions options);
+
+// ---- Pure pieces of the listing, exposed for tests. ----
+
+// The files of a JSON index, {"files":[{"path","size","etag"}]}; a file without an etag gets
+// sizeVersion(size). InvalidArgument when the text is not such an index, or a size is not a
+// whole number of bytes.
+Result<std::vector<OriginObject>> parseHttpIndex(std::string_view json);
+
+// The links of an autoindex page (nginx, Apache) that name the directory's own entries,
+// percent-decoded, each once, in page order; sub-directories end in '/'. Parent, sort, absolute
+// and external links are left out, and so is any link that is not a path the manifest takes
+// (validateManifestPath: no empty, "." or ".." segment, no NUL) once decoded.
+std::vector<std::string> autoindexLinks(std::string_view page);
 
 }  // namespace granary::cache

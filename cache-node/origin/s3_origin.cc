@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <pugixml.hpp>
 
@@ -337,6 +338,9 @@ std::optional<int64_t> parseIso8601UnixNanos(std::string_view text) {
   }
   const auto days = std::chrono::sys_days(date).time_since_epoch().count();
   const int64_t seconds = static_cast<int64_t>(days) * 86400 + hour * 3600 + minute * 60 + second;
+  // Nanoseconds since the epoch fit in an int64_t from 1677 to 2262 only.
+  constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / 1'000'000'000 - 1;
+  if (seconds > kMaxSeconds || seconds < -kMaxSeconds) return std::nullopt;
   return seconds * 1'000'000'000 + nanos;
 }
 

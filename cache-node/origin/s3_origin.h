@@ -96,7 +96,8 @@ Result<S3ListPage> parseListObjectsV2(std::string_view xml);
 std::optional<std::string> xmlUnescape(std::string_view text);
 
 // An ISO 8601 UTC instant as S3 writes it ("2009-10-12T17:50:30.000Z", fraction optional) in
-// nanoseconds since the Unix epoch; nullopt when it is not one.
+// nanoseconds since the Unix epoch; nullopt when it is not one, or is outside the years
+// 1677-2262 that int64_t nanoseconds can hold.
 std::optional<int64_t> parseIso8601UnixNanos(std::string_view text);
 
 }  // namespace granary::cache

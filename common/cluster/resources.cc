@@ -23,7 +23,9 @@ Result<int64_t> parseMilliCpu(const std::string& text) {
   }
   char* end = nullptr;
   const double cores = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || cores < 0 || !std::isfinite(cores)) {
+  // Beyond kMaxCores the millicores do not fit in an int64_t.
+  constexpr double kMaxCores = 9e15;
+  if (text.empty() || *end != '\0' || cores < 0 || !std::isfinite(cores) || cores > kMaxCores) {
     return invalidArgument("cpu quantity \"" + text + "\" is not valid; write 500m or 2");
   }
   return static_cast<int64_t>(std::ceil(cores * 1000 - 1e-9));

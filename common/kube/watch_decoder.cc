@@ -12,6 +12,10 @@ Status WatchDecoder::feed(std::string_view bytes, std::vector<WatchEvent>& out) 
       partial_.append(bytes);
       return Status::ok();
     }
+    // The same limit whether the line came in one piece or several.
+    if (partial_.size() + newline > maxLineBytes_) {
+      return internalError("watch event longer than " + std::to_string(maxLineBytes_) + " bytes");
+    }
     if (partial_.empty()) {
       GRANARY_RETURN_IF_ERROR(decodeLine(bytes.substr(0, newline), out));
     } else {

@@ -155,5 +155,33 @@ TEST_F(HttpOriginTest, RefusesBadUrls) {
             StatusCode::kInvalidArgument);
 }
 
+TEST(HttpIndexTest, SizesAreWholeNonNegativeByteCounts) {
+  // Found by tests/fuzz/http_index_fuzz: a size of 1e300 overflowed int64_t and a negative one
+  // was listed as it was.
+  for (const char* bad :
+       {R"({"files":[{"path":"a","size":-1}]})", R"({"files":[{"path":"a","size":1e300}]})",
+        R"({"files":[{"path":"a","size":1.5}]})",
+        R"({"files":[{"path":"a","size":18446744073709551615}]})"}) {
+    EXPECT_EQ(parseHttpIndex(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  auto files = parseHttpIndex(R"({"files":[{"path":"a","size":1500.0},{"path":"b","size":0}]})");
+  ASSERT_TRUE(files.isOk()) << files.status();
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[0].size, 1500);
+  EXPECT_EQ((*files)[1].etag, sizeVersion(0));
+}
+
+TEST(HttpIndexTest, AutoindexLinksStayInsideTheDirectory) {
+  // Found by tests/fuzz/http_index_fuzz: a link with a NUL byte was listed, and links were
+  // checked before they were percent-decoded ("%2e%2e/" is "../": the crawl climbed out of the
+  // dataset); "./" became an empty link.
+  const std::string page = std::string("<a href=\"labels.") + '\0' +
+                           "csv\">x</a> <a href=\"%2e%2e/\">up</a> <a href=\"./\">here</a> "
+                           "<a href=\"a/%2E/b\">dot</a> <a href=\"a//b\">empty</a> "
+                           "<a href=\"x%00y\">nul</a> <a href=\"train/\">train/</a> "
+                           "<a href=\"./train/\">again</a> <a HREF=\"b%20c.bin\">b c</a>";
+  EXPECT_EQ(autoindexLinks(page), (std::vector<std::string>{"train/", "b c.bin"}));
+}
+
 }  // namespace
 }  // namespace granary::cache

@@ -983,5 +983,20 @@ TEST(S3XmlTest, ParsesS3Timestamps) {
   }
 }
 
+TEST(S3XmlTest, TimesOutsideWhatNanosecondsHoldAreRefused) {
+  // Found by tests/fuzz/s3_listing_fuzz: a <LastModified> in year 1012 or 9999 overflowed the
+  // nanoseconds since the epoch.
+  EXPECT_EQ(parseIso8601UnixNanos("9999-12-31T23:59:59Z"), std::nullopt);
+  EXPECT_EQ(parseIso8601UnixNanos("1012-10-12T17:50:30.000Z"), std::nullopt);
+  EXPECT_EQ(parseIso8601UnixNanos("2262-01-01T00:00:00Z"), int64_t{9'214'646'400} * 1'000'000'000);
+  EXPECT_EQ(parseIso8601UnixNanos("1678-01-01T00:00:00Z"), int64_t{-9'214'560'000} * 1'000'000'000);
+  EXPECT_EQ(
+      parseListObjectsV2("<ListBucketResult><Contents><Key>k</Key><Size>1</Size><LastModified>"
+                         "1012-10-12T17:50:30.000Z</LastModified></Contents></ListBucketResult>")
+          .status()
+          .code(),
+      StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace granary::cache

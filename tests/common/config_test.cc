@@ -233,5 +233,21 @@ TEST(Config, BuiltNodesCarryPaths) {
   EXPECT_EQ(status.message(), "spec.workers: expected an integer, got x");
 }
 
+TEST(Config, ACommaAfterAFlowCollectionIsAnErrorNotAHang) {
+  // Found by tests/fuzz/manifest_fuzz: yaml-cpp 0.7's LoadAll never returns on these (it starts
+  // an empty document at the ',' again and again), so parseAll must refuse them before.
+  for (const char* text : {"{\"\":{}},", "[],", "{a: b}, c", ",", "x: 1\n---\n[a],\n"}) {
+    auto documents = config::parseAll(text, "m.yaml");
+    ASSERT_FALSE(documents.isOk()) << text;
+    EXPECT_EQ(documents.status().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(documents.status().message().find("not valid YAML or JSON: unexpected ','"),
+              std::string::npos)
+        << documents.status();
+  }
+  auto nested = config::parseAll("a: [1, 2]\nb: {c: [], d: {}}\n", "m.yaml");
+  ASSERT_TRUE(nested.isOk()) << nested.status();
+  EXPECT_EQ(nested->size(), 1u);
+}
+
 }  // namespace
 }  // namespace granary

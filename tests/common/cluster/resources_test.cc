@@ -59,5 +59,17 @@ TEST(Resources, ShortfallNamesTheResourceAndCopiesCount) {
   EXPECT_EQ(shortfall(request, free), "Too many pods");
 }
 
+TEST(Resources, CpuBeyondWhatMillicoresHoldIsRefused) {
+  // Found by tests/fuzz/extender_fuzz (a pod's cpu request of 4.5e112 cores): converting it to
+  // millicores overflowed int64_t.
+  Resources r;
+  EXPECT_EQ(addQuantity(r, "cpu", "45555555555555555555555555555555555555555555555555555").code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(addQuantity(r, "cpu", "1e300").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.milliCpu, 0);
+  ASSERT_TRUE(addQuantity(r, "cpu", "9e15").isOk());
+  EXPECT_EQ(r.milliCpu, int64_t{9'000'000'000'000'000'000});
+}
+
 }  // namespace
 }  // namespace granary::cluster

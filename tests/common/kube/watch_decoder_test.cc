@@ -67,5 +67,21 @@ TEST(WatchDecoder, GarbageIsAnErrorNotACrash) {
   EXPECT_EQ(small.feed(std::string(40, 'x'), events).code(), StatusCode::kInternal);
 }
 
+TEST(WatchDecoder, TheLineLimitHoldsHoweverTheLineArrives) {
+  // Found by tests/fuzz/watch_decoder_fuzz: a line over the limit was refused when it came in
+  // pieces, and decoded when it came whole with its newline in one chunk.
+  const std::string line = kAdded + "\n";
+  WatchDecoder whole(kAdded.size() - 1);
+  std::vector<WatchEvent> events;
+  EXPECT_EQ(whole.feed(line, events).code(), StatusCode::kInternal);
+  WatchDecoder pieces(kAdded.size() - 1);
+  EXPECT_TRUE(pieces.feed(line.substr(0, 10), events).isOk());
+  EXPECT_EQ(pieces.feed(line.substr(10), events).code(), StatusCode::kInternal);
+  EXPECT_TRUE(events.empty());
+  WatchDecoder exact(kAdded.size());
+  ASSERT_TRUE(exact.feed(line, events).isOk());
+  EXPECT_EQ(events.size(), 1u);
+}
+
 }  // namespace
 }  // namespace granary::kube

@@ -1,0 +1,70 @@
+// What a CSI NodePublishVolume asks for, checked, and the record the node keeps of it.
+#include "cache-node/csi/publication.h"
+
+#include <gtest/gtest.h>
+
+namespace granary::cache {
+namespace {
+
+PublishFields request() {
+  PublishFields f;
+  f.volumeId = "csi-7f3c";
+  f.targetPath = "/var/lib/kubelet/pods/7f3c/volumes/kubernetes.io~csi/data/mount";
+  f.hasCapability = true;
+  f.volumeContext = {{"csi.storage.k8s.io/ephemeral", "true"},
+                     {"csi.storage.k8s.io/pod.namespace", "ml"},
+                     {"csi.storage.k8s.io/pod.name", "resnet-worker-0"},
+                     {"csi.storage.k8s.io/pod.uid", "7f3c-11ee"},
+                     {"dataset", "coco"}};
+  return f;
+}
+
+TEST(Publication, ReadsTheDatasetOfThePodsNamespaceAndRecordsIt) {
+  auto p = parsePublication(request());
+  ASSERT_TRUE(p.isOk()) << p.status();
+  EXPECT_EQ(p->datasetNamespace, "ml");
+  EXPECT_EQ(p->datasetName, "coco");
+  EXPECT_EQ(p->podUid, "7f3c-11ee");
+  const auto record = parseRecord(formatRecord({*p, 4}));
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->generation, 4);
+  EXPECT_EQ(record->publication.targetPath, p->targetPath);
+  EXPECT_EQ(record->publication.podName, "resnet-worker-0");
+}
+
+TEST(Publication, RefusesWhatItCannotServe) {
+  auto block = request();
+  block.blockAccess = true;
+  EXPECT_EQ(parsePublication(block).status().code(), StatusCode::kInvalidArgument);
+  auto other = request();
+  other.volumeContext["namespace"] = "prod";
+  EXPECT_EQ(parsePublication(other).status().code(), StatusCode::kPermissionDenied);
+  auto unknown = request();
+  unknown.volumeContext["datset"] = "coco";
+  EXPECT_NE(parsePublication(unknown).status().message().find("volumeAttributes.datset"),
+            std::string::npos);
+}
+
+TEST(Publication, FieldsWithTabsOrNewlinesAreRefusedNotMisrecorded) {
+  // Found by tests/fuzz/csi_publication_fuzz: a tab in the pod's name (or a newline in the
+  // dataset attribute, which any pod author writes) was accepted, and its one-line record read
+  // back as another publication, or as none, after the node restarted.
+  for (const auto& [key, value] : std::initializer_list<std::pair<std::string, std::string>>{
+           {"csi.storage.k8s.io/pod.name", "res\t\tnet-worker-0"},
+           {"dataset", "coco\n/x\tv\tml\tcoco\t1\tml\tp\tu"},
+           {"csi.storage.k8s.io/pod.uid", "7f3c\n"},
+           {"csi.storage.k8s.io/pod.namespace", "m\tl"}}) {
+    auto f = request();
+    f.volumeContext[key] = value;
+    if (key == "csi.storage.k8s.io/pod.namespace") f.volumeContext["namespace"] = value;
+    auto p = parsePublication(f);
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << key;
+    EXPECT_NE(p.status().message().find("tabs or newlines"), std::string::npos) << p.status();
+  }
+  auto id = request();
+  id.volumeId = "csi-\t7f3c";
+  EXPECT_NE(parsePublication(id).status().message().find("volume_id"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace granary::cache
