@@ -540,7 +540,8 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
   }
   for (const auto& [key, record] : bad) {
     if (!record.known) {
-      (void)writeIndex(64, [&] { return index_->Delete(rocksdb::WriteOptions(), key); });
+      // `&k = key`: clang before 16 cannot capture a structured binding (the fuzz build's).
+      (void)writeIndex(64, [&, &k = key] { return index_->Delete(rocksdb::WriteOptions(), k); });
     } else {
       GRANARY_RETURN_IF_ERROR(dropLocked(key, record));
     }

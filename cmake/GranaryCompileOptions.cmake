@@ -35,6 +35,23 @@ if(GRANARY_SANITIZE)
   add_link_options(-fsanitize=${GRANARY_SANITIZE})
 endif()
 
+# GRANARY_FUZZ: every library is instrumented for libFuzzer's coverage (fuzzer-no-link) and built
+# with ASan and UBSan; the fuzz targets (tests/fuzz) add -fsanitize=fuzzer, which links
+# libFuzzer's main. libstdc++'s assertions catch out-of-range string and vector indexing, which
+# ASan misses inside a string's own buffer.
+if(GRANARY_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "GRANARY_FUZZ needs clang (libFuzzer): configure with "
+                        "-DCMAKE_CXX_COMPILER=clang++ (Debian's package clang)")
+  endif()
+  if(GRANARY_SANITIZE)
+    message(FATAL_ERROR "GRANARY_FUZZ brings its own sanitizers; leave GRANARY_SANITIZE empty")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+                      -fno-sanitize=vptr -fno-omit-frame-pointer -D_GLIBCXX_ASSERTIONS)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 # Warnings as errors on granary's own code only; generated and third-party code
 # gets the compiler's defaults (imported targets' headers are SYSTEM includes).
 set(GRANARY_WARNINGS
@@ -43,6 +60,9 @@ set(GRANARY_WARNINGS
     -Wmissing-declarations -Wundef -Werror
     # Designated initializers leave the rest at their defaults on purpose.
     -Wno-missing-field-initializers)
+if(GRANARY_FUZZ)
+  list(APPEND GRANARY_WARNINGS -Wno-error)  # see above
+endif()
 
 # granary_target(<target>): apply the warning policy and the source-root include path.
 function(granary_target target)

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git curl ca-certificates openssl
+  clang  # libFuzzer and its sanitizers, for the fuzz targets of tests/fuzz
   libcpprest-dev libyaml-cpp-dev prometheus-cpp-dev librocksdb-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libxxhash-dev
