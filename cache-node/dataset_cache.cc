@@ -700,16 +700,17 @@ void DatasetCache::run(std::stop_token stop) {
                  "; trying again in " + std::to_string((delay.count() + 999) / 1000) + "s";
       passDone_ = true;
       changed_.notify_all();
+      const std::string error = lastError_;  // reads write it under the lock meanwhile
       lock.unlock();
-      log.warn("cache directories full", {{"error", lastError_}, {"retry_in_ms", delay.count()}});
+      log.warn("cache directories full", {{"error", error}, {"retry_in_ms", delay.count()}});
       node_.clock.sleepUntil(node_.clock.monoNow() + delay, stop);
       continue;
     } else if (failedChunks_ > 0 && retry.attempts() < kWarmAttempts) {
       message_ = std::to_string(failedChunks_) + " chunks failed (" + lastError_ + "); retrying";
       const auto delay = retry.next();
+      const int64_t failed = failedChunks_;
       lock.unlock();
-      log.warn("warm pass incomplete",
-               {{"failed_chunks", failedChunks_}, {"retry_in_ms", delay.count()}});
+      log.warn("warm pass incomplete", {{"failed_chunks", failed}, {"retry_in_ms", delay.count()}});
       node_.clock.sleepUntil(node_.clock.monoNow() + delay, stop);
       continue;  // the same pass again: cached chunks are skipped
     } else if (failedChunks_ > 0) {

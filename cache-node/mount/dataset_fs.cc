@@ -496,8 +496,7 @@ void raiseReadAhead(const std::filesystem::path& mountpoint, int kib) {
 // ---- the request loop ----
 
 struct DatasetFilesystem::Loop {
-  std::thread thread;
-  pthread_t handle{};
+  std::thread thread;             // its native_handle() is signalled to wake the loop
   std::atomic<bool> done{false};  // the session ended (stopped, or unmounted from outside)
 };
 
@@ -570,11 +569,7 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
   action.sa_handler = ignoreSignal;
   ::sigaction(SIGUSR2, &action, nullptr);
   fs->loop_ = std::make_unique<Loop>();
-  std::mutex started;
-  started.lock();
-  fs->loop_->thread = std::thread([session = fs->session_, &loop = *fs->loop_, &started, options] {
-    loop.handle = ::pthread_self();
-    started.unlock();
+  fs->loop_->thread = std::thread([session = fs->session_, &loop = *fs->loop_, options] {
     fuse_loop_config* config = fuse_loop_cfg_create();
     // One descriptor for all threads: requests in flight on a cloned descriptor would fail when
     // the process dies, instead of waiting for the process that adopts the connection (and
@@ -586,8 +581,6 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
     fuse_loop_cfg_destroy(config);
     loop.done = true;
   });
-  started.lock();  // the handle is set
-  started.unlock();
   raiseReadAhead(mountpoint, kReadAheadBytes >> 10);
   return fs;
 }
@@ -605,7 +598,7 @@ DatasetFilesystem::~DatasetFilesystem() {
   state_->cache.close();  // requests waiting for a dataset that never came
   fuse_session_exit(session_);
   while (!loop_->done) {
-    ::pthread_kill(loop_->handle, SIGUSR2);  // wakes the loop to see it should stop
+    ::pthread_kill(loop_->thread.native_handle(), SIGUSR2);  // wakes the loop to see it should stop
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   loop_->thread.join();
