@@ -39,7 +39,11 @@ MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAcc
     if (kept.isOk()) {
       for (auto& [point, fd] : *kept) kept_[point] = std::move(fd);
     } else {
-      log.warn("no mount keeper: dataset mounts end with this process", {{"error", kept.status()}});
+      // Recovery is on, but nothing holds the mounts: say how to have it, or to turn it off.
+      log.warn("no mount keeper: dataset mounts end with this process",
+               {{"error", kept.status()},
+                {"fix", "run granary-cache-node --serve-mount-keeper " +
+                            options_.keeperSocket.string() + ", or set mountKeeper: false"}});
     }
   }
   // The dataset mounts under the root: the kept ones wait for their datasets; dead ones go.
