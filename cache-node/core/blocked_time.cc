@@ -29,4 +29,16 @@ std::chrono::nanoseconds BlockedTime::add(Time start, Time end) {
   return added;
 }
 
+std::chrono::nanoseconds BlockedTime::uncovered(Time start, Time end) const {
+  if (end <= start) return {};
+  std::chrono::nanoseconds left = end - start;
+  auto it = covered_.upper_bound(start);
+  if (it != covered_.begin()) --it;
+  for (; it != covered_.end() && it->first < end; ++it)
+    left -=
+        std::max(std::chrono::nanoseconds(0),
+                 std::chrono::nanoseconds(std::min(end, it->second) - std::max(start, it->first)));
+  return left;
+}
+
 }  // namespace granary::cache

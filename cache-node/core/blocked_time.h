@@ -19,6 +19,9 @@ class BlockedTime {
   // Adds [start, end); returns the part of it no earlier interval covered.
   std::chrono::nanoseconds add(Time start, Time end);
   std::chrono::nanoseconds total() const { return total_; }
+  // The part of [start, end) that no interval added so far covers: what add(start, end) would
+  // return, without adding it (a read still blocked, counted up to now).
+  std::chrono::nanoseconds uncovered(Time start, Time end) const;
 
  private:
   std::map<Time, Time> covered_;  // disjoint [start, end), by start

@@ -281,21 +281,34 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
   bool pooled = true;
   int64_t filled = 0;
   ReadRecord record;
+  // A read that failed after it began to wait ends its wait all the same.
+  const auto fail = [&](int error) {
+    if (record.waitBegan && state.accounting != nullptr) {
+      record.end = std::chrono::steady_clock::now();
+      record.wait = record.end - start;
+      state.accounting->record(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), record);
+    }
+    fuse_reply_err(req, error);
+  };
   while (filled < length) {
-    if (!buffer) return (void)fuse_reply_err(req, ENOMEM);
+    if (!buffer) return fail(ENOMEM);
     auto piece = cache->readPieceInto(file, offset + filled, length - filled,
                                       buffer.span().subspan(static_cast<size_t>(filled)),
                                       /*fetch=*/!pooled || filled > 0);
     if (pooled && filled == 0 && piece.status().code() == StatusCode::kNotFound) {
       buffer = ReadBuffer::own(size);
       pooled = false;
+      if (state.accounting != nullptr) {  // a miss: the reader is blocked from here on
+        record.waitBegan = start;
+        state.accounting->beginWait(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), start);
+      }
       continue;
     }
     if (!piece.isOk()) {
       Logger("mount").warn(
           "read failed",
           {{"dataset", state.dataset}, {"path", file.path}, {"error", piece.status()}});
-      return (void)fuse_reply_err(req, EIO);
+      return fail(EIO);
     }
     if (piece->size == 0) break;
     (piece->source == Source::kLocal  ? record.localBytes

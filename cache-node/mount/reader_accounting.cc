@@ -99,11 +99,24 @@ ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& data
   return readers_.emplace(std::move(key), std::move(reader)).first->second;
 }
 
+void ReaderAccounting::beginWait(const std::string& dataset, int tid,
+                                 std::chrono::steady_clock::time_point start) {
+  const ProcessIdentity identity = identityOf(tid);
+  std::lock_guard lock(mutex_);
+  Reader& reader = readerLocked(dataset, identity);
+  reader.endedAt.reset();
+  reader.inFlight.insert(start);
+}
+
 void ReaderAccounting::record(const std::string& dataset, int tid, const ReadRecord& read) {
   const ProcessIdentity identity = identityOf(tid);
   std::lock_guard lock(mutex_);
   Reader& reader = readerLocked(dataset, identity);
   reader.endedAt.reset();
+  if (read.waitBegan) {
+    const auto began = reader.inFlight.find(*read.waitBegan);
+    if (began != reader.inFlight.end()) reader.inFlight.erase(began);
+  }
   ReaderTotals& t = reader.totals;
   const auto end = read.end == std::chrono::steady_clock::time_point{}
                        ? std::chrono::steady_clock::now()
@@ -132,8 +145,11 @@ std::vector<ReaderTotals> ReaderAccounting::readers() const {
   std::lock_guard lock(mutex_);
   std::vector<ReaderTotals> out;
   out.reserve(readers_.size());
+  const auto now = std::chrono::steady_clock::now();
   for (const auto& [key, reader] : readers_) {
     out.push_back(reader.totals);
+    if (!reader.inFlight.empty())  // still blocked: up to now, what no ended read covered
+      out.back().wait += reader.blocked.uncovered(*reader.inFlight.begin(), now);
     const auto named = podNames_.find(key.podUid);
     if (!key.podUid.empty() && named != podNames_.end()) {
       out.back().podNamespace = named->second.first;

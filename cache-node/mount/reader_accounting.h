@@ -3,7 +3,9 @@
 // calling process's cgroup), the process itself in local mode. "Data wait" is the wall time
 // during which at least one of the reader's reads was blocked on chunks that were not on this
 // node's disks (core/blocked_time.h): concurrent reads that wait together count once, so it
-// never exceeds the time the reader ran.
+// never exceeds the time the reader ran. A read that is still blocked counts up to now in
+// readers() and waitByPod() (the telemetry, and data-starved time, see a long wait as it goes);
+// the wait counter series adds a read's wait when it ends.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -13,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +67,9 @@ struct ReadRecord {
   int64_t localBytes = 0, peerBytes = 0, originBytes = 0;
   std::chrono::nanoseconds wait{0};
   std::chrono::steady_clock::time_point end{};
+  // Set when the read was announced by beginWait(), with the time given there: it is no
+  // longer in flight.
+  std::optional<std::chrono::steady_clock::time_point> waitBegan;
 };
 
 class ReaderAccounting {
@@ -72,6 +78,8 @@ class ReaderAccounting {
   explicit ReaderAccounting(CacheMetrics* metrics,
                             std::function<ProcessIdentity(int tid)> identify = identifyThread);
 
+  // A read by thread `tid` blocks from `start` on a miss; record() ends it (with waitBegan).
+  void beginWait(const std::string& dataset, int tid, std::chrono::steady_clock::time_point start);
   // Records a read issued by thread `tid`.
   void record(const std::string& dataset, int tid, const ReadRecord& read);
   // Names a pod (from a CSI publish) so its totals and metrics carry namespace and name.
@@ -107,7 +115,8 @@ class ReaderAccounting {
     SeriesLabels labels;
     std::optional<std::chrono::steady_clock::time_point> endedAt;
     BlockedTime blocked;
-    std::optional<Series> series;  // absent without metrics
+    std::multiset<std::chrono::steady_clock::time_point> inFlight;  // blocked reads' starts
+    std::optional<Series> series;                                   // absent without metrics
   };
   struct Lookup {
     ProcessIdentity identity;

@@ -26,6 +26,18 @@ TEST(BlockedTime, AnIntervalThatEndsLaterButStartedEarlierFillsTheGaps) {
   EXPECT_EQ(blocked.add(t0 + 100ms, t0 + 110ms), 10ms) << "touching is not overlapping";
 }
 
+TEST(BlockedTime, UncoveredIsWhatAddWouldReturnWithoutAddingIt) {
+  BlockedTime blocked;
+  blocked.add(t0 + 20ms, t0 + 30ms);
+  blocked.add(t0 + 50ms, t0 + 60ms);
+  EXPECT_EQ(blocked.uncovered(t0 + 0ms, t0 + 100ms), 80ms);
+  EXPECT_EQ(blocked.uncovered(t0 + 25ms, t0 + 55ms), 20ms) << "half of each interval is covered";
+  EXPECT_EQ(blocked.uncovered(t0 + 20ms, t0 + 30ms), 0ms);
+  EXPECT_EQ(blocked.uncovered(t0 + 60ms, t0 + 60ms), 0ms);
+  EXPECT_EQ(blocked.total(), 20ms) << "nothing was added";
+  EXPECT_EQ(blocked.add(t0 + 0ms, t0 + 100ms), 80ms);
+}
+
 TEST(BlockedTime, NothingForAnEmptyInterval) {
   BlockedTime blocked;
   EXPECT_EQ(blocked.add(t0 + 10ms, t0 + 10ms), 0ms);

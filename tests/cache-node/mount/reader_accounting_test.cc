@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <thread>
 
 #include "common/metrics.h"
 
@@ -109,6 +110,30 @@ TEST(ReaderAccountingTest, APodsSeriesGoAGraceAfterItsVolumeIsUnpublished) {
       << "2 datasets x (wait + 3 sources)";
   EXPECT_FALSE(processAlive(0x7ffffff0));
   EXPECT_TRUE(processAlive(::getpid()));
+}
+
+// A reader blocked in one long read is seen waiting while it waits, not only when the read
+// ends: the telemetry and the data-starved judgement sample it every second.
+TEST(ReaderAccountingTest, AReadStillBlockedCountsUpToNow) {
+  ReaderAccounting accounting(nullptr, [](int tid) {
+    return ProcessIdentity{.pid = tid, .podUid = "uid-a"};
+  });
+  accounting.namePod("uid-a", "ml", "bert-worker-0");
+  const auto start = std::chrono::steady_clock::now() - std::chrono::seconds(3);
+  accounting.beginWait("ml/coco", 7, start);
+  const auto waiting = accounting.waitByPod().at("ml/bert-worker-0");
+  EXPECT_GE(waiting, std::chrono::seconds(3));
+  EXPECT_LT(waiting, std::chrono::seconds(4));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GT(accounting.waitByPod().at("ml/bert-worker-0"), waiting) << "it grows while blocked";
+
+  const auto end = std::chrono::steady_clock::now();
+  accounting.record("ml/coco", 7,
+                    {.originBytes = 4096, .wait = end - start, .end = end, .waitBegan = start});
+  const auto ended = accounting.waitByPod().at("ml/bert-worker-0");
+  EXPECT_EQ(ended, end - start) << "the read's whole wait, once";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(accounting.waitByPod().at("ml/bert-worker-0"), ended) << "no longer in flight";
 }
 
 }  // namespace
