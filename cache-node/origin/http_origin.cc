@@ -2,9 +2,9 @@
 
 #include <cpprest/json.h>
 
+#include <cctype>
 #include <cmath>
 #include <optional>
-#include <regex>
 #include <set>
 #include <vector>
 
@@ -27,6 +27,30 @@ std::optional<int64_t> wholeBytes(const web::json::number& n) {
   const double d = n.to_double();
   if (!(d >= 0 && d <= 9007199254740992.0) || d != std::floor(d)) return std::nullopt;
   return static_cast<int64_t>(d);
+}
+
+// The values of the page's href="..." attributes (the name in any case), as the pattern
+// href="([^"]+)" finds them. Not std::regex: libstdc++'s recurses once per character matched,
+// and a 50 KB link overflowed the stack.
+std::vector<std::string_view> hrefValues(std::string_view page) {
+  constexpr std::string_view kName = "href=\"";
+  const auto startsHere = [&](size_t at) {
+    for (size_t i = 0; i < kName.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(page[at + i])) != kName[i]) return false;
+    }
+    return true;
+  };
+  std::vector<std::string_view> values;
+  for (size_t at = 0; at + kName.size() <= page.size(); ++at) {
+    if (!startsHere(at)) continue;
+    const size_t begin = at + kName.size();
+    const size_t end = page.find('"', begin);
+    if (end == std::string_view::npos) break;  // no value is closed after this point
+    if (end == begin) continue;                // href="": none here
+    values.push_back(page.substr(begin, end - begin));
+    at = end;  // the next search starts after the closing quote
+  }
+  return values;
 }
 
 // The file's whole size as a response gives it: the total of its Content-Range, else (a whole
@@ -173,12 +197,10 @@ Result<std::vector<OriginObject>> parseHttpIndex(std::string_view json) {
 }
 
 std::vector<std::string> autoindexLinks(std::string_view page) {
-  static const std::regex kHref("href=\"([^\"]+)\"", std::regex::icase);
   std::vector<std::string> links;
   std::set<std::string> seen;
-  for (auto it = std::cregex_iterator(page.data(), page.data() + page.size(), kHref);
-       it != std::cregex_iterator(); ++it) {
-    std::string link = (*it)[1];
+  for (const std::string_view href : hrefValues(page)) {
+    std::string link(href);
     // Only plain relative children: no parents, sort links, absolute or external URLs.
     if (link.empty() || link[0] == '?' || link[0] == '/' || link[0] == '#' ||
         link.rfind("..", 0) == 0 || link.find("://") != std::string::npos ||

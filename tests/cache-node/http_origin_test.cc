@@ -183,5 +183,15 @@ TEST(HttpIndexTest, AutoindexLinksStayInsideTheDirectory) {
   EXPECT_EQ(autoindexLinks(page), (std::vector<std::string>{"train/", "b c.bin"}));
 }
 
+TEST(HttpIndexTest, AutoindexLinksOfAnyLengthAreReadWithoutRecursion) {
+  // Found by tests/fuzz/http_index_fuzz with long inputs (-max_len=131072 -len_control=0): the
+  // std::regex that found the links recursed once per character, and a link of 50 KB overflowed
+  // the stack (8 MiB) of the crawling thread.
+  const std::string longName(1 << 20, 'a');
+  const std::string page = "<a href=\"\">none</a><a href=\"" + longName +
+                           "\">long</a> HREF=\"x href=\"labels.csv\" <a href=\"unclosed";
+  EXPECT_EQ(autoindexLinks(page), (std::vector<std::string>{longName, "x href="}));
+}
+
 }  // namespace
 }  // namespace granary::cache
