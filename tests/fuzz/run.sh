@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets of a GRANARY_FUZZ build over their seed corpora:
 #   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]     (default: every target)
-# Each target runs SECONDS (and at most GRANARY_FUZZ_RUNS inputs, default unbounded) from
-# tests/fuzz/corpus/<target>/; what it finds new goes to a scratch corpus, so the checked-in
+# Each target runs SECONDS (and at most GRANARY_FUZZ_RUNS inputs, default unbounded; inputs of at
+# most GRANARY_FUZZ_MAX_LEN bytes, default libFuzzer's; GRANARY_FUZZ_FLAGS adds libFuzzer flags)
+# from tests/fuzz/corpus/<target>/; what it finds new goes to a scratch corpus, so the checked-in
 # seeds stay as they are. A crash, leak, timeout or broken invariant fails the run; the input is
 # kept as BUILD_DIR/fuzz-artifacts/<target>/crash-... and its log tail printed. One line per
 # target and a summary line report executions and coverage.
@@ -28,8 +29,10 @@ for target in "${targets[@]}"; do
   log="$scratch/$target.log"
   # -timeout: one input may take 10 s (ASan, cold caches); -rss_limit_mb: a parser must not need
   # 2 GiB for an input of at most max_len bytes.
+  # shellcheck disable=SC2086  # GRANARY_FUZZ_FLAGS: several flags
   if "$binary" -max_total_time="$seconds" ${GRANARY_FUZZ_RUNS:+-runs="$GRANARY_FUZZ_RUNS"} \
-       -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 ${GRANARY_FUZZ_MAX_LEN:+-max_len="$GRANARY_FUZZ_MAX_LEN"} \
+       ${GRANARY_FUZZ_MAX_LEN:+-max_len="$GRANARY_FUZZ_MAX_LEN"} ${GRANARY_FUZZ_FLAGS:-} \
+       -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
        -artifact_prefix="$artifacts/" "$scratch/$target" "tests/fuzz/corpus/$target" \
        >"$log" 2>&1; then
     status=ok
@@ -39,9 +42,11 @@ for target in "${targets[@]}"; do
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
+  edges=$(grep -oE '\(([0-9]+) inline 8-bit counters\)' "$log" | grep -oE '[0-9]+' | head -1 || true)
   corpus=$(grep -oE 'corp: [0-9]+/[0-9]+[a-zA-Z]*' "$log" | tail -1 || true)
   total_execs=$((total_execs + ${execs:-0}))
-  echo "fuzz: $target: $status, ${execs:-?} executions, ${cov:-cov: ?}, ${corpus:-corp: ?}"
+  echo "fuzz: $target: $status, ${execs:-?} executions, ${cov:-cov: ?} (of ${edges:-?} edges)," \
+    "${corpus:-corp: ?}"
   if [[ $status != ok ]]; then
     tail -40 "$log" | sed "s/^/  $target: /"
   fi
