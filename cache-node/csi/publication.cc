@@ -1,6 +1,5 @@
 #include "cache-node/csi/publication.h"
 
-#include <sstream>
 #include <vector>
 
 #include "common/names.h"
@@ -91,9 +90,15 @@ std::string formatRecord(const PublicationRecord& record) {
 }
 
 std::optional<PublicationRecord> parseRecord(const std::string& line) {
+  // Split on every tab: getline() would drop an empty last field, so a record whose last field
+  // is empty would not read back, and one with a stray tab at the end would.
   std::vector<std::string> fields;
-  std::istringstream in(line);
-  for (std::string field; std::getline(in, field, '\t');) fields.push_back(field);
+  for (size_t start = 0;;) {
+    const size_t tab = line.find('\t', start);
+    fields.push_back(line.substr(start, tab - start));
+    if (tab == std::string::npos) break;
+    start = tab + 1;
+  }
   if (fields.size() != 8 || fields[0].empty() || fields[0].front() != '/') return std::nullopt;
   PublicationRecord record;
   Publication& p = record.publication;
