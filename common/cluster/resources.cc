@@ -31,6 +31,24 @@ Result<int64_t> parseMilliCpu(const std::string& text) {
   return static_cast<int64_t>(std::ceil(cores * 1000 - 1e-9));
 }
 
+// Sums and differences saturate at int64_t's range: requests come from pods as written, and two
+// containers asking 7Ei each overflowed (undefined) where the pod should simply fit nowhere.
+int64_t plus(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) {
+    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+  return sum;
+}
+
+int64_t minus(int64_t a, int64_t b) {
+  int64_t difference = 0;
+  if (__builtin_sub_overflow(a, b, &difference)) {
+    return b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+  return difference;
+}
+
 }  // namespace
 
 int64_t Resources::extendedOf(std::string_view name) const {
@@ -39,22 +57,25 @@ int64_t Resources::extendedOf(std::string_view name) const {
 }
 
 Resources& Resources::operator+=(const Resources& other) {
-  milliCpu += other.milliCpu;
-  memory += other.memory;
-  ephemeralStorage += other.ephemeralStorage;
-  pods += other.pods;
-  for (const auto& [name, amount] : other.extended) extended[name] += amount;
+  milliCpu = plus(milliCpu, other.milliCpu);
+  memory = plus(memory, other.memory);
+  ephemeralStorage = plus(ephemeralStorage, other.ephemeralStorage);
+  pods = plus(pods, other.pods);
+  for (const auto& [name, amount] : other.extended) {
+    auto& slot = extended[name];
+    slot = plus(slot, amount);
+  }
   return *this;
 }
 
 Resources& Resources::operator-=(const Resources& other) {
-  milliCpu -= other.milliCpu;
-  memory -= other.memory;
-  ephemeralStorage -= other.ephemeralStorage;
-  pods -= other.pods;
+  milliCpu = minus(milliCpu, other.milliCpu);
+  memory = minus(memory, other.memory);
+  ephemeralStorage = minus(ephemeralStorage, other.ephemeralStorage);
+  pods = minus(pods, other.pods);
   for (const auto& [name, amount] : other.extended) {
     auto& slot = extended[name];
-    slot -= amount;
+    slot = minus(slot, amount);
     if (slot == 0) extended.erase(name);
   }
   return *this;
@@ -63,21 +84,18 @@ Resources& Resources::operator-=(const Resources& other) {
 Status addQuantity(Resources& into, const std::string& name, const std::string& quantity) {
   if (name == "cpu") {
     GRANARY_ASSIGN_OR_RETURN(int64_t milli, parseMilliCpu(quantity));
-    into.milliCpu += milli;
+    into.milliCpu = plus(into.milliCpu, milli);
     return Status::ok();
   }
   auto count = parseCount(quantity);
   if (!count.isOk()) {
     return invalidArgument("resource " + name + ": \"" + quantity + "\" is not a quantity");
   }
-  if (name == "memory")
-    into.memory += *count;
-  else if (name == "ephemeral-storage")
-    into.ephemeralStorage += *count;
-  else if (name == "pods")
-    into.pods += *count;
-  else
-    into.extended[name] += *count;
+  int64_t& slot = name == "memory"              ? into.memory
+                  : name == "ephemeral-storage" ? into.ephemeralStorage
+                  : name == "pods"              ? into.pods
+                                                : into.extended[name];
+  slot = plus(slot, *count);
   return Status::ok();
 }
 

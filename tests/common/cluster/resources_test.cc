@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace granary::cluster {
 namespace {
 
@@ -69,6 +71,30 @@ TEST(Resources, CpuBeyondWhatMillicoresHoldIsRefused) {
   EXPECT_EQ(r.milliCpu, 0);
   ASSERT_TRUE(addQuantity(r, "cpu", "9e15").isOk());
   EXPECT_EQ(r.milliCpu, int64_t{9'000'000'000'000'000'000});
+}
+
+TEST(Resources, SumsOfHugeRequestsSaturateInsteadOfOverflowing) {
+  // Two containers asking 7Ei of memory each overflowed int64_t (undefined) when added up, as the
+  // scheduler and its extender add a pod's containers; such a pod now fits nowhere.
+  Resources pod;
+  ASSERT_TRUE(addQuantity(pod, "memory", "7Ei").isOk());
+  ASSERT_TRUE(addQuantity(pod, "memory", "7Ei").isOk());
+  ASSERT_TRUE(addQuantity(pod, "nvidia.com/gpu", "7Ei").isOk());
+  ASSERT_TRUE(addQuantity(pod, "nvidia.com/gpu", "7Ei").isOk());
+  EXPECT_EQ(pod.memory, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(pod.gpus(), std::numeric_limits<int64_t>::max());
+  Resources sum = pod;
+  sum += pod;
+  EXPECT_EQ(sum.memory, std::numeric_limits<int64_t>::max());
+  Resources free;
+  free.memory = int64_t{512} << 30;
+  free.pods = 110;
+  free -= sum;
+  EXPECT_EQ(free.memory, (int64_t{512} << 30) - std::numeric_limits<int64_t>::max());
+  free -= sum;
+  EXPECT_EQ(free.memory, std::numeric_limits<int64_t>::min());
+  pod.pods = 1;
+  EXPECT_EQ(shortfall(pod, free), "Insufficient memory");
 }
 
 }  // namespace
