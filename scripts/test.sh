@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds once, and runs every test:
-#   1. the full suite (build/), CUDA code compiled when nvcc exists;
-#   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
-# GRANARY_TEST_SANITIZERS=0 skips step 2. GRANARY_TEST_KUBECONFIG runs the Kubernetes
-# contract tests against a real cluster as well (see docs/development.md).
+# Installs what is missing, builds once, and runs every test. Tiers, in order:
+#   1. the full suite (build/), CUDA code compiled when nvcc exists;                 default
+#   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/); default
+#   3. a short run of every libFuzzer target of tests/fuzz over its seed corpus
+#      (build-fuzz/, clang; tests/fuzz/run.sh);                                         default
+#   4. the concurrent parts (work queue, informer, single-flight, warmer, mount reads) under
+#      ThreadSanitizer (build-tsan/);                                                   opt-in
+# GRANARY_TEST_SANITIZERS=0 skips step 2, GRANARY_TEST_FUZZ=0 step 3 (GRANARY_FUZZ_SECONDS sets
+# its seconds per target, default 5); GRANARY_TEST_TSAN=1 runs step 4. GRANARY_TEST_KUBECONFIG
+# runs the Kubernetes contract tests against a real cluster as well (see docs/development.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -19,8 +24,31 @@ if [[ "${GRANARY_TEST_SANITIZERS:-1}" != 0 ]]; then
   # no-GPU path is what these machines run anyway.
   scripts/build.sh build-asan -DGRANARY_BUILD_TESTS=ON -DGRANARY_SANITIZE=address,undefined \
     -DGRANARY_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
-  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
-  (cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 900)
+  (
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+    cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 900
+  )
+fi
+
+if [[ "${GRANARY_TEST_FUZZ:-1}" != 0 ]]; then
+  # Only the fuzz targets and the libraries they link; a longer run is in docs/development.md.
+  CXX=clang++ GRANARY_BUILD_TARGET=granary_fuzz scripts/build.sh build-fuzz -DGRANARY_FUZZ=ON \
+    -DGRANARY_WITH_CUDA=OFF -DGRANARY_BUILD_TESTS=OFF
+  GRANARY_FUZZ_RUNS="${GRANARY_FUZZ_RUNS:-500000}" tests/fuzz/run.sh build-fuzz \
+    "${GRANARY_FUZZ_SECONDS:-5}"
+fi
+
+if [[ "${GRANARY_TEST_TSAN:-0}" != 0 ]]; then
+  # The tests of the code where threads meet; CUDA off as for ASan.
+  GRANARY_BUILD_TARGET="kube_test cache_node_test mount_test" scripts/build.sh build-tsan \
+    -DGRANARY_BUILD_TESTS=ON -DGRANARY_SANITIZE=thread -DGRANARY_WITH_CUDA=OFF
+  (
+    # Every race is reported and fails its test; tests/tsan.supp says what is not granary's.
+    export TSAN_OPTIONS="second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
+    cd build-tsan && ctest --output-on-failure -j"$jobs" --timeout 900 \
+      -R '^(WorkQueue|InformerContract|SingleFlight|DatasetCacheTest|DatasetFilesystemTest)\.'
+  )
+  echo "test.sh: ThreadSanitizer tier passed"
 fi
 
 echo "test.sh: all suites passed in $(( $(date +%s) - start ))s"

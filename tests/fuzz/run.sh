@@ -29,10 +29,10 @@ for target in "${targets[@]}"; do
   log="$scratch/$target.log"
   # -timeout: one input may take 10 s (ASan, cold caches); -rss_limit_mb: a parser must not need
   # 2 GiB for an input of at most max_len bytes.
-  # shellcheck disable=SC2086  # GRANARY_FUZZ_FLAGS: several flags
+  # shellcheck disable=SC2086  # GRANARY_FUZZ_FLAGS: several flags, after the defaults it overrides
   if "$binary" -max_total_time="$seconds" ${GRANARY_FUZZ_RUNS:+-runs="$GRANARY_FUZZ_RUNS"} \
-       ${GRANARY_FUZZ_MAX_LEN:+-max_len="$GRANARY_FUZZ_MAX_LEN"} ${GRANARY_FUZZ_FLAGS:-} \
        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+       ${GRANARY_FUZZ_MAX_LEN:+-max_len="$GRANARY_FUZZ_MAX_LEN"} ${GRANARY_FUZZ_FLAGS:-} \
        -artifact_prefix="$artifacts/" "$scratch/$target" "tests/fuzz/corpus/$target" \
        >"$log" 2>&1; then
     status=ok
