@@ -67,8 +67,8 @@ struct NodeOptions {
   // Absolute directories that file:// sources may read (within, after symlinks and ".."); empty
   // refuses every file:// source. Each root is served to whoever may create a Dataset.
   std::vector<std::string> fileOriginRoots;
-  std::string mountRoot;          // dataset mounts; default <stateDirectory>/mounts
-  std::string csiSocket;          // the CSI node plugin's unix socket; "" serves no CSI
+  std::string mountRoot;  // dataset mounts; default <stateDirectory>/mounts
+  std::string csiSocket;  // the CSI node plugin's unix socket; "" serves no CSI
   // Mount recovery: dataset mounts handed to the mount keeper outlive a restart of the node
   // (readers wait instead of failing). On by default; off costs nothing but that.
   bool mountKeeper = true;

@@ -4,13 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
-#include <mutex>
 #include <random>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/kube/yaml_json.h"
 
 namespace granary::testing {
@@ -49,13 +48,7 @@ TestNode::TestNode(kube::Client& client, std::string name, const std::string& st
   status_ = beat();
   if (!status_.isOk()) return;
   heart_ = std::make_unique<Running>([this, period](std::stop_token stop) {
-    while (!stop.stop_requested()) {
-      std::mutex mutex;
-      std::condition_variable_any wake;
-      std::unique_lock lock(mutex);
-      wake.wait_for(lock, stop, period, [] { return false; });
-      if (!stop.stop_requested()) (void)beat();
-    }
+    while (realClock().sleepFor(period, stop)) (void)beat();
   });
 }
 

@@ -110,10 +110,9 @@ Response invalidObject(const std::string& kind, const Json& object,
 // `kubectl` sees it), dropped otherwise.
 std::optional<Response> refuseUnknown(const std::vector<std::string>& removed, bool strict) {
   if (removed.empty() || !strict) return std::nullopt;
-  std::vector<std::string> words;
-  for (const auto& path : removed) words.push_back("unknown field \"" + path + "\"");
   std::string text;
-  for (const auto& w : words) text += (text.empty() ? "" : ", ") + w;
+  for (const auto& path : removed)
+    text += (text.empty() ? "" : ", ") + ("unknown field \"" + path + "\"");
   return fail(400, "BadRequest", "strict decoding error: " + text);
 }
 

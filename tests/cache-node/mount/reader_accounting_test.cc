@@ -115,9 +115,8 @@ TEST(ReaderAccountingTest, APodsSeriesGoAGraceAfterItsVolumeIsUnpublished) {
 // A reader blocked in one long read is seen waiting while it waits, not only when the read
 // ends: the telemetry and the data-starved judgement sample it every second.
 TEST(ReaderAccountingTest, AReadStillBlockedCountsUpToNow) {
-  ReaderAccounting accounting(nullptr, [](int tid) {
-    return ProcessIdentity{.pid = tid, .podUid = "uid-a"};
-  });
+  ReaderAccounting accounting(
+      nullptr, [](int tid) { return ProcessIdentity{.pid = tid, .podUid = "uid-a"}; });
   accounting.namePod("uid-a", "ml", "bert-worker-0");
   const auto start = std::chrono::steady_clock::now() - std::chrono::seconds(3);
   accounting.beginWait("ml/coco", 7, start);
