@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache-node/core/eviction.h"
+#include "engine/core/eviction.h"
 
 namespace {
 

@@ -25,10 +25,10 @@
 #include <thread>
 
 #include "bench/bench_data.h"
-#include "cache-node/engine.h"
 #include "cache-node/grpc_peers.h"
 #include "cache-node/grpc_service.h"
 #include "common/log.h"
+#include "engine/engine.h"
 #include "tests/support/http_file_server.h"
 
 namespace granary::cache {

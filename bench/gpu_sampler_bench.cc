@@ -39,12 +39,12 @@
 #include <thread>
 #include <vector>
 
-#include "cache-node/gpu/gpu_sampler.h"
-#include "cache-node/gpu/pod_resources.h"
 #include "common/clock.h"
 #include "common/gpu/nvml.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "engine/gpu/gpu_sampler.h"
+#include "engine/gpu/pod_resources.h"
 #include "tests/support/fake_kubelet.h"
 #include "tests/support/fake_nvml_scenario.h"
 

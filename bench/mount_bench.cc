@@ -27,10 +27,10 @@
 #include <thread>
 
 #include "bench/bench_data.h"
-#include "cache-node/engine.h"
-#include "cache-node/mount/dataset_fs.h"
-#include "cache-node/origin/origin.h"
 #include "common/log.h"
+#include "engine/engine.h"
+#include "engine/mount/dataset_fs.h"
+#include "engine/origin/origin.h"
 #include "tests/support/http_file_server.h"
 
 namespace granary::cache {

@@ -23,10 +23,10 @@
 #include <memory>
 #include <string>
 
-#include "cache-node/core/bandwidth_limiter.h"
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/quantity.h"
+#include "engine/core/bandwidth_limiter.h"
 
 namespace {
 

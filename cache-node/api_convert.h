@@ -1,11 +1,11 @@
 // Between the granary.v1 API messages and the engine's types. Pure.
 #pragma once
 
-#include "cache-node/dataset_cache.h"
-#include "cache-node/engine.h"
-#include "cache-node/gpu/gpu_totals.h"
-#include "cache-node/mount/reader_accounting.h"
 #include "common/gpu/nvml.h"
+#include "engine/dataset_cache.h"
+#include "engine/engine.h"
+#include "engine/gpu/gpu_totals.h"
+#include "engine/mount/reader_accounting.h"
 #include "granary/v1/cache_node.pb.h"
 
 namespace granary::cache {

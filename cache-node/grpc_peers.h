@@ -8,9 +8,9 @@
 #include <mutex>
 #include <string>
 
-#include "cache-node/dataset_cache.h"
 #include "common/grpc_status.h"
 #include "common/secret.h"
+#include "engine/dataset_cache.h"
 
 namespace granary::cache {
 

@@ -6,12 +6,12 @@
 #include <memory>
 #include <string>
 
-#include "cache-node/engine.h"
-#include "cache-node/gpu/gpu_sampler.h"
 #include "cache-node/grpc_peers.h"
-#include "cache-node/mount/reader_accounting.h"
 #include "common/names.h"
 #include "common/secret.h"
+#include "engine/engine.h"
+#include "engine/gpu/gpu_sampler.h"
+#include "engine/mount/reader_accounting.h"
 
 namespace grpc {
 class Server;

@@ -11,20 +11,20 @@
 #include <thread>
 #include <vector>
 
-#include "cache-node/cache_metrics.h"
 #include "cache-node/csi/csi_server.h"
-#include "cache-node/gpu/gpu_sampler.h"
+#include "cache-node/csi/mount_table.h"
 #include "cache-node/grpc_service.h"
-#include "cache-node/mount/mount_keeper.h"
-#include "cache-node/mount/mount_table.h"
 #include "cache-node/options.h"
-#include "cache-node/standalone.h"
 #include "common/files.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
 #include "common/names.h"
 #include "common/termination.h"
+#include "engine/cache_metrics.h"
+#include "engine/gpu/gpu_sampler.h"
+#include "engine/mount/mount_keeper.h"
+#include "engine/standalone.h"
 
 namespace {
 

@@ -33,10 +33,10 @@
 #include <string>
 #include <vector>
 
-#include "cache-node/engine.h"
 #include "common/config.h"
 #include "common/names.h"
 #include "common/quantity.h"
+#include "engine/engine.h"
 
 namespace granary::cache {
 

@@ -10,11 +10,11 @@
 #include <mutex>
 #include <optional>
 
-#include "cache-node/engine.h"
-#include "cache-node/mount/dataset_fs.h"
-#include "cache-node/standalone.h"
 #include "cli/run_view.h"
 #include "cli/worker_gang.h"
+#include "engine/engine.h"
+#include "engine/mount/dataset_fs.h"
+#include "engine/standalone.h"
 
 namespace granary::cli {
 namespace {

@@ -16,8 +16,8 @@
 #include <stop_token>
 #include <string>
 
-#include "cache-node/gpu/gpu_sampler.h"
 #include "cli/local_job.h"
+#include "engine/gpu/gpu_sampler.h"
 
 namespace granary::cli {
 

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "cache-node/engine.h"
-#include "cache-node/mount/dataset_fs.h"
-#include "cache-node/standalone.h"
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/quantity.h"
 #include "common/termination.h"
+#include "engine/engine.h"
+#include "engine/mount/dataset_fs.h"
+#include "engine/standalone.h"
 
 namespace granary::cli {
 namespace {

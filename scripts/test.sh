@@ -40,7 +40,7 @@ fi
 
 if [[ "${GRANARY_TEST_TSAN:-0}" != 0 ]]; then
   # The tests of the code where threads meet; CUDA off as for ASan.
-  GRANARY_BUILD_TARGET="kube_test cache_node_test mount_test" scripts/build.sh build-tsan \
+  GRANARY_BUILD_TARGET="kube_test engine_test mount_test" scripts/build.sh build-tsan \
     -DGRANARY_BUILD_TESTS=ON -DGRANARY_SANITIZE=thread -DGRANARY_WITH_CUDA=OFF
   (
     # Every race is reported and fails its test; tests/tsan.supp says what is not granary's.

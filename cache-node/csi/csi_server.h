@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "cache-node/mount/mount_table.h"
+#include "cache-node/csi/mount_table.h"
 
 namespace grpc {
 class Server;

@@ -49,7 +49,7 @@ kube::Json dataSummary(const JobSample& earlier, const JobSample& later);
 // both with samples in between: utilization, the GPUs' mean utilization over it, and
 // memoryUsedBytes, their summed mean memory used; and dataStarvedFraction, the mean of the share
 // of the window each pod present in both samples was data-starved (its GPUs idle while its
-// readers waited; see the cache node's cache-node/core/data_starvation.h). Null when no GPU is
+// readers waited; see engine/core/data_starvation.h). Null when no GPU is
 // in both (a node that restarted starts its totals over: its GPUs count again from the next).
 kube::Json gpuSummary(const JobSample& earlier, const JobSample& later);
 

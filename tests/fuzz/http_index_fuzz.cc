@@ -1,5 +1,5 @@
 // Fuzzes the listing parsers of the cache node's http(s):// origin
-// (cache-node/origin/http_origin.h): the JSON index ({"files":[{"path","size","etag"}]}) and an
+// (engine/origin/http_origin.h): the JSON index ({"files":[{"path","size","etag"}]}) and an
 // autoindex page (the links the crawler follows). The same bytes go to both.
 //
 // Invariants beyond "no crash":
@@ -15,8 +15,8 @@
 #include <string>
 #include <string_view>
 
-#include "cache-node/manifest_store.h"
-#include "cache-node/origin/http_origin.h"
+#include "engine/origin/http_origin.h"
+#include "engine/store/manifest_store.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace granary::cache {

@@ -1,5 +1,5 @@
 // Fuzzes the S3 ListObjectsV2 parser of the cache node's s3:// origin
-// (cache-node/origin/s3_origin.h, pugixml underneath): a ListBucketResult page → objects.
+// (engine/origin/s3_origin.h, pugixml underneath): a ListBucketResult page → objects.
 //
 // Invariants beyond "no crash":
 //   - an accepted object has a key and a size of at least 0 (the listing refuses the rest);
@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "cache-node/origin/s3_origin.h"
 #include "common/url.h"
+#include "engine/origin/s3_origin.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace granary::cache {

@@ -1,0 +1,242 @@
+#include "cache-node/csi/mount_table.h"
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "common/log.h"
+
+namespace granary::cache {
+
+bool isMountPoint(const std::filesystem::path& path) {
+  if (isStaleMount(path)) return true;
+  struct stat self, parent;
+  if (::stat(path.c_str(), &self) != 0) return false;
+  if (::stat(path.parent_path().c_str(), &parent) != 0) return false;
+  return self.st_dev != parent.st_dev || self.st_ino == parent.st_ino;
+}
+
+namespace {
+
+std::filesystem::path normalRoot(const std::filesystem::path& root) {
+  std::filesystem::path normal = std::filesystem::absolute(root).lexically_normal();
+  return normal.has_filename() ? normal : normal.parent_path();
+}
+
+}  // namespace
+
+MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAccounting& accounting)
+    : engine_(engine), options_(std::move(options)), accounting_(accounting) {
+  const Logger log("mount");
+  options_.root = normalRoot(options_.root);
+  if (!options_.keeperSocket.empty()) {
+    auto kept = keptMounts(options_.keeperSocket);
+    if (kept.isOk()) {
+      for (auto& [point, fd] : *kept) kept_[point] = std::move(fd);
+    } else {
+      // Recovery is on, but nothing holds the mounts: say how to have it, or to turn it off.
+      log.warn("no mount keeper: dataset mounts end with this process",
+               {{"error", kept.status()},
+                {"fix", "run granary-cache-node --serve-mount-keeper " +
+                            options_.keeperSocket.string() + ", or set mountKeeper: false"}});
+    }
+  }
+  // The dataset mounts under the root: the kept ones wait for their datasets; dead ones go.
+  std::set<std::filesystem::path> mounted;
+  for (const auto& mount : currentMounts()) {
+    if (mount.type != "fuse.granary" || !mount.point.starts_with(options_.root.string() + "/"))
+      continue;
+    mounted.insert(mount.point);
+    if (!kept_.contains(mount.point) && cleanStaleMount(mount.point))
+      log.info("stale mount removed", {{"mountpoint", mount.point}});
+  }
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    if (mounted.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    (void)dropMount(options_.keeperSocket, it->first);  // its mount is gone
+    it = kept_.erase(it);
+  }
+  std::ifstream records(recordsFile());
+  for (std::string line; std::getline(records, line);) {
+    if (auto record = parseRecord(line)) {
+      const Publication& p = record->publication;
+      accounting_.namePod(p.podUid, p.podNamespace, p.podName);
+      published_[p.targetPath] = std::move(*record);
+    }
+  }
+  engine_.onCreated([this](const std::shared_ptr<DatasetCache>& cache) {
+    std::lock_guard lock(mutex_);
+    repairLocked(cache);
+  });
+  std::lock_guard lock(mutex_);
+  for (const auto& cache : engine_.datasets()) repairLocked(cache);
+}
+
+MountTable::~MountTable() {
+  engine_.onCreated(nullptr);
+  std::lock_guard lock(mutex_);
+  std::vector<std::filesystem::path> kept;
+  for (auto& [point, fs] : mounts_) {
+    if (fs->detached()) kept.push_back(point);
+    fs.reset();  // stops serving; a kept mount stays mounted
+  }
+  if (kept.empty()) return;
+  const auto deadline = std::chrono::steady_clock::now() + kKeeperStopGrace;
+  while (keeperListening(options_.keeperSocket)) {
+    if (std::chrono::steady_clock::now() >= deadline) return;  // the keeper holds them
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (const auto& point : kept) {
+    if (::umount2(point.c_str(), MNT_DETACH) == 0)
+      Logger("mount").info("the keeper is gone: dataset unmounted",
+                           {{"mountpoint", point.string()}});
+  }
+}
+
+Result<std::filesystem::path> MountTable::datasetMountLocked(
+    const std::shared_ptr<DatasetCache>& cache) {
+  const Logger log("mount");
+  const DatasetKey& key = cache->key();
+  const std::filesystem::path point = mountpointOf(key);
+  if (auto it = mounts_.find(point); it != mounts_.end() && it->second->serving()) return point;
+  if (auto kept = kept_.extract(point)) {
+    auto adopted = DatasetFilesystem::adopt(cache, kept.mapped().release(), point, &accounting_);
+    if (adopted.isOk()) {
+      (*adopted)->detach();  // the keeper still holds it
+      log.info("dataset mount adopted", {{"dataset", key.label()}, {"mountpoint", point.string()}});
+      mounts_[point] = std::move(*adopted);
+      return point;
+    }
+    log.warn("cannot adopt a kept dataset mount; mounting it again",
+             {{"dataset", key.label()}, {"error", adopted.status()}});
+    (void)dropMount(options_.keeperSocket, point);
+    ::umount2(point.c_str(), MNT_DETACH);
+  }
+  cleanStaleMount(point);
+  GRANARY_ASSIGN_OR_RETURN(auto fs, DatasetFilesystem::mount(cache, point, &accounting_));
+  if (!options_.keeperSocket.empty()) {
+    if (Status kept = keepMount(options_.keeperSocket, point, fs->fd()); kept.isOk()) {
+      fs->detach();
+    } else {
+      log.warn("the mount keeper did not take the mount: it ends with this process",
+               {{"dataset", key.label()}, {"error", kept}});
+    }
+  }
+  log.info("dataset mounted", {{"dataset", key.label()}, {"mountpoint", point.string()}});
+  mounts_[point] = std::move(fs);
+  return point;
+}
+
+Status MountTable::bindLocked(const std::filesystem::path& source, const Publication& p) {
+  cleanStaleMount(p.targetPath);
+  if (isMountPoint(p.targetPath)) return Status::ok();  // published before
+  std::error_code error;
+  std::filesystem::create_directories(p.targetPath, error);
+  if (error) return unavailable("cannot create " + p.targetPath.string() + ": " + error.message());
+  if (::mount(source.c_str(), p.targetPath.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+      ::mount(nullptr, p.targetPath.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) !=
+          0) {
+    const int e = errno;
+    ::umount2(p.targetPath.c_str(), MNT_DETACH);
+    return unavailable("cannot bind " + source.string() + " to " + p.targetPath.string() + ": " +
+                       std::strerror(e));
+  }
+  return Status::ok();
+}
+
+void MountTable::repairLocked(const std::shared_ptr<DatasetCache>& cache) {
+  const DatasetKey& key = cache->key();
+  const auto isOfCache = [&](const PublicationRecord& record) {
+    return record.publication.datasetNamespace == key.ns &&
+           record.publication.datasetName == key.name && record.generation == key.generation;
+  };
+  bool wanted = kept_.contains(mountpointOf(key));
+  for (const auto& [_, record] : published_) wanted = wanted || isOfCache(record);
+  if (!wanted) return;
+  const Logger log("mount");
+  auto source = datasetMountLocked(cache);
+  if (!source.isOk()) {
+    log.warn("cannot mount a dataset again",
+             {{"dataset", key.label()}, {"error", source.status()}});
+    return;
+  }
+  for (auto it = published_.begin(); it != published_.end();) {
+    const Publication& p = it->second.publication;
+    if (!isOfCache(it->second) || !isStaleMount(p.targetPath)) {
+      ++it;
+    } else if (Status bound = bindLocked(*source, p); bound.isOk()) {
+      log.info("volume repaired", {{"dataset", key.label()},
+                                   {"pod", p.podNamespace + "/" + p.podName},
+                                   {"target", p.targetPath.string()}});
+      ++it;
+    } else {
+      log.warn("cannot repair a volume", {{"target", p.targetPath.string()}, {"error", bound}});
+      it = published_.erase(it);
+    }
+  }
+  saveRecordsLocked();
+}
+
+void MountTable::saveRecordsLocked() const {
+  const std::filesystem::path file = recordsFile();
+  std::error_code error;
+  std::filesystem::create_directories(options_.root, error);
+  {
+    std::ofstream out(file.string() + ".new", std::ios::trunc);
+    for (const auto& [_, record] : published_) out << formatRecord(record) << "\n";
+  }
+  std::filesystem::rename(file.string() + ".new", file, error);
+  if (error)
+    Logger("mount").warn("cannot record the published volumes",
+                         {{"file", file.string()}, {"error", error.message()}});
+}
+
+Status MountTable::publish(const Publication& p) {
+  auto cache = engine_.find({p.datasetNamespace, p.datasetName, 0, ""});
+  if (!cache.isOk()) {
+    return notFound("Dataset " + p.datasetNamespace + "/" + p.datasetName + " is not on node " +
+                    engine_.nodeName() + " yet; the operator ensures it where a job's workers run");
+  }
+  accounting_.namePod(p.podUid, p.podNamespace, p.podName);
+  std::lock_guard lock(mutex_);
+  GRANARY_ASSIGN_OR_RETURN(const auto source, datasetMountLocked(*cache));
+  GRANARY_RETURN_IF_ERROR(bindLocked(source, p));
+  if (!published_.contains(p.targetPath)) {
+    published_[p.targetPath] = {p, (*cache)->key().generation};
+    saveRecordsLocked();
+    Logger("mount").info("volume published", {{"dataset", (*cache)->key().label()},
+                                              {"pod", p.podNamespace + "/" + p.podName},
+                                              {"target", p.targetPath.string()}});
+  }
+  return Status::ok();
+}
+
+Status MountTable::unpublish(const std::filesystem::path& targetPath) {
+  std::lock_guard lock(mutex_);
+  // Unmounting asks nothing of the daemon, so it works on a view whose dataset waits for its
+  // process.
+  if (::umount2(targetPath.c_str(), 0) != 0 && errno != EINVAL && errno != ENOENT) {
+    if (errno != EBUSY || ::umount2(targetPath.c_str(), MNT_DETACH) != 0)
+      return unavailable("cannot unmount " + targetPath.string() + ": " + std::strerror(errno));
+  }
+  std::error_code error;
+  std::filesystem::remove(targetPath, error);  // an empty directory, or nothing
+  if (error && error != std::errc::no_such_file_or_directory)
+    return unavailable("cannot remove " + targetPath.string() + ": " + error.message());
+  const auto published = published_.find(targetPath);
+  if (published == published_.end()) return Status::ok();
+  const Publication& p = published->second.publication;
+  accounting_.endPod(p.datasetNamespace + "/" + p.datasetName, p.podUid);  // the pod ended
+  published_.erase(published);
+  saveRecordsLocked();
+  return Status::ok();
+}
+
+}  // namespace granary::cache

@@ -1,0 +1,77 @@
+// The node's dataset mounts and the pods' views of them. Each dataset generation a pod asks for
+// is mounted once under the node's mount root (root/namespace/name/generation); each pod gets a
+// read-only bind mount of it at its volume's target path.
+//
+// Restarts. With a mount keeper (mount_keeper.h), each dataset mount's FUSE connection is handed
+// to the keeper, and a table in a new process adopts the connections the keeper held as soon as
+// their datasets are ensured again: the mounts, and the pods' bind mounts of them, never go away
+// and their readers only wait. Without one (or when the keeper went too), the mounts a previous
+// process left are dead; they are removed at start, and the pods' views, recorded under the root,
+// are bound again to fresh mounts once their datasets are ensured.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "cache-node/csi/publication.h"
+#include "engine/engine.h"
+#include "engine/mount/dataset_fs.h"
+#include "engine/mount/mount_keeper.h"
+
+namespace granary::cache {
+
+struct MountTableOptions {
+  std::filesystem::path root;          // where dataset mounts go
+  std::filesystem::path keeperSocket;  // the mount keeper's socket; empty: none
+};
+
+class MountTable {
+ public:
+  static constexpr std::chrono::seconds kKeeperStopGrace{1};
+
+  // Takes back the connections the keeper holds, removes dead dataset mounts under the root and
+  // reads the recorded publications; from then on, repairs each dataset's mounts when the
+  // engine has it.
+  MountTable(CacheEngine& engine, MountTableOptions options, ReaderAccounting& accounting);
+  // Stops serving. Without a keeper the dataset mounts are unmounted; with one they stay, for the
+  // next process to adopt. A keeper that stops too (its pod is deleted) would leave them dead:
+  // when it is gone, or goes within kKeeperStopGrace, they are unmounted all the same.
+  ~MountTable();
+
+  // Mounts the newest generation of the publication's dataset (once) and bind-mounts it
+  // read-only at the target. Idempotent. NotFound while the dataset is not on this node;
+  // Unavailable when a mount fails.
+  Status publish(const Publication& publication);
+  // Removes a pod's bind mount and its directory. Idempotent: a missing target is fine.
+  Status unpublish(const std::filesystem::path& targetPath);
+
+ private:
+  // The dataset's mount on this node: served already, adopted from the keeper, or mounted.
+  Result<std::filesystem::path> datasetMountLocked(const std::shared_ptr<DatasetCache>& cache);
+  Status bindLocked(const std::filesystem::path& source, const Publication& publication);
+  // Adopts the dataset's kept connection and binds again the pods' views that died.
+  void repairLocked(const std::shared_ptr<DatasetCache>& cache);
+  void saveRecordsLocked() const;
+  std::filesystem::path mountpointOf(const DatasetKey& key) const {
+    return options_.root / key.ns / key.name / std::to_string(key.generation);
+  }
+  std::filesystem::path recordsFile() const { return options_.root / ".publications"; }
+
+  CacheEngine& engine_;
+  MountTableOptions options_;
+  ReaderAccounting& accounting_;
+  std::mutex mutex_;
+  std::map<std::filesystem::path, std::unique_ptr<DatasetFilesystem>> mounts_;  // by mount point
+  std::map<std::filesystem::path, OwnedFd> kept_;  // connections to adopt, by mount point
+  std::map<std::filesystem::path, PublicationRecord> published_;  // by target path
+};
+
+// True when `path` is the root of a mount (its device differs from its parent's).
+bool isMountPoint(const std::filesystem::path& path);
+
+}  // namespace granary::cache

@@ -1,0 +1,62 @@
+#include "engine/core/bandwidth_limiter.h"
+
+#include <algorithm>
+
+namespace granary::cache {
+
+BandwidthLimiter::BandwidthLimiter(Clock& clock, int64_t bytesPerSecond, int64_t burstBytes)
+    : clock_(clock), updated_(clock.monoNow()) {
+  std::lock_guard lock(mutex_);
+  setRateLocked(bytesPerSecond, burstBytes);
+  tokens_ = burst_;
+}
+
+void BandwidthLimiter::setRate(int64_t bytesPerSecond, int64_t burstBytes) {
+  std::lock_guard lock(mutex_);
+  // Settle the bucket at the old rate first.
+  const auto now = clock_.monoNow();
+  if (rate_ > 0) {
+    tokens_ =
+        std::min(burst_, tokens_ + std::chrono::duration<double>(now - updated_).count() * rate_);
+  }
+  updated_ = now;
+  const bool wasUnlimited = rate_ <= 0;
+  setRateLocked(bytesPerSecond, burstBytes);
+  tokens_ = wasUnlimited ? burst_ : std::min(tokens_, burst_);
+}
+
+void BandwidthLimiter::setRateLocked(int64_t bytesPerSecond, int64_t burstBytes) {
+  rate_ = static_cast<double>(std::max<int64_t>(0, bytesPerSecond));
+  burst_ = burstBytes > 0
+               ? static_cast<double>(burstBytes)
+               : std::max(1.0, rate_ * std::chrono::duration<double>(kDefaultBurst).count());
+}
+
+int64_t BandwidthLimiter::rate() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int64_t>(rate_);
+}
+
+int64_t BandwidthLimiter::burst() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int64_t>(burst_);
+}
+
+bool BandwidthLimiter::acquire(int64_t bytes, std::stop_token stop) {
+  Clock::MonoTime until;
+  {
+    std::lock_guard lock(mutex_);
+    if (rate_ <= 0 || bytes <= 0) return true;
+    const auto now = clock_.monoNow();
+    tokens_ =
+        std::min(burst_, tokens_ + std::chrono::duration<double>(now - updated_).count() * rate_);
+    updated_ = now;
+    tokens_ -= static_cast<double>(bytes);
+    if (tokens_ >= 0) return true;
+    until = now + std::chrono::duration_cast<Clock::Duration>(
+                      std::chrono::duration<double>(-tokens_ / rate_));
+  }
+  return clock_.sleepUntil(until, std::move(stop));
+}
+
+}  // namespace granary::cache

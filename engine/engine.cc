@@ -1,0 +1,180 @@
+#include "engine/engine.h"
+
+#include <set>
+
+#include "common/log.h"
+#include "engine/origin/beneath.h"
+
+namespace granary::cache {
+
+CacheEngine::CacheEngine(EngineOptions options, Clock& clock)
+    : options_(std::move(options)), bandwidth_(clock, options_.bandwidthLimit) {}
+
+CacheEngine::~CacheEngine() {
+  std::lock_guard lock(mutex_);
+  datasets_.clear();  // stops every warmer before the stores close
+}
+
+Result<std::unique_ptr<CacheEngine>> CacheEngine::open(EngineOptions options, Clock& clock,
+                                                       PeerReader* peers, CacheMetrics* metrics) {
+  if (options.nodeName.empty()) return invalidArgument("nodeName: must be set");
+  if (options.stateDirectory.empty()) return invalidArgument("stateDirectory: must be set");
+  if (options.cacheDirectories.empty())
+    return invalidArgument("cacheDirectories: name at least one directory with a quota");
+  if (options.defaultChunkSize < 4096)
+    return invalidArgument("chunkSize: must be at least 4096 bytes");
+  std::unique_ptr<CacheEngine> engine(new CacheEngine(options, clock));
+  GRANARY_ASSIGN_OR_RETURN(engine->manifests_,
+                           ManifestStore::open(options.stateDirectory / "manifests"));
+  GRANARY_ASSIGN_OR_RETURN(engine->chunks_, ChunkStore::open(options.stateDirectory / "chunk-index",
+                                                             options.cacheDirectories));
+  auto reconciled = engine->chunks_->reconcile(options.verifyChecksumsAtStart);
+  if (reconciled.isOk()) {
+    engine->startup_ = *reconciled;
+  } else if (reconciled.status().code() == StatusCode::kResourceExhausted) {
+    // A full disk: the node starts and serves what it holds (every read checks its bytes).
+    Logger("cache").warn("chunk store not reconciled", {{"error", reconciled.status()}});
+  } else {
+    return reconciled.status();
+  }
+  engine->context_ = std::make_unique<NodeContext>(
+      NodeContext{options.nodeName, *engine->manifests_, *engine->chunks_, engine->bandwidth_,
+                  clock, peers, metrics});
+  Logger("cache").info("chunk store reconciled",
+                       {{"kept", engine->startup_.kept},
+                        {"dropped_records", engine->startup_.droppedRecords},
+                        {"removed_files", engine->startup_.removedFiles},
+                        {"reread_unflushed", engine->startup_.verifiedUnflushed}});
+  return engine;
+}
+
+Result<std::shared_ptr<DatasetCache>> CacheEngine::ensure(EnsureSpec spec) {
+  bool created = false;
+  GRANARY_ASSIGN_OR_RETURN(auto cache, createOrUpdate(std::move(spec), created));
+  if (created) {
+    std::lock_guard lock(listenerMutex_);
+    if (onCreated_) onCreated_(cache);
+  }
+  return cache;
+}
+
+void CacheEngine::onCreated(std::function<void(const std::shared_ptr<DatasetCache>&)> listener) {
+  std::lock_guard lock(listenerMutex_);
+  onCreated_ = std::move(listener);
+}
+
+Result<std::shared_ptr<DatasetCache>> CacheEngine::createOrUpdate(EnsureSpec spec, bool& created) {
+  const DatasetKey& key = spec.key;
+  if (key.ns.empty()) return invalidArgument("dataset.namespace: must be set");
+  if (key.name.empty()) return invalidArgument("dataset.name: must be set");
+  // Both name directories of the node's mounts (<mountRoot>/<namespace>/<name>/<generation>).
+  for (const auto& [field, value] :
+       {std::pair{"dataset.namespace", &key.ns}, std::pair{"dataset.name", &key.name}}) {
+    if (!isPlainRelativePath(*value) || value->find('/') != std::string::npos)
+      return invalidArgument(std::string(field) + ": \"" + *value +
+                             "\" is not a name: no \"/\", \".\" or \"..\"");
+  }
+  if (key.generation < 1) return invalidArgument("dataset.generation: must be at least 1");
+  if (spec.mounts.empty()) return invalidArgument("mounts: a dataset needs at least one source");
+  DatasetSettings& settings = spec.settings;
+  if (settings.capacityBytes == 0) {
+    for (const auto& dir : options_.cacheDirectories) settings.capacityBytes += dir.quotaBytes;
+  }
+  if (settings.chunkSize == 0) settings.chunkSize = options_.defaultChunkSize;
+  if (settings.warmConcurrency == 0) settings.warmConcurrency = options_.warmConcurrency;
+  if (settings.nodeSet.empty()) settings.nodeSet = {options_.nodeName};
+
+  std::lock_guard lock(mutex_);
+  if (auto it = datasets_.find(key.id()); it != datasets_.end()) {
+    GRANARY_RETURN_IF_ERROR(it->second->update(settings));
+    return it->second;
+  }
+  std::vector<DatasetSource> sources;
+  std::set<std::string> names;
+  for (size_t i = 0; i < spec.mounts.size(); ++i) {
+    const auto& mount = spec.mounts[i];
+    const std::string field = "mounts[" + std::to_string(i) + "]";
+    if (!names.insert(mount.name).second)
+      return invalidArgument(field + ".name: \"" + mount.name + "\" is used twice");
+    if (!mount.name.empty()) {
+      if (Status valid = validateManifestPath(mount.name); !valid.isOk())
+        return invalidArgument(field + ".name: " + valid.message());
+    }
+    auto origin = makeOrigin(mount.source, options_.origins);
+    if (!origin.isOk())
+      return Status(origin.status().code(), field + ".source." + origin.status().message());
+    sources.push_back({mount.name, std::move(*origin)});
+  }
+  GRANARY_ASSIGN_OR_RETURN(auto cache,
+                           DatasetCache::create(*context_, key, std::move(sources), settings));
+  std::shared_ptr<DatasetCache> shared = std::move(cache);
+  datasets_[key.id()] = shared;
+  created = true;
+  Logger("cache").info("dataset ensured",
+                       {{"dataset", key.label()},
+                        {"generation", key.generation},
+                        {"nodes", static_cast<int64_t>(settings.nodeSet.size())}});
+  return shared;
+}
+
+Result<int64_t> CacheEngine::purge(const DatasetKey& key, bool allGenerations) {
+  std::vector<std::shared_ptr<DatasetCache>> doomed;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = datasets_.begin(); it != datasets_.end();) {
+      const DatasetKey& k = it->second->key();
+      const bool match = k.ns == key.ns && k.name == key.name &&
+                         (allGenerations || (k.generation == key.generation &&
+                                             (key.uid.empty() || k.uid == key.uid)));
+      if (match) {
+        doomed.push_back(it->second);
+        it = datasets_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (doomed.empty()) {
+    // Not held in memory (e.g. after a restart): drop what the disks still hold.
+    if (allGenerations || key.uid.empty()) {
+      return notFound("dataset " + key.label() + " is not on this node");
+    }
+    GRANARY_ASSIGN_OR_RETURN(int64_t freed, chunks_->dropGeneration(key.id()));
+    GRANARY_RETURN_IF_ERROR(manifests_->drop(key.id()));
+    return freed;
+  }
+  int64_t freed = 0;
+  for (auto& cache : doomed) {
+    GRANARY_ASSIGN_OR_RETURN(int64_t bytes, cache->purge());
+    freed += bytes;
+  }
+  Logger("cache").info("dataset purged", {{"dataset", key.label()}, {"freed_bytes", freed}});
+  return freed;
+}
+
+Result<std::shared_ptr<DatasetCache>> CacheEngine::find(const DatasetKey& key) const {
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<DatasetCache> best;
+  for (const auto& [_, cache] : datasets_) {
+    const DatasetKey& k = cache->key();
+    if (k.ns != key.ns || k.name != key.name) continue;
+    if (!key.uid.empty() && k.uid != key.uid) continue;
+    if (key.generation != 0 && k.generation != key.generation) continue;
+    if (!best || k.generation > best->key().generation) best = cache;
+  }
+  if (!best) {
+    return notFound("dataset " + key.label() +
+                    (key.generation ? " generation " + std::to_string(key.generation) : "") +
+                    " is not on this node");
+  }
+  return best;
+}
+
+std::vector<std::shared_ptr<DatasetCache>> CacheEngine::datasets() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::shared_ptr<DatasetCache>> out;
+  for (const auto& [_, cache] : datasets_) out.push_back(cache);
+  return out;
+}
+
+}  // namespace granary::cache

@@ -1,0 +1,99 @@
+// The cache node's engine: its stores, opened and reconciled at start-up, and the datasets it
+// holds. The gRPC service, the CSI plugin and the standalone mode are adapters over it.
+//
+// Datasets are held in memory; what survives a restart is on disk (manifests, verified chunks).
+// After a restart the operator (or the standalone manifest) ensures them again, and they pick up
+// where they were: no listing again, no verified chunk fetched again.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/core/bandwidth_limiter.h"
+#include "engine/dataset_cache.h"
+#include "engine/origin/make_origin.h"
+#include "engine/store/chunk_store.h"
+#include "engine/store/manifest_store.h"
+
+namespace granary::cache {
+
+struct EngineOptions {
+  std::string nodeName;
+  // Manifests and the chunk index (RocksDB), on the node's disk.
+  std::filesystem::path stateDirectory;
+  // Where chunks go, with a quota each (several NVMe drives).
+  std::vector<CacheDirectory> cacheDirectories;
+  // For datasets that do not set them.
+  int64_t defaultChunkSize = 16 << 20;
+  int warmConcurrency = 8;
+  // Origin reads of the whole node, bytes per second; 0 unlimited.
+  int64_t bandwidthLimit = 0;
+  // Verify every chunk's checksum at start-up (slower start, catches bit rot). Sizes are
+  // always checked, and so are the checksums of chunks written after the last flush.
+  bool verifyChecksumsAtStart = false;
+  OriginSettings origins;
+};
+
+// A mount of a dataset: its sub-directory ("" the root) and where its data comes from.
+struct MountSpec {
+  std::string name;
+  SourceSpec source;
+};
+
+struct EnsureSpec {
+  DatasetKey key;
+  std::vector<MountSpec> mounts;
+  // capacityBytes 0: the node's whole quota; chunkSize 0: the node's default;
+  // warmConcurrency 0: the node's.
+  DatasetSettings settings;
+};
+
+class CacheEngine {
+ public:
+  // Opens the stores and reconciles the chunk index with the disks. InvalidArgument for a
+  // missing node name or cache directory; Unavailable when a store cannot be opened.
+  static Result<std::unique_ptr<CacheEngine>> open(EngineOptions options, Clock& clock,
+                                                   PeerReader* peers, CacheMetrics* metrics);
+  ~CacheEngine();
+
+  // Creates the dataset generation (building its origins) or updates its node set and warm
+  // settings. Errors name the field at fault (mounts[i].source.uri, cache.replicas, ...).
+  Result<std::shared_ptr<DatasetCache>> ensure(EnsureSpec spec);
+  // Calls `listener` with each dataset generation ensure() creates from now on, on the ensuring
+  // thread; an empty function ends the calls (and waits for one in progress). One at a time.
+  void onCreated(std::function<void(const std::shared_ptr<DatasetCache>&)> listener);
+  // Purges one generation, or every generation of namespace/name. Returns the bytes freed;
+  // NotFound when nothing matched.
+  Result<int64_t> purge(const DatasetKey& key, bool allGenerations);
+  // The generation named by `key`; generation 0 finds the newest one of namespace/name.
+  Result<std::shared_ptr<DatasetCache>> find(const DatasetKey& key) const;
+  std::vector<std::shared_ptr<DatasetCache>> datasets() const;
+
+  const std::string& nodeName() const { return options_.nodeName; }
+  const ReconcileReport& startupReport() const { return startup_; }
+  std::vector<DirectoryUsage> usage() const { return chunks_->usage(); }
+
+ private:
+  CacheEngine(EngineOptions options, Clock& clock);
+  Result<std::shared_ptr<DatasetCache>> createOrUpdate(EnsureSpec spec, bool& created);
+
+  EngineOptions options_;
+  std::unique_ptr<ManifestStore> manifests_;
+  std::unique_ptr<ChunkStore> chunks_;
+  BandwidthLimiter bandwidth_;
+  std::unique_ptr<NodeContext> context_;
+  ReconcileReport startup_;
+  mutable std::mutex mutex_;                                       // guards datasets_
+  std::map<std::string, std::shared_ptr<DatasetCache>> datasets_;  // by DatasetKey::id()
+  std::mutex listenerMutex_;  // guards onCreated_, held while it runs
+  std::function<void(const std::shared_ptr<DatasetCache>&)> onCreated_;
+};
+
+}  // namespace granary::cache

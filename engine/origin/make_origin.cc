@@ -1,0 +1,109 @@
+#include "engine/origin/make_origin.h"
+
+#include "engine/origin/beneath.h"
+#include "engine/origin/http_origin.h"
+#include "engine/origin/s3_origin.h"
+
+namespace granary::cache {
+namespace {
+
+Status unknownOptions(const SourceSpec& source, std::initializer_list<std::string_view> known) {
+  for (const auto& [name, _] : source.options) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      return invalidArgument("options." + name + ": not an option of this source (" +
+                             (list.empty() ? std::string("it takes none") : "known: " + list) +
+                             ")");
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Origin>> makeS3(const SourceSpec& source) {
+  GRANARY_RETURN_IF_ERROR(unknownOptions(source, {"addressing"}));
+  GRANARY_ASSIGN_OR_RETURN(S3Location location, parseS3Uri(source.uri));
+  S3OriginOptions options;
+  options.bucket = location.bucket;
+  options.prefix = location.prefix;
+  options.endpoint = source.endpoint;
+  if (!source.region.empty()) options.region = source.region;
+  if (auto it = source.options.find("addressing"); it != source.options.end()) {
+    if (it->second != "path" && it->second != "virtual")
+      return invalidArgument("options.addressing: must be \"path\" or \"virtual\"");
+    options.pathStyle = it->second == "path";
+  }
+  options.accessKeyId = source.accessKeyId;
+  options.secretAccessKey = source.secretAccessKey;
+  options.sessionToken = source.sessionToken;
+  return makeS3Origin(std::move(options));
+}
+
+Result<std::unique_ptr<Origin>> makeHttp(const SourceSpec& source) {
+  GRANARY_RETURN_IF_ERROR(unknownOptions(source, {"index"}));
+  HttpOriginOptions options;
+  options.baseUrl = source.uri;
+  if (auto it = source.options.find("index"); it != source.options.end())
+    options.index = it->second;
+  options.bearerToken = source.bearerToken;
+  return makeHttpOrigin(std::move(options));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Origin>> makeOrigin(const SourceSpec& source,
+                                           const OriginSettings& settings) {
+  const std::string& uri = source.uri;
+  if (!source.endpoint.empty() && !uri.starts_with("s3://"))
+    return invalidArgument("endpoint: only s3:// sources take an endpoint");
+  if (uri.starts_with("s3://")) return makeS3(source);
+  if (uri.starts_with("http://") || uri.starts_with("https://")) return makeHttp(source);
+  if (uri.starts_with("file://")) {
+    GRANARY_RETURN_IF_ERROR(unknownOptions(source, {}));
+    const std::string path = uri.substr(7);
+    if (!path.starts_with("/"))
+      return invalidArgument("uri: file:// needs an absolute path, e.g. file:///mnt/data/");
+    const std::string fix =
+        "; add a root to fileOriginRoots in the cache node's options (cacheNode.fileOriginRoots "
+        "in the chart)";
+    if (settings.fileOriginRoots.empty()) {
+      return invalidArgument("uri: " + uri +
+                             " is refused: the cache node allows no file:// sources (its "
+                             "fileOriginRoots is empty)" +
+                             fix);
+    }
+    const auto located = locateBeneath(path, settings.fileOriginRoots);
+    if (!located) {
+      std::string roots;
+      for (const auto& root : settings.fileOriginRoots)
+        roots += (roots.empty() ? "" : ", ") + root.string();
+      return invalidArgument("uri: " + uri + " is outside the cache node's fileOriginRoots (" +
+                             roots + ")" + fix);
+    }
+    return makeFileOrigin(located->root, located->relative);
+  }
+  if (uri.starts_with("pvc://")) {
+    GRANARY_RETURN_IF_ERROR(unknownOptions(source, {}));
+    if (settings.pvcRoot.empty()) {
+      return invalidArgument(
+          "uri: pvc:// sources need the cache node's pvcRoot option (where claims are mounted)");
+    }
+    const std::string rest = uri.substr(6);  // claim/path
+    std::string trimmed = rest;
+    while (trimmed.ends_with("/")) trimmed.pop_back();
+    if (!isPlainRelativePath(trimmed))
+      return invalidArgument(
+          "uri: pvc:// needs a claim name and no \"..\", e.g. pvc://data/train/");
+    const auto located = locateBeneath(settings.pvcRoot / trimmed, {settings.pvcRoot});
+    if (!located) {
+      return invalidArgument("uri: " + uri + " leads outside the cache node's pvcRoot (" +
+                             settings.pvcRoot.string() + ")");
+    }
+    return makeFileOrigin(located->root, located->relative);
+  }
+  return invalidArgument(
+      "uri: \"" + uri.substr(0, uri.find(':')) +
+      "\" is not a supported scheme (s3://, http://, https://, file://, pvc://)");
+}
+
+}  // namespace granary::cache

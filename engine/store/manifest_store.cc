@@ -1,0 +1,311 @@
+#include "engine/store/manifest_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "engine/store/rocksdb_options.h"
+
+namespace granary::cache {
+namespace {
+
+// Every key of a generation starts with its kind and the generation: kind NUL generation NUL.
+std::string generationPrefix(char kind, std::string_view generation) {
+  std::string k(1, kind);
+  k += '\0';
+  k.append(generation);
+  k += '\0';
+  return k;
+}
+
+// Entries: "m" NUL generation NUL parent-directory NUL name. NUL sorts first, so a directory's
+// children are contiguous and in name order.
+std::string key(std::string_view generation, std::string_view parent, std::string_view name) {
+  std::string k = generationPrefix('m', generation);
+  k.append(parent);
+  k += '\0';
+  k.append(name);
+  return k;
+}
+
+// The inode index: "i" NUL generation NUL inode (8 bytes, big-endian) → path.
+std::string inodeKey(std::string_view generation, uint64_t inode) {
+  std::string k = generationPrefix('i', generation);
+  for (int shift = 56; shift >= 0; shift -= 8) k += static_cast<char>((inode >> shift) & 0xff);
+  return k;
+}
+
+// The completion mark of a generation: "c" NUL generation → files, bytes.
+std::string completionKey(std::string_view generation) {
+  std::string k = "c";
+  k += '\0';
+  k.append(generation);
+  return k;
+}
+
+std::pair<std::string_view, std::string_view> splitPath(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return {"", path};
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+template <typename T>
+void append(std::string& out, T value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+template <typename T>
+T read(std::string_view& in) {
+  T value{};
+  std::memcpy(&value, in.data(), sizeof(T));
+  in.remove_prefix(sizeof(T));
+  return value;
+}
+
+// Value: size, mtime, inode, mode, directory flag, then the etag (fixed layout, host byte order:
+// the store never leaves the node).
+constexpr size_t kFixed = 8 + 8 + 8 + 4 + 1;
+
+std::string encode(const ManifestEntry& e) {
+  std::string v;
+  v.reserve(kFixed + e.etag.size());
+  append<int64_t>(v, e.size);
+  append<int64_t>(v, e.modifiedUnixNanos);
+  append<uint64_t>(v, e.inode);
+  append<uint32_t>(v, e.mode);
+  v += e.directory ? '\1' : '\0';
+  v += e.etag;
+  return v;
+}
+
+Result<ManifestEntry> decode(std::string path, std::string_view value) {
+  if (value.size() < kFixed) return corruption("manifest entry for \"" + path + "\" is truncated");
+  ManifestEntry e;
+  e.path = std::move(path);
+  e.size = read<int64_t>(value);
+  e.modifiedUnixNanos = read<int64_t>(value);
+  e.inode = read<uint64_t>(value);
+  e.mode = read<uint32_t>(value);
+  e.directory = read<char>(value) != 0;
+  e.etag = std::string(value);
+  return e;
+}
+
+Status fromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return Status::ok();
+  if (s.IsNotFound()) return notFound(std::string(what) + ": not found");
+  if (s.IsCorruption()) return corruption(std::string(what) + ": " + s.ToString());
+  return unavailable(std::string(what) + ": " + s.ToString());
+}
+
+}  // namespace
+
+Status validateManifestPath(std::string_view path) {
+  if (path.empty()) return invalidArgument("manifest path is empty");
+  if (path.front() == '/')
+    return invalidArgument("manifest path \"" + std::string(path) + "\" must be relative");
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = path.find('/', start);
+    const std::string_view segment = path.substr(start, slash - start);
+    if (segment.empty() || segment == "." || segment == ".." ||
+        segment.find('\0') != std::string_view::npos) {
+      return invalidArgument("manifest path \"" + std::string(path) +
+                             "\" has an empty, \".\", \"..\" or NUL segment");
+    }
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return Status::ok();
+}
+
+ManifestStore::ManifestStore(std::unique_ptr<rocksdb::DB> db, std::unique_ptr<StoreGuard> guard)
+    : db_(std::move(db)), guard_(std::move(guard)) {}
+
+ManifestStore::~ManifestStore() {
+  if (guard_->keepOpen()) StoreGuard::abandon(std::move(db_));  // closing would abort
+}
+
+Status ManifestStore::write(int64_t bytes, const std::function<rocksdb::Status()>& write) {
+  GRANARY_RETURN_IF_ERROR(guard_->admit(bytes));
+  return guard_->check(write());
+}
+
+Result<std::unique_ptr<ManifestStore>> ManifestStore::open(const std::filesystem::path& directory) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error) return unavailable("manifest store " + directory.string() + ": " + error.message());
+  const rocksdb::Options options = storeOptions();
+  auto guard = std::make_unique<StoreGuard>(directory, "manifest store");
+  rocksdb::DB* raw = nullptr;
+  GRANARY_RETURN_IF_ERROR(guard->open(options, &raw));
+  return std::unique_ptr<ManifestStore>(
+      new ManifestStore(std::unique_ptr<rocksdb::DB>(raw), std::move(guard)));
+}
+
+Status ManifestStore::put(std::string_view generation, std::span<const ManifestEntry> files) {
+  rocksdb::WriteBatch batch;
+  std::map<uint64_t, std::string> taken;  // inodes given out in this batch
+  // An inode for `path`: a hash of it, probed past inodes other paths hold. A path keeps the
+  // inode it already has.
+  const auto inodeOf = [&](std::string_view path) -> Result<uint64_t> {
+    for (uint64_t seed = 0;; ++seed) {
+      const uint64_t inode = XXH3_64bits_withSeed(path.data(), path.size(), seed);
+      if (inode <= kRootInode) continue;
+      if (const auto it = taken.find(inode); it != taken.end()) {
+        if (it->second == path) return inode;
+        continue;
+      }
+      std::string holder;
+      const rocksdb::Status s =
+          db_->Get(rocksdb::ReadOptions(), inodeKey(generation, inode), &holder);
+      if (s.IsNotFound() || (s.ok() && holder == path)) {
+        taken.emplace(inode, std::string(path));
+        return inode;
+      }
+      GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest inode index"));
+    }
+  };
+  const auto add = [&](ManifestEntry entry) -> Status {
+    const auto [parent, name] = splitPath(entry.path);
+    GRANARY_ASSIGN_OR_RETURN(entry.inode, inodeOf(entry.path));
+    batch.Put(key(generation, parent, name), encode(entry));
+    batch.Put(inodeKey(generation, entry.inode), entry.path);
+    return Status::ok();
+  };
+  std::set<std::string_view> directories;
+  for (const auto& file : files) {
+    GRANARY_RETURN_IF_ERROR(validateManifestPath(file.path));
+    GRANARY_RETURN_IF_ERROR(add(file));
+    for (std::string_view dir = splitPath(file.path).first; !dir.empty();
+         dir = splitPath(dir).first) {
+      if (!directories.insert(dir).second) break;  // its parents are in the set already
+    }
+  }
+  for (std::string_view dir : directories) {
+    GRANARY_RETURN_IF_ERROR(
+        add(ManifestEntry{.path = std::string(dir), .mode = 0555, .directory = true}));
+  }
+  return write(static_cast<int64_t>(batch.GetDataSize()),
+               [&] { return db_->Write(rocksdb::WriteOptions(), &batch); });
+}
+
+Result<ManifestEntry> ManifestStore::stat(std::string_view generation,
+                                          std::string_view path) const {
+  if (path.empty()) return ManifestEntry{.inode = kRootInode, .mode = 0555, .directory = true};
+  GRANARY_RETURN_IF_ERROR(validateManifestPath(path));
+  const auto [parent, name] = splitPath(path);
+  std::string value;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key(generation, parent, name), &value);
+  if (s.IsNotFound()) return notFound("\"" + std::string(path) + "\" is not in the dataset");
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest read"));
+  return decode(std::string(path), value);
+}
+
+Result<ManifestEntry> ManifestStore::statInode(std::string_view generation, uint64_t inode) const {
+  if (inode == kRootInode) return stat(generation, "");
+  std::string path;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), inodeKey(generation, inode), &path);
+  if (s.IsNotFound()) return notFound("inode " + std::to_string(inode) + " is not in the dataset");
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest inode index"));
+  return stat(generation, path);
+}
+
+Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generation,
+                                                       std::string_view directory,
+                                                       std::string_view after, size_t limit) const {
+  if (!directory.empty()) GRANARY_RETURN_IF_ERROR(validateManifestPath(directory));
+  const std::string prefix = key(generation, directory, "");
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::vector<ManifestEntry> out;
+  it->Seek(after.empty() ? prefix : key(generation, directory, after));
+  if (!after.empty() && it->Valid() &&
+      it->key().ToStringView() == key(generation, directory, after))
+    it->Next();
+  for (; it->Valid() && out.size() < limit; it->Next()) {
+    const std::string_view k = it->key().ToStringView();
+    if (k.substr(0, prefix.size()) != prefix) break;
+    const std::string_view name = k.substr(prefix.size());
+    std::string path =
+        directory.empty() ? std::string(name) : std::string(directory) + "/" + std::string(name);
+    GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry,
+                             decode(std::move(path), it->value().ToStringView()));
+    out.push_back(std::move(entry));
+  }
+  GRANARY_RETURN_IF_ERROR(fromRocks(it->status(), "manifest scan"));
+  if (out.empty() && !directory.empty()) {
+    // An empty page of a directory that does not exist is an error; of one that does, not.
+    GRANARY_ASSIGN_OR_RETURN(ManifestEntry dir, stat(generation, directory));
+    if (!dir.directory) return failedPrecondition("\"" + std::string(directory) + "\" is a file");
+  }
+  return out;
+}
+
+Result<std::vector<ManifestEntry>> ManifestStore::files(std::string_view generation,
+                                                        std::string& cursor, size_t limit) const {
+  const std::string prefix = generationPrefix('m', generation);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::vector<ManifestEntry> out;
+  it->Seek(cursor.empty() ? prefix : cursor);
+  if (!cursor.empty() && it->Valid() && it->key().ToStringView() == cursor) it->Next();
+  for (; it->Valid() && out.size() < limit; it->Next()) {
+    const std::string_view k = it->key().ToStringView();
+    if (!k.starts_with(prefix)) break;
+    cursor = std::string(k);
+    const std::string_view rest = k.substr(prefix.size());  // parent NUL name
+    const size_t nul = rest.find('\0');
+    const std::string_view parent = rest.substr(0, nul), name = rest.substr(nul + 1);
+    std::string path =
+        parent.empty() ? std::string(name) : std::string(parent) + "/" + std::string(name);
+    GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry,
+                             decode(std::move(path), it->value().ToStringView()));
+    if (!entry.directory) out.push_back(std::move(entry));
+  }
+  GRANARY_RETURN_IF_ERROR(fromRocks(it->status(), "manifest scan"));
+  return out;
+}
+
+Status ManifestStore::markComplete(std::string_view generation, ManifestTotals totals) {
+  std::string value;
+  append<int64_t>(value, totals.files);
+  append<int64_t>(value, totals.bytes);
+  return write(64,
+               [&] { return db_->Put(rocksdb::WriteOptions(), completionKey(generation), value); });
+}
+
+Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const {
+  std::string value;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), completionKey(generation), &value);
+  if (s.IsNotFound())
+    return notFound("the listing of " + std::string(generation) + " is incomplete");
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest completion mark"));
+  if (value.size() != 16)
+    return corruption("manifest completion mark of " + std::string(generation));
+  std::string_view in = value;
+  ManifestTotals totals;
+  totals.files = read<int64_t>(in);
+  totals.bytes = read<int64_t>(in);
+  return totals;
+}
+
+Status ManifestStore::drop(std::string_view generation) {
+  GRANARY_RETURN_IF_ERROR(
+      write(64, [&] { return db_->Delete(rocksdb::WriteOptions(), completionKey(generation)); }));
+  for (const std::string& begin :
+       {generationPrefix('m', generation), generationPrefix('i', generation)}) {
+    std::string end = begin;
+    end.back() = '\1';  // just past every key of the generation
+    GRANARY_RETURN_IF_ERROR(write(64, [&] {
+      return db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(), begin, end);
+    }));
+  }
+  return Status::ok();
+}
+
+}  // namespace granary::cache

@@ -1,0 +1,95 @@
+// The manifest of each dataset generation — every file's path, size, version and mode — in
+// RocksDB, so that stat and readdir never touch the origin. Keys group a directory's children
+// together: listing a directory is one prefix scan, whatever the dataset's size.
+//
+// Thread-safety: all methods may be called concurrently (RocksDB is thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/store/store_guard.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace granary::cache {
+
+// The dataset root's inode; every other entry gets a stable one when it is listed.
+inline constexpr uint64_t kRootInode = 1;
+
+struct ManifestEntry {
+  std::string path;  // relative to the dataset root, '/'-separated, no leading '/'
+  int64_t size = 0;
+  std::string etag;  // origin version: ETag, or size and mtime for file origins
+  int64_t modifiedUnixNanos = 0;
+  // Unique within the generation and the same in every process that opens the store (a hash
+  // of the path, probed on collision), so a restarted node answers for inodes a kernel kept.
+  uint64_t inode = 0;
+  uint32_t mode = 0;  // permission bits
+  bool directory = false;
+
+  friend bool operator==(const ManifestEntry&, const ManifestEntry&) = default;
+};
+
+// A generation whose listing completed, and what it holds.
+struct ManifestTotals {
+  int64_t files = 0;
+  int64_t bytes = 0;
+};
+
+class ManifestStore {
+ public:
+  // Opens (creating if needed) the store in `directory`. Unavailable when RocksDB cannot open
+  // it (e.g. another process holds its lock).
+  static Result<std::unique_ptr<ManifestStore>> open(const std::filesystem::path& directory);
+  ~ManifestStore();
+
+  // Writes file entries of one generation ("namespace/name/generation") atomically, together
+  // with the directories above them. InvalidArgument for an empty path, a leading '/', or a
+  // "." or ".." segment.
+  Status put(std::string_view generation, std::span<const ManifestEntry> files);
+
+  // NotFound when the path is not in the manifest; "" is the root directory.
+  Result<ManifestEntry> stat(std::string_view generation, std::string_view path) const;
+
+  // The direct children of `directory` ("" for the root) in name order, starting after the
+  // name `after` (exclusive; "" from the start), at most `limit`.
+  // The entry holding `inode` (kRootInode: the root). NotFound when none does.
+  Result<ManifestEntry> statInode(std::string_view generation, uint64_t inode) const;
+  Result<std::vector<ManifestEntry>> list(std::string_view generation, std::string_view directory,
+                                          std::string_view after = {}, size_t limit = 1000) const;
+
+  // Every file (directories left out) of a generation, in key order, at most `limit` per call.
+  // `cursor` starts empty and is advanced past the batch returned; an empty batch is the end.
+  Result<std::vector<ManifestEntry>> files(std::string_view generation, std::string& cursor,
+                                           size_t limit = 1000) const;
+
+  // Records that the listing of a generation is complete, so a restart does not list again.
+  Status markComplete(std::string_view generation, ManifestTotals totals);
+  // NotFound while the generation's listing is incomplete (or never started).
+  Result<ManifestTotals> totals(std::string_view generation) const;
+
+  // Removes every entry of a generation, and its completion mark.
+  Status drop(std::string_view generation);
+
+ private:
+  ManifestStore(std::unique_ptr<rocksdb::DB> db, std::unique_ptr<StoreGuard> guard);
+  // Guards a write of about `bytes`.
+  Status write(int64_t bytes, const std::function<rocksdb::Status()>& write);
+  std::unique_ptr<rocksdb::DB> db_;
+  std::unique_ptr<StoreGuard> guard_;
+};
+
+// Checks a manifest path: relative, '/'-separated, no empty, "." or ".." segments.
+Status validateManifestPath(std::string_view path);
+
+}  // namespace granary::cache

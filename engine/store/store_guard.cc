@@ -1,0 +1,60 @@
+#include "engine/store/store_guard.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/status.h>
+#include <sys/statvfs.h>
+
+#include <mutex>
+#include <vector>
+
+#include "common/log.h"
+
+namespace granary::cache {
+
+Status StoreGuard::open(const rocksdb::Options& options, rocksdb::DB** db) {
+  rocksdb::Status opened = rocksdb::DB::Open(options, directory_.string(), db);
+  if (opened.IsNoSpace() || (opened.IsIOError() && !admit(0).isOk())) {
+    Logger("cache").warn("the disk is full: the store is opened read-only until a restart",
+                         {{"store", what_}, {"error", opened.ToString()}});
+    opened = rocksdb::DB::OpenForReadOnly(options, directory_.string(), db);
+    readOnly_ = opened.ok();
+  }
+  if (opened.ok()) return Status::ok();
+  return unavailable(what_ + " " + directory_.string() + ": " + opened.ToString());
+}
+
+void StoreGuard::abandon(std::unique_ptr<rocksdb::DB> db) {
+  // Never destroyed: destroying it would close the databases it holds.
+  static auto* const abandoned = new std::vector<std::unique_ptr<rocksdb::DB>>();
+  static std::mutex mutex;
+  const std::lock_guard lock(mutex);
+  abandoned->push_back(std::move(db));
+}
+
+Status StoreGuard::admit(int64_t bytes) const {
+  if (readOnly_) {
+    return {StatusCode::kResourceExhausted,
+            what_ +
+                ": the disk was full when the node started, so the store is read-only; "
+                "restart the node once there is room"};
+  }
+  struct statvfs fs {};
+  if (::statvfs(directory_.c_str(), &fs) != 0) return Status::ok();  // the write will say
+  const auto free = static_cast<int64_t>(fs.f_bavail * fs.f_frsize);
+  if (free - bytes >= kMarginBytes) return Status::ok();
+  return {StatusCode::kResourceExhausted, what_ + ": disk full: " + std::to_string(free) +
+                                              " bytes free on the file system of " +
+                                              directory_.string() + ", which keeps " +
+                                              std::to_string(kMarginBytes) + " free for the index"};
+}
+
+Status StoreGuard::check(const rocksdb::Status& written) {
+  if (written.ok()) return Status::ok();
+  if (written.IsNotFound()) return notFound(what_ + ": not found");
+  if (written.IsIOError()) failed_ = true;
+  if (written.IsNoSpace() || written.subcode() == rocksdb::Status::kSpaceLimit)
+    return {StatusCode::kResourceExhausted, what_ + ": disk full: " + written.ToString()};
+  return unavailable(what_ + ": " + written.ToString());
+}
+
+}  // namespace granary::cache

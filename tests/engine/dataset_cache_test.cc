@@ -1,0 +1,743 @@
+#include "engine/dataset_cache.h"
+
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "engine/core/placement.h"
+#include "engine/origin/http_origin.h"
+#include "tests/engine/test_node.h"
+#include "tests/engine/test_origin.h"
+#include "tests/support/http_file_server.h"
+
+namespace granary::cache {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::randomBytes;
+using testing::RecordingOrigin;
+using testing::TestNode;
+
+// Routes peer reads to DatasetCaches in this process.
+class LoopbackPeers final : public PeerReader {
+ public:
+  Result<std::string> readChunk(const std::string& node, const DatasetKey&, const std::string& path,
+                                int64_t index, const std::string& etag, bool fill) override {
+    ++calls;
+    auto it = caches.find(node);
+    if (it == caches.end()) return unavailable(node + " is down");
+    return it->second->readChunkForPeer(path, index, etag, fill);
+  }
+  std::map<std::string, DatasetCache*> caches;
+  std::atomic<int> calls{0};
+};
+
+class DatasetCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("granary-dataset-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+    origin_ = root_ / "origin";
+    std::filesystem::create_directories(origin_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  void writeOrigin(const std::string& path, const std::string& data) {
+    std::filesystem::create_directories((origin_ / path).parent_path());
+    std::ofstream(origin_ / path, std::ios::binary) << data;
+    files_[path] = data;
+  }
+  // A small tree: whole small files and multi-chunk large ones.
+  void writeTree(int small = 20) {
+    for (int i = 0; i < small; ++i)
+      writeOrigin("train/s" + std::to_string(i) + ".bin", randomBytes(3000 + i * 7, i));
+    writeOrigin("big/a.bin", randomBytes(100'000, 100));
+    writeOrigin("big/b.bin", randomBytes(65'536, 101));
+    writeOrigin("empty.txt", "");
+  }
+
+  std::unique_ptr<DatasetCache> open(TestNode& node, DatasetSettings settings,
+                                     RecordingOrigin** origin = nullptr) {
+    auto file = makeFileOrigin(origin_.string());
+    EXPECT_TRUE(file.isOk()) << file.status();
+    auto recording = std::make_unique<RecordingOrigin>(std::move(*file));
+    if (origin) *origin = recording.get();
+    std::vector<DatasetSource> sources;
+    sources.push_back({"", std::move(recording)});
+    if (settings.nodeSet.empty()) settings.nodeSet = {node.context->nodeName};
+    auto cache = DatasetCache::create(*node.context, key_, std::move(sources), settings);
+    EXPECT_TRUE(cache.isOk()) << cache.status();
+    return cache.isOk() ? std::move(*cache) : nullptr;
+  }
+
+  static DatasetSettings settings(int64_t chunk = 16384) {
+    DatasetSettings s;
+    s.chunkSize = chunk;
+    s.capacityBytes = 64 << 20;
+    s.warmConcurrency = 4;
+    s.warmRetryDelay = 10ms;
+    return s;
+  }
+  // Settings of a dataset that is listed but never warmed: every chunk is read on demand.
+  static DatasetSettings neverWarmed() {
+    DatasetSettings s = settings();
+    s.warm = WarmMode::kNever;
+    return s;
+  }
+
+  void expectAllFilesRead(DatasetCache& cache) {
+    for (const auto& [path, data] : files_) {
+      auto read = cache.read(path, 0, -1);
+      ASSERT_TRUE(read.isOk()) << path << ": " << read.status();
+      EXPECT_EQ(*read, data) << path;
+    }
+  }
+
+  int64_t datasetBytes() const {
+    int64_t total = 0;
+    for (const auto& [_, data] : files_) total += static_cast<int64_t>(data.size());
+    return total;
+  }
+
+  std::filesystem::path root_;
+  std::filesystem::path origin_;
+  std::map<std::string, std::string> files_;
+  DatasetKey key_{"ml", "imagenet", 1, "u-1"};
+};
+
+TEST_F(DatasetCacheTest, ListsWarmsAndServesEveryByteLocally) {
+  writeTree();
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto cache = open(node, settings(), &origin);
+  const DatasetState state = cache->waitSettled(20s);
+  EXPECT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_EQ(state.progress.totalFiles, static_cast<int64_t>(files_.size()));
+  EXPECT_EQ(state.progress.totalBytes, datasetBytes());
+  EXPECT_EQ(state.progress.ownedBytes, datasetBytes());
+  EXPECT_EQ(state.progress.cachedBytes, datasetBytes());
+  EXPECT_EQ(state.progress.cachedFiles, static_cast<int64_t>(files_.size()));
+  EXPECT_EQ(state.progress.etaSeconds, 0);
+  EXPECT_EQ(origin->bytes.load(), datasetBytes());  // each byte fetched once
+
+  expectAllFilesRead(*cache);
+  const DatasetState after = cache->state();
+  EXPECT_EQ(after.reads.localBytes, datasetBytes());
+  EXPECT_EQ(after.reads.originBytes, 0);
+  EXPECT_EQ(after.reads.chunkMisses, 0);
+  EXPECT_EQ(origin->bytes.load(), datasetBytes());
+  EXPECT_EQ(after.usedBytes, datasetBytes());
+
+  // Partial reads across chunk boundaries.
+  EXPECT_EQ(*cache->read("big/a.bin", 16000, 1000), files_["big/a.bin"].substr(16000, 1000));
+  EXPECT_EQ(*cache->read("big/a.bin", 99'990, 100), files_["big/a.bin"].substr(99'990));
+  EXPECT_EQ(*cache->read("big/a.bin", 200'000, 10), "");
+  EXPECT_EQ(cache->read("nope.bin", 0, 1).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cache->read("big", 0, 1).status().code(), StatusCode::kFailedPrecondition);
+  auto listing = cache->list("big", "", 10);
+  ASSERT_TRUE(listing.isOk());
+  ASSERT_EQ(listing->size(), 2u);
+  EXPECT_EQ((*listing)[0].path, "big/a.bin");
+}
+
+TEST_F(DatasetCacheTest, WarmNeverFetchesOnFirstReadAndKeepsIt) {
+  writeTree(3);
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto cache = open(node, neverWarmed(), &origin);
+  const DatasetState state = cache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kReady);
+  EXPECT_NE(state.message.find("Never"), std::string::npos);
+  EXPECT_EQ(origin->bytes.load(), 0);
+  EXPECT_EQ(*cache->read("big/a.bin", 0, -1), files_["big/a.bin"]);
+  EXPECT_EQ(origin->bytes.load(), 100'000);
+  EXPECT_EQ(*cache->read("big/a.bin", 0, -1), files_["big/a.bin"]);
+  EXPECT_EQ(origin->bytes.load(), 100'000);
+  EXPECT_EQ(cache->state().reads.localBytes, 100'000);
+  EXPECT_EQ(cache->state().reads.originBytes, 100'000);
+}
+
+// A reader with its own buffer (a mount) gets the same bytes as readPiece: fetched on a miss,
+// from the disk once cached, and fetched again when the cached chunk is damaged.
+TEST_F(DatasetCacheTest, ReadsIntoACallersBuffer) {
+  writeTree(1);
+  TestNode node(root_, "n1");
+  auto cache = open(node, neverWarmed());
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  const ManifestEntry file = *cache->stat("big/a.bin");
+  const std::string& data = files_["big/a.bin"];
+  std::vector<char> memory(64 << 10);
+  const auto readInto = [&](int64_t offset, int64_t length) -> std::pair<std::string, Source> {
+    auto piece = cache->readPieceInto(file, offset, length, memory);
+    EXPECT_TRUE(piece.isOk()) << piece.status();
+    if (!piece.isOk()) return {};
+    return {std::string(memory.data(), static_cast<size_t>(piece->size)), piece->source};
+  };
+  const auto withoutFetching = [&](int64_t offset) {
+    return cache->readPieceInto(file, offset, 4096, memory, /*fetch=*/false).status().code();
+  };
+  EXPECT_EQ(withoutFetching(100), StatusCode::kNotFound);
+  EXPECT_TRUE(readInto(100, 20'000) == std::pair(data.substr(100, 16384 - 100), Source::kOrigin));
+  EXPECT_EQ(withoutFetching(100), StatusCode::kOk);
+  EXPECT_EQ(withoutFetching(16384), StatusCode::kNotFound);  // the second chunk is not cached
+  EXPECT_TRUE(readInto(4096, 8192) == std::pair(data.substr(4096, 8192), Source::kLocal));
+  EXPECT_TRUE(readInto(98'304, 4096) == std::pair(data.substr(98'304), Source::kOrigin));
+  EXPECT_TRUE(readInto(100'000, 4096) == std::pair(std::string(), Source::kLocal));
+  EXPECT_EQ(cache->readPieceInto(file, 0, 100'000, memory).status().code(),
+            StatusCode::kInvalidArgument);  // no room
+  for (const auto& e : std::filesystem::recursive_directory_iterator(node.root / "data")) {
+    if (!e.is_regular_file()) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(10);
+    f.put('!');
+  }
+  EXPECT_TRUE(readInto(0, 16384) == std::pair(data.substr(0, 16384), Source::kOrigin));
+}
+
+TEST_F(DatasetCacheTest, WarmOnJobWaitsForReaders) {
+  writeTree(3);
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto s = settings();
+  s.warm = WarmMode::kOnJob;
+  auto cache = open(node, s, &origin);
+  EXPECT_EQ(cache->waitSettled(10s).phase, Phase::kPending);
+  EXPECT_EQ(origin->bytes.load(), 0);
+  cache->setWarmPlan({.hasReaders = true});
+  EXPECT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  EXPECT_EQ(origin->bytes.load(), datasetBytes());
+}
+
+TEST_F(DatasetCacheTest, RestartNeitherListsNorFetchesAgain) {
+  writeTree();
+  TestNode node(root_, "n1");
+  {
+    auto cache = open(node, settings());
+    ASSERT_EQ(cache->waitSettled(20s).phase, Phase::kReady);
+  }
+  RecordingOrigin* origin;
+  auto cache = open(node, settings(), &origin);
+  const DatasetState state = cache->waitSettled(20s);
+  EXPECT_EQ(state.phase, Phase::kReady);
+  EXPECT_EQ(state.progress.cachedBytes, datasetBytes());
+  EXPECT_EQ(origin->lists.load(), 0);
+  EXPECT_EQ(origin->bytes.load(), 0);
+  expectAllFilesRead(*cache);
+  EXPECT_EQ(origin->bytes.load(), 0);
+}
+
+TEST_F(DatasetCacheTest, FourNodesReadTheOriginOnceAndServeEachOther) {
+  writeTree(40);
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  LoopbackPeers peers;
+  std::vector<std::string> names = {"n1", "n2", "n3", "n4"};
+  std::vector<RecordingOrigin*> origins(4);
+  std::vector<std::unique_ptr<DatasetCache>> caches;
+  for (int i = 0; i < 4; ++i) {
+    nodes.push_back(std::make_unique<TestNode>(root_, names[i]));
+    nodes.back()->context->peers = &peers;
+    auto s = settings();
+    s.nodeSet = names;
+    caches.push_back(open(*nodes.back(), s, &origins[i]));
+    peers.caches[names[i]] = caches.back().get();
+  }
+  int64_t owned = 0, originBytes = 0;
+  for (int i = 0; i < 4; ++i) {
+    const DatasetState state = caches[i]->waitSettled(20s);
+    EXPECT_EQ(state.phase, Phase::kReady) << state.message;
+    EXPECT_EQ(state.progress.cachedBytes, state.progress.ownedBytes);
+    owned += state.progress.ownedBytes;
+    originBytes += origins[i]->bytes.load();
+  }
+  EXPECT_EQ(owned, datasetBytes());  // replicas 1: the shares partition the dataset
+  EXPECT_EQ(originBytes, datasetBytes());
+
+  // Node 1 reads everything: its own files locally, the rest from their owners.
+  expectAllFilesRead(*caches[0]);
+  const DatasetState state = caches[0]->state();
+  EXPECT_EQ(state.reads.localBytes, state.progress.ownedBytes);
+  EXPECT_EQ(state.reads.peerBytes, datasetBytes() - state.progress.ownedBytes);
+  EXPECT_EQ(state.reads.originBytes, 0);
+  int64_t after = 0;
+  for (auto* origin : origins) after += origin->bytes.load();
+  EXPECT_EQ(after, datasetBytes());
+
+  // An owner down: reads fall back to the origin, still correct.
+  peers.caches.erase("n2");
+  expectAllFilesRead(*caches[0]);
+  EXPECT_GT(caches[0]->state().reads.originBytes, 0);
+}
+
+TEST_F(DatasetCacheTest, SecondReplicaFillsFromTheFirstOwner) {
+  writeTree(30);
+  LoopbackPeers peers;
+  TestNode a(root_, "a"), b(root_, "b");
+  a.context->peers = b.context->peers = &peers;
+  auto s = settings();
+  s.nodeSet = {"a", "b"};
+  s.replicas = 2;
+  s.warm = WarmMode::kOnJob;  // both reachable before either warms
+  RecordingOrigin *originA, *originB;
+  auto cacheA = open(a, s, &originA);
+  auto cacheB = open(b, s, &originB);
+  peers.caches = {{"a", cacheA.get()}, {"b", cacheB.get()}};
+  cacheA->setWarmPlan({.hasReaders = true});
+  cacheB->setWarmPlan({.hasReaders = true});
+  EXPECT_EQ(cacheA->waitSettled(20s).phase, Phase::kReady);
+  EXPECT_EQ(cacheB->waitSettled(20s).phase, Phase::kReady);
+  EXPECT_EQ(cacheA->state().progress.cachedBytes, datasetBytes());
+  EXPECT_EQ(cacheB->state().progress.cachedBytes, datasetBytes());
+  // Both hold everything, yet the origin gave each byte once.
+  EXPECT_EQ(originA->bytes.load() + originB->bytes.load(), datasetBytes());
+}
+
+TEST_F(DatasetCacheTest, FileChangedAtTheOriginIsReportedAndNeverServed) {
+  writeTree(3);
+  TestNode node(root_, "n1");
+  auto cache = open(node, neverWarmed());
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  writeOrigin("big/b.bin", randomBytes(65'537, 7));  // changed after listing
+  auto read = cache->read("big/b.bin", 0, -1);
+  EXPECT_EQ(read.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(read.status().message().find("changed"), std::string::npos);
+
+  (void)cache->update([&] {
+    auto u = neverWarmed();
+    u.nodeSet = {"n1"};
+    u.warm = WarmMode::kOnCreate;
+    return u;
+  }());
+  const DatasetState state = cache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kDegraded);
+  EXPECT_NE(state.message.find("1 files changed at the origin"), std::string::npos)
+      << state.message;
+}
+
+// An origin that sends neither ETag nor Last-Modified rewrites a file (same size, new bytes)
+// right after its first GET. The file is served as the one version read first, never a mix of
+// chunks of both; when a chunk must be fetched again, the change is found (before and after a
+// restart), the read is refused and the status names the file.
+TEST_F(DatasetCacheTest, AFileWithoutVersionsIsNeverAssembledFromTwoVersions) {
+  const std::string first = randomBytes(200'000, 1), second = randomBytes(200'000, 2);
+  writeOrigin("shard.bin", first);
+  auto server = granary::testing::HttpFileServer::start(origin_);
+  ASSERT_TRUE(server.isOk()) << server.status();
+  std::atomic<bool> rewritten{false};
+  (*server)->withoutVersions([&](const std::string& path) {
+    if (path != "shard.bin" || rewritten.exchange(true)) return;
+    std::ofstream(origin_ / "shard.new", std::ios::binary) << second;
+    std::filesystem::rename(origin_ / "shard.new", origin_ / path);  // one version, then the next
+  });
+  const auto openOverHttp = [&](TestNode& node, DatasetSettings s) {
+    auto http = makeHttpOrigin({.baseUrl = (*server)->url(), .retryDelay = 1ms});
+    EXPECT_TRUE(http.isOk()) << http.status();
+    std::vector<DatasetSource> sources;
+    sources.push_back({"", std::move(*http)});
+    s.nodeSet = {node.context->nodeName};
+    return std::move(*DatasetCache::create(*node.context, key_, std::move(sources), s));
+  };
+  auto node = std::make_unique<TestNode>(root_, "n1");
+  auto cache = openOverHttp(*node, neverWarmed());
+  auto read = cache->read("shard.bin", 0, -1);
+  ASSERT_TRUE(read.isOk()) << read.status();
+  // The server rewrites the file once its answer is sent, which the reader may beat.
+  for (int i = 0; i < 500 && !rewritten.load(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(rewritten.load());
+  EXPECT_TRUE(*read == first) << "one version, the one read first, in every chunk";
+
+  // One chunk damaged on disk must be fetched again: the origin now has other bytes.
+  std::vector<std::filesystem::path> chunkFiles;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(node->root / "data"))
+    if (e.is_regular_file()) chunkFiles.push_back(e.path());
+  ASSERT_EQ(chunkFiles.size(), 13u) << "200,000 bytes in chunks of 16 KiB";
+  const auto damage = [](const std::filesystem::path& file) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    char c;
+    f.seekg(10);
+    f.get(c);
+    f.seekp(10);
+    f.put(static_cast<char>(c ^ 0x55));
+  };
+  damage(chunkFiles[0]);
+  read = cache->read("shard.bin", 0, -1);
+  EXPECT_EQ(read.status().code(), StatusCode::kFailedPrecondition) << read.status();
+  EXPECT_NE(read.status().message().find("changed"), std::string::npos) << read.status();
+  (void)cache->update([] {
+    auto u = neverWarmed();
+    u.nodeSet = {"n1"};
+    u.warm = WarmMode::kOnCreate;
+    return u;
+  }());
+  DatasetState state = cache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kDegraded);
+  EXPECT_NE(state.message.find("1 files changed at the origin"), std::string::npos)
+      << state.message;
+  EXPECT_NE(state.message.find("shard.bin"), std::string::npos) << state.message;
+
+  // A new process has no memory of the first read, only the chunks on disk: still refused.
+  cache.reset();
+  node.reset();
+  node = std::make_unique<TestNode>(root_, "n1");
+  cache = openOverHttp(*node, neverWarmed());
+  int refused = 0;
+  for (int64_t offset = 0; offset < 200'000; offset += 16384) {
+    auto piece = cache->read("shard.bin", offset, 100);
+    if (!piece.isOk()) {
+      EXPECT_EQ(piece.status().code(), StatusCode::kFailedPrecondition) << piece.status();
+      ++refused;
+      continue;
+    }
+    EXPECT_TRUE(*piece == first.substr(static_cast<size_t>(offset), 100)) << offset;
+  }
+  EXPECT_EQ(refused, 1) << "only the chunk that was damaged and dropped";
+}
+
+TEST_F(DatasetCacheTest, PinStopsAtTheQuotaAndStillServesEverything) {
+  writeTree(20);
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.capacityBytes = datasetBytes() / 2;
+  RecordingOrigin* origin;
+  auto cache = open(node, s, &origin);
+  const DatasetState state = cache->waitSettled(20s);
+  EXPECT_EQ(state.phase, Phase::kReady);
+  EXPECT_NE(state.message.find("quota is full"), std::string::npos) << state.message;
+  EXPECT_LE(state.usedBytes, s.capacityBytes);
+  EXPECT_GT(state.usedBytes, 0);
+  expectAllFilesRead(*cache);  // what did not fit comes from the origin
+  EXPECT_LE(cache->state().usedBytes, s.capacityBytes);
+}
+
+// Bytes of chunk files on a node's disk, as `du` counts them.
+int64_t bytesOnDisk(const std::filesystem::path& data) {
+  int64_t total = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(data))
+    if (e.is_regular_file()) total += static_cast<int64_t>(e.file_size());
+  return total;
+}
+
+// LRU with a quota under the dataset's size: what the node reports as cached is what is on its
+// disk, within the quota, and fewer files than the dataset holds.
+TEST_F(DatasetCacheTest, LruReportsWhatIsOnDiskUnderItsQuota) {
+  writeTree(20);
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.eviction = Eviction::kLru;
+  s.capacityBytes = datasetBytes() / 3;
+  auto cache = open(node, s);
+  const DatasetState state = cache->waitSettled(20s);
+  EXPECT_EQ(state.progress.cachedBytes, bytesOnDisk(node.root / "data"));
+  EXPECT_LE(state.progress.cachedBytes, s.capacityBytes);
+  EXPECT_GT(state.progress.cachedBytes, 0);
+  EXPECT_LT(state.progress.cachedFiles, static_cast<int64_t>(files_.size()));
+  EXPECT_EQ(state.progress.ownedFiles, static_cast<int64_t>(files_.size()));
+  expectAllFilesRead(*cache);
+  const DatasetState after = cache->state();
+  EXPECT_EQ(after.progress.cachedBytes, bytesOnDisk(node.root / "data"));
+  EXPECT_LE(after.progress.cachedBytes, s.capacityBytes);
+}
+
+// LRU on a disk smaller than its quota: it evicts to the disk's limit (the first one reached)
+// instead of stopping with a full disk.
+TEST_F(DatasetCacheTest, LruEvictsWhenTheDiskFillsBeforeTheQuota) {
+  writeTree(20);
+  for (int i = 0; i < 4; ++i)
+    writeOrigin("big/c" + std::to_string(i), randomBytes(1 << 20, 300 + i));
+  const auto disk = root_ / "small-disk";
+  testing::ScopedTmpfs tmpfs(disk, "66m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << tmpfs.error();
+  {
+    TestNode node(root_, "n1", 64 << 20, disk);
+    auto s = settings();
+    s.eviction = Eviction::kLru;
+    auto cache = open(node, s);
+    const DatasetState state = cache->waitSettled(20s);
+    EXPECT_NE(state.phase, Phase::kDegraded) << state.message;
+    EXPECT_EQ(state.progress.cachedBytes, bytesOnDisk(disk));
+    EXPECT_GT(state.progress.cachedBytes, 0);
+    // The chunk store keeps 64 MiB of the 66 free (for the index beside it).
+    EXPECT_LE(state.progress.cachedBytes, 2 << 20);
+    expectAllFilesRead(*cache);
+    EXPECT_EQ(cache->state().progress.cachedBytes, bytesOnDisk(disk));
+  }
+}
+
+TEST_F(DatasetCacheTest, FullDiskIsReportedAndReadsStillWork) {
+  writeTree(20);
+  // A real full disk: a 128 KiB tmpfs under a quota that believes it has 64 MiB.
+  const auto disk = root_ / "small-disk";
+  testing::ScopedTmpfs tmpfs(disk, "128k");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << tmpfs.error();
+  {
+    TestNode node(root_, "n1", 64 << 20, disk);
+    MetricsRegistry registry;
+    auto metrics = CacheMetrics::create(registry);
+    ASSERT_TRUE(metrics.isOk());
+    node.context->metrics = metrics->get();
+    auto cache = open(node, settings());
+    const DatasetState state = cache->waitSettled(20s);
+    EXPECT_EQ(state.phase, Phase::kDegraded);
+    EXPECT_NE(state.message.find("cache directories are full"), std::string::npos) << state.message;
+    EXPECT_LT(state.progress.cachedBytes, datasetBytes());
+    const std::string text = registry.exposition();
+    EXPECT_NE(text.find("granary_cache_disk_full{dataset=\"ml/imagenet\"} 1\n"), std::string::npos)
+        << text;
+    expectAllFilesRead(*cache);  // what did not fit comes from the origin
+  }
+}
+
+TEST_F(DatasetCacheTest, ConcurrentMissesOnOneChunkShareOneFetch) {
+  writeOrigin("one.bin", randomBytes(16384, 3));
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto cache = open(node, neverWarmed(), &origin);
+  std::vector<std::thread> readers;
+  std::atomic<int> correct{0};
+  for (int i = 0; i < 8; ++i) {
+    readers.emplace_back([&] {
+      auto data = cache->read("one.bin", 0, -1);
+      if (data.isOk() && *data == files_["one.bin"]) ++correct;
+    });
+  }
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(correct.load(), 8);
+  // Single-flight: readers that arrived while the fetch was in flight shared it; later ones
+  // hit the disk. Never more than one origin read in any case here, as the chunk is kept.
+  EXPECT_EQ(origin->reads().size(), 1u);
+}
+
+TEST_F(DatasetCacheTest, CorruptedChunkIsDetectedAndFetchedAgain) {
+  writeOrigin("one.bin", randomBytes(10000, 4));
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto cache = open(node, settings(), &origin);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(node.root / "data")) {
+    if (!e.is_regular_file()) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x55' ^ files_["one.bin"][100]);
+  }
+  EXPECT_EQ(*cache->read("one.bin", 0, -1), files_["one.bin"]);
+  EXPECT_EQ(origin->bytes.load(), 20000);  // warmed once, fetched again once
+  EXPECT_EQ(*cache->read("one.bin", 0, -1), files_["one.bin"]);
+  EXPECT_EQ(origin->bytes.load(), 20000);
+}
+
+TEST_F(DatasetCacheTest, WarmingFollowsTheAccessOrder) {
+  for (int i = 0; i < 30; ++i) writeOrigin("f" + std::to_string(i), randomBytes(1000, i));
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.warm = WarmMode::kOnJob;
+  s.warmConcurrency = 1;
+  RecordingOrigin* origin;
+  auto cache = open(node, s, &origin);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kPending);
+  const std::vector<std::string> order = {"f29", "f3", "f17", "f8"};
+  cache->setWarmPlan({.accessOrder = order, .hasReaders = true});
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  const auto reads = origin->reads();
+  ASSERT_EQ(reads.size(), 30u);
+  EXPECT_EQ(std::vector<std::string>(reads.begin(), reads.begin() + 4), order);
+}
+
+TEST_F(DatasetCacheTest, TransientOriginFailuresAreRetried) {
+  writeTree(10);
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto s = settings();
+  s.warm = WarmMode::kOnJob;
+  auto cache = open(node, s, &origin);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kPending);
+  origin->failNext(5);
+  cache->setWarmPlan({.hasReaders = true});
+  const DatasetState state = cache->waitSettled(20s);
+  EXPECT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_EQ(state.progress.cachedBytes, datasetBytes());
+}
+
+TEST_F(DatasetCacheTest, PurgeRemovesChunksAndManifest) {
+  writeTree(5);
+  TestNode node(root_, "n1");
+  auto cache = open(node, settings());
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  auto freed = cache->purge();
+  ASSERT_TRUE(freed.isOk()) << freed.status();
+  EXPECT_EQ(*freed, datasetBytes());
+  EXPECT_EQ(node.manifests->totals(key_.id()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(node.chunks->usage()[0].usedBytes, 0);
+}
+
+TEST_F(DatasetCacheTest, RefusesBadSettings) {
+  writeTree(1);
+  TestNode node(root_, "n1");
+  auto origin = makeFileOrigin(origin_.string());
+  std::vector<DatasetSource> sources;
+  sources.push_back({"", std::move(*origin)});
+  auto s = settings();
+  s.nodeSet = {"other"};
+  auto cache = DatasetCache::create(*node.context, key_, std::move(sources), s);
+  ASSERT_FALSE(cache.isOk());
+  EXPECT_NE(cache.status().message().find("node_set"), std::string::npos);
+}
+
+// Warming from a web origin under a bandwidth limit of 8 MiB/s, with the rate the cache reports
+// sampled after every origin read.
+class BandwidthLimitTest : public DatasetCacheTest {
+ protected:
+  static constexpr int64_t kLimit = 8 << 20, kChunk = 1 << 20;
+
+  void SetUp() override {
+    DatasetCacheTest::SetUp();
+    server_ = std::move(*granary::testing::HttpFileServer::start(origin_));
+  }
+
+  DatasetSettings limited(WarmMode warm = WarmMode::kOnCreate) const {
+    DatasetSettings s = settings(kChunk);
+    s.warmConcurrency = 8;
+    s.bandwidthLimit = kLimit;
+    s.warm = warm;
+    return s;
+  }
+
+  struct Sample {
+    Clock::MonoTime at;
+    double reported = 0;  // the cache's bytesPerSecond
+  };
+  // A cache over the web origin; each origin read samples the reported rate.
+  std::unique_ptr<DatasetCache> openLimited(TestNode& node, DatasetSettings s) {
+    auto http = makeHttpOrigin({.baseUrl = server_->url(), .retryDelay = 1ms});
+    EXPECT_TRUE(http.isOk()) << http.status();
+    auto recording = std::make_unique<RecordingOrigin>(std::move(*http));
+    origin_reads_ = recording.get();
+    samples_.clear();
+    opened_ = nullptr;
+    recording->afterRead = [this](const RecordingOrigin::Fetch& fetch) {
+      DatasetCache* cache = opened_.load();
+      if (cache == nullptr) return;  // a read before create() returned: not sampled
+      const double reported = cache->state().progress.bytesPerSecond;
+      std::lock_guard lock(samplesMutex_);
+      // As of the end of this read, which the cache counts once it returns.
+      samples_.push_back({fetch.end, reported});
+    };
+    std::vector<DatasetSource> sources;
+    sources.push_back({"", std::move(recording)});
+    s.nodeSet = {node.context->nodeName};
+    opening_ = realClock().monoNow();
+    auto cache = DatasetCache::create(*node.context, key_, std::move(sources), s);
+    EXPECT_TRUE(cache.isOk()) << cache.status();
+    opened_ = cache->get();
+    return std::move(*cache);
+  }
+
+  // The most the origin read in any 2 s, by when the reads started (a read starts once the
+  // limiter let it pass).
+  int64_t mostInTwoSeconds() const {
+    const auto fetches = origin_reads_->fetches();
+    int64_t most = 0;
+    for (const auto& f : fetches) {
+      int64_t within = 0;
+      for (const auto& other : fetches)
+        if (other.start >= f.start && other.start - f.start < 2s) within += other.bytes;
+      most = std::max(most, within);
+    }
+    return most;
+  }
+
+  // What the origin delivered per second over the 5 s before `at` (or since the cache opened),
+  // by when the reads ended: the rate the cache should report.
+  double measuredAt(Clock::MonoTime at) const {
+    const auto span = std::min<Clock::Duration>(5s, at - opening_);
+    int64_t bytes = 0;
+    for (const auto& f : origin_reads_->fetches())
+      if (f.end < at && at - f.end < span) bytes += f.bytes;
+    return static_cast<double>(bytes) / std::chrono::duration<double>(span).count();
+  }
+
+  std::vector<Sample> samples() {
+    std::lock_guard lock(samplesMutex_);
+    return samples_;
+  }
+
+  std::unique_ptr<granary::testing::HttpFileServer> server_;
+  RecordingOrigin* origin_reads_ = nullptr;
+  std::atomic<DatasetCache*> opened_{nullptr};
+  Clock::MonoTime opening_{};
+  std::mutex samplesMutex_;
+  std::vector<Sample> samples_;
+};
+
+TEST_F(BandwidthLimitTest, TheOriginIsReadWithinTheLimitAndTheRateShownIsWhatItSent) {
+  for (int i = 0; i < 10; ++i)
+    writeOrigin("shard-" + std::to_string(i) + ".bin", randomBytes(4 << 20, i));  // 40 MiB
+  TestNode node(root_, "n1");
+  auto cache = openLimited(node, limited());
+  const DatasetState state = cache->waitSettled(60s);
+  ASSERT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_EQ(server_->bytesServed(), datasetBytes()) << "each byte fetched once";
+
+  // 2 s at the limit, plus the burst (a quarter second's worth) and a chunk or two whose reads
+  // the scheduler started late.
+  const int64_t bound = 2 * kLimit + kLimit / 4 + 2 * kChunk;
+  EXPECT_LE(mostInTwoSeconds(), bound)
+      << "the origin sent " << static_cast<double>(mostInTwoSeconds()) / (1 << 20)
+      << " MiB in 2 s under " << kLimit / (1 << 20) << " MiB/s";
+
+  int compared = 0;
+  for (const auto& sample : samples()) {
+    if (sample.at - opening_ < 2s) continue;  // a window of a few chunks says little
+    const double measured = measuredAt(sample.at);
+    EXPECT_NEAR(sample.reported, measured, 0.2 * measured)
+        << "at " << (sample.at - opening_) / 1ms << " ms";
+    ++compared;
+  }
+  EXPECT_GE(compared, 10);
+  EXPECT_EQ(state.progress.etaSeconds, 0);
+}
+
+TEST_F(BandwidthLimitTest, ARestartCountsOnlyWhatItFetches) {
+  for (int i = 0; i < 8; ++i)
+    writeOrigin("shard-" + std::to_string(i) + ".bin", randomBytes(4 << 20, i));  // 32 MiB
+  TestNode node(root_, "n1");
+  {
+    // Half of it read (and kept) by a reader before the node stops.
+    auto cache = openLimited(node, limited(WarmMode::kNever));
+    for (int i = 0; i < 4; ++i)
+      ASSERT_TRUE(cache->read("shard-" + std::to_string(i) + ".bin", 0, -1).isOk());
+  }
+  const int64_t before = server_->bytesServed();
+  auto cache = openLimited(node, limited());
+  const DatasetState state = cache->waitSettled(60s);
+  ASSERT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_EQ(server_->bytesServed() - before, datasetBytes() / 2) << "only the other half";
+  EXPECT_LE(mostInTwoSeconds(), 2 * kLimit + kLimit / 4 + 2 * kChunk);
+  // The 16 MiB on disk are not fetched bytes: no sample reads them as a burst.
+  for (const auto& sample : samples()) {
+    EXPECT_LE(sample.reported, 1.5 * kLimit) << "at " << (sample.at - opening_) / 1ms << " ms";
+    if (sample.at - opening_ >= 2s) {
+      const double measured = measuredAt(sample.at);
+      EXPECT_NEAR(sample.reported, measured, 0.2 * measured);
+    }
+  }
+
+  // Warm already: nothing fetched, no rate, nothing left.
+  cache.reset();
+  auto warm = openLimited(node, limited());
+  const DatasetState settled = warm->waitSettled(60s);
+  EXPECT_EQ(settled.phase, Phase::kReady);
+  EXPECT_EQ(settled.progress.bytesPerSecond, 0);
+  EXPECT_EQ(settled.progress.etaSeconds, 0);
+  EXPECT_EQ(server_->bytesServed() - before, datasetBytes() / 2);
+}
+
+}  // namespace
+}  // namespace granary::cache

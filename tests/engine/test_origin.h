@@ -1,0 +1,81 @@
+// An Origin wrapper for tests: counts what is read, records the order and when each read ran,
+// and fails on request.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "engine/origin/origin.h"
+
+namespace granary::cache::testing {
+
+class RecordingOrigin final : public Origin {
+ public:
+  // A read that returned data: when it started and ended (realClock()), and its size.
+  struct Fetch {
+    Clock::MonoTime start, end;
+    int64_t bytes = 0;
+  };
+
+  explicit RecordingOrigin(std::unique_ptr<Origin> inner) : inner_(std::move(inner)) {}
+
+  Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
+    ++lists;
+    return inner_->list(each);
+  }
+
+  Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
+                           const std::string& etag) override {
+    {
+      std::lock_guard lock(mutex_);
+      reads_.push_back(path);
+      if (failReads > 0) {
+        --failReads;
+        return unavailable("injected origin failure");
+      }
+    }
+    const auto start = realClock().monoNow();
+    auto data = inner_->read(path, offset, length, etag);
+    if (!data.isOk()) return data;
+    bytes += static_cast<int64_t>(data->size());
+    const Fetch fetch{start, realClock().monoNow(), static_cast<int64_t>(data->size())};
+    {
+      std::lock_guard lock(mutex_);
+      fetches_.push_back(fetch);
+    }
+    if (afterRead) afterRead(fetch);
+    return data;
+  }
+  std::vector<Fetch> fetches() const {
+    std::lock_guard lock(mutex_);
+    return fetches_;
+  }
+  // Called on the reading thread after each read that returned data, with it. Set before reads
+  // start.
+  std::function<void(const Fetch&)> afterRead;
+
+  std::vector<std::string> reads() const {
+    std::lock_guard lock(mutex_);
+    return reads_;
+  }
+  void failNext(int count) {
+    std::lock_guard lock(mutex_);
+    failReads = count;
+  }
+
+  std::atomic<int64_t> bytes{0};
+  std::atomic<int> lists{0};
+
+ private:
+  std::unique_ptr<Origin> inner_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> reads_;
+  std::vector<Fetch> fetches_;
+  int failReads = 0;
+};
+
+}  // namespace granary::cache::testing
