@@ -4,7 +4,8 @@
 #include <cctype>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
+
+#include "common/thread_annotations.h"
 
 namespace granary {
 namespace {
@@ -19,8 +20,8 @@ class StderrSink final : public LogSink {
 };
 
 struct LoggingState {
-  std::mutex mutex;  // guards options and serializes sink writes
-  LogOptions options;
+  Mutex mutex;  // also serializes sink writes
+  LogOptions options GRANARY_GUARDED_BY(mutex);
 };
 
 LoggingState& state() {
@@ -76,7 +77,7 @@ LogField::LogField(std::string_view k, std::chrono::duration<double> seconds) : 
 
 void configureLogging(LogOptions options) {
   auto& s = state();
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(s.mutex);
   s.options = std::move(options);
 }
 
@@ -90,14 +91,14 @@ Logger Logger::with(std::initializer_list<LogField> fields) const {
 
 bool Logger::enabled(LogLevel level) const {
   auto& s = state();
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(s.mutex);
   return level >= s.options.level;
 }
 
 void Logger::log(LogLevel level, std::string_view message,
                  std::initializer_list<LogField> fields) const {
   auto& s = state();
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(s.mutex);
   if (level < s.options.level) return;
   const Clock& clock = s.options.clock ? *s.options.clock : realClock();
 

@@ -196,7 +196,7 @@ Status MetricsRegistry::admit(MetricSpec& spec, MetricType expected) {
   if (spec.type == MetricType::kHistogram && spec.buckets.empty()) {
     spec.buckets = defaultBuckets(spec.unit);
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& existing : declared_) {
     if (existing.name == spec.name) {
       return alreadyExists("metric \"" + spec.name + "\" is declared twice; declare it once " +
@@ -241,7 +241,7 @@ Result<HistogramFamily> MetricsRegistry::addHistogram(const MetricSpec& spec) {
 }
 
 std::vector<MetricSpec> MetricsRegistry::declared() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return declared_;
 }
 

@@ -14,12 +14,12 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 
 namespace prometheus {
 class Counter;
@@ -158,8 +158,8 @@ class MetricsRegistry {
   Status admit(MetricSpec& spec, MetricType expected);
 
   std::shared_ptr<prometheus::Registry> registry_;
-  mutable std::mutex mutex_;  // guards declared_
-  std::vector<MetricSpec> declared_;
+  mutable Mutex mutex_;
+  std::vector<MetricSpec> declared_ GRANARY_GUARDED_BY(mutex_);
 };
 
 // Declares granary_build_info{component, version} = 1 for a binary (component: its name, e.g.

@@ -5,13 +5,14 @@
 #include <cstring>
 
 #include "common/process_metrics.h"
+#include "common/thread_annotations.h"
 
 namespace granary {
 
 struct MetricsServer::Handlers {
   const MetricsRegistry* registry = nullptr;
-  std::mutex mutex;  // guards checks
-  std::map<std::string, std::function<Status()>> checks;
+  Mutex mutex;
+  std::map<std::string, std::function<Status()>> checks GRANARY_GUARDED_BY(mutex);
 };
 
 namespace {
@@ -36,7 +37,7 @@ int handle(mg_connection* conn, void* data) {
   }
   std::function<Status()> check;
   {
-    std::lock_guard lock(handlers.mutex);
+    MutexLock lock(handlers.mutex);
     const auto it = handlers.checks.find(path);
     if (it != handlers.checks.end()) check = it->second;
   }
@@ -83,7 +84,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
 }
 
 void MetricsServer::addCheck(const std::string& path, std::function<Status()> check) {
-  std::lock_guard lock(handlers_->mutex);
+  MutexLock lock(handlers_->mutex);
   handlers_->checks[path] = std::move(check);
 }
 

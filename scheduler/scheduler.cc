@@ -157,7 +157,7 @@ void Scheduler::wire() {
 void Scheduler::upsertNode(const Json& node) {
   NodeInfo info = cluster::nodeInfoFrom(node);
   {
-    std::lock_guard lock(countsMutex_);
+    MutexLock lock(countsMutex_);
     const auto it = cachedDatasets_.find(info.name);
     info.cachedDatasets = it == cachedDatasets_.end() ? 0 : it->second;
   }
@@ -173,7 +173,7 @@ void Scheduler::refreshDatasetCounts() {
   // Dataset statuses change often; only nodes whose count changed are rebuilt.
   std::set<std::string> changed;
   {
-    std::lock_guard lock(countsMutex_);
+    MutexLock lock(countsMutex_);
     for (const auto& [node, count] : counts) {
       const auto it = cachedDatasets_.find(node);
       if (it == cachedDatasets_.end() || it->second != count) changed.insert(node);
@@ -192,7 +192,7 @@ void Scheduler::explain(const std::vector<kube::ObjectPtr>& pods, const std::str
   for (const auto& pod : pods) {
     const std::string key = kube::objectKey(*pod);
     {
-      std::lock_guard lock(explainedMutex_);
+      MutexLock lock(explainedMutex_);
       if (explained_[key] == reason) continue;  // no write when nothing changed
       explained_[key] = reason;
     }
@@ -278,7 +278,7 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
                                     : "";
     if (earliest.empty() || created < earliest) earliest = created;
   }
-  if (pending.empty()) return kube::ReconcileResult{};
+  if (pending.empty()) return kube::ReconcileResult::done();
 
   Gang gang;
   gang.key = key;
@@ -295,7 +295,7 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
     if (!info.isOk()) {
       explain({pod}, info.status().message());
       observe("error");
-      return kube::ReconcileResult{.requeueAfter = options_.retryInterval};
+      return kube::ReconcileResult::after(options_.retryInterval);
     }
     gang.pods.push_back(std::move(*info));
   }
@@ -309,7 +309,7 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
   if (!decision.placed) {
     explain(pending, decision.reason);
     observe("unschedulable");
-    return kube::ReconcileResult{.requeueAfter = options_.retryInterval};
+    return kube::ReconcileResult::after(options_.retryInterval);
   }
 
   std::map<std::string, const PodInfo*> byKey;
@@ -330,7 +330,7 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
     metrics_.boundPods.with({}).increment();
     metrics_.locality.with({}).observe(p.locality);
     {
-      std::lock_guard lock(explainedMutex_);
+      MutexLock lock(explainedMutex_);
       explained_.erase(p.podKey);
     }
     if (const kube::ObjectPtr pod = pods_->store().get(p.podKey)) {
@@ -340,14 +340,17 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
   }
   if (failures) {
     observe("error");
-    return kube::ReconcileResult{.requeue = true};
+    // Bindings that failed were released: the gang is placed again with backoff.
+    return unavailable(std::to_string(failures) + " of " +
+                       std::to_string(decision.placements.size()) +
+                       " bindings failed; placing those workers again");
   }
   observe("scheduled");
   if (gang.size > 0 && !earliest.empty()) {
     metrics_.gangWaitSeconds.with({}).observe(
         secondsSince(earliest, std::chrono::system_clock::now()));
   }
-  return kube::ReconcileResult{};
+  return kube::ReconcileResult::done();
 }
 
 }  // namespace granary::scheduler

@@ -11,12 +11,12 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/kube/manager.h"
 #include "common/metrics.h"
 #include "common/names.h"
+#include "common/thread_annotations.h"
 #include "scheduler/core/cluster_state.h"
 #include "scheduler/core/placement.h"
 #include "scheduler/extender.h"
@@ -72,10 +72,12 @@ class Scheduler {
   kube::Informer* datasets_ = nullptr;
   kube::Informer* jobs_ = nullptr;
   kube::Controller* controller_ = nullptr;
-  std::mutex countsMutex_;                        // guards cachedDatasets_
-  std::map<std::string, int> cachedDatasets_;     // node → datasets cached there
-  std::mutex explainedMutex_;                     // guards explained_
-  std::map<std::string, std::string> explained_;  // pod key → last reason written
+  Mutex countsMutex_;
+  // Node → datasets cached there.
+  std::map<std::string, int> cachedDatasets_ GRANARY_GUARDED_BY(countsMutex_);
+  Mutex explainedMutex_;
+  // Pod key → last reason written.
+  std::map<std::string, std::string> explained_ GRANARY_GUARDED_BY(explainedMutex_);
 };
 
 // The reconcile key of a pending pod.

@@ -5,10 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 
 #include "common/kube/api_error.h"
+#include "common/thread_annotations.h"
 #include "common/url.h"
 
 namespace granary::kube {
@@ -43,9 +43,9 @@ struct Client::Impl {
   ClientOptions options;
   std::unique_ptr<http_client> requests;
 
-  std::mutex tokenMutex;  // guards the cached token file contents
-  std::string token;
-  std::filesystem::file_time_type tokenModified{};
+  Mutex tokenMutex;  // the token file's cached contents
+  std::string token GRANARY_GUARDED_BY(tokenMutex);
+  std::filesystem::file_time_type tokenModified GRANARY_GUARDED_BY(tokenMutex){};
 
   http_client_config clientConfig(std::chrono::seconds timeout) const {
     http_client_config c;
@@ -67,7 +67,7 @@ struct Client::Impl {
   // The bearer token: the configured one, or the token file re-read when it changed.
   std::string bearerToken() {
     if (config.tokenFile.empty()) return config.bearerToken.reveal();
-    std::lock_guard lock(tokenMutex);
+    MutexLock lock(tokenMutex);
     std::error_code error;
     const auto modified = std::filesystem::last_write_time(config.tokenFile, error);
     if (!error && (token.empty() || modified != tokenModified)) {

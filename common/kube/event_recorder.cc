@@ -17,7 +17,7 @@ void EventRecorder::record(const Json& object, EventType type, const std::string
   const std::string identity = uidOf(object) + "|" + typeName + "|" + reason + "|" + message;
   const std::string now = metav1Time(clock_.wallNow());
 
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (auto it = written_.find(identity); it != written_.end()) {
     Json patch = Json::object();
     patch["count"] = Json::number(++it->second.count);

@@ -5,11 +5,11 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "common/clock.h"
 #include "common/kube/client.h"
+#include "common/thread_annotations.h"
 
 namespace granary::kube {
 
@@ -33,8 +33,8 @@ class EventRecorder {
   Client& client_;
   std::string component_;
   Clock& clock_;
-  std::mutex mutex_;  // guards written_
-  std::map<std::string, Written> written_;
+  Mutex mutex_;
+  std::map<std::string, Written> written_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::kube

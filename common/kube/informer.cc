@@ -18,7 +18,7 @@ Informer::Informer(Client& client, InformerOptions options, Clock& clock)
 Informer::~Informer() { stop(); }
 
 void Informer::addHandler(EventHandler handler) {
-  std::lock_guard lock(handlersMutex_);
+  MutexLock lock(handlersMutex_);
   handlers_.push_back(std::move(handler));
 }
 
@@ -42,7 +42,7 @@ void Informer::stop() {
 }
 
 bool Informer::waitForSync(std::stop_token stop) {
-  std::unique_lock lock(syncMutex_);
+  MutexLock lock(syncMutex_);
   syncChanged_.wait(lock, stop, [this] { return synced_.load(); });
   return synced_;
 }
@@ -70,7 +70,7 @@ Result<std::string> Informer::listAndReplace() {
   }
   const std::vector<ObjectPtr> dropped = store_.replace(std::move(objects));
 
-  std::lock_guard lock(handlersMutex_);
+  MutexLock lock(handlersMutex_);
   for (const auto& handler : handlers_) {
     for (const auto& [previous, current] : changes) {
       if (!previous && handler.onAdd) handler.onAdd(current);
@@ -95,7 +95,7 @@ void Informer::apply(WatchEvent&& event, std::string& resourceVersion) {
   } else {
     previous = store_.upsert(object);
   }
-  std::lock_guard lock(handlersMutex_);
+  MutexLock lock(handlersMutex_);
   for (const auto& handler : handlers_) {
     if (event.type == WatchEvent::Type::kDeleted) {
       if (handler.onDelete) handler.onDelete(previous ? previous : object);
@@ -124,7 +124,7 @@ void Informer::run(std::stop_token stop) {
       continue;
     }
     if (!synced_.exchange(true)) {
-      std::lock_guard lock(syncMutex_);
+      MutexLock lock(syncMutex_);
       syncChanged_.notify_all();
     }
     backoff.reset();
@@ -160,7 +160,7 @@ void Informer::run(std::stop_token stop) {
 void Informer::resyncLoop(std::stop_token stop) {
   while (clock_.sleepFor(options_.resync, stop)) {
     const auto objects = store_.list();
-    std::lock_guard lock(handlersMutex_);
+    MutexLock lock(handlersMutex_);
     for (const auto& handler : handlers_) {
       if (!handler.onUpdate) continue;
       for (const auto& object : objects) handler.onUpdate(object, object);

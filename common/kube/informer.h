@@ -9,7 +9,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "common/clock.h"
 #include "common/kube/client.h"
 #include "common/kube/store.h"
+#include "common/thread_annotations.h"
 
 namespace granary::kube {
 
@@ -84,11 +84,11 @@ class Informer {
   Clock& clock_;
   Store store_;
 
-  std::mutex handlersMutex_;  // guards handlers_
-  std::vector<EventHandler> handlers_;
+  Mutex handlersMutex_;
+  std::vector<EventHandler> handlers_ GRANARY_GUARDED_BY(handlersMutex_);
 
-  std::mutex syncMutex_;
-  std::condition_variable_any syncChanged_;
+  Mutex syncMutex_;                          // pairs with syncChanged_; synced_ is atomic
+  std::condition_variable_any syncChanged_;  // waits on syncMutex_
   std::atomic<bool> synced_{false};
   std::atomic<int64_t> watchRestarts_{0};
   std::atomic<int64_t> relists_{0};

@@ -1,7 +1,5 @@
 #include "common/kube/store.h"
 
-#include <mutex>
-
 namespace granary::kube {
 
 IndexFunction indexByNamespace() {
@@ -40,7 +38,7 @@ IndexFunction indexByOwnerUid() {
 }
 
 void Store::addIndex(const std::string& name, IndexFunction function) {
-  std::unique_lock lock(mutex_);
+  WriterMutexLock lock(mutex_);
   functions_[name] = std::move(function);
   auto& index = indexes_[name];
   index.clear();
@@ -69,7 +67,7 @@ void Store::unindexLocked(const std::string& key, const Json& object) {
 
 ObjectPtr Store::upsert(ObjectPtr object) {
   const std::string key = objectKey(*object);
-  std::unique_lock lock(mutex_);
+  WriterMutexLock lock(mutex_);
   ObjectPtr& slot = objects_[key];
   ObjectPtr previous = std::move(slot);
   if (previous) unindexLocked(key, *previous);
@@ -79,7 +77,7 @@ ObjectPtr Store::upsert(ObjectPtr object) {
 }
 
 ObjectPtr Store::erase(const std::string& key) {
-  std::unique_lock lock(mutex_);
+  WriterMutexLock lock(mutex_);
   const auto it = objects_.find(key);
   if (it == objects_.end()) return nullptr;
   ObjectPtr previous = std::move(it->second);
@@ -94,7 +92,7 @@ std::vector<ObjectPtr> Store::replace(std::vector<ObjectPtr> objects) {
     std::string key = objectKey(*object);
     next.emplace(std::move(key), std::move(object));
   }
-  std::unique_lock lock(mutex_);
+  WriterMutexLock lock(mutex_);
   std::vector<ObjectPtr> dropped;
   for (const auto& [key, object] : objects_) {
     if (!next.count(key)) dropped.push_back(object);
@@ -106,13 +104,13 @@ std::vector<ObjectPtr> Store::replace(std::vector<ObjectPtr> objects) {
 }
 
 ObjectPtr Store::get(const std::string& key) const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   const auto it = objects_.find(key);
   return it == objects_.end() ? nullptr : it->second;
 }
 
 std::vector<ObjectPtr> Store::list() const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   std::vector<ObjectPtr> out;
   out.reserve(objects_.size());
   for (const auto& [key, object] : objects_) out.push_back(object);
@@ -120,7 +118,7 @@ std::vector<ObjectPtr> Store::list() const {
 }
 
 std::vector<std::string> Store::keys() const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   std::vector<std::string> out;
   out.reserve(objects_.size());
   for (const auto& [key, object] : objects_) out.push_back(key);
@@ -128,7 +126,7 @@ std::vector<std::string> Store::keys() const {
 }
 
 std::vector<ObjectPtr> Store::byIndex(const std::string& index, const std::string& value) const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   std::vector<ObjectPtr> out;
   const auto byName = indexes_.find(index);
   if (byName == indexes_.end()) return out;
@@ -139,7 +137,7 @@ std::vector<ObjectPtr> Store::byIndex(const std::string& index, const std::strin
 }
 
 size_t Store::size() const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(mutex_);
   return objects_.size();
 }
 

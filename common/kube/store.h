@@ -6,11 +6,11 @@
 #include <functional>
 #include <map>
 #include <set>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include "common/kube/object.h"
+#include "common/thread_annotations.h"
 
 namespace granary::kube {
 
@@ -44,14 +44,15 @@ class Store {
   size_t size() const;
 
  private:
-  void indexLocked(const std::string& key, const Json& object);
-  void unindexLocked(const std::string& key, const Json& object);
+  void indexLocked(const std::string& key, const Json& object) GRANARY_REQUIRES(mutex_);
+  void unindexLocked(const std::string& key, const Json& object) GRANARY_REQUIRES(mutex_);
 
-  mutable std::shared_mutex mutex_;  // guards everything below
-  std::map<std::string, ObjectPtr> objects_;
-  std::map<std::string, IndexFunction> functions_;
-  std::map<std::string, std::map<std::string, std::set<std::string>>>
-      indexes_;  // name → value → keys
+  mutable SharedMutex mutex_;
+  std::map<std::string, ObjectPtr> objects_ GRANARY_GUARDED_BY(mutex_);
+  std::map<std::string, IndexFunction> functions_ GRANARY_GUARDED_BY(mutex_);
+  // Index name → value → keys.
+  std::map<std::string, std::map<std::string, std::set<std::string>>> indexes_
+      GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::kube

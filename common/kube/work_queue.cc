@@ -16,7 +16,7 @@ WorkQueue::~WorkQueue() {
   shutDown();
   delayThread_.request_stop();
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     wake_.request_stop();
   }
   delayThread_.join();
@@ -32,13 +32,13 @@ void WorkQueue::addLocked(const std::string& key) {
 }
 
 void WorkQueue::add(const std::string& key) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   addLocked(key);
 }
 
 void WorkQueue::addAfter(const std::string& key, Clock::Duration delay) {
   if (delay <= Clock::Duration::zero()) return add(key);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (shuttingDown_) return;
   const auto due = clock_.monoNow() + delay;
   const auto it = waiting_.find(key);
@@ -69,7 +69,7 @@ Clock::Duration WorkQueue::rateLimitDelayLocked(const std::string& key) {
 void WorkQueue::addRateLimited(const std::string& key) {
   Clock::Duration delay;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (shuttingDown_) return;
     delay = rateLimitDelayLocked(key);
   }
@@ -77,19 +77,20 @@ void WorkQueue::addRateLimited(const std::string& key) {
 }
 
 void WorkQueue::forget(const std::string& key) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   failures_.erase(key);
 }
 
 int WorkQueue::failures(const std::string& key) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = failures_.find(key);
   return it == failures_.end() ? 0 : it->second;
 }
 
 std::optional<WorkQueue::Item> WorkQueue::get() {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] { return !queue_.empty() || shuttingDown_; });
+  MutexLock lock(mutex_);
+  changed_.wait(lock,
+                [this]() GRANARY_REQUIRES(mutex_) { return !queue_.empty() || shuttingDown_; });
   if (queue_.empty()) return std::nullopt;
   Item item{std::move(queue_.front()), {}};
   queue_.pop_front();
@@ -103,7 +104,7 @@ std::optional<WorkQueue::Item> WorkQueue::get() {
 }
 
 void WorkQueue::done(const std::string& key) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   processing_.erase(key);
   if (dirty_.count(key)) {
     queue_.push_back(key);
@@ -113,7 +114,7 @@ void WorkQueue::done(const std::string& key) {
 }
 
 void WorkQueue::shutDown() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   shuttingDown_ = true;
   waiting_.clear();
   changed_.notify_all();
@@ -121,22 +122,22 @@ void WorkQueue::shutDown() {
 
 void WorkQueue::shutDownAndWait() {
   shutDown();
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] { return processing_.empty(); });
+  MutexLock lock(mutex_);
+  changed_.wait(lock, [this]() GRANARY_REQUIRES(mutex_) { return processing_.empty(); });
 }
 
 size_t WorkQueue::length() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return queue_.size();
 }
 
 size_t WorkQueue::delayed() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return waiting_.size();
 }
 
 bool WorkQueue::shuttingDown() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return shuttingDown_;
 }
 
@@ -145,7 +146,7 @@ void WorkQueue::delayLoop(std::stop_token stop) {
     std::optional<Clock::MonoTime> next;
     std::stop_token wake;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       const auto now = clock_.monoNow();
       for (auto it = waiting_.begin(); it != waiting_.end();) {
         if (it->second <= now) {

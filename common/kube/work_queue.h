@@ -14,7 +14,6 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <stop_token>
@@ -22,6 +21,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 
 namespace granary::kube {
 
@@ -66,25 +66,29 @@ class WorkQueue {
   bool shuttingDown() const;
 
  private:
-  void addLocked(const std::string& key);
-  Clock::Duration rateLimitDelayLocked(const std::string& key);
+  void addLocked(const std::string& key) GRANARY_REQUIRES(mutex_);
+  Clock::Duration rateLimitDelayLocked(const std::string& key) GRANARY_REQUIRES(mutex_);
   void delayLoop(std::stop_token stop);
 
   Clock& clock_;
   RateLimitOptions options_;
 
-  mutable std::mutex mutex_;  // guards everything below
-  std::condition_variable changed_;
-  std::deque<std::string> queue_;
-  std::set<std::string> dirty_;       // queued or to be re-queued after done()
-  std::set<std::string> processing_;  // handed out by get(), not yet done()
-  std::map<std::string, Clock::MonoTime> readySince_;
-  std::map<std::string, Clock::MonoTime> waiting_;  // key → when it is due
-  std::map<std::string, int> failures_;
-  double tokens_;
-  Clock::MonoTime tokensAt_;
-  bool shuttingDown_ = false;
-  std::stop_source wake_;  // interrupts the delay thread's sleep when an earlier key arrives
+  mutable Mutex mutex_;
+  std::condition_variable_any changed_;  // waits on mutex_
+  std::deque<std::string> queue_ GRANARY_GUARDED_BY(mutex_);
+  // Queued or to be re-queued after done().
+  std::set<std::string> dirty_ GRANARY_GUARDED_BY(mutex_);
+  // Handed out by get(), not yet done().
+  std::set<std::string> processing_ GRANARY_GUARDED_BY(mutex_);
+  std::map<std::string, Clock::MonoTime> readySince_ GRANARY_GUARDED_BY(mutex_);
+  // Key → when it is due.
+  std::map<std::string, Clock::MonoTime> waiting_ GRANARY_GUARDED_BY(mutex_);
+  std::map<std::string, int> failures_ GRANARY_GUARDED_BY(mutex_);
+  double tokens_ GRANARY_GUARDED_BY(mutex_);
+  Clock::MonoTime tokensAt_ GRANARY_GUARDED_BY(mutex_);
+  bool shuttingDown_ GRANARY_GUARDED_BY(mutex_) = false;
+  // Interrupts the delay thread's sleep when an earlier key arrives.
+  std::stop_source wake_ GRANARY_GUARDED_BY(mutex_);
   std::jthread delayThread_;
 };
 

@@ -8,7 +8,7 @@ NodeInfo* ClusterState::findLocked(const std::string& name) {
 }
 
 void ClusterState::upsertNode(NodeInfo node) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (NodeInfo* existing = findLocked(node.name)) {
     node.requested = existing->requested;
     *existing = std::move(node);
@@ -23,7 +23,7 @@ void ClusterState::upsertNode(NodeInfo node) {
 }
 
 void ClusterState::removeNode(const std::string& name) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = index_.find(name);
   if (it == index_.end()) return;
   const size_t position = it->second;
@@ -50,45 +50,45 @@ void ClusterState::removeLocked(const std::string& podKey) {
 
 void ClusterState::observeBound(const std::string& podKey, const std::string& node,
                                 const Resources& requests) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   addLocked(podKey, {node, requests, false});
 }
 
 void ClusterState::observeGone(const std::string& podKey) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   removeLocked(podKey);
 }
 
 void ClusterState::assume(const std::string& podKey, const std::string& node,
                           const Resources& requests) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   addLocked(podKey, {node, requests, true});
 }
 
 void ClusterState::forget(const std::string& podKey) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = pods_.find(podKey);
   if (it != pods_.end() && it->second.assumed) removeLocked(podKey);
 }
 
 bool ClusterState::isAssumed(const std::string& podKey) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = pods_.find(podKey);
   return it != pods_.end() && it->second.assumed;
 }
 
 void ClusterState::read(const std::function<void(const std::vector<NodeInfo>&)>& read) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   read(nodes_);
 }
 
 size_t ClusterState::nodeCount() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return nodes_.size();
 }
 
 std::string ClusterState::nodeOf(const std::string& podKey) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = pods_.find(podKey);
   return it == pods_.end() ? "" : it->second.node;
 }

@@ -8,10 +8,10 @@
 
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "scheduler/core/model.h"
 
 namespace granary::scheduler {
@@ -46,14 +46,15 @@ class ClusterState {
     Resources requests;
     bool assumed = false;
   };
-  void addLocked(const std::string& podKey, PodEntry entry);
-  void removeLocked(const std::string& podKey);
-  NodeInfo* findLocked(const std::string& name);
+  void addLocked(const std::string& podKey, PodEntry entry) GRANARY_REQUIRES(mutex_);
+  void removeLocked(const std::string& podKey) GRANARY_REQUIRES(mutex_);
+  NodeInfo* findLocked(const std::string& name) GRANARY_REQUIRES(mutex_);
 
-  mutable std::mutex mutex_;  // guards everything below
-  std::vector<NodeInfo> nodes_;
-  std::map<std::string, size_t> index_;  // node name → position in nodes_
-  std::map<std::string, PodEntry> pods_;
+  mutable Mutex mutex_;
+  std::vector<NodeInfo> nodes_ GRANARY_GUARDED_BY(mutex_);
+  // Node name → position in nodes_.
+  std::map<std::string, size_t> index_ GRANARY_GUARDED_BY(mutex_);
+  std::map<std::string, PodEntry> pods_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::scheduler
