@@ -98,6 +98,10 @@ v1::DatasetPhase phaseOf(Phase phase) {
       return v1::DATASET_PHASE_DEGRADED;
     case Phase::kFailed:
       return v1::DATASET_PHASE_FAILED;
+    case Phase::kOnDemand:
+      return v1::DATASET_PHASE_ON_DEMAND;
+    case Phase::kQuotaFull:
+      return v1::DATASET_PHASE_QUOTA_FULL;
   }
   return v1::DATASET_PHASE_UNSPECIFIED;
 }

@@ -309,10 +309,9 @@ int main(int argc, char** argv) {
     std::shared_ptr<DatasetCache> warming;
     for (const auto& cache : (*engine)->datasets()) {
       const DatasetState state = cache->state();
-      const bool done = state.phase == Phase::kReady || state.phase == Phase::kDegraded ||
-                        state.phase == Phase::kFailed;
+      const bool done = phaseSettled(state.phase);
       settled = settled && done;
-      ready = ready && state.phase == Phase::kReady;
+      ready = ready && phaseAsConfigured(state.phase);
       if (!done) warming = cache;
       if (standalone.empty()) continue;
       std::string line = progressLine(cache->key(), state);

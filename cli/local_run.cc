@@ -202,7 +202,7 @@ class LocalRun {
           setOutcome(1, "Failed: " + cache->key().label() + " failed (" + state.message + ")");
           return false;
         }
-        ready = ready && state.phase == Phase::kReady;
+        ready = ready && phaseAsConfigured(state.phase);
       }
       if (ready) return true;
       pump();

@@ -83,8 +83,20 @@ std::string_view phaseName(Phase phase) {
       return "Degraded";
     case Phase::kFailed:
       return "Failed";
+    case Phase::kOnDemand:
+      return "OnDemand";
+    case Phase::kQuotaFull:
+      return "QuotaFull";
   }
   return "Unknown";
+}
+
+bool phaseSettled(Phase phase) {
+  return phase != Phase::kPending && phase != Phase::kListing && phase != Phase::kWarming;
+}
+
+bool phaseAsConfigured(Phase phase) {
+  return phase == Phase::kReady || phase == Phase::kOnDemand || phase == Phase::kQuotaFull;
 }
 
 Result<std::unique_ptr<DatasetCache>> DatasetCache::create(NodeContext& node, DatasetKey key,
@@ -650,29 +662,39 @@ void DatasetCache::run(std::stop_token stop) {
     listed_ = true;
     changed_.notify_all();
   }
-  uint64_t donePass = 0;
+  uint64_t donePass = 0, countedPass = 0;
   Backoff retry({.initial = settings_.warmRetryDelay, .max = std::chrono::seconds(60)});
   Backoff diskRetry({.initial = settings_.warmRetryDelay, .max = std::chrono::seconds(60)});
   while (!stop.stop_requested()) {
     uint64_t pass;
     {
+      std::lock_guard lock(mutex_);
+      pass = passRequested_;
+    }
+    // The owned share is counted whether or not warming is allowed: progress is true on demand.
+    if (pass != countedPass) countOwnedShare(stop), countedPass = pass;
+    {
       std::unique_lock lock(mutex_);
+      if (passRequested_ != pass) continue;  // changed while counting: count again
       const auto warmAllowed = [&] {
         return !plan_.paused && (settings_.warm == WarmMode::kOnCreate ||
                                  (settings_.warm == WarmMode::kOnJob && plan_.hasReaders));
       };
-      if (!warmAllowed() && passRequested_ != donePass) {
-        phase_ = settings_.warm == WarmMode::kNever ? Phase::kReady : Phase::kPending;
-        message_ = plan_.paused ? "warming is paused"
-                   : settings_.warm == WarmMode::kNever
-                       ? "warm: Never; files are fetched on first read"
-                       : "warm: OnJob; waiting for a job that reads the dataset";
+      if (!warmAllowed() && pass != donePass) {
+        phase_ = Phase::kOnDemand;
+        message_ = (plan_.paused ? std::string("warming is paused")
+                    : settings_.warm == WarmMode::kNever
+                        ? std::string("warm: Never")
+                        : std::string("warm: OnJob; no job has asked for warming yet")) +
+                   "; files are cached as they are read";
         passDone_ = true;
         changed_.notify_all();
       }
-      changed_.wait(lock, stop, [&] { return passRequested_ != donePass && warmAllowed(); });
+      changed_.wait(lock, stop, [&] {
+        return passRequested_ != pass || (passRequested_ != donePass && warmAllowed());
+      });
       if (stop.stop_requested()) return;
-      pass = passRequested_;
+      if (passRequested_ != pass) continue;
       phase_ = Phase::kWarming;
       message_.clear();
       passDone_ = false;
@@ -716,9 +738,9 @@ void DatasetCache::run(std::stop_token stop) {
     } else if (failedChunks_ > 0) {
       phase_ = Phase::kDegraded;
       message_ = std::to_string(failedChunks_) + " chunks could not be fetched: " + lastError_;
-    } else if (capacityReached_) {
-      phase_ = Phase::kReady;
-      message_ = "the dataset's cache quota is full: " + cached;
+    } else if (progress_.cachedFiles < progress_.ownedFiles) {
+      phase_ = Phase::kQuotaFull;  // nothing failed: the quota (or LRU on a full disk) said no
+      message_ = quotaFullMessageLocked();
     } else {
       phase_ = Phase::kReady;
       message_.clear();
@@ -734,17 +756,14 @@ void DatasetCache::run(std::stop_token stop) {
   }
 }
 
-void DatasetCache::warmPass(std::stop_token stop) {
+void DatasetCache::countOwnedShare(std::stop_token stop) {
   std::vector<std::string> nodes;
   int replicas;
-  int concurrency;
   {
     std::lock_guard lock(mutex_);
     nodes = settings_.nodeSet;
     replicas = settings_.replicas;
-    concurrency = settings_.warmConcurrency;
   }
-  // The owned share, counted first so progress has a denominator.
   int64_t ownedFiles = 0, ownedBytes = 0, ownedEmpty = 0;
   std::string cursor;
   while (!stop.stop_requested()) {
@@ -756,11 +775,37 @@ void DatasetCache::warmPass(std::stop_token stop) {
       if (file.size == 0) ++ownedEmpty;
     }
   }
+  std::lock_guard lock(mutex_);
+  progress_.ownedFiles = ownedFiles;
+  progress_.ownedBytes = ownedBytes;
+  ownedEmptyFiles_ = ownedEmpty;
+  shareCounted_ = true;
+}
+
+std::string DatasetCache::quotaFullMessageLocked() const {
+  const int64_t capacity = policy_->capacityBytes();
+  const std::string cached = std::to_string(progress_.cachedBytes) + " of " +
+                             std::to_string(progress_.ownedBytes) + " owned bytes cached";
+  if (!capacityReached_ && progress_.ownedBytes <= capacity) {
+    return "the cache directories filled before the dataset's quota: " + cached +
+           "; the rest is read from the origin; free room on the node's cache directories";
+  }
+  return "the dataset's cache quota is full (" + std::to_string(capacity) +
+         " bytes on this node): " + cached +
+         "; the rest is read from the origin; raise spec.cache.capacityPerNode to at least " +
+         std::to_string(progress_.ownedBytes) + " bytes" +
+         (settings_.eviction == Eviction::kPin ? ", or use policy LRU to keep what is read most"
+                                               : "");
+}
+
+void DatasetCache::warmPass(std::stop_token stop) {
+  int concurrency;
   {
     std::lock_guard lock(mutex_);
-    progress_.ownedFiles = ownedFiles;
-    progress_.ownedBytes = ownedBytes;
-    ownedEmptyFiles_ = ownedEmpty;
+    concurrency = settings_.warmConcurrency;
+  }
+  {
+    std::lock_guard lock(mutex_);
     progress_.warmStart = node_.clock.wallNow();
     hinted_.assign(plan_.accessOrder.begin(), plan_.accessOrder.end());
     hintedPaths_ = std::set<std::string>(plan_.accessOrder.begin(), plan_.accessOrder.end());
@@ -868,9 +913,18 @@ void DatasetCache::finishWarmItem(const WarmItem& item, const Status& status) {
 
 DatasetState DatasetCache::state() {
   std::lock_guard lock(mutex_);
+  refreshCachedLocked();
   DatasetState state;
   state.phase = phase_;
   state.message = message_;
+  if (phase_ == Phase::kOnDemand && capacityReached_) {
+    state.phase = Phase::kQuotaFull;
+    state.message = quotaFullMessageLocked();
+  } else if (phase_ == Phase::kOnDemand && shareCounted_ &&
+             progress_.cachedFiles >= progress_.ownedFiles) {
+    state.phase = Phase::kReady;  // reads cached the whole share
+    state.message = "every owned file is cached (" + message_ + ")";
+  }
   state.reads = reads_;
   for (const auto& source : sources_) state.reads.originRetries += source.origin->retries();
   if (metrics_ && state.reads.originRetries > reportedRetries_) {
@@ -880,7 +934,6 @@ DatasetState DatasetCache::state() {
   }
   state.capacityBytes = policy_->capacityBytes();
   state.usedBytes = policy_->usedBytes();
-  refreshCachedLocked();
   const std::optional<double> rate = fetchRate_.bytesPerSecond(node_.clock.monoNow());
   progress_.bytesPerSecond = rate.value_or(0);
   const int64_t left = progress_.ownedBytes - progress_.cachedBytes;

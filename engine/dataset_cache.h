@@ -115,7 +115,23 @@ struct NodeContext {
   CacheMetrics* metrics = nullptr;  // null: not exported
 };
 
-enum class Phase { kPending, kListing, kWarming, kReady, kDegraded, kFailed };
+// What a dataset generation on this node is doing. Every phase but kPending, kListing and kFailed
+// serves reads (a miss is read through from a peer or the origin).
+//   kReady:     every file of this node's owned share is cached and verified.
+//   kOnDemand:  not warmed by policy (warm: Never; OnJob before a plan asked for warming; paused):
+//               files are cached as they are read. Turns kReady once reads cached the share.
+//   kQuotaFull: the quota filled before the owned share was cached (Pin stops there; LRU keeps
+//               the most recently used): what is cached stays, the rest comes from the origin.
+enum class Phase {
+  kPending,
+  kListing,
+  kWarming,
+  kReady,
+  kDegraded,
+  kFailed,
+  kOnDemand,
+  kQuotaFull
+};
 enum class Source { kLocal, kPeer, kOrigin };
 
 struct ReadTotals {
@@ -227,6 +243,10 @@ class DatasetCache {
   void stopWarming();  // ends the background thread; readers waiting for the listing return
   void run(std::stop_token stop);
   Status listOrigins(std::stop_token stop);
+  // Counts the files and bytes this node owns under the current node set into the progress.
+  void countOwnedShare(std::stop_token stop);
+  // Why kQuotaFull: which limit, what is cached, and the fix.
+  std::string quotaFullMessageLocked() const;
   void warmPass(std::stop_token stop);
   void warmWorker(std::stop_token stop);
   bool bandwidthLimited() const;  // a dataset or node token bucket is set
@@ -304,6 +324,7 @@ class DatasetCache {
   CachedFiles cachedFiles_;        // of the owned share, on disk
   std::set<std::string> writing_;  // chunks admitted and being written to disk
   int64_t ownedEmptyFiles_ = 0;    // cached with no chunk
+  bool shareCounted_ = false;      // progress_'s owned files and bytes are known
   WarmProgress progress_;
   ReadTotals reads_;
   int64_t reportedRetries_ = 0;  // of the origins' retries, what the metric has counted
@@ -326,5 +347,11 @@ class DatasetCache {
 };
 
 std::string_view phaseName(Phase phase);
+// Whether warming has nothing left to do in `phase` until something changes (a plan, the node
+// set, room on disk): every phase but kPending, kListing and kWarming.
+bool phaseSettled(Phase phase);
+// Whether `phase` is what the dataset's policy and quota allow when nothing failed: kReady,
+// kOnDemand or kQuotaFull.
+bool phaseAsConfigured(Phase phase);
 
 }  // namespace granary::cache

@@ -149,17 +149,26 @@ TEST_F(DatasetCacheTest, ListsWarmsAndServesEveryByteLocally) {
   EXPECT_EQ((*listing)[0].path, "big/a.bin");
 }
 
+// warm: Never is on demand, never Ready while the share is not cached: its progress is true
+// (the owned share counted, nothing cached), and grows with what readers fetch.
 TEST_F(DatasetCacheTest, WarmNeverFetchesOnFirstReadAndKeepsIt) {
   writeTree(3);
   TestNode node(root_, "n1");
   RecordingOrigin* origin;
   auto cache = open(node, neverWarmed(), &origin);
   const DatasetState state = cache->waitSettled(10s);
-  EXPECT_EQ(state.phase, Phase::kReady);
+  EXPECT_EQ(state.phase, Phase::kOnDemand) << phaseName(state.phase);
   EXPECT_NE(state.message.find("Never"), std::string::npos);
+  EXPECT_EQ(state.progress.ownedFiles, static_cast<int64_t>(files_.size()));
+  EXPECT_EQ(state.progress.ownedBytes, datasetBytes());
+  EXPECT_EQ(state.progress.cachedBytes, 0);
   EXPECT_EQ(origin->bytes.load(), 0);
   EXPECT_EQ(*cache->read("big/a.bin", 0, -1), files_["big/a.bin"]);
   EXPECT_EQ(origin->bytes.load(), 100'000);
+  const DatasetState afterRead = cache->state();
+  EXPECT_EQ(afterRead.phase, Phase::kOnDemand);
+  EXPECT_EQ(afterRead.progress.cachedBytes, 100'000);
+  EXPECT_EQ(afterRead.progress.cachedFiles, 2);  // and empty.txt, which needs no chunk
   EXPECT_EQ(*cache->read("big/a.bin", 0, -1), files_["big/a.bin"]);
   EXPECT_EQ(origin->bytes.load(), 100'000);
   EXPECT_EQ(cache->state().reads.localBytes, 100'000);
@@ -172,7 +181,7 @@ TEST_F(DatasetCacheTest, ReadsIntoACallersBuffer) {
   writeTree(1);
   TestNode node(root_, "n1");
   auto cache = open(node, neverWarmed());
-  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kOnDemand);
   const ManifestEntry file = *cache->stat("big/a.bin");
   const std::string& data = files_["big/a.bin"];
   std::vector<char> memory(64 << 10);
@@ -210,7 +219,7 @@ TEST_F(DatasetCacheTest, WarmOnJobWaitsForReaders) {
   auto s = settings();
   s.warm = WarmMode::kOnJob;
   auto cache = open(node, s, &origin);
-  EXPECT_EQ(cache->waitSettled(10s).phase, Phase::kPending);
+  EXPECT_EQ(cache->waitSettled(10s).phase, Phase::kOnDemand);
   EXPECT_EQ(origin->bytes.load(), 0);
   cache->setWarmPlan({.hasReaders = true});
   EXPECT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
@@ -304,7 +313,7 @@ TEST_F(DatasetCacheTest, FileChangedAtTheOriginIsReportedAndNeverServed) {
   writeTree(3);
   TestNode node(root_, "n1");
   auto cache = open(node, neverWarmed());
-  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kOnDemand);
   writeOrigin("big/b.bin", randomBytes(65'537, 7));  // changed after listing
   auto read = cache->read("big/b.bin", 0, -1);
   EXPECT_EQ(read.status().code(), StatusCode::kFailedPrecondition);
@@ -409,12 +418,55 @@ TEST_F(DatasetCacheTest, PinStopsAtTheQuotaAndStillServesEverything) {
   RecordingOrigin* origin;
   auto cache = open(node, s, &origin);
   const DatasetState state = cache->waitSettled(20s);
-  EXPECT_EQ(state.phase, Phase::kReady);
+  EXPECT_EQ(state.phase, Phase::kQuotaFull) << phaseName(state.phase);
   EXPECT_NE(state.message.find("quota is full"), std::string::npos) << state.message;
+  EXPECT_NE(state.message.find("spec.cache.capacityPerNode"), std::string::npos) << state.message;
+  EXPECT_NE(state.message.find("LRU"), std::string::npos) << state.message;
   EXPECT_LE(state.usedBytes, s.capacityBytes);
   EXPECT_GT(state.usedBytes, 0);
+  EXPECT_LE(state.progress.cachedBytes, s.capacityBytes);
+  EXPECT_LT(state.progress.cachedFiles, state.progress.ownedFiles);
   expectAllFilesRead(*cache);  // what did not fit comes from the origin
   EXPECT_LE(cache->state().usedBytes, s.capacityBytes);
+}
+
+// warm: Never under a Pin quota smaller than the share: reads fill the quota, then the dataset says
+// QuotaFull, and every byte read is still the origin's.
+TEST_F(DatasetCacheTest, OnDemandReadsFillingThePinQuotaReportQuotaFull) {
+  writeTree(20);
+  TestNode node(root_, "n1");
+  auto s = neverWarmed();
+  s.capacityBytes = datasetBytes() / 3;
+  auto cache = open(node, s);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kOnDemand);
+  expectAllFilesRead(*cache);
+  const DatasetState state = cache->state();
+  EXPECT_EQ(state.phase, Phase::kQuotaFull) << phaseName(state.phase);
+  EXPECT_NE(state.message.find("spec.cache.capacityPerNode"), std::string::npos) << state.message;
+  EXPECT_GT(state.progress.cachedBytes, 0);
+  EXPECT_LE(state.progress.cachedBytes, s.capacityBytes);
+  expectAllFilesRead(*cache);  // again, partly from the disk
+}
+
+// Ready means every owned file is on the disk: an on-demand dataset turns Ready once reads cached
+// its whole share, not before.
+TEST_F(DatasetCacheTest, ReadyOnlyWhenEveryOwnedFileIsCached) {
+  writeTree(3);
+  TestNode node(root_, "n1");
+  auto cache = open(node, neverWarmed());
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kOnDemand);
+  auto last = files_.end();
+  --last;
+  for (auto it = files_.begin(); it != last; ++it)
+    ASSERT_TRUE(cache->read(it->first, 0, -1).isOk());
+  DatasetState state = cache->state();
+  EXPECT_EQ(state.phase, Phase::kOnDemand) << "one file is not cached yet";
+  EXPECT_LT(state.progress.cachedFiles, state.progress.ownedFiles);
+  ASSERT_TRUE(cache->read(last->first, 0, -1).isOk());  // the one left
+  state = cache->state();
+  EXPECT_EQ(state.progress.cachedFiles, state.progress.ownedFiles);
+  EXPECT_EQ(state.progress.cachedBytes, datasetBytes());
+  EXPECT_EQ(state.phase, Phase::kReady) << state.message;
 }
 
 // Bytes of chunk files on a node's disk, as `du` counts them.
@@ -541,7 +593,7 @@ TEST_F(DatasetCacheTest, WarmingFollowsTheAccessOrder) {
   s.warmConcurrency = 1;
   RecordingOrigin* origin;
   auto cache = open(node, s, &origin);
-  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kPending);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kOnDemand);
   const std::vector<std::string> order = {"f29", "f3", "f17", "f8"};
   cache->setWarmPlan({.accessOrder = order, .hasReaders = true});
   ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kReady);
@@ -557,7 +609,7 @@ TEST_F(DatasetCacheTest, TransientOriginFailuresAreRetried) {
   auto s = settings();
   s.warm = WarmMode::kOnJob;
   auto cache = open(node, s, &origin);
-  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kPending);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kOnDemand);
   origin->failNext(5);
   cache->setWarmPlan({.hasReaders = true});
   const DatasetState state = cache->waitSettled(20s);

@@ -46,11 +46,24 @@ TEST(ProgressLine, AReadyDatasetShowsNoETA) {
 }
 
 TEST(ProgressLine, OnlyWarmingHasAnETA) {
-  for (Phase phase : {Phase::kPending, Phase::kListing, Phase::kDegraded, Phase::kFailed}) {
+  for (Phase phase : {Phase::kPending, Phase::kListing, Phase::kDegraded, Phase::kFailed,
+                      Phase::kOnDemand, Phase::kQuotaFull}) {
     DatasetState state = warming(8 << 20, 6);
     state.phase = phase;
     EXPECT_EQ(progressLine(kKey, state).find("ETA"), std::string::npos) << phaseName(phase);
   }
+}
+
+TEST(ProgressLine, OnDemandAndQuotaFullShowTheCachedFraction) {
+  DatasetState onDemand = warming(0, -1);
+  onDemand.phase = Phase::kOnDemand;
+  onDemand.message = "warm: Never; files are cached as they are read";
+  EXPECT_EQ(progressLine(kKey, onDemand),
+            "ml/imagenet OnDemand 4/10 files 16Mi/64Mi (25%) (warm: Never; files are cached as "
+            "they are read)");
+  DatasetState full = warming(8 << 20, 6);
+  full.phase = Phase::kQuotaFull;
+  EXPECT_EQ(progressLine(kKey, full), "ml/imagenet QuotaFull 4/10 files 16Mi/64Mi (25%) 8Mi/s");
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ class DatasetFilesystemTest : public ::testing::Test {
     auto origin = makeHttpOrigin({.baseUrl = server.url(), .retryDelay = 1ms});
     ASSERT_TRUE(origin.isOk()) << origin.status();
     mount(WarmMode::kNever, std::move(*origin));
-    ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kReady);
+    ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kOnDemand);
   }
 
   void expectEveryFileMatches() {
