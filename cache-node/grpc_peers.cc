@@ -20,12 +20,12 @@ GrpcPeers::GrpcPeers(PeerClientOptions options)
 GrpcPeers::~GrpcPeers() = default;
 
 void GrpcPeers::setAddress(const std::string& node, const std::string& address) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   addresses_[node] = address;
 }
 
 std::shared_ptr<GrpcPeers::Connection> GrpcPeers::connectionTo(const std::string& node) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto address = addresses_.find(node);
   if (address == addresses_.end()) return nullptr;
   auto& connection = connections_[address->second];

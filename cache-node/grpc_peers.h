@@ -5,11 +5,11 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/grpc_status.h"
 #include "common/secret.h"
+#include "common/thread_annotations.h"
 #include "engine/dataset_cache.h"
 
 namespace granary::cache {
@@ -41,9 +41,10 @@ class GrpcPeers final : public PeerReader {
 
   PeerClientOptions options_;
   std::string caPem_;
-  std::mutex mutex_;  // guards the maps
-  std::map<std::string, std::string> addresses_;
-  std::map<std::string, std::shared_ptr<Connection>> connections_;  // by address
+  Mutex mutex_;
+  std::map<std::string, std::string> addresses_ GRANARY_GUARDED_BY(mutex_);
+  // By address.
+  std::map<std::string, std::shared_ptr<Connection>> connections_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::cache

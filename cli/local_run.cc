@@ -7,11 +7,11 @@
 #include <ctime>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
 
 #include "cli/run_view.h"
 #include "cli/worker_gang.h"
+#include "common/thread_annotations.h"
 #include "engine/engine.h"
 #include "engine/mount/dataset_fs.h"
 #include "engine/standalone.h"
@@ -55,21 +55,21 @@ class WorkerIdentities {
   static std::string uidOf(const LocalWorker& worker) { return "local/" + worker.name; }
 
   void assign(const std::vector<pid_t>& groups, const std::vector<LocalWorker>& workers) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     for (size_t rank = 0; rank < groups.size(); ++rank)
       byGroup_[groups[rank]] = uidOf(workers[rank]);
   }
   ProcessIdentity identify(int tid) {
     ProcessIdentity identity = identifyThread(tid);
     const pid_t group = processGroupOf(tid);
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (const auto it = byGroup_.find(group); it != byGroup_.end()) identity.podUid = it->second;
     return identity;
   }
 
  private:
-  std::mutex mutex_;
-  std::map<pid_t, std::string> byGroup_;
+  Mutex mutex_;
+  std::map<pid_t, std::string> byGroup_ GRANARY_GUARDED_BY(mutex_);
 };
 
 // The terminal's width, or a wide line where there is none.
@@ -324,14 +324,14 @@ class LocalRun {
   }
 
   void take(int rank, const std::string& line) {
-    std::lock_guard lock(linesMutex_);
+    MutexLock lock(linesMutex_);
     lines_.emplace_back(rank, line);
   }
 
   void drainLines() {
     std::vector<std::pair<int, std::string>> lines;
     {
-      std::lock_guard lock(linesMutex_);
+      MutexLock lock(linesMutex_);
       lines.swap(lines_);
     }
     for (const auto& [rank, line] : lines) {
@@ -438,8 +438,9 @@ class LocalRun {
   std::vector<std::shared_ptr<DatasetCache>> caches_;
   std::vector<std::unique_ptr<DatasetFilesystem>> mounts_;  // after the engine: unmounted first
   std::vector<WorkerRecord> workers_;
-  std::mutex linesMutex_;
-  std::vector<std::pair<int, std::string>> lines_;  // from the gang's output thread
+  Mutex linesMutex_;
+  // From the gang's output thread.
+  std::vector<std::pair<int, std::string>> lines_ GRANARY_GUARDED_BY(linesMutex_);
   const SteadyTime start_ = std::chrono::steady_clock::now();
   SteadyTime lastView_ = start_;
   SteadyTime lastGpuSample_ = start_;

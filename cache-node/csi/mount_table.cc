@@ -72,16 +72,16 @@ MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAcc
     }
   }
   engine_.onCreated([this](const std::shared_ptr<DatasetCache>& cache) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     repairLocked(cache);
   });
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& cache : engine_.datasets()) repairLocked(cache);
 }
 
 MountTable::~MountTable() {
   engine_.onCreated(nullptr);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<std::filesystem::path> kept;
   for (auto& [point, fs] : mounts_) {
     if (fs->detached()) kept.push_back(point);
@@ -205,7 +205,7 @@ Status MountTable::publish(const Publication& p) {
                     engine_.nodeName() + " yet; the operator ensures it where a job's workers run");
   }
   accounting_.namePod(p.podUid, p.podNamespace, p.podName);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   GRANARY_ASSIGN_OR_RETURN(const auto source, datasetMountLocked(*cache));
   GRANARY_RETURN_IF_ERROR(bindLocked(source, p));
   if (!published_.contains(p.targetPath)) {
@@ -219,7 +219,7 @@ Status MountTable::publish(const Publication& p) {
 }
 
 Status MountTable::unpublish(const std::filesystem::path& targetPath) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   // Unmounting asks nothing of the daemon, so it works on a view whose dataset waits for its
   // process.
   if (::umount2(targetPath.c_str(), 0) != 0 && errno != EINVAL && errno != ENOENT) {

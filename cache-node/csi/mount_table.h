@@ -16,9 +16,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 
 #include "cache-node/csi/publication.h"
+#include "common/thread_annotations.h"
 #include "engine/engine.h"
 #include "engine/mount/dataset_fs.h"
 #include "engine/mount/mount_keeper.h"
@@ -52,11 +52,13 @@ class MountTable {
 
  private:
   // The dataset's mount on this node: served already, adopted from the keeper, or mounted.
-  Result<std::filesystem::path> datasetMountLocked(const std::shared_ptr<DatasetCache>& cache);
-  Status bindLocked(const std::filesystem::path& source, const Publication& publication);
+  Result<std::filesystem::path> datasetMountLocked(const std::shared_ptr<DatasetCache>& cache)
+      GRANARY_REQUIRES(mutex_);
+  Status bindLocked(const std::filesystem::path& source, const Publication& publication)
+      GRANARY_REQUIRES(mutex_);
   // Adopts the dataset's kept connection and binds again the pods' views that died.
-  void repairLocked(const std::shared_ptr<DatasetCache>& cache);
-  void saveRecordsLocked() const;
+  void repairLocked(const std::shared_ptr<DatasetCache>& cache) GRANARY_REQUIRES(mutex_);
+  void saveRecordsLocked() const GRANARY_REQUIRES(mutex_);
   std::filesystem::path mountpointOf(const DatasetKey& key) const {
     return options_.root / key.ns / key.name / std::to_string(key.generation);
   }
@@ -65,10 +67,14 @@ class MountTable {
   CacheEngine& engine_;
   MountTableOptions options_;
   ReaderAccounting& accounting_;
-  std::mutex mutex_;
-  std::map<std::filesystem::path, std::unique_ptr<DatasetFilesystem>> mounts_;  // by mount point
-  std::map<std::filesystem::path, OwnedFd> kept_;  // connections to adopt, by mount point
-  std::map<std::filesystem::path, PublicationRecord> published_;  // by target path
+  Mutex mutex_;
+  // By mount point.
+  std::map<std::filesystem::path, std::unique_ptr<DatasetFilesystem>> mounts_
+      GRANARY_GUARDED_BY(mutex_);
+  // Connections to adopt, by mount point.
+  std::map<std::filesystem::path, OwnedFd> kept_ GRANARY_GUARDED_BY(mutex_);
+  // By target path.
+  std::map<std::filesystem::path, PublicationRecord> published_ GRANARY_GUARDED_BY(mutex_);
 };
 
 // True when `path` is the root of a mount (its device differs from its parent's).

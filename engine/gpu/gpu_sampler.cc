@@ -125,8 +125,11 @@ Result<std::unique_ptr<GpuSampler>> GpuSampler::start(GpuSamplerOptions options,
   }
   auto nvml = gpu::Nvml::open(sampler->options_.library);
   if (!nvml.isOk()) {
-    sampler->unavailable_ = nvml.status().message();
-    Logger("gpu").warn("no GPU telemetry on this node", {{"reason", sampler->unavailable_}});
+    Logger("gpu").warn("no GPU telemetry on this node", {{"reason", nvml.status().message()}});
+    {
+      MutexLock lock(sampler->mutex_);
+      sampler->unavailable_ = nvml.status().message();
+    }
     return sampler;
   }
   sampler->nvml_ = std::move(*nvml);
@@ -157,7 +160,7 @@ void GpuSampler::sample() {
   judgeStarvation(*readings);
   integrate(*readings);
   {  // What latest() answers is never older than the series already exported.
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     latest_ = *readings;
     sampledAt_ = clock_.wallNow();
   }
@@ -207,7 +210,7 @@ void GpuSampler::judgeStarvation(const std::vector<gpu::GpuReading>& readings) {
                  wait == waits.end() ? std::chrono::nanoseconds{0} : wait->second};
   }
   const auto verdicts = starvation_.observe(pods, interval);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (auto it = starved_.begin(); it != starved_.end();) {  // pods that went take their series
     if (pods.contains(it->first)) {
       ++it;
@@ -230,7 +233,7 @@ void GpuSampler::integrate(const std::vector<gpu::GpuReading>& readings) {
                              ? 0
                              : std::chrono::duration<double>(now - integratedAt_).count();
   integratedAt_ = now;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& r : readings) {
     if (r.lost || r.uuid.empty() || !r.utilization) continue;
     GpuTotals& t = totals_[r.uuid];
@@ -262,27 +265,27 @@ void GpuSampler::publish(const std::vector<gpu::GpuReading>& readings) {
 }
 
 std::vector<gpu::GpuReading> GpuSampler::latest() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return latest_;
 }
 
 Clock::WallTime GpuSampler::sampledAt() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return sampledAt_;
 }
 
 std::map<std::string, double> GpuSampler::starvedSeconds() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return starved_;
 }
 
 std::map<std::string, GpuTotals> GpuSampler::totals() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return totals_;
 }
 
 std::string GpuSampler::unavailableReason() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return unavailable_;
 }
 

@@ -14,7 +14,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -23,6 +22,7 @@
 #include "common/clock.h"
 #include "common/gpu/nvml.h"
 #include "common/metrics.h"
+#include "common/thread_annotations.h"
 #include "engine/core/data_starvation.h"
 #include "engine/gpu/gpu_totals.h"
 #include "engine/gpu/pod_resources.h"
@@ -77,14 +77,16 @@ class GpuSampler {
   std::unique_ptr<PodResources> pods_;  // null without a PodResources socket
   bool podsAnswered_ = true;            // the last time they were asked (warned once per change)
   std::unique_ptr<Metrics> metrics_;    // null without a registry
-  mutable std::mutex mutex_;            // guards the five below
-  std::vector<gpu::GpuReading> latest_;
-  Clock::WallTime sampledAt_{};
-  std::string unavailable_;
-  std::map<std::string, double> starved_;    // by pod
-  std::map<std::string, GpuTotals> totals_;  // by UUID
-  Clock::MonoTime integratedAt_{};           // the sampling thread's
-  StarvationMeter starvation_;               // the sampling thread's
+  mutable Mutex mutex_;
+  std::vector<gpu::GpuReading> latest_ GRANARY_GUARDED_BY(mutex_);
+  Clock::WallTime sampledAt_ GRANARY_GUARDED_BY(mutex_){};
+  std::string unavailable_ GRANARY_GUARDED_BY(mutex_);
+  // By pod.
+  std::map<std::string, double> starved_ GRANARY_GUARDED_BY(mutex_);
+  // By UUID.
+  std::map<std::string, GpuTotals> totals_ GRANARY_GUARDED_BY(mutex_);
+  Clock::MonoTime integratedAt_{};  // the sampling thread's
+  StarvationMeter starvation_;      // the sampling thread's
   Clock::MonoTime judgedAt_{};
   // The series set by the last sample: field and label values (the sampling thread's).
   std::set<std::pair<size_t, std::vector<std::string>>> published_;

@@ -17,7 +17,6 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -25,6 +24,7 @@
 #include <unordered_map>
 
 #include "common/log.h"
+#include "common/thread_annotations.h"
 #include "engine/mount/read_buffers.h"
 
 namespace granary::cache {
@@ -42,7 +42,7 @@ class Handles {
  public:
   Handles() : next_(std::random_device()() | (uint64_t{std::random_device()()} << 31)) {}
   uint64_t add(T value) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const uint64_t handle = next_++;
     open_[handle] = std::make_shared<T>(std::move(value));
     return handle;
@@ -51,24 +51,24 @@ class Handles {
   template <typename Reopen>
   std::shared_ptr<T> find(uint64_t handle, const Reopen& reopen) {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       if (auto it = open_.find(handle); it != open_.end()) return it->second;
     }
     auto value = reopen();
     if (!value) return nullptr;
     auto shared = std::make_shared<T>(std::move(*value));
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return open_.try_emplace(handle, std::move(shared)).first->second;
   }
   void remove(uint64_t handle) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     open_.erase(handle);
   }
 
  private:
-  std::mutex mutex_;
-  uint64_t next_;
-  std::unordered_map<uint64_t, std::shared_ptr<T>> open_;
+  Mutex mutex_;
+  uint64_t next_ GRANARY_GUARDED_BY(mutex_);
+  std::unordered_map<uint64_t, std::shared_ptr<T>> open_ GRANARY_GUARDED_BY(mutex_);
 };
 
 // Manifest entries by inode, for requests that name only an inode (reads, above all): filled by
@@ -77,14 +77,14 @@ class InodeCache {
  public:
   void put(const ManifestEntry& entry) {
     Shard& shard = shardOf(entry.inode);
-    std::lock_guard lock(shard.mutex);
+    MutexLock lock(shard.mutex);
     if (shard.entries.size() >= kShardEntries) shard.entries.clear();
     shard.entries[entry.inode] = std::make_shared<const ManifestEntry>(entry);
   }
   Result<std::shared_ptr<const ManifestEntry>> find(uint64_t inode, DatasetCache& cache) {
     Shard& shard = shardOf(inode);
     {
-      std::lock_guard lock(shard.mutex);
+      MutexLock lock(shard.mutex);
       if (auto it = shard.entries.find(inode); it != shard.entries.end()) return it->second;
     }
     GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry, cache.statInode(inode));
@@ -95,8 +95,9 @@ class InodeCache {
  private:
   static constexpr size_t kShards = 16, kShardEntries = 4096;
   struct Shard {
-    std::mutex mutex;
-    std::unordered_map<uint64_t, std::shared_ptr<const ManifestEntry>> entries;
+    Mutex mutex;
+    std::unordered_map<uint64_t, std::shared_ptr<const ManifestEntry>> entries
+        GRANARY_GUARDED_BY(mutex);
   };
   Shard& shardOf(uint64_t inode) { return shards_[inode % kShards]; }
   std::array<Shard, kShards> shards_;
@@ -117,30 +118,30 @@ struct DirectoryHandle {
 class ServedDataset {
  public:
   void set(std::shared_ptr<DatasetCache> cache) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     cache_ = std::move(cache);
     ready_.store(cache_.get());
     changed_.notify_all();
   }
   void close() {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     closed_ = true;
     changed_.notify_all();
   }
   // The dataset, once there is one; null when the mount stopped first.
   DatasetCache* wait() {
     if (DatasetCache* ready = ready_.load()) return ready;
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return cache_ != nullptr || closed_; });
+    MutexLock lock(mutex_);
+    changed_.wait(lock, [&]() GRANARY_REQUIRES(mutex_) { return cache_ != nullptr || closed_; });
     return cache_.get();
   }
 
  private:
   std::atomic<DatasetCache*> ready_{nullptr};  // the fast path, once set
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::shared_ptr<DatasetCache> cache_;
-  bool closed_ = false;
+  Mutex mutex_;
+  std::condition_variable_any changed_;  // waits on mutex_
+  std::shared_ptr<DatasetCache> cache_ GRANARY_GUARDED_BY(mutex_);
+  bool closed_ GRANARY_GUARDED_BY(mutex_) = false;
 };
 
 struct DatasetFilesystem::State {

@@ -7,8 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <vector>
+
+#include "common/thread_annotations.h"
 
 namespace granary::cache {
 namespace {
@@ -30,13 +31,13 @@ class Pool {
 
   // A buffer of kPooledSize once one is free, in the order asked; null when memory is short.
   char* take() {
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     if (taken_ < kPooledCount && waiting_.empty()) {
       ++taken_;
     } else {
       Waiter waiter;  // admitted by give(), which hands over its place
       waiting_.push_back(&waiter);
-      waiter.turn.wait(lock, [&] { return waiter.admitted; });
+      waiter.turn.wait(lock, [&] { return waiter.admitted; });  // admitted: under mutex_
     }
     if (!free_.empty()) {
       char* buffer = free_.back();
@@ -57,7 +58,7 @@ class Pool {
   // Returns a buffer (null: one that could not be allocated) and admits the next waiter.
   static void give(char* buffer) {
     Pool& self = instance();
-    std::lock_guard lock(self.mutex_);
+    MutexLock lock(self.mutex_);
     if (buffer != nullptr) self.free_.push_back(buffer);
     if (self.waiting_.empty()) {
       --self.taken_;
@@ -71,16 +72,16 @@ class Pool {
 
  private:
   struct Waiter {
-    std::condition_variable turn;
-    bool admitted = false;
+    std::condition_variable_any turn;  // waits on Pool::mutex_
+    bool admitted = false;             // under Pool::mutex_
   };
   ~Pool() {
     for (char* buffer : free_) std::free(buffer);
   }
-  std::mutex mutex_;
-  std::vector<char*> free_;
-  std::deque<Waiter*> waiting_;
-  size_t taken_ = 0;  // buffers out, or allocating
+  Mutex mutex_;
+  std::vector<char*> free_ GRANARY_GUARDED_BY(mutex_);
+  std::deque<Waiter*> waiting_ GRANARY_GUARDED_BY(mutex_);
+  size_t taken_ GRANARY_GUARDED_BY(mutex_) = 0;  // buffers out, or allocating
 };
 
 }  // namespace

@@ -63,13 +63,13 @@ ReaderAccounting::ReaderAccounting(CacheMetrics* metrics,
 ProcessIdentity ReaderAccounting::identityOf(int tid) {
   const auto now = std::chrono::steady_clock::now();
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const auto lookup = threads_.find(tid);
     if (lookup != threads_.end() && now - lookup->second.at <= kLookupLifetime)
       return lookup->second.identity;
   }
   ProcessIdentity identity = identify_(tid);  // reads /proc: not while holding the lock
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (threads_.size() > 4096) threads_.clear();  // bounded: lookups are cheap to redo
   threads_.insert_or_assign(tid, Lookup{identity, now});
   return identity;
@@ -102,7 +102,7 @@ ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& data
 void ReaderAccounting::beginWait(const std::string& dataset, int tid,
                                  std::chrono::steady_clock::time_point start) {
   const ProcessIdentity identity = identityOf(tid);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Reader& reader = readerLocked(dataset, identity);
   reader.endedAt.reset();
   reader.inFlight.insert(start);
@@ -110,7 +110,7 @@ void ReaderAccounting::beginWait(const std::string& dataset, int tid,
 
 void ReaderAccounting::record(const std::string& dataset, int tid, const ReadRecord& read) {
   const ProcessIdentity identity = identityOf(tid);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   Reader& reader = readerLocked(dataset, identity);
   reader.endedAt.reset();
   if (read.waitBegan) {
@@ -137,12 +137,12 @@ void ReaderAccounting::record(const std::string& dataset, int tid, const ReadRec
 
 void ReaderAccounting::namePod(const std::string& uid, const std::string& ns,
                                const std::string& name) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   podNames_[uid] = {ns, name};
 }
 
 std::vector<ReaderTotals> ReaderAccounting::readers() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<ReaderTotals> out;
   out.reserve(readers_.size());
   const auto now = std::chrono::steady_clock::now();
@@ -183,7 +183,7 @@ void ReaderAccounting::forgetLocked(std::map<ReaderKey, Reader>::iterator reader
 }
 
 void ReaderAccounting::endPod(const std::string& dataset, const std::string& podUid) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto reader = readers_.find({.dataset = dataset, .podUid = podUid, .pid = 0});
   if (reader != readers_.end()) reader->second.endedAt = std::chrono::steady_clock::now();
 }
@@ -192,7 +192,7 @@ int ReaderAccounting::sweep(std::chrono::nanoseconds grace,
                             const std::function<bool(int pid)>& alive) {
   std::vector<int> pids;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     for (const auto& [key, reader] : readers_)
       if (key.podUid.empty() && !reader.endedAt) pids.push_back(key.pid);
   }
@@ -201,7 +201,7 @@ int ReaderAccounting::sweep(std::chrono::nanoseconds grace,
     if (!alive(pid)) gone.insert(pid);  // reads /proc: not while holding the lock
   const auto now = std::chrono::steady_clock::now();
   int forgotten = 0;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (auto it = readers_.begin(); it != readers_.end();) {
     const auto next = std::next(it);
     auto& ended = it->second.endedAt;

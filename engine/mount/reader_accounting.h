@@ -13,13 +13,13 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "engine/cache_metrics.h"
 #include "engine/core/blocked_time.h"
 #include "engine/dataset_cache.h"
@@ -124,15 +124,18 @@ class ReaderAccounting {
   };
   // The process and pod of a thread, looked up again after a while (thread ids are reused).
   ProcessIdentity identityOf(int tid);
-  void forgetLocked(std::map<ReaderKey, Reader>::iterator reader);
-  Reader& readerLocked(const std::string& dataset, const ProcessIdentity& identity);
+  void forgetLocked(std::map<ReaderKey, Reader>::iterator reader) GRANARY_REQUIRES(mutex_);
+  Reader& readerLocked(const std::string& dataset, const ProcessIdentity& identity)
+      GRANARY_REQUIRES(mutex_);
 
   CacheMetrics* metrics_;
   std::function<ProcessIdentity(int)> identify_;
-  mutable std::mutex mutex_;
-  std::map<int, Lookup> threads_;  // looked up again after a while: ids are reused
-  std::map<std::string, std::pair<std::string, std::string>> podNames_;  // uid → ns, name
-  std::map<ReaderKey, Reader> readers_;
+  mutable Mutex mutex_;
+  // Looked up again after a while: ids are reused.
+  std::map<int, Lookup> threads_ GRANARY_GUARDED_BY(mutex_);
+  // Uid → namespace, name.
+  std::map<std::string, std::pair<std::string, std::string>> podNames_ GRANARY_GUARDED_BY(mutex_);
+  std::map<ReaderKey, Reader> readers_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::cache

@@ -105,7 +105,7 @@ Result<HttpResponse> CurlTransfer::send(const HttpRequest& request) {
 }
 
 CURL* CurlTransfer::acquire() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (idle_.empty()) return curl_easy_init();
   CURL* handle = idle_.back();
   idle_.pop_back();
@@ -116,7 +116,7 @@ void CurlTransfer::release(CURL* handle) {
   // Forget this request's options (credentials, headers); the connection cache survives a reset,
   // so the next request still reuses the connection.
   curl_easy_reset(handle);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   idle_.push_back(handle);
 }
 

@@ -7,12 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
 #include "common/secret.h"
+#include "common/thread_annotations.h"
 
 using CURL = void;  // libcurl's easy handle; keeps <curl/curl.h> out of the origins' headers
 
@@ -83,8 +83,8 @@ class CurlTransfer {
   void release(CURL* handle);
 
   CurlTransferOptions options_;
-  std::mutex mutex_;  // guards idle_
-  std::vector<CURL*> idle_;
+  Mutex mutex_;
+  std::vector<CURL*> idle_ GRANARY_GUARDED_BY(mutex_);
   std::atomic<int64_t> retries_{0};
 };
 

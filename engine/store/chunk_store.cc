@@ -251,6 +251,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path
     std::memcpy(&store->flushedEpoch_, flushed.data(), 8);
   }
   uint64_t newest = store->flushedEpoch_;
+  std::vector<int64_t> used(store->directories_.size(), 0);
   std::unique_ptr<rocksdb::Iterator> it(store->index_->NewIterator(rocksdb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const auto value = it->value().ToStringView();
@@ -260,8 +261,12 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path
     uint64_t epoch;
     std::memcpy(&directory, value.data(), 4);
     std::memcpy(&epoch, value.data() + 12, 8);
-    if (directory < store->used_.size()) store->used_[directory] += size;
+    if (directory < used.size()) used[directory] += size;
     newest = std::max(newest, epoch);
+  }
+  {
+    MutexLock lock(store->mutex_);
+    store->used_ = std::move(used);
   }
   store->epoch_ = newest + 1;
   store->flusher_ = std::jthread([raw = store.get(), flushInterval](std::stop_token stop) {
@@ -316,7 +321,7 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
   {
     // Under the lock: drop the old copy and reserve room in the directory with the most of it.
     // The file I/O below runs unlocked, so chunks are written in parallel.
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (auto old = recordOf(key); old.isOk()) GRANARY_RETURN_IF_ERROR(dropLocked(key, *old));
     int64_t bestRoom = -1;
     bool diskFull = false;
@@ -340,7 +345,7 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
     writing_[chosen] += size;
   }
   const auto unreserve = [&] {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     used_[chosen] -= size;
   };
   struct Written {  // the bytes leave writing_ once they are on the disk (or not)
@@ -348,7 +353,7 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
     uint32_t directory;
     int64_t size;
     ~Written() {
-      std::lock_guard lock(store.mutex_);
+      MutexLock lock(store.mutex_);
       store.writing_[directory] -= size;
     }
   } inFlight{*this, chosen, size};
@@ -410,7 +415,7 @@ Status ChunkStore::verifyRead(const ChunkId& id, const std::string& key, const R
   if (status.isOk() && !record.matches(start, blocks)) status = corruption("checksum mismatch");
   if (status.isOk()) return status;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     (void)dropLocked(key, record);
   }
   Logger("cache").warn("dropped a damaged chunk",
@@ -462,7 +467,7 @@ bool ChunkStore::contains(const ChunkId& id) const { return recordOf(id.key()).i
 
 Status ChunkStore::remove(const ChunkId& id) {
   const std::string key = id.key();
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   GRANARY_ASSIGN_OR_RETURN(Record record, recordOf(key));
   return dropLocked(key, record);
 }
@@ -496,7 +501,7 @@ Result<int64_t> ChunkStore::dropGeneration(std::string_view generation) {
     }
   }
   int64_t freed = 0;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   for (const auto& [key, record] : doomed) {
     GRANARY_RETURN_IF_ERROR(dropLocked(key, record));
     freed += record.size;
@@ -506,7 +511,7 @@ Result<int64_t> ChunkStore::dropGeneration(std::string_view generation) {
 
 Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
   ReconcileReport report;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::set<std::filesystem::path> expected;
   std::vector<std::pair<std::string, Record>> bad;
   {
@@ -570,7 +575,7 @@ int64_t ChunkStore::diskRoom(uint32_t directory) const {
 }
 
 std::vector<DirectoryUsage> ChunkStore::usage() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<DirectoryUsage> out;
   for (size_t d = 0; d < directories_.size(); ++d) {
     out.push_back({directories_[d].path, used_[d], directories_[d].quotaBytes});

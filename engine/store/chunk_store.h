@@ -25,7 +25,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,6 +32,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 #include "engine/store/store_guard.h"
 
 namespace rocksdb {
@@ -141,10 +141,10 @@ class ChunkStore {
   // drops the chunk and becomes Corruption.
   Status verifyRead(const ChunkId& id, const std::string& key, const Record& record,
                     const Status& read, int64_t start, std::string_view blocks);
-  Status dropLocked(const std::string& key, const Record& record);
+  Status dropLocked(const std::string& key, const Record& record) GRANARY_REQUIRES(mutex_);
   // Bytes a put may still write to a directory's file system, beyond what it keeps free and
-  // what puts in flight are writing. Under mutex_.
-  int64_t diskRoom(uint32_t directory) const;
+  // what puts in flight are writing.
+  int64_t diskRoom(uint32_t directory) const GRANARY_REQUIRES(mutex_);
   void flushEvery(std::chrono::milliseconds interval, std::stop_token stop);
 
   // Guards an index write of about `bytes`.
@@ -153,9 +153,10 @@ class ChunkStore {
   std::unique_ptr<rocksdb::DB> index_;
   std::unique_ptr<StoreGuard> guard_;
   std::vector<CacheDirectory> directories_;
-  mutable std::mutex mutex_;  // guards used_ and serializes index updates with accounting
-  std::vector<int64_t> used_;
-  std::vector<int64_t> writing_;    // bytes of puts in flight, per directory
+  mutable Mutex mutex_;  // also serializes index updates with accounting
+  std::vector<int64_t> used_ GRANARY_GUARDED_BY(mutex_);
+  // Bytes of puts in flight, per directory.
+  std::vector<int64_t> writing_ GRANARY_GUARDED_BY(mutex_);
   std::atomic<uint64_t> epoch_{1};  // the epoch new records are written in
   uint64_t flushedEpoch_ = 0;       // as found at open: records above it are re-read
   std::atomic<bool> unflushed_{false};
