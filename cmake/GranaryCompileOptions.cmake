@@ -63,6 +63,12 @@ set(GRANARY_WARNINGS
 if(GRANARY_FUZZ)
   list(APPEND GRANARY_WARNINGS -Wno-error)  # see above
 endif()
+# Clang proves that what a mutex guards is only touched with the mutex held (GRANARY_GUARDED_BY,
+# GRANARY_REQUIRES, ...: common/thread_annotations.h). Always an error, in the fuzz build too:
+# -Wno-error leaves -Werror=thread-safety in force. GCC has no such analysis.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  list(APPEND GRANARY_WARNINGS -Wthread-safety -Werror=thread-safety)
+endif()
 
 # granary_target(<target>): apply the warning policy and the source-root include path.
 function(granary_target target)

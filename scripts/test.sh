@@ -2,13 +2,15 @@
 # Installs what is missing, builds once, and runs every test. Tiers, in order:
 #   1. the full suite (build/), CUDA code compiled when nvcc exists;                 default
 #   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/); default
-#   3. a short run of every libFuzzer target of tests/fuzz over its seed corpus
-#      (build-fuzz/, clang; tests/fuzz/run.sh);                                         default
+#   3. a clang build (build-fuzz/) of every library that holds a mutex, with -Wthread-safety as
+#      errors (common/thread_annotations.h), then a short run of every libFuzzer target of
+#      tests/fuzz over its seed corpus (tests/fuzz/run.sh);                             default
 #   4. the concurrent parts (work queue, informer, single-flight, warmer, mount reads) under
 #      ThreadSanitizer (build-tsan/);                                                   opt-in
-# GRANARY_TEST_SANITIZERS=0 skips step 2, GRANARY_TEST_FUZZ=0 step 3 (GRANARY_FUZZ_SECONDS sets
-# its seconds per target, default 5); GRANARY_TEST_TSAN=1 runs step 4. GRANARY_TEST_KUBECONFIG
-# runs the Kubernetes contract tests against a real cluster as well (see docs/development.md).
+# GRANARY_TEST_SANITIZERS=0 skips step 2; GRANARY_TEST_FUZZ=0 skips step 3's fuzzing, not its
+# clang build (GRANARY_FUZZ_SECONDS sets the seconds per target, default 5); GRANARY_TEST_TSAN=1
+# runs step 4. GRANARY_TEST_KUBECONFIG runs the Kubernetes contract tests against a real cluster
+# as well (see docs/development.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -30,10 +32,16 @@ if [[ "${GRANARY_TEST_SANITIZERS:-1}" != 0 ]]; then
   )
 fi
 
+# The clang tree: the libraries where threads share state, so that clang's thread-safety analysis
+# (an error in every clang build) checks each annotated mutex; then the fuzz targets and the
+# libraries they link. A longer fuzz run is in docs/development.md.
+clang_targets="granary_common granary_kube granary_scheduler granary_engine_core \
+  granary_engine_store granary_engine_origin granary_engine granary_engine_mount \
+  granary_engine_gpu granary_csi granary_cache_node granary_operator granary_local"
+if [[ "${GRANARY_TEST_FUZZ:-1}" != 0 ]]; then clang_targets+=" granary_fuzz"; fi
+CXX=clang++ GRANARY_BUILD_TARGET="$clang_targets" scripts/build.sh build-fuzz -DGRANARY_FUZZ=ON \
+  -DGRANARY_WITH_CUDA=OFF -DGRANARY_BUILD_TESTS=OFF
 if [[ "${GRANARY_TEST_FUZZ:-1}" != 0 ]]; then
-  # Only the fuzz targets and the libraries they link; a longer run is in docs/development.md.
-  CXX=clang++ GRANARY_BUILD_TARGET=granary_fuzz scripts/build.sh build-fuzz -DGRANARY_FUZZ=ON \
-    -DGRANARY_WITH_CUDA=OFF -DGRANARY_BUILD_TESTS=OFF
   GRANARY_FUZZ_RUNS="${GRANARY_FUZZ_RUNS:-500000}" tests/fuzz/run.sh build-fuzz \
     "${GRANARY_FUZZ_SECONDS:-5}"
 fi
