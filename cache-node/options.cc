@@ -53,7 +53,6 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "bandwidthLimit", out.bandwidthLimit, [](const ByteSize& s) { return s.bytes >= 0; },
       "bytes per second, 0 unlimited");
   f.optional("verifyChecksumsAtStart", out.verifyChecksumsAtStart);
-  f.optional("pvcRoot", out.pvcRoot);
   f.optional(
       "fileOriginRoots", out.fileOriginRoots,
       [](const std::vector<std::string>& roots) {
@@ -106,7 +105,6 @@ EngineOptions engineOptionsOf(const NodeOptions& options) {
   engine.warmConcurrency = options.warmConcurrency;
   engine.bandwidthLimit = options.bandwidthLimit.bytes;
   engine.verifyChecksumsAtStart = options.verifyChecksumsAtStart;
-  engine.origins.pvcRoot = options.pvcRoot;
   for (const auto& root : options.fileOriginRoots) engine.origins.fileOriginRoots.push_back(root);
   return engine;
 }

@@ -15,7 +15,6 @@
 //   bandwidthLimit: 0                # origin bytes per second for the whole node; 0 unlimited
 //   verifyChecksumsAtStart: false    # true: re-read every chunk (chunks written after the last
 //                                    # flush always are)
-//   pvcRoot: ""                      # where PersistentVolumeClaims are mounted
 //   fileOriginRoots: []              # directories file:// sources may read, e.g.
 //                                    # [/srv/datasets]; none: file:// sources are refused
 //   mountRoot: ""                    # dataset mounts; default <stateDirectory>/mounts
@@ -63,7 +62,6 @@ struct NodeOptions {
   int32_t warmConcurrency = 8;
   ByteSize bandwidthLimit{0};
   bool verifyChecksumsAtStart = false;
-  std::string pvcRoot;
   // Absolute directories that file:// sources may read (within, after symlinks and ".."); empty
   // refuses every file:// source. Each root is served to whoever may create a Dataset.
   std::vector<std::string> fileOriginRoots;

@@ -6,6 +6,12 @@ namespace granary::api {
 namespace {
 
 bool startsWith(std::string_view text, std::string_view prefix) {
+// A PersistentVolumeClaim is not an origin: nothing on a cache node can mount another
+// namespace's claim. This says how to reach its files instead.
+constexpr std::string_view kPvcFix =
+    " (pvc:// is not supported: serve the claim's files over http(s):// from a pod that mounts "
+    "it, or copy them to s3://)";
+
   return text.substr(0, prefix.size()) == prefix;
 }
 
@@ -29,7 +35,8 @@ void readSource(config::Fields& f, Source& out) {
   auto kind = sourceKindOf(out.uri);
   if (!kind.isOk()) {
     f.fail(
-        config::expected(*uri, "a URI starting with s3://, http://, https://, file:// or pvc://"));
+        config::expected(*uri, "a URI starting with s3://, http://, https://, or file://" +
+                                   std::string(startsWith(out.uri, "pvc://") ? kPvcFix : "")));
     return;
   }
   const std::string_view rest = std::string_view(out.uri).substr(out.uri.find("://") + 3);
@@ -44,10 +51,6 @@ void readSource(config::Fields& f, Source& out) {
         f.fail(config::expected(*uri, "an absolute path: file:///path/on/the/node"));
       }
       break;
-    case SourceKind::kPvc:
-      if (rest.empty() || rest.front() == '/')
-        f.fail(config::expected(*uri, "pvc://<claim>/<path>"));
-      break;
     case SourceKind::kHttp:
       if (rest.empty() || rest.front() == '/')
         f.fail(config::expected(*uri, "http(s)://<host>/<path>"));
@@ -58,9 +61,8 @@ void readSource(config::Fields& f, Source& out) {
       f.fail(config::expected(*endpoint, "no endpoint: it applies to s3:// sources only"));
     if (region) f.fail(config::expected(*region, "no region: it applies to s3:// sources only"));
   }
-  if ((*kind == SourceKind::kFile || *kind == SourceKind::kPvc) && secretRef) {
-    f.fail(config::expected(*secretRef,
-                            "no secretRef: file:// and pvc:// sources take no credentials"));
+  if (*kind == SourceKind::kFile && secretRef) {
+    f.fail(config::expected(*secretRef, "no secretRef: file:// sources take no credentials"));
   }
   if (endpoint && !startsWith(out.endpoint, "http://") && !startsWith(out.endpoint, "https://")) {
     f.fail(config::expected(*endpoint, "an http:// or https:// URL"));
@@ -128,10 +130,9 @@ Result<SourceKind> sourceKindOf(std::string_view uri) {
   if (startsWith(uri, "s3://")) return SourceKind::kS3;
   if (startsWith(uri, "http://") || startsWith(uri, "https://")) return SourceKind::kHttp;
   if (startsWith(uri, "file://")) return SourceKind::kFile;
-  if (startsWith(uri, "pvc://")) return SourceKind::kPvc;
   return invalidArgument("\"" + std::string(uri) +
-                         "\" has no supported scheme; use s3://, http://, https://, file:// or "
-                         "pvc://");
+                         "\" has no supported scheme; use s3://, http://, https:// or file://" +
+                         std::string(startsWith(uri, "pvc://") ? kPvcFix : ""));
 }
 
 Status decodeValue(const config::Node& node, DatasetSpec& out) {
@@ -175,8 +176,6 @@ std::string_view sourceKindName(SourceKind kind) {
       return "http";
     case SourceKind::kFile:
       return "file";
-    case SourceKind::kPvc:
-      return "pvc";
   }
   return "unknown";
 }

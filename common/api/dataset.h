@@ -16,10 +16,10 @@
 namespace granary::api {
 
 // The kind of origin, from the URI scheme.
-enum class SourceKind { kS3, kHttp, kFile, kPvc };
+enum class SourceKind { kS3, kHttp, kFile };
 
-// Returns the kind for s3://, http://, https://, file:// and pvc:// URIs; InvalidArgument
-// naming the supported schemes otherwise.
+// Returns the kind for s3://, http://, https:// and file:// URIs; InvalidArgument naming the
+// supported schemes otherwise (and, for pvc://, how to reach a claim's files instead).
 Result<SourceKind> sourceKindOf(std::string_view uri);
 
 struct SecretRef {

@@ -1,5 +1,5 @@
-// Paths that must stay beneath a directory. file:// and pvc:// origins read only under the roots
-// the node allows: the check when a source is made resolves symlinks and ".." before it compares,
+// Paths that must stay beneath a directory. file:// origins read only under the roots the node
+// allows: the check when a source is made resolves symlinks and ".." before it compares,
 // and every later open resolves beneath the root again, so that a component swapped for a symlink
 // after the check leads nowhere outside it.
 //

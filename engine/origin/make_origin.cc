@@ -82,28 +82,9 @@ Result<std::unique_ptr<Origin>> makeOrigin(const SourceSpec& source,
     }
     return makeFileOrigin(located->root, located->relative);
   }
-  if (uri.starts_with("pvc://")) {
-    GRANARY_RETURN_IF_ERROR(unknownOptions(source, {}));
-    if (settings.pvcRoot.empty()) {
-      return invalidArgument(
-          "uri: pvc:// sources need the cache node's pvcRoot option (where claims are mounted)");
-    }
-    const std::string rest = uri.substr(6);  // claim/path
-    std::string trimmed = rest;
-    while (trimmed.ends_with("/")) trimmed.pop_back();
-    if (!isPlainRelativePath(trimmed))
-      return invalidArgument(
-          "uri: pvc:// needs a claim name and no \"..\", e.g. pvc://data/train/");
-    const auto located = locateBeneath(settings.pvcRoot / trimmed, {settings.pvcRoot});
-    if (!located) {
-      return invalidArgument("uri: " + uri + " leads outside the cache node's pvcRoot (" +
-                             settings.pvcRoot.string() + ")");
-    }
-    return makeFileOrigin(located->root, located->relative);
-  }
   return invalidArgument(
       "uri: \"" + uri.substr(0, uri.find(':')) +
-      "\" is not a supported scheme (s3://, http://, https://, file://, pvc://)");
+      "\" is not a supported scheme (s3://, http://, https://, file://)");
 }
 
 }  // namespace granary::cache

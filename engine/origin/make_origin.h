@@ -1,4 +1,4 @@
-// Builds the origin for a dataset source from its URI: file://, http(s)://, s3:// or pvc://.
+// Builds the origin for a dataset source from its URI: file://, http(s):// or s3://.
 #pragma once
 
 #include <filesystem>
@@ -25,9 +25,6 @@ struct SourceSpec {
 };
 
 struct OriginSettings {
-  // Where PersistentVolumeClaims are mounted on the node: pvc://claim/path reads
-  // <pvcRoot>/claim/path, and nothing outside <pvcRoot>. Empty: pvc:// sources are refused.
-  std::filesystem::path pvcRoot;
   // The directories file:// sources may read, absolute. A source must lie within one of them
   // once symlinks and ".." are resolved, and reads stay beneath that root (engine/origin/
   // beneath.h). Empty (a cluster's default): file:// sources are refused, since whoever may
@@ -37,7 +34,7 @@ struct OriginSettings {
 };
 
 // InvalidArgument naming the field (uri, endpoint, options.<name>) for a source that cannot be
-// used, and the setting to change for a file:// or pvc:// source outside its roots; never echoes
+// used, and the setting to change for a file:// source outside its roots; never echoes
 // credentials.
 Result<std::unique_ptr<Origin>> makeOrigin(const SourceSpec& source,
                                            const OriginSettings& settings = {});

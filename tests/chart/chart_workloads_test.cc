@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/kube/cluster.h"
 #include "tests/support/child_process.h"
+#include "tests/support/cluster.h"
 #include "tests/support/free_port.h"
 #include "tests/support/helm_chart.h"
 #include "tests/support/http_get.h"

@@ -16,7 +16,7 @@
 #include "csi/v1/csi.grpc.pb.h"
 #include "operator/core/conditions.h"
 #include "operator/training_job_controller.h"
-#include "tests/kube/cluster.h"
+#include "tests/support/cluster.h"
 #include "tests/support/cache_node_process.h"
 #include "tests/support/http_file_server.h"
 #include "tests/support/rbac_check.h"

@@ -7,7 +7,8 @@
 
 #include "common/kube/manager.h"
 #include "operator/core/conditions.h"
-#include "tests/kube/cluster.h"
+#include "tests/support/cluster.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/rbac_check.h"
 
 namespace granary::testing {

@@ -6,7 +6,7 @@
 
 #include "common/kube/manager.h"
 #include "scheduler/scheduler.h"
-#include "tests/kube/cluster.h"
+#include "tests/support/cluster.h"
 #include "tests/support/rbac_check.h"
 
 namespace granary::testing {

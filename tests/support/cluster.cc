@@ -1,4 +1,4 @@
-#include "tests/kube/cluster.h"
+#include "tests/support/cluster.h"
 
 #include <cpprest/asyncrt_utils.h>
 #include <gtest/gtest.h>

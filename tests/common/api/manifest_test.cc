@@ -49,11 +49,65 @@ spec:
   EXPECT_EQ(job.spec.masterPort, 29500);
   EXPECT_EQ(job.spec.warmPolicy, WarmStart::kParallel);
   EXPECT_EQ(job.spec.scheduling.schedulerName, "granary-scheduler");
-  EXPECT_TRUE(job.spec.scheduling.gang);
   EXPECT_EQ(job.spec.runPolicy.backoffLimit, 3);
   EXPECT_EQ(job.spec.runPolicy.startDeadlineSeconds, 600);
   EXPECT_EQ(job.spec.runPolicy.cleanPodPolicy, CleanPodPolicy::kRunning);
   EXPECT_TRUE(job.spec.template_.isMap());
+}
+
+// accessOrderFile names a file inside the dataset; anything else is refused, naming the field and
+// what it takes, every error of the document at once.
+TEST(Manifest, AccessOrderFilesStayInsideTheirDataset) {
+  auto good = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: TrainingJob
+metadata: {name: resnet}
+spec:
+  datasets: [{name: imagenet, mountPath: /data, accessOrderFile: lists/epoch-0.txt}]
+  template: {spec: {containers: [{name: trainer}]}}
+)");
+  ASSERT_TRUE(good.isOk()) << good.status();
+  EXPECT_EQ(std::get<TrainingJob>(*good).spec.datasets[0].accessOrderFile, "lists/epoch-0.txt");
+
+  auto bad = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: TrainingJob
+metadata: {name: resnet}
+spec:
+  datasets:
+    - {name: a, mountPath: /a, accessOrderFile: /etc/order.txt}
+    - {name: b, mountPath: /b, accessOrderFile: ../order.txt}
+    - {name: c, mountPath: /c, accessOrderFile: lists/../../order.txt}
+    - {name: d, mountPath: /d, accessOrderFile: ""}
+  template: {spec: {containers: [{name: trainer}]}}
+)");
+  ASSERT_FALSE(bad.isOk());
+  const std::string message = bad.status().message();
+  for (int i = 0; i < 4; ++i) {
+    const std::string line = "test.yaml:" + std::to_string(7 + i) + ": spec.datasets[" +
+                             std::to_string(i) +
+                             "].accessOrderFile: expected a path inside the dataset: relative, "
+                             "without .. (for example order.txt)";
+    EXPECT_NE(message.find(line), std::string::npos) << message;
+  }
+  EXPECT_TRUE(isPathInsideDataset("a..b/..c"));
+  EXPECT_FALSE(isPathInsideDataset("a/.."));
+}
+
+// Workers are always a gang: the field that claimed otherwise is gone, and naming it says so.
+TEST(Manifest, SchedulingHasNoGangSwitch) {
+  auto object = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: TrainingJob
+metadata: {name: resnet}
+spec:
+  scheduling: {gang: false}
+  template: {spec: {containers: [{name: trainer}]}}
+)");
+  ASSERT_FALSE(object.isOk());
+  EXPECT_NE(object.status().message().find("spec.scheduling.gang: unknown field"),
+            std::string::npos)
+      << object.status().message();
 }
 
 TEST(Manifest, OtherKindsAreSkippedAndWrongGranaryVersionsRejected) {
@@ -116,6 +170,25 @@ TEST(Manifest, ErrorsOfEveryDocumentAreReportedTogether) {
             std::string::npos)
       << message;
   EXPECT_NE(message.find("b.yaml:4: spec.workers: expected an integer from 1 to 4096, got 0"),
+            std::string::npos)
+      << message;
+}
+
+// A PersistentVolumeClaim is no origin: the error names the field and the ways that work.
+TEST(Manifest, PvcSourcesAreRefusedWithTheWayToServeAClaim) {
+  auto object = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: Dataset
+metadata: {name: audio, namespace: ml}
+spec:
+  source: {uri: "pvc://speech-data/librispeech/"}
+)");
+  ASSERT_FALSE(object.isOk());
+  const std::string message = object.status().message();
+  EXPECT_NE(message.find("test.yaml:6: spec.source.uri: expected a URI starting with s3://"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("pvc:// is not supported: serve the claim's files over http(s)://"),
             std::string::npos)
       << message;
 }

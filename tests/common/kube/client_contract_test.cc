@@ -9,7 +9,7 @@
 
 #include "common/kube/api_error.h"
 #include "common/kube/client.h"
-#include "tests/kube/cluster.h"
+#include "tests/support/cluster.h"
 #include "tests/support/fake_clock.h"
 
 namespace granary::testing {

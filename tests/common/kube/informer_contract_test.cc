@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "common/kube/informer.h"
-#include "tests/kube/cluster.h"
+#include "tests/support/cluster.h"
 #include "tests/support/fake_clock.h"
 
 namespace granary::testing {

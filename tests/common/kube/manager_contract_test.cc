@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "common/kube/manager.h"
-#include "tests/kube/cluster.h"
+#include "tests/support/cluster.h"
 #include "tests/support/http_get.h"
 
 namespace granary::testing {

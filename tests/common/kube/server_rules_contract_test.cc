@@ -11,7 +11,7 @@
 #include "common/config.h"
 #include "common/kube/client.h"
 #include "common/kube/yaml_json.h"
-#include "tests/kube/cluster.h"
+#include "tests/support/cluster.h"
 
 namespace granary::testing {
 namespace {

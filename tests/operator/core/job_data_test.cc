@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "operator/core/readers.h"
-#include "tests/kube/cluster.h"
+#include "tests/support/cluster.h"
 
 namespace granary::op {
 namespace {
