@@ -146,10 +146,11 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
       const auto [ns, name] = kube::splitKey(key);
       options_.series->remove(ns, name);
     }
-    return kube::ReconcileResult{};
+    return kube::ReconcileResult::done();
   }
   const Json& job = *object;
-  if (!kube::pathValue(job, "metadata.deletionTimestamp").is_null()) return kube::ReconcileResult{};
+  if (!kube::pathValue(job, "metadata.deletionTimestamp").is_null())
+    return kube::ReconcileResult::done();
   const std::string ns = kube::namespaceOf(job), name = kube::nameOf(job);
   const Json previous = job.has_object_field("status") ? job.at("status") : Json();
   JobObservation o{
@@ -158,7 +159,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   if (!spec.isOk()) {
     Json status = previous.is_object() ? previous : Json::object();
     if (kube::pathValue(status, "phase").is_string() && status.at("phase").as_string() == "Failed")
-      return kube::ReconcileResult{};
+      return kube::ReconcileResult::terminal(spec.status());
     Json conditions = kube::pathValue(status, "conditions");
     setCondition(conditions, {"Failed", true, "InvalidSpec", spec.status().message()}, o.generation,
                  o.now);
@@ -170,7 +171,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
         manager_.client().updateStatus(kube::resources::trainingJobs(), next).status());
     manager_.recorder().record(job, kube::EventType::kWarning, "InvalidSpec",
                                spec.status().message());
-    return kube::ReconcileResult{};
+    return kube::ReconcileResult::terminal(spec.status());
   }
   {
     const Json seen = kube::pathValue(previous, "restarts");
@@ -178,7 +179,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     const auto it = attempts_.find(key);
     if (it != attempts_.end() && it->second.uid == kube::uidOf(job) &&
         (seen.is_integer() ? seen.as_number().to_int64() : 0) < it->second.attempt)
-      return kube::ReconcileResult{.requeueAfter = std::chrono::milliseconds(100)};
+      return kube::ReconcileResult::after(std::chrono::milliseconds(100));
   }
   o.spec = std::move(*spec);
   if (auto created = kube::parseMetav1Time(kube::metadataField(job, "creationTimestamp")))
@@ -197,7 +198,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
         client.remove(kube::resources::trainingJobs(), ns, name,
                       {.propagationPolicy = "Background", .preconditionUid = kube::uidOf(job)});
     if (!removed.isOk() && removed.code() != StatusCode::kNotFound) return removed;
-    return kube::ReconcileResult{};
+    return kube::ReconcileResult::done();
   }
   kube::ReconcileResult result;
   if (plan.requeueAfter) result.requeueAfter = *plan.requeueAfter;

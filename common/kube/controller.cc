@@ -52,30 +52,35 @@ void Controller::run(std::stop_token stop) {
   for (auto& worker : workers) worker.join();
 }
 
-void Controller::work(std::stop_token stop) {
+const char* Controller::settle(const std::string& key, const Result<ReconcileResult>& result) {
   static const Logger log("controller");
+  if (!result.isOk()) {
+    log.warn("reconcile failed; retrying with backoff",
+             {{"controller", options_.name}, {"key", key}, {"error", result.status()}});
+    queue_.addRateLimited(key);
+    if (metrics_) metrics_->queueRetries.with({options_.name}).increment();
+    return "error";
+  }
+  queue_.forget(key);
+  if (result->isTerminal()) {
+    log.error("reconcile failed; not retried until the object changes",
+              {{"controller", options_.name}, {"key", key}, {"error", result->terminalError}});
+    return "terminal";
+  }
+  if (result->requeueAfter > Clock::Duration::zero()) {
+    queue_.addAfter(key, result->requeueAfter);
+    return "requeue";
+  }
+  return "success";
+}
+
+void Controller::work(std::stop_token stop) {
   while (auto item = queue_.get()) {
     const std::string& key = item->key;
     const auto started = clock_.monoNow();
     Result<ReconcileResult> result = reconciler_(key, stop);
     const double seconds = std::chrono::duration<double>(clock_.monoNow() - started).count();
-    std::string outcome = "success";
-    if (!result.isOk()) {
-      outcome = "error";
-      log.warn("reconcile failed; retrying with backoff",
-               {{"controller", options_.name}, {"key", key}, {"error", result.status()}});
-      queue_.addRateLimited(key);
-      if (metrics_) metrics_->queueRetries.with({options_.name}).increment();
-    } else if (result->requeueAfter > Clock::Duration::zero()) {
-      outcome = "requeue";
-      queue_.forget(key);
-      queue_.addAfter(key, result->requeueAfter);
-    } else if (result->requeue) {
-      outcome = "requeue";
-      queue_.addRateLimited(key);
-    } else {
-      queue_.forget(key);
-    }
+    const char* outcome = settle(key, result);
     queue_.done(key);
     if (metrics_) {
       metrics_->reconciles.with({options_.name, outcome}).increment();

@@ -1,6 +1,6 @@
 // A controller: a work queue of object keys fed by informer handlers, and workers that call a
-// level-triggered reconcile function for one key at a time. Errors requeue the key with
-// backoff; results may ask for a requeue, now or after a delay.
+// level-triggered reconcile function for one key at a time. What happens to the key next is
+// what the reconcile returned (ReconcileResult).
 #pragma once
 
 #include <functional>
@@ -16,13 +16,30 @@
 
 namespace granary::kube {
 
+// The outcome of one reconcile, one of four:
+//  - done():          nothing more until an event enqueues the key again (result="success");
+//  - after(d):        again after d, for progress polled or a deadline to check
+//                     (result="requeue");
+//  - a failed Result: a retryable error (the API server or a node unreachable, a conflict):
+//                     logged, and the key comes back with its per-key exponential backoff
+//                     (result="error", granary_workqueue_retries_total);
+//  - terminal(error): an error retrying cannot fix (an invalid spec): logged, counted as
+//                     result="terminal", and not retried; the next event for the key (the
+//                     object changed) reconciles it again.
+// A terminal error takes precedence over requeueAfter.
 struct ReconcileResult {
-  bool requeue = false;             // again, with the key's backoff
-  Clock::Duration requeueAfter{0};  // again after this long (takes precedence)
+  Clock::Duration requeueAfter{0};  // again after this long; zero: not unless an event comes
+  Status terminalError;             // not OK: terminal
+
+  static ReconcileResult done() { return {}; }
+  static ReconcileResult after(Clock::Duration delay) { return {.requeueAfter = delay}; }
+  // `error` must not be OK.
+  static ReconcileResult terminal(Status error) { return {.terminalError = std::move(error)}; }
+  bool isTerminal() const { return !terminalError.isOk(); }
 };
 
 // Brings the world in line with the object named by `key` ("namespace/name"). Called for one
-// key on one worker at a time. NotFound of the object itself means it is gone: return OK.
+// key on one worker at a time. NotFound of the object itself means it is gone: return done().
 using Reconciler = std::function<Result<ReconcileResult>(const std::string& key, std::stop_token)>;
 
 struct ControllerOptions {
@@ -55,6 +72,8 @@ class Controller {
 
  private:
   void work(std::stop_token stop);
+  // Queues `key` again as `result` asks; returns the metrics' result label.
+  const char* settle(const std::string& key, const Result<ReconcileResult>& result);
 
   ControllerOptions options_;
   Reconciler reconciler_;

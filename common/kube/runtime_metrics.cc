@@ -5,10 +5,11 @@ namespace granary::kube {
 Result<RuntimeMetrics> RuntimeMetrics::declare(MetricsRegistry& registry) {
   GRANARY_ASSIGN_OR_RETURN(
       auto reconciles,
-      registry.addCounter({.name = "granary_controller_reconciles_total",
-                           .type = MetricType::kCounter,
-                           .help = "Reconciles by controller and result (success, error, requeue).",
-                           .labels = {"controller", "result"}}));
+      registry.addCounter(
+          {.name = "granary_controller_reconciles_total",
+           .type = MetricType::kCounter,
+           .help = "Reconciles by controller and result (success, requeue, error, terminal).",
+           .labels = {"controller", "result"}}));
   GRANARY_ASSIGN_OR_RETURN(
       auto duration, registry.addHistogram({.name = "granary_controller_reconcile_duration_seconds",
                                             .type = MetricType::kHistogram,

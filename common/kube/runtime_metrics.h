@@ -12,7 +12,7 @@ struct RuntimeMetrics {
   // Declares every metric below in `registry`.
   static Result<RuntimeMetrics> declare(MetricsRegistry& registry);
 
-  CounterFamily reconciles;           // {controller, result}: success | error | requeue
+  CounterFamily reconciles;           // {controller, result}: success | requeue | error | terminal
   HistogramFamily reconcileDuration;  // {controller}
   GaugeFamily queueDepth;             // {controller}
   HistogramFamily queueLatency;       // {controller}: ready → handed to a worker
