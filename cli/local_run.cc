@@ -11,6 +11,7 @@
 
 #include "cli/run_view.h"
 #include "cli/worker_gang.h"
+#include "common/clock.h"
 #include "common/thread_annotations.h"
 #include "engine/engine.h"
 #include "engine/mount/dataset_fs.h"
@@ -21,7 +22,7 @@ namespace {
 
 using namespace granary::cache;
 using namespace std::chrono_literals;
-using SteadyTime = std::chrono::steady_clock::time_point;
+using SteadyTime = Clock::MonoTime;
 
 constexpr auto kTick = 100ms;           // how often exits and output are looked at
 constexpr auto kViewPeriod = 1s;        // the live view on a terminal
@@ -31,8 +32,8 @@ constexpr auto kStopGrace = 10s;        // SIGTERM to SIGKILL
 constexpr int kDeadlineExitCode = 124;  // as timeout(1)
 constexpr int kStoppedExitCode = 130;   // as a shell's Ctrl-C
 
-double secondsSince(SteadyTime start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+double secondsBetween(SteadyTime start, SteadyTime end) {
+  return std::chrono::duration<double>(end - start).count();
 }
 
 // /proc/<tid>/stat's process group: the fifth field, after the command in parentheses.
@@ -78,8 +79,8 @@ size_t terminalWidth() {
   return ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 200;
 }
 
-std::string timestamp() {
-  const std::time_t now = std::time(nullptr);
+std::string timestamp(Clock::WallTime when) {
+  const std::time_t now = std::chrono::system_clock::to_time_t(when);
   char text[16];
   std::strftime(text, sizeof text, "%H:%M:%S", std::localtime(&now));
   return text;
@@ -94,10 +95,10 @@ class Screen {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);  // a worker's line shows when it comes, on a pipe too
   }
-  void draw(const std::vector<std::string>& lines) {
+  void draw(const std::vector<std::string>& lines, Clock::WallTime now) {
     clear();
     for (const auto& line : lines)
-      std::printf(live_ ? "%s\n" : "[%s] %s\n", live_ ? line.c_str() : timestamp().c_str(),
+      std::printf(live_ ? "%s\n" : "[%s] %s\n", live_ ? line.c_str() : timestamp(now).c_str(),
                   line.c_str());
     drawn_ = live_ ? lines.size() : 0;
     std::fflush(stdout);
@@ -133,7 +134,8 @@ class LocalRun {
         gpus_(gpus),
         stop_(std::move(stop)),
         screen_(!settings.plain && ::isatty(STDOUT_FILENO)),
-        accounting_(nullptr, [this](int tid) { return identities_.identify(tid); }),
+        accounting_(
+            nullptr, [this](int tid) { return identities_.identify(tid); }, clock_),
         workers_(plan.workers.size()) {}
 
   int run() {
@@ -159,7 +161,7 @@ class LocalRun {
     for (const auto& d : plan_.datasets)  // file:// sources read what the user named, only that
       for (auto& named : fileSourcesOf({d.dataset}))
         options.origins.fileOriginRoots.push_back(std::move(named));
-    GRANARY_ASSIGN_OR_RETURN(engine_, CacheEngine::open(options, realClock(), nullptr, nullptr));
+    GRANARY_ASSIGN_OR_RETURN(engine_, CacheEngine::open(options, clock_, nullptr, nullptr));
     for (const auto& d : plan_.datasets) GRANARY_RETURN_IF_ERROR(mount(d));
     std::filesystem::create_directories(logDirectory());
     for (const auto& w : plan_.workers)
@@ -249,7 +251,7 @@ class LocalRun {
       return WorkerExit{0, 1};
     }
     identities_.assign((*gang)->groups(), plan_.workers);
-    const SteadyTime started = std::chrono::steady_clock::now();
+    const SteadyTime started = clock_.monoNow();
     for (auto& w : workers_) w.state = "running";
     std::optional<WorkerExit> failure;
     while (!failure && (*gang)->running() > 0 && !shouldEnd()) {
@@ -302,9 +304,9 @@ class LocalRun {
 
   // Waits a tick, prints the workers' new lines, and refreshes the view when it is time.
   void pump() {
-    realClock().sleepUntil(realClock().monoNow() + kTick, stop_);
+    clock_.sleepFor(kTick, stop_);
     drainLines();
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_.monoNow();
     if (now - lastGpuSample_ >= kGpuPeriod) {
       lastGpuSample_ = now;
       sampleGpus();
@@ -343,8 +345,9 @@ class LocalRun {
   }
 
   void refresh() {
-    const double period = std::max(1e-3, secondsSince(lastView_));
-    lastView_ = std::chrono::steady_clock::now();
+    const auto now = clock_.monoNow();
+    const double period = std::max(1e-3, secondsBetween(lastView_, now));
+    lastView_ = now;
     RunView view{.job = label(),
                  .elapsedSeconds = secondsSince(start_),
                  .attempt = attempt_,
@@ -354,7 +357,7 @@ class LocalRun {
     const auto totals = totalsByWorker();
     for (size_t rank = 0; rank < workers_.size(); ++rank)
       view.workers.push_back(workerView(rank, totals[rank], period));
-    screen_.draw(liveViewLines(view, screen_.live() ? terminalWidth() : 400));
+    screen_.draw(liveViewLines(view, screen_.live() ? terminalWidth() : 400), clock_.wallNow());
   }
 
   WorkerView workerView(size_t rank, const ReaderTotals& now, double period) {
@@ -422,11 +425,14 @@ class LocalRun {
     return s;
   }
 
+  double secondsSince(SteadyTime start) const { return secondsBetween(start, clock_.monoNow()); }
+
   std::string label() const {
     const auto& meta = plan_.job.metadata;
     return (meta.namespace_.empty() ? "default" : meta.namespace_) + "/" + meta.name;
   }
 
+  Clock& clock_ = realClock();  // first: the members below read it
   const LocalPlan& plan_;
   const LocalRunSettings& settings_;
   const GpuSampler* gpus_;
@@ -441,7 +447,7 @@ class LocalRun {
   Mutex linesMutex_;
   // From the gang's output thread.
   std::vector<std::pair<int, std::string>> lines_ GRANARY_GUARDED_BY(linesMutex_);
-  const SteadyTime start_ = std::chrono::steady_clock::now();
+  const SteadyTime start_ = clock_.monoNow();
   SteadyTime lastView_ = start_;
   SteadyTime lastGpuSample_ = start_;
   int attempt_ = 1;

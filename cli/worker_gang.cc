@@ -15,6 +15,8 @@
 #include <map>
 #include <sstream>
 
+#include "common/clock.h"
+
 extern char** environ;
 
 namespace granary::cli {
@@ -161,10 +163,11 @@ void WorkerGang::stop(std::chrono::milliseconds grace) {
   stopped_ = true;
   for (size_t rank = 0; rank < pids_.size(); ++rank)
     if (!reaped_[rank]) ::kill(-pids_[rank], SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (running() > 0 && std::chrono::steady_clock::now() < deadline) {
+  Clock& clock = realClock();
+  const auto deadline = clock.monoNow() + grace;
+  while (running() > 0 && clock.monoNow() < deadline) {
     reap();
-    if (running() > 0) std::this_thread::sleep_for(20ms);
+    if (running() > 0) clock.sleepFor(20ms, {});
   }
   // What is left, and anything a worker started and left behind in its group.
   for (const pid_t pid : pids_) ::kill(-pid, SIGKILL);

@@ -203,8 +203,7 @@ void Scheduler::explain(const std::vector<kube::ObjectPtr>& pods, const std::str
     condition["status"] = Json::string("False");
     condition["reason"] = Json::string("Unschedulable");
     condition["message"] = Json::string(reason);
-    condition["lastTransitionTime"] =
-        Json::string(kube::metav1Time(std::chrono::system_clock::now()));
+    condition["lastTransitionTime"] = Json::string(kube::metav1Time(manager_.clock().wallNow()));
     Json conditions = Json::array();
     conditions[0] = condition;
     patch["status"]["conditions"] = conditions;
@@ -252,11 +251,12 @@ PodData Scheduler::jobData(const std::string& gangKey) const {
 PodData Scheduler::podData(const Json& pod) const { return jobData(gangKeyOf(pod)); }
 
 Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
-  const auto started = std::chrono::steady_clock::now();
+  Clock& clock = manager_.clock();
+  const auto started = clock.monoNow();
   const auto observe = [&](const char* result) {
     metrics_.attempts.with({result}).increment();
     metrics_.attemptSeconds.with({}).observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        std::chrono::duration<double>(clock.monoNow() - started).count());
   };
 
   // The gang's members: pending ones to place, bound or assumed ones already placed.
@@ -347,8 +347,7 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
   }
   observe("scheduled");
   if (gang.size > 0 && !earliest.empty()) {
-    metrics_.gangWaitSeconds.with({}).observe(
-        secondsSince(earliest, std::chrono::system_clock::now()));
+    metrics_.gangWaitSeconds.with({}).observe(secondsSince(earliest, clock.wallNow()));
   }
   return kube::ReconcileResult::done();
 }

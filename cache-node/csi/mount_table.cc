@@ -88,10 +88,11 @@ MountTable::~MountTable() {
     fs.reset();  // stops serving; a kept mount stays mounted
   }
   if (kept.empty()) return;
-  const auto deadline = std::chrono::steady_clock::now() + kKeeperStopGrace;
+  Clock& clock = accounting_.clock();
+  const auto deadline = clock.monoNow() + kKeeperStopGrace;
   while (keeperListening(options_.keeperSocket)) {
-    if (std::chrono::steady_clock::now() >= deadline) return;  // the keeper holds them
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (clock.monoNow() >= deadline) return;  // the keeper holds them
+    clock.sleepFor(std::chrono::milliseconds(100), {});
   }
   for (const auto& point : kept) {
     if (::umount2(point.c_str(), MNT_DETACH) == 0)

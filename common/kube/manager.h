@@ -64,6 +64,8 @@ class Manager {
   Status healthy() const;
   Status ready() const;
   bool leading() const { return leading_; }
+  // The clock every controller of this manager reads (ManagerOptions::clock).
+  Clock& clock() const { return clock_; }
   uint16_t metricsPort() const { return server_ ? server_->port() : 0; }
 
  private:

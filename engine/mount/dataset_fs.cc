@@ -276,7 +276,11 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
   auto opened = state.inodes.find(inode, *cache);
   if (!opened.isOk()) return (void)fuse_reply_err(req, errnoOf(opened.status()));
   const ManifestEntry& file = **opened;
-  const auto start = std::chrono::steady_clock::now();
+  // Read times matter only to the accounting, on its clock.
+  const auto now = [&] {
+    return state.accounting != nullptr ? state.accounting->clock().monoNow() : Clock::MonoTime{};
+  };
+  const auto start = now();
   const auto length = static_cast<int64_t>(size);
   ReadBuffer buffer = ReadBuffer::pooled(size);
   bool pooled = true;
@@ -285,7 +289,7 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
   // A read that failed after it began to wait ends its wait all the same.
   const auto fail = [&](int error) {
     if (record.waitBegan && state.accounting != nullptr) {
-      record.end = std::chrono::steady_clock::now();
+      record.end = now();
       record.wait = record.end - start;
       state.accounting->record(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), record);
     }
@@ -317,7 +321,7 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
                                       : record.originBytes) += piece->size;
     filled += piece->size;
   }
-  record.end = std::chrono::steady_clock::now();
+  record.end = now();
   if (record.peerBytes + record.originBytes > 0) record.wait = record.end - start;
   if (state.accounting != nullptr)
     state.accounting->record(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), record);

@@ -57,11 +57,11 @@ ProcessIdentity identifyThread(int tid) {
 }
 
 ReaderAccounting::ReaderAccounting(CacheMetrics* metrics,
-                                   std::function<ProcessIdentity(int)> identify)
-    : metrics_(metrics), identify_(std::move(identify)) {}
+                                   std::function<ProcessIdentity(int)> identify, Clock& clock)
+    : metrics_(metrics), identify_(std::move(identify)), clock_(clock) {}
 
 ProcessIdentity ReaderAccounting::identityOf(int tid) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.monoNow();
   {
     MutexLock lock(mutex_);
     const auto lookup = threads_.find(tid);
@@ -99,8 +99,7 @@ ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& data
   return readers_.emplace(std::move(key), std::move(reader)).first->second;
 }
 
-void ReaderAccounting::beginWait(const std::string& dataset, int tid,
-                                 std::chrono::steady_clock::time_point start) {
+void ReaderAccounting::beginWait(const std::string& dataset, int tid, Clock::MonoTime start) {
   const ProcessIdentity identity = identityOf(tid);
   MutexLock lock(mutex_);
   Reader& reader = readerLocked(dataset, identity);
@@ -118,9 +117,7 @@ void ReaderAccounting::record(const std::string& dataset, int tid, const ReadRec
     if (began != reader.inFlight.end()) reader.inFlight.erase(began);
   }
   ReaderTotals& t = reader.totals;
-  const auto end = read.end == std::chrono::steady_clock::time_point{}
-                       ? std::chrono::steady_clock::now()
-                       : read.end;
+  const auto end = read.end == Clock::MonoTime{} ? clock_.monoNow() : read.end;
   const std::chrono::nanoseconds waited = reader.blocked.add(end - read.wait, end);
   t.wait += waited;
   t.reads.localBytes += read.localBytes;
@@ -145,7 +142,7 @@ std::vector<ReaderTotals> ReaderAccounting::readers() const {
   MutexLock lock(mutex_);
   std::vector<ReaderTotals> out;
   out.reserve(readers_.size());
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.monoNow();
   for (const auto& [key, reader] : readers_) {
     out.push_back(reader.totals);
     if (!reader.inFlight.empty())  // still blocked: up to now, what no ended read covered
@@ -185,7 +182,7 @@ void ReaderAccounting::forgetLocked(std::map<ReaderKey, Reader>::iterator reader
 void ReaderAccounting::endPod(const std::string& dataset, const std::string& podUid) {
   MutexLock lock(mutex_);
   const auto reader = readers_.find({.dataset = dataset, .podUid = podUid, .pid = 0});
-  if (reader != readers_.end()) reader->second.endedAt = std::chrono::steady_clock::now();
+  if (reader != readers_.end()) reader->second.endedAt = clock_.monoNow();
 }
 
 int ReaderAccounting::sweep(std::chrono::nanoseconds grace,
@@ -199,7 +196,7 @@ int ReaderAccounting::sweep(std::chrono::nanoseconds grace,
   std::set<int> gone;
   for (int pid : pids)
     if (!alive(pid)) gone.insert(pid);  // reads /proc: not while holding the lock
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.monoNow();
   int forgotten = 0;
   MutexLock lock(mutex_);
   for (auto it = readers_.begin(); it != readers_.end();) {

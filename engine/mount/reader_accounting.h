@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/thread_annotations.h"
 #include "engine/cache_metrics.h"
 #include "engine/core/blocked_time.h"
@@ -66,20 +67,24 @@ struct ReaderTotals {
 struct ReadRecord {
   int64_t localBytes = 0, peerBytes = 0, originBytes = 0;
   std::chrono::nanoseconds wait{0};
-  std::chrono::steady_clock::time_point end{};
+  Clock::MonoTime end{};  // the epoch: now
   // Set when the read was announced by beginWait(), with the time given there: it is no
   // longer in flight.
-  std::optional<std::chrono::steady_clock::time_point> waitBegan;
+  std::optional<Clock::MonoTime> waitBegan;
 };
 
 class ReaderAccounting {
  public:
-  // `identify` finds the process and pod of a thread; `metrics` may be null.
+  // `identify` finds the process and pod of a thread; `metrics` may be null. Times of reads
+  // (beginWait, ReadRecord) are on `clock`'s monotonic time.
   explicit ReaderAccounting(CacheMetrics* metrics,
-                            std::function<ProcessIdentity(int tid)> identify = identifyThread);
+                            std::function<ProcessIdentity(int tid)> identify = identifyThread,
+                            Clock& clock = realClock());
+
+  Clock& clock() const { return clock_; }
 
   // A read by thread `tid` blocks from `start` on a miss; record() ends it (with waitBegan).
-  void beginWait(const std::string& dataset, int tid, std::chrono::steady_clock::time_point start);
+  void beginWait(const std::string& dataset, int tid, Clock::MonoTime start);
   // Records a read issued by thread `tid`.
   void record(const std::string& dataset, int tid, const ReadRecord& read);
   // Names a pod (from a CSI publish) so its totals and metrics carry namespace and name.
@@ -113,14 +118,14 @@ class ReaderAccounting {
   struct Reader {
     ReaderTotals totals;
     SeriesLabels labels;
-    std::optional<std::chrono::steady_clock::time_point> endedAt;
+    std::optional<Clock::MonoTime> endedAt;
     BlockedTime blocked;
-    std::multiset<std::chrono::steady_clock::time_point> inFlight;  // blocked reads' starts
-    std::optional<Series> series;                                   // absent without metrics
+    std::multiset<Clock::MonoTime> inFlight;  // blocked reads' starts
+    std::optional<Series> series;             // absent without metrics
   };
   struct Lookup {
     ProcessIdentity identity;
-    std::chrono::steady_clock::time_point at;
+    Clock::MonoTime at;
   };
   // The process and pod of a thread, looked up again after a while (thread ids are reused).
   ProcessIdentity identityOf(int tid);
@@ -130,6 +135,7 @@ class ReaderAccounting {
 
   CacheMetrics* metrics_;
   std::function<ProcessIdentity(int)> identify_;
+  Clock& clock_;
   mutable Mutex mutex_;
   // Looked up again after a while: ids are reused.
   std::map<int, Lookup> threads_ GRANARY_GUARDED_BY(mutex_);

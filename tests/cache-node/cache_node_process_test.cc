@@ -26,6 +26,7 @@
 
 #include "csi/v1/csi.grpc.pb.h"
 #include "granary/v1/cache_node.grpc.pb.h"
+#include "tests/support/eventually.h"
 #include "tests/support/fake_nvml_scenario.h"
 #include "tests/support/http_file_server.h"
 #include "tests/support/http_get.h"
@@ -36,6 +37,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
+using testing::eventually;
 using testing::freePort;
 using testing::kToken;
 using testing::NodeProcess;
@@ -52,8 +54,7 @@ class KeeperProcess {
               socket_.c_str(), nullptr);
       ::_exit(127);
     }
-    for (int i = 0; i < 200 && !std::filesystem::exists(socket_); ++i)
-      std::this_thread::sleep_for(10ms);
+    eventually([&] { return std::filesystem::exists(socket_); }, 2s);
   }
   ~KeeperProcess() { stop(); }
   // A graceful stop (SIGTERM), waited for.
@@ -123,8 +124,7 @@ class Readers {
   // Waits until `more` further files were read (or 60 s pass).
   bool waitFor(int64_t more) const {
     const int64_t target = completed() + more;
-    for (int i = 0; i < 6000 && completed() < target; ++i) std::this_thread::sleep_for(10ms);
-    return completed() >= target;
+    return eventually([&] { return completed() >= target; }, 60s);
   }
   int64_t failed() const { return failed_; }
   const std::vector<std::string>& failures() const { return failures_; }
@@ -824,13 +824,16 @@ TEST_F(CacheNodeProcessTest, PodViewsAreBoundAgainAfterARestartWithoutAKeeper) {
 
 // The line of the node's log that holds `text`, waited for ("" after 10 s).
 std::string logLine(const NodeProcess& node, const std::string& text) {
-  for (int i = 0; i < 1000; ++i) {
-    std::istringstream log(node.log());
-    for (std::string line; std::getline(log, line);)
-      if (line.find(text) != std::string::npos) return line;
-    std::this_thread::sleep_for(10ms);
-  }
-  return "";
+  std::string found;
+  eventually(
+      [&] {
+        std::istringstream log(node.log());
+        for (std::string line; std::getline(log, line);)
+          if (line.find(text) != std::string::npos) return (found = line, true);
+        return false;
+      },
+      10s);
+  return found;
 }
 
 // Mount recovery is on by default: the node says at start, in one line, whether this kernel lets

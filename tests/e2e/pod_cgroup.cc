@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <thread>
 #include <vector>
 
 #include "common/status.h"
+#include "tests/support/eventually.h"
 
 namespace granary::testing {
 
@@ -48,12 +48,13 @@ PodCgroup::~PodCgroup() {
   // A process killed a moment ago may still be on its way out (a read blocked in FUSE returns
   // first): kill what is left and retry until the cgroup is empty, for up to 5 s.
   std::error_code error;
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    std::ifstream procs(path_ / "cgroup.procs");
-    for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
-    if (std::filesystem::remove(path_, error) || !std::filesystem::exists(path_)) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  eventually(
+      [&] {
+        std::ifstream procs(path_ / "cgroup.procs");
+        for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
+        return std::filesystem::remove(path_, error) || !std::filesystem::exists(path_);
+      },
+      std::chrono::seconds(5));
   if (madeKubepods_) std::filesystem::remove(path_.parent_path(), error);
 }
 

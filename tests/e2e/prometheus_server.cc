@@ -2,9 +2,8 @@
 
 #include <curl/curl.h>
 
-#include <thread>
-
 #include "common/status.h"
+#include "tests/support/eventually.h"
 #include "tests/support/free_port.h"
 #include "tests/support/http_get.h"
 
@@ -42,16 +41,17 @@ Result<std::unique_ptr<PrometheusServer>> PrometheusServer::start(
                                "--web.listen-address=" + address, "--log.level=warn"},
       directory / "prometheus.log");
   server->process_->start();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (;;) {
-    std::string body;
-    if (httpGet(server->url_ + "/-/ready", body) == 200) return server;
-    if (!server->process_->running() || std::chrono::steady_clock::now() > deadline) {
-      return unavailable("prometheus did not get ready on " + address + "; its log:\n" +
-                         server->process_->log());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  bool ready = false;
+  eventually(
+      [&] {
+        std::string body;
+        ready = httpGet(server->url_ + "/-/ready", body) == 200;
+        return ready || !server->process_->running();
+      },
+      std::chrono::seconds(30));
+  if (ready) return server;
+  return unavailable("prometheus did not get ready on " + address + "; its log:\n" +
+                     server->process_->log());
 }
 
 PrometheusServer::~PrometheusServer() {

@@ -729,10 +729,9 @@ TEST_F(TelemetryE2eTest, AStarvedWorkerShowsInStatusMetricsDashboardsAndAlerts) 
   ASSERT_TRUE(eventually(
       [&] {
         published = publication.publish(kDataset, ns(), kWorker, uid);
-        if (!published.ok()) std::this_thread::sleep_for(200ms);  // until the dataset is there
-        return published.ok();
+        return published.ok();  // once the dataset is there
       },
-      30s))
+      30s, 200ms))
       << "CSI publish: " << published.error_message() << "\n"
       << node_->log();
 
@@ -779,14 +778,10 @@ TEST_F(TelemetryE2eTest, AStarvedWorkerShowsInStatusMetricsDashboardsAndAlerts) 
       [&] {
         auto got = prometheusServer_->get("/api/v1/alerts");
         if (got.isOk()) alerts = *got;
-        if (!got.isOk() || !firingFor(alerts, "GranaryPodDataStarved") ||
-            !firingFor(alerts, "GranaryJobStarvedForData")) {
-          std::this_thread::sleep_for(250ms);
-          return false;
-        }
-        return true;
+        return got.isOk() && firingFor(alerts, "GranaryPodDataStarved") &&
+               firingFor(alerts, "GranaryJobStarvedForData");
       },
-      60s);
+      60s, 250ms);
   EXPECT_TRUE(firingFor(alerts, "GranaryPodDataStarved"))
       << "GranaryPodDataStarved fires for " << ns() << "/" << kWorker
       << "; alerts: " << alerts.serialize();

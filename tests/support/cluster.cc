@@ -14,15 +14,6 @@
 
 namespace granary::testing {
 
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
 Result<kube::Json> edit(kube::Client& client, const kube::ResourceType& type, const std::string& ns,
                         const std::string& name, const std::function<void(kube::Json&)>& change) {
   for (int attempt = 1;; ++attempt) {

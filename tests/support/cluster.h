@@ -16,6 +16,7 @@
 
 #include "common/kube/client.h"
 #include "tests/support/api_server_double.h"
+#include "tests/support/eventually.h"
 
 namespace granary::testing {
 
@@ -64,10 +65,6 @@ class ClusterTest : public ::testing::Test {
   TestCluster* cluster_ = nullptr;
   std::string namespace_;
 };
-
-// Polls `condition` until it holds or `limit` passes; for state that changes on a server's own
-// schedule (watch timeouts, caches filling from a stream), which no clock of the test drives.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit);
 
 // Runs `body` on a thread with a stop token; stops and joins it when destroyed, so a failed
 // assertion never leaves a thread running.

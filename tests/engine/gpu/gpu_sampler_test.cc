@@ -7,8 +7,9 @@
 
 #include <functional>
 #include <map>
-#include <thread>
 
+#include "tests/support/eventually.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/fake_kubelet.h"
 #include "tests/support/fake_nvml_scenario.h"
 
@@ -20,13 +21,10 @@ using namespace std::chrono_literals;
 class GpuSamplerTest : public ::testing::Test {
  protected:
   void play(const std::string& text) { scenario_.play(text); }
-  // Polls the exposition until `done` holds (the sampler runs every 100 ms) or 5 s pass.
+  // Waits until the exposition satisfies `done` (the sampler runs every 100 ms) or 5 s pass.
   std::string exposition(const std::function<bool(const std::string&)>& done) {
-    std::string text = registry_.exposition();
-    for (int i = 0; i < 100 && !done(text); ++i) {
-      std::this_thread::sleep_for(50ms);
-      text = registry_.exposition();
-    }
+    std::string text;
+    testing::eventually([&] { return done(text = registry_.exposition()); }, 5s);
     return text;
   }
 
@@ -93,25 +91,32 @@ TEST_F(GpuSamplerTest, GpmActivityIsExportedWhereTheGpuHasIt) {
 
 TEST_F(GpuSamplerTest, EachGpuIsIntegratedForMeansOverAnyWindow) {
   play(std::string(kGpu) + "\n");
-  auto sampler = GpuSampler::start({.library = GRANARY_FAKE_NVML_LIBRARY, .interval = 100ms},
-                                   realClock(), nullptr);
+  testing::FakeClock clock;
+  auto sampler =
+      GpuSampler::start({.library = GRANARY_FAKE_NVML_LIBRARY, .interval = 100ms}, clock, nullptr);
   ASSERT_TRUE(sampler.isOk()) << sampler.status();
   const auto window = [&] { return (*sampler)->totals()["GPU-0a1b"]; };
-  for (int i = 0; i < 100 && window().sampledSeconds < 0.3; ++i) std::this_thread::sleep_for(50ms);
+  // One interval of the sampler's clock, and the sample it takes then.
+  const auto sampleOnce = [&] {
+    const double sampled = window().sampledSeconds;
+    clock.waitForSleepers(1);
+    clock.advance(100ms);
+    return testing::eventually([&] { return window().sampledSeconds > sampled; }, 5s);
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(sampleOnce());
   const GpuTotals before = window();
-  ASSERT_GE(before.sampledSeconds, 0.3);
+  EXPECT_NEAR(before.sampledSeconds, 0.3, 1e-9);
   EXPECT_NEAR(before.busySeconds / before.sampledSeconds, 0.75, 1e-9);
   EXPECT_NEAR(before.memoryByteSeconds / before.sampledSeconds, 1024, 1e-6);
 
   play("gpu GPU-0a1b NVIDIA_H100 util=25 used=3072 total=4096\n");  // the load changes
-  for (int i = 0; i < 100 && (*sampler)->latest().at(0).utilization != 0.25; ++i)
-    std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(sampleOnce());
+  ASSERT_EQ((*sampler)->latest().at(0).utilization, 0.25);
   const GpuTotals changed = window();  // from here on, every sample has the new figures
-  for (int i = 0; i < 100 && window().sampledSeconds < changed.sampledSeconds + 0.5; ++i)
-    std::this_thread::sleep_for(50ms);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(sampleOnce());
   const GpuTotals after = window();
   const double seconds = after.sampledSeconds - changed.sampledSeconds;
-  ASSERT_GE(seconds, 0.5);
+  EXPECT_NEAR(seconds, 0.5, 1e-9);
   EXPECT_NEAR((after.busySeconds - changed.busySeconds) / seconds, 0.25, 1e-9);
   EXPECT_NEAR((after.memoryByteSeconds - changed.memoryByteSeconds) / seconds, 3072, 1e-6);
 }

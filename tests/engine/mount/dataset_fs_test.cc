@@ -22,6 +22,7 @@
 #include "engine/origin/http_origin.h"
 #include "engine/origin/origin.h"
 #include "tests/engine/test_node.h"
+#include "tests/support/eventually.h"
 #include "tests/support/http_file_server.h"
 
 namespace granary::cache {
@@ -325,11 +326,9 @@ TEST_F(DatasetFilesystemTest, AFullStateDiskIsAStateNotACrash) {
   expectEveryFileMatches();
   EXPECT_GT(freeBytes(disk), StoreGuard::kMarginBytes) << "chunks leave room for the index";
   std::filesystem::remove(disk / "other");
-  // Degraded counts as settled, so the retry is polled for (up to a minute).
-  for (int i = 0; i < 600 && state.phase != Phase::kReady; ++i) {
-    std::this_thread::sleep_for(100ms);
-    state = cache_->state();
-  }
+  // Degraded counts as settled, so the retry is waited for (up to a minute).
+  granary::testing::eventually([&] { return (state = cache_->state()).phase == Phase::kReady; },
+                               60s);
   EXPECT_EQ(state.phase, Phase::kReady) << state.message;
   EXPECT_EQ(state.progress.cachedFiles, static_cast<int64_t>(files_.size()));
   expectEveryFileMatches();
@@ -397,8 +396,7 @@ TEST_F(DatasetFilesystemTest, StopsWhenUnmountedFromOutside) {
   mount(WarmMode::kNever);
   ASSERT_TRUE(fs_->serving());
   ASSERT_EQ(::umount2(mountpoint_.c_str(), 0), 0);
-  for (int i = 0; i < 200 && fs_->serving(); ++i) std::this_thread::sleep_for(10ms);
-  EXPECT_FALSE(fs_->serving());
+  EXPECT_TRUE(granary::testing::eventually([&] { return !fs_->serving(); }, 2s));
 }
 
 TEST(PodUidFromCgroup, FindsThePodInBothKubeletLayouts) {

@@ -12,6 +12,8 @@
 #include <thread>
 #include <utility>
 
+#include "tests/support/eventually.h"
+
 namespace granary::cache {
 namespace {
 
@@ -61,14 +63,12 @@ TEST_F(MountKeeperTest, HandsBackWhatItKeepsUntilDroppedOrEnded) {
 
   // The other one ends (its reader goes); the keeper forgets it by itself.
   ::close(second[0]);
-  for (int i = 0; i < 100; ++i) {
-    kept = keptMounts(socket_);
-    ASSERT_TRUE(kept.isOk());
-    if (kept->empty()) break;
-    kept->clear();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_TRUE(kept->empty());
+  EXPECT_TRUE(testing::eventually(
+      [&] {
+        kept = keptMounts(socket_);
+        return kept.isOk() && kept->empty();
+      },
+      std::chrono::seconds(5)));
   ::close(first[0]);
 }
 

@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <set>
-#include <thread>
 
 #include "common/metrics.h"
+#include "tests/support/fake_clock.h"
 
 namespace granary::cache {
 namespace {
@@ -115,24 +115,27 @@ TEST(ReaderAccountingTest, APodsSeriesGoAGraceAfterItsVolumeIsUnpublished) {
 // A reader blocked in one long read is seen waiting while it waits, not only when the read
 // ends: the telemetry and the data-starved judgement sample it every second.
 TEST(ReaderAccountingTest, AReadStillBlockedCountsUpToNow) {
+  testing::FakeClock clock;
   ReaderAccounting accounting(
-      nullptr, [](int tid) { return ProcessIdentity{.pid = tid, .podUid = "uid-a"}; });
+      nullptr, [](int tid) { return ProcessIdentity{.pid = tid, .podUid = "uid-a"}; }, clock);
   accounting.namePod("uid-a", "ml", "bert-worker-0");
-  const auto start = std::chrono::steady_clock::now() - std::chrono::seconds(3);
+  const auto start = clock.monoNow();
+  clock.advance(std::chrono::seconds(3));
   accounting.beginWait("ml/coco", 7, start);
-  const auto waiting = accounting.waitByPod().at("ml/bert-worker-0");
-  EXPECT_GE(waiting, std::chrono::seconds(3));
-  EXPECT_LT(waiting, std::chrono::seconds(4));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_GT(accounting.waitByPod().at("ml/bert-worker-0"), waiting) << "it grows while blocked";
+  EXPECT_EQ(accounting.waitByPod().at("ml/bert-worker-0"), std::chrono::seconds(3));
+  clock.advance(std::chrono::milliseconds(50));
+  EXPECT_EQ(accounting.waitByPod().at("ml/bert-worker-0"), std::chrono::milliseconds(3050))
+      << "it grows while blocked";
 
-  const auto end = std::chrono::steady_clock::now();
+  clock.advance(std::chrono::milliseconds(50));
+  const auto end = clock.monoNow();
   accounting.record("ml/coco", 7,
                     {.originBytes = 4096, .wait = end - start, .end = end, .waitBegan = start});
-  const auto ended = accounting.waitByPod().at("ml/bert-worker-0");
-  EXPECT_EQ(ended, end - start) << "the read's whole wait, once";
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(accounting.waitByPod().at("ml/bert-worker-0"), ended) << "no longer in flight";
+  EXPECT_EQ(accounting.waitByPod().at("ml/bert-worker-0"), std::chrono::milliseconds(3100))
+      << "the read's whole wait, once";
+  clock.advance(std::chrono::seconds(1));
+  EXPECT_EQ(accounting.waitByPod().at("ml/bert-worker-0"), std::chrono::milliseconds(3100))
+      << "no longer in flight";
 }
 
 }  // namespace
