@@ -50,9 +50,10 @@ Result<std::vector<LocalDataset>> chooseDatasets(
                                mount.mountPath +
                                "\" has a \"..\" segment; local mode mounts datasets under the "
                                "run directory");
-    chosen.push_back({*found, mount.mountPath,
-                      (runDirectory / std::filesystem::path(mount.mountPath).relative_path())
-                          .lexically_normal()});
+    chosen.push_back(
+        {*found, mount.mountPath,
+         (runDirectory / std::filesystem::path(mount.mountPath).relative_path()).lexically_normal(),
+         mount.accessOrderFile});
   }
   return chosen;
 }

@@ -41,6 +41,7 @@ struct LocalDataset {
   api::Dataset dataset;
   std::string mountPath;            // as the job names it: /data/coco
   std::filesystem::path localPath;  // where it is mounted: RUN_DIR/data/coco
+  std::string accessOrderFile;      // the job's hint for it (spec.datasets[].accessOrderFile)
 };
 
 struct LocalWorker {

@@ -17,6 +17,8 @@ v1::SetWarmPlanRequest warmPlanRequestOf(const v1::DatasetRef& dataset,
                                          const std::vector<DatasetReader>& readers) {
   v1::SetWarmPlanRequest request;
   *request.mutable_dataset() = dataset;
+  request.set_priority(warmPriorityOf(readers));
+  request.set_access_order_file(accessOrderFileOf(readers));
   for (const auto& r : readers) {
     v1::Reader& reader = *request.add_readers();
     reader.set_pod_namespace(r.podNamespace);

@@ -36,6 +36,8 @@ Status decodeValue(const config::Node& node, DatasetMount& out) {
       "mountPath", out.mountPath,
       [](const std::string& p) { return p.size() > 1 && p.front() == '/' && p.size() <= 1024; },
       "an absolute path other than /");
+  f.optional("accessOrderFile", out.accessOrderFile, isPathInsideDataset,
+             "a path inside the dataset: relative, without .. (for example order.txt)");
   return f.finish();
 }
 
@@ -68,7 +70,6 @@ Status decodeValue(const config::Node& node, RestartPolicy& out) {
 Status decodeValue(const config::Node& node, Scheduling& out) {
   config::Fields f(node);
   f.optional("locality", out.locality);
-  f.optional("gang", out.gang);
   f.optional("schedulerName", out.schedulerName, isDnsSubdomain, "a scheduler name");
   f.optional("priorityClassName", out.priorityClassName, isDnsSubdomain, "a PriorityClass name");
   return f.finish();
@@ -143,6 +144,16 @@ std::string_view warmStartName(WarmStart policy) {
       return "None";
   }
   return "Parallel";
+}
+
+bool isPathInsideDataset(const std::string& path) {
+  if (path.empty() || path.size() > 1024 || path.front() == '/') return false;
+  for (size_t start = 0; start <= path.size();) {
+    const size_t end = std::min(path.find('/', start), path.size());
+    if (path.compare(start, end - start, "..") == 0) return false;
+    start = end + 1;
+  }
+  return true;
 }
 
 std::string workerName(const std::string& job, int rank) {

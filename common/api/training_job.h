@@ -16,6 +16,10 @@ namespace granary::api {
 struct DatasetMount {
   std::string name;       // a Dataset in the job's namespace
   std::string mountPath;  // absolute path inside the workers
+  // A file of the dataset listing its paths in the order the workers read them, one per line
+  // ("" for none): relative to the dataset's root, without "..". The cache nodes warm in that
+  // order (SetWarmPlanRequest.access_order_file).
+  std::string accessOrderFile;
 };
 
 enum class WarmStart { kParallel, kBeforeStart, kNone };
@@ -23,9 +27,10 @@ enum class Locality { kPreferred, kRequired };
 enum class CleanPodPolicy { kAll, kRunning, kNone };
 enum class RestartPolicy { kOnFailure, kExitCode, kNever };
 
+// Workers are always placed as a gang (all or none) and restarted as one: torchrun's rendezvous
+// needs every rank, and granary-scheduler places a job's workers together.
 struct Scheduling {
   Locality locality = Locality::kPreferred;
-  bool gang = true;
   std::string schedulerName = names::kScheduler;
   std::string priorityClassName;
 };
@@ -66,6 +71,10 @@ Status decodeValue(const config::Node& node, RunPolicy& out);
 Status decodeValue(const config::Node& node, TrainingJobSpec& out);
 
 std::string_view warmStartName(WarmStart policy);
+
+// Whether `path` names a file inside a dataset: not empty, relative, no ".." component, at most
+// 1024 characters.
+bool isPathInsideDataset(const std::string& path);
 
 // The name of rank `rank`'s worker: "<job>-worker-<rank>" (a pod on a cluster, a process locally).
 std::string workerName(const std::string& job, int rank);

@@ -9,6 +9,41 @@ namespace granary::op {
 
 using kube::Json;
 
+namespace {
+
+// The access-order file kAccessOrderFilesAnnotation names for `dataset`; "" when none (or the
+// annotation is not a JSON object of strings).
+std::string accessOrderFileIn(const Json& pod, const std::string& dataset) {
+  const Json annotations = kube::pathValue(pod, "metadata.annotations");
+  if (!annotations.has_string_field(kAccessOrderFilesAnnotation)) return {};
+  try {
+    const Json hints = Json::parse(annotations.at(kAccessOrderFilesAnnotation).as_string());
+    return hints.has_string_field(dataset) ? hints.at(dataset).as_string() : std::string();
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+}  // namespace
+
+int32_t warmPriorityOf(const std::vector<DatasetReader>& readers) {
+  int32_t priority = kWarmPriorityNoReaders;
+  for (const auto& r : readers)
+    priority = std::max<int32_t>(
+        priority, r.running ? kWarmPriorityRunningReaders : kWarmPriorityWaitingReaders);
+  return priority;
+}
+
+std::string accessOrderFileOf(const std::vector<DatasetReader>& readers) {
+  std::string any;
+  for (const auto& r : readers) {
+    if (r.accessOrderFile.empty()) continue;
+    if (r.running) return r.accessOrderFile;
+    if (any.empty()) any = r.accessOrderFile;
+  }
+  return any;
+}
+
 std::vector<std::string> datasetsMountedBy(const Json& pod) {
   std::vector<std::string> names;
   const Json volumes = kube::pathValue(pod, "spec.volumes");
@@ -45,6 +80,8 @@ std::vector<DatasetReader> readersOf(const std::vector<kube::ObjectPtr>& pods,
                          .node = node.as_string()};
     if (const auto rank = labels.find(names::kRankLabel); rank != labels.end())
       reader.rank = std::atoi(rank->second.c_str());
+    reader.running = phase.is_string() && phase.as_string() == "Running";
+    reader.accessOrderFile = accessOrderFileIn(*pod, name);
     readers.push_back(std::move(reader));
   }
   std::sort(readers.begin(), readers.end(),

@@ -1,9 +1,10 @@
 // Who reads a Dataset: the TrainingJob workers that mount it through a csi.granary.io inline
 // volume, scheduled and not finished. The Dataset controller tells the cache nodes about them
 // (SetWarmPlan), so an OnJob dataset starts warming once a job is placed, and nodes know which
-// pods to expect. Pure.
+// pods to expect; with them, the dataset's warm priority and its access-order hint. Pure.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,29 @@ namespace granary::op {
 
 struct DatasetReader {
   std::string podNamespace, podName, podUid, node;
-  int rank = -1;  // the granary.io/rank label; -1 without one
+  int rank = -1;                // the granary.io/rank label; -1 without one
+  bool running = false;         // status.phase Running: the job reads now
+  std::string accessOrderFile;  // the job's spec.datasets[].accessOrderFile for this dataset
 
   bool operator==(const DatasetReader&) const = default;
 };
+
+// SetWarmPlanRequest.priority, defined here only: when datasets compete for a cache node's warm
+// workers and bandwidth, a higher priority warms first. A dataset takes the highest of its
+// readers': jobs reading now go before jobs whose workers are placed but not running yet (a gang
+// still starting, or restarting), which go before datasets nobody reads (OnCreate warming).
+// A job waiting for warmPolicy BeforeStart has no worker yet, so its datasets warm at
+// kWarmPriorityNoReaders, as do datasets no job uses.
+enum WarmPriority : int32_t {
+  kWarmPriorityNoReaders = 0,
+  kWarmPriorityWaitingReaders = 10,
+  kWarmPriorityRunningReaders = 20,
+};
+int32_t warmPriorityOf(const std::vector<DatasetReader>& readers);
+
+// The access-order file to warm by: a running reader's, else any reader's, the first by pod name
+// (readers of one job name the same); "" when no reader names one.
+std::string accessOrderFileOf(const std::vector<DatasetReader>& readers);
 
 // Names of the datasets `pod` mounts through csi.granary.io inline volumes.
 std::vector<std::string> datasetsMountedBy(const kube::Json& pod);

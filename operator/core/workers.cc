@@ -68,6 +68,13 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
   if (spec.warmPolicy == api::WarmStart::kNone)
     metadata["labels"][names::kWarmLabel] = Json::string("false");
   metadata["ownerReferences"] = ownerReference(job);
+  Json hints = Json::object();
+  for (const auto& d : spec.datasets)
+    if (!d.accessOrderFile.empty()) hints[d.name] = Json::string(d.accessOrderFile);
+  if (hints.size() > 0) {
+    if (!metadata.has_object_field("annotations")) metadata["annotations"] = Json::object();
+    metadata["annotations"][kAccessOrderFilesAnnotation] = Json::string(hints.serialize());
+  }
   pod["metadata"] = std::move(metadata);
 
   Json podSpec = tmpl.at("spec");

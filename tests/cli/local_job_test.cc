@@ -148,6 +148,20 @@ TEST_F(LocalJobTest, WhatCannotRunLocallyIsNamed) {
           "spec.datasets[0].mountPath: \"/data/../../etc\" has a \"..\" segment");
 }
 
+TEST_F(LocalJobTest, TheAccessOrderHintGoesWithItsDataset) {
+  std::string manifests = kDataset + job("  gpusPerWorker: 0\n", kTrainer);
+  const std::string mount = "{name: coco, mountPath: /data/coco}";
+  manifests.replace(manifests.find(mount), mount.size(),
+                    "{name: coco, mountPath: /data/coco, accessOrderFile: lists/order.txt}");
+  auto planned = plan(manifests);
+  ASSERT_TRUE(planned.isOk()) << planned.status();
+  ASSERT_EQ(planned->datasets.size(), 1u);
+  EXPECT_EQ(planned->datasets[0].accessOrderFile, "lists/order.txt");
+  auto without = plan(kDataset + job("  gpusPerWorker: 0\n", kTrainer));
+  ASSERT_TRUE(without.isOk()) << without.status();
+  EXPECT_EQ(without->datasets[0].accessOrderFile, "");
+}
+
 TEST(ExpandReferencesTest, FollowsKubernetesRules) {
   const auto lookup = [](std::string_view name) -> std::optional<std::string> {
     if (name == "A") return "alpha";

@@ -109,6 +109,7 @@ class Printer {
     for (const auto& d : s.datasets) {
       field("dataset", d.name);
       field("mountPath", d.mountPath);
+      field("accessOrderFile", d.accessOrderFile);
     }
     field("workers", s.workers);
     field("gpusPerWorker", s.gpusPerWorker);
@@ -116,7 +117,6 @@ class Printer {
     field("template", s.template_);
     field("warmPolicy", std::string(warmStartName(s.warmPolicy)));
     field("locality", static_cast<int64_t>(s.scheduling.locality));
-    field("gang", s.scheduling.gang);
     field("schedulerName", s.scheduling.schedulerName);
     field("priorityClassName", s.scheduling.priorityClassName);
     const RunPolicy& r = s.runPolicy;
