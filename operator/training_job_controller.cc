@@ -49,12 +49,20 @@ WorkerState workerOf(const Json& pod) {
   w.phase = p == "Running"     ? WorkerState::Phase::kRunning
             : p == "Succeeded" ? WorkerState::Phase::kSucceeded
             : p == "Failed"    ? WorkerState::Phase::kFailed
+            : p == "Unknown"   ? WorkerState::Phase::kUnknown
                                : WorkerState::Phase::kPending;
+  w.deleting = !kube::pathValue(pod, "metadata.deletionTimestamp").is_null();
+  const Json podReason = kube::pathValue(pod, "status.reason");
+  w.disrupted = podReason.is_string() && podReason.as_string() == "Evicted";
   const Json conditions = kube::pathValue(pod, "status.conditions");
-  if (conditions.is_array())
-    for (const auto& c : conditions.as_array())
-      if (c.has_string_field("type") && c.at("type").as_string() == "Ready")
-        w.ready = c.has_string_field("status") && c.at("status").as_string() == "True";
+  if (conditions.is_array()) {
+    for (const auto& c : conditions.as_array()) {
+      if (!c.has_string_field("type")) continue;
+      const bool isTrue = c.has_string_field("status") && c.at("status").as_string() == "True";
+      if (c.at("type").as_string() == "Ready") w.ready = isTrue;
+      if (c.at("type").as_string() == "DisruptionTarget") w.disrupted = w.disrupted || isTrue;
+    }
+  }
   const Json statuses = kube::pathValue(pod, "status.containerStatuses");
   if (statuses.is_array()) {
     for (const auto& s : statuses.as_array()) {
@@ -185,9 +193,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   if (auto created = kube::parseMetav1Time(kube::metadataField(job, "creationTimestamp")))
     o.created = *created;
   for (const auto& pod : pods_->store().byIndex("job", name))
-    if (kube::namespaceOf(*pod) == ns &&
-        kube::pathValue(*pod, "metadata.deletionTimestamp").is_null())
-      o.workers.push_back(workerOf(*pod));
+    if (kube::namespaceOf(*pod) == ns) o.workers.push_back(workerOf(*pod));
   for (const auto& d : o.spec.datasets)
     o.datasets.push_back(datasetOf(d.name, datasets_->store().get(kube::objectKey(ns, d.name))));
 

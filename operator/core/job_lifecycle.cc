@@ -25,19 +25,57 @@ bool terminal(const WorkerState& w) {
   return w.phase == WorkerState::Phase::kSucceeded || w.phase == WorkerState::Phase::kFailed;
 }
 
+// Why the current gang must restart: the first disrupted worker, else the first failed one, else
+// the first lost one (see job_lifecycle.h).
+struct GangFault {
+  enum class Kind { kDisrupted, kFailed, kLost } kind;
+  std::string reason;  // the Restarting condition's: WorkerDisrupted, WorkerFailed, WorkerLost
+  std::string what;    // "worker 1 failed with exit code 1"
+  int exitCode = 0;
+};
+
+std::optional<GangFault> gangFault(const std::vector<const WorkerState*>& current,
+                                   int64_t recordedWorkers, int32_t workers) {
+  const auto worker = [](const WorkerState* w) { return "worker " + std::to_string(w->rank); };
+  for (const auto* w : current)
+    if (w->disrupted)
+      return GangFault{GangFault::Kind::kDisrupted, "WorkerDisrupted",
+                       worker(w) + " was disrupted (evicted or preempted)"};
+  for (const auto* w : current)
+    if (w->phase == WorkerState::Phase::kFailed && !w->deleting)
+      return GangFault{GangFault::Kind::kFailed, "WorkerFailed",
+                       worker(w) + " failed with exit code " + std::to_string(w->exitCode),
+                       w->exitCode};
+  for (const auto* w : current)
+    if (w->deleting || w->phase == WorkerState::Phase::kUnknown)
+      return GangFault{GangFault::Kind::kLost, "WorkerLost",
+                       worker(w) + (w->deleting ? " was deleted" : "'s node stopped reporting")};
+  if (static_cast<int64_t>(current.size()) < recordedWorkers) {
+    std::set<int> present;
+    for (const auto* w : current) present.insert(w->rank);
+    int rank = 0;
+    while (rank < workers && present.count(rank)) ++rank;
+    return GangFault{GangFault::Kind::kLost, "WorkerLost",
+                     "worker " + std::to_string(rank) + " was deleted"};
+  }
+  return std::nullopt;
+}
+
 struct Planner {
   const JobObservation& o;
   JobPlan plan;
   Json status;
   Json conditions;
   int64_t restarts;
+  int64_t disruptions;  // the restarts not counted against backoffLimit
 
   explicit Planner(const JobObservation& observation)
       : o(observation),
         status(observation.previousStatus.is_object() ? observation.previousStatus
                                                       : Json::object()),
         conditions(kube::pathValue(observation.previousStatus, "conditions")),
-        restarts(intField(observation.previousStatus, "restarts")) {}
+        restarts(intField(observation.previousStatus, "restarts")),
+        disruptions(intField(observation.previousStatus, "disruptions")) {}
 
   void condition(const std::string& type, bool value, const std::string& reason,
                  const std::string& message) {
@@ -71,6 +109,7 @@ struct Planner {
   void counts(const std::vector<const WorkerState*>& current) {
     int64_t active = 0, ready = 0, succeeded = 0, failed = 0;
     for (const auto* w : current) {
+      if (w->deleting) continue;
       active += !terminal(*w);
       ready += w->phase == WorkerState::Phase::kRunning && w->ready;
       succeeded += w->phase == WorkerState::Phase::kSucceeded;
@@ -111,10 +150,16 @@ struct Planner {
     status["observedGeneration"] = Json::number(o.generation);
     status["gpus"] = Json::number(int64_t{o.spec.workers} * o.spec.gpusPerWorker);
     status["restarts"] = Json::number(restarts);
+    if (disruptions > 0) status["disruptions"] = Json::number(disruptions);
     const std::string phase = stringField(o.previousStatus, "phase");
     std::vector<const WorkerState*> current, old;
     for (const auto& w : o.workers) {
-      (w.attempt == restarts && w.rank < o.spec.workers ? current : old).push_back(&w);
+      const bool inAttempt = w.attempt == restarts && w.rank < o.spec.workers;
+      if (inAttempt) {
+        current.push_back(&w);
+      } else if (!w.deleting) {  // an older attempt's pod already going away needs nothing
+        old.push_back(&w);
+      }
     }
     std::sort(current.begin(), current.end(),
               [](const WorkerState* a, const WorkerState* b) { return a->rank < b->rank; });
@@ -187,31 +232,13 @@ struct Planner {
 
     for (const auto* w : old) plan.remove.push_back(w->name);
 
-    // A failed worker restarts the whole gang, or fails the job.
-    for (const auto* w : current) {
-      if (w->phase != WorkerState::Phase::kFailed) continue;
-      const auto policy = o.spec.runPolicy.restartPolicy;
-      const bool retryable = policy == api::RestartPolicy::kOnFailure ||
-                             (policy == api::RestartPolicy::kExitCode && w->exitCode >= 128);
-      const std::string what = "worker " + std::to_string(w->rank) + " failed with exit code " +
-                               std::to_string(w->exitCode);
-      if (retryable && restarts < o.spec.runPolicy.backoffLimit) {
-        for (const auto* c : current) plan.remove.push_back(c->name);
-        ++restarts;
-        status["restarts"] = Json::number(restarts);
-        status["phase"] = Json::string("Restarting");
-        const std::string message = what + "; restarting the gang (" + std::to_string(restarts) +
-                                    " of " + std::to_string(o.spec.runPolicy.backoffLimit) + ")";
-        condition("Restarting", true, "WorkerFailed", message);
-        condition("Running", false, "Restarting", message);
-        event(true, "Restarting", message);
-        return done(current);
-      }
-      finish(false, retryable ? "BackoffLimitExceeded" : "WorkerFailed",
-             what + (retryable ? "; backoffLimit " + std::to_string(o.spec.runPolicy.backoffLimit) +
-                                     " reached"
-                               : ""));
-      return done(current);
+    // A failed, lost or disrupted worker restarts the whole gang, or fails the job.
+    const int64_t recorded = intField(o.previousStatus, "workers.active") +
+                             intField(o.previousStatus, "workers.succeeded") +
+                             intField(o.previousStatus, "workers.failed");
+    if (auto fault = gangFault(current, recorded, o.spec.workers)) {
+      const bool restarted = restartOrFail(*fault, current);
+      return done(restarted ? std::vector<const WorkerState*>{} : current);
     }
     const bool allSucceeded = static_cast<int>(current.size()) == o.spec.workers &&
                               std::all_of(current.begin(), current.end(), [](const WorkerState* w) {
@@ -269,11 +296,50 @@ struct Planner {
       if (phase != "Running") event(false, "Running", "every worker is running");
     } else {
       const bool restarting = conditionOf(o.previousStatus, "Restarting").status;
-      status["phase"] = Json::string(restarting ? "Restarting" : "Pending");
+      // Only BeforeStart holds workers back for datasets that exist and have not failed.
+      const bool warmingFirst = !canStart && missing.empty() && failed.empty();
+      status["phase"] = Json::string(restarting     ? "Restarting"
+                                     : warmingFirst ? "Warming"
+                                                    : "Pending");
       condition("Running", false, canStart ? "WorkersStarting" : "WaitingForDatasets",
-                canStart ? "waiting for every worker to run" : "waiting for the datasets");
+                canStart ? "waiting for every worker to run"
+                : warmingFirst
+                    ? "warmPolicy BeforeStart: waiting for Dataset(s) " + warming + " to be Ready"
+                    : "waiting for the datasets");
     }
     return done(current);
+  }
+
+  // Restarts the gang after `fault` (a new attempt: true), or fails the job when restartPolicy
+  // or backoffLimit says no (false). Disruptions always restart and are not counted.
+  bool restartOrFail(const GangFault& fault, const std::vector<const WorkerState*>& current) {
+    const auto policy = o.spec.runPolicy.restartPolicy;
+    const int32_t limit = o.spec.runPolicy.backoffLimit;
+    const bool disruption = fault.kind == GangFault::Kind::kDisrupted;
+    const bool retryable = disruption || policy == api::RestartPolicy::kOnFailure ||
+                           (policy == api::RestartPolicy::kExitCode &&
+                            (fault.kind == GangFault::Kind::kLost || fault.exitCode >= 128));
+    const int64_t counted = restarts - disruptions;
+    if (!retryable || (!disruption && counted >= limit)) {
+      finish(
+          false, retryable ? "BackoffLimitExceeded" : fault.reason,
+          fault.what + (retryable ? "; backoffLimit " + std::to_string(limit) + " reached" : ""));
+      return false;
+    }
+    for (const auto* c : current) plan.remove.push_back(c->name);
+    ++restarts;
+    status["restarts"] = Json::number(restarts);
+    if (disruption) status["disruptions"] = Json::number(++disruptions);
+    status["phase"] = Json::string("Restarting");
+    const std::string message =
+        fault.what + "; restarting the gang (" +
+        (disruption ? std::string("a disruption, not counted against backoffLimit")
+                    : std::to_string(counted + 1) + " of " + std::to_string(limit)) +
+        ")";
+    condition("Restarting", true, fault.reason, message);
+    condition("Running", false, "Restarting", message);
+    event(true, "Restarting", message);
+    return true;
   }
 
   std::optional<WallTime> resumedAt() const {

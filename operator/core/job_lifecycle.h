@@ -2,6 +2,24 @@
 // sees: create missing workers, restart the whole gang after a failure (up to backoffLimit),
 // fail on deadlines, finish, clean up, suspend and resume; and the job's status. Pure: the
 // controller applies the plan.
+//
+// Phases: Pending (workers being created or starting), Warming (warmPolicy BeforeStart: no
+// worker is created until every dataset is Ready), Running (every worker runs), Restarting (a
+// gang restart until every worker runs again), Suspended, Succeeded, Failed.
+//
+// The gang restarts, all workers deleted and created again in the next attempt, when one of the
+// current attempt's workers:
+//   - failed: counted against backoffLimit; restartPolicy ExitCode retries exit codes >= 128
+//     only, Never none;
+//   - was lost: its pod deleted (gone, or a deletionTimestamp set) or its node unreachable
+//     (phase Unknown): a failure without an exit code, counted against backoffLimit, retried
+//     as a killed process is (OnFailure and ExitCode; not Never);
+//   - was disrupted: evicted (status.reason Evicted) or given a DisruptionTarget condition
+//     (preemption, a drain, a taint): always retried and, as Kubernetes Jobs do with pod
+//     disruptions, not counted against backoffLimit (status.disruptions counts them).
+// status.restarts counts every gang restart; it is the current attempt, the workers'
+// granary.io/attempt label. A worker is known lost when fewer of the current attempt's
+// workers exist than the last status counted (status.workers).
 #pragma once
 
 #include <chrono>
@@ -22,8 +40,11 @@ struct WorkerState {
   std::string uid;
   int rank = 0;
   int attempt = 0;  // the gang attempt it was created for
-  enum class Phase { kPending, kRunning, kSucceeded, kFailed } phase = Phase::kPending;
+  // kUnknown: the kubelet stopped reporting (the node is unreachable).
+  enum class Phase { kPending, kRunning, kSucceeded, kFailed, kUnknown } phase = Phase::kPending;
   bool ready = false;
+  bool deleting = false;      // metadata.deletionTimestamp is set
+  bool disrupted = false;     // status.reason Evicted, or a DisruptionTarget condition True
   int exitCode = 0;           // of a failed worker's first failed container
   std::string waitingReason;  // e.g. ImagePullBackOff
   std::string node;

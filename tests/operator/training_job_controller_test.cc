@@ -1,6 +1,7 @@
 // The TrainingJob controller against the API-server double (or a real cluster through
-// GRANARY_TEST_KUBECONFIG). The test plays the kubelet (pod phases and exit codes) and the
-// Dataset controller (a Dataset's status).
+// GRANARY_TEST_KUBECONFIG). The test plays the kubelet (pod phases and exit codes, evictions),
+// the Dataset controller (a Dataset's status) and, for deadlines, time (a FakeClock given to the
+// controller, with a change to the job to have it look again).
 #include "operator/training_job_controller.h"
 
 #include <gtest/gtest.h>
@@ -29,7 +30,7 @@ class TrainingJobControllerTest : public ClusterTest {
     ClusterTest::TearDown();
   }
 
-  void startOperator() {
+  void startOperator(Clock& clock = realClock()) {
     auto operatorClient =
         kube::Client::create(cluster_->restConfig(), {.onResponse = rbac_.recorder()});
     ASSERT_TRUE(operatorClient.isOk()) << operatorClient.status();
@@ -37,7 +38,8 @@ class TrainingJobControllerTest : public ClusterTest {
     auto manager = kube::Manager::create(*operatorClient_, {.metricsAddress = ""}, registry_);
     ASSERT_TRUE(manager.isOk()) << manager.status();
     manager_ = std::move(*manager);
-    controller_ = std::make_unique<op::TrainingJobController>(*manager_);
+    controller_ = std::make_unique<op::TrainingJobController>(
+        *manager_, op::TrainingJobControllerOptions{}, clock);
     running_ =
         std::make_unique<Running>([this](std::stop_token stop) { (void)manager_->run(stop); });
   }
@@ -57,15 +59,16 @@ class TrainingJobControllerTest : public ClusterTest {
                     .isOk());
   }
 
-  void createJob(const std::string& runPolicy = "{}", int workers = 2) {
+  void createJob(const std::string& runPolicy = "{}", int workers = 2,
+                 const std::string& warmPolicy = "Parallel") {
     auto created = client().create(
         resources::trainingJobs(), ns(),
         yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
              "spec:\n  workers: " +
              std::to_string(workers) +
              "\n  gpusPerWorker: 4\n  datasets: [{name: wiki, mountPath: /data}]\n"
-             "  runPolicy: " +
-             runPolicy +
+             "  warmPolicy: " +
+             warmPolicy + "\n  runPolicy: " + runPolicy +
              "\n  template: {spec: {containers: [{name: trainer, image: pytorch, env: [{name: "
              "EPOCHS, value: \"3\"}]}]}}"));
     ASSERT_TRUE(created.isOk()) << created.status();
@@ -87,6 +90,26 @@ class TrainingJobControllerTest : public ClusterTest {
       for (auto& p : listed->items)
         if (kube::pathValue(p, "metadata.deletionTimestamp").is_null()) out.push_back(p);
     return out;
+  }
+  // A change to the job (an annotation), so that the controller reconciles it again: how a test
+  // that moved the FakeClock has the controller look at the new time.
+  void touchJob() {
+    static int touches = 0;
+    ASSERT_TRUE(client()
+                    .mergePatch(resources::trainingJobs(), ns(), "bert",
+                                yaml("metadata: {annotations: {test/touch: \"" +
+                                     std::to_string(++touches) + "\"}}"))
+                    .isOk());
+  }
+  bool jobGone() {
+    return client().get(resources::trainingJobs(), ns(), "bert").status().code() ==
+           StatusCode::kNotFound;
+  }
+  // Every worker of the current attempt bound and running, and the job Running.
+  void runAll() {
+    ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s));
+    for (const auto& pod : workers()) setPhase(kube::nameOf(pod), "Running");
+    ASSERT_TRUE(eventually([&] { return jobPhase() == "Running"; }, 20s)) << job().serialize();
   }
   std::string attemptOf(const Json& pod) { return kube::stringMap(pod).at("granary.io/attempt"); }
   // Sets a worker's phase as the kubelet would (with an exit code for terminated ones).
@@ -117,6 +140,7 @@ class TrainingJobControllerTest : public ClusterTest {
     return "<unset>";
   }
 
+  FakeClock clock_;
   RbacCheck rbac_{"granary-operator"};
   std::unique_ptr<kube::Client> operatorClient_;
   MetricsRegistry registry_;
@@ -248,6 +272,123 @@ TEST_F(TrainingJobControllerTest, WorkersStuckPendingFailTheJobAtTheStartDeadlin
   const op::Condition failed = op::conditionOf(job().at("status"), "Failed");
   EXPECT_EQ(failed.reason, "StartDeadlineExceeded");
   EXPECT_NE(failed.message.find("ImagePullBackOff"), std::string::npos) << failed.message;
+}
+
+TEST_F(TrainingJobControllerTest, BeforeStartIsWarmingUntilTheDatasetIsReady) {
+  readyDataset("wiki");
+  ASSERT_TRUE(client()
+                  .mergePatch(resources::datasets(), ns(), "wiki", yaml("status: {phase: Warming}"),
+                              "status")
+                  .isOk());
+  createJob("{}", 2, "BeforeStart");
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Warming"; }, 20s)) << job().serialize();
+  EXPECT_TRUE(workers().empty());
+  ASSERT_TRUE(
+      client()
+          .mergePatch(resources::datasets(), ns(), "wiki", yaml("status: {phase: Ready}"), "status")
+          .isOk());
+  ASSERT_TRUE(eventually([&] { return workers().size() == 2 && jobPhase() == "Pending"; }, 20s))
+      << job().serialize();
+}
+
+TEST_F(TrainingJobControllerTest, ADeletedWorkerRestartsTheWholeGang) {
+  readyDataset("wiki");
+  createJob();
+  startOperator();
+  runAll();
+  ASSERT_TRUE(client().remove(resources::pods(), ns(), "bert-worker-1").isOk());
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto pods = workers();
+        return pods.size() == 2 && attemptOf(pods[0]) == "1" && attemptOf(pods[1]) == "1";
+      },
+      20s))
+      << "rank 0 of attempt 0 goes too, not only rank 1 comes back: " << job().serialize();
+  const op::Condition restarting = op::conditionOf(job().at("status"), "Restarting");
+  EXPECT_EQ(restarting.reason, "WorkerLost");
+  EXPECT_EQ(kube::pathValue(job(), "status.restarts").as_integer(), 1);
+}
+
+TEST_F(TrainingJobControllerTest, AnEvictedWorkerIsRetriedWithoutSpendingTheBackoffLimit) {
+  readyDataset("wiki");
+  createJob("{backoffLimit: 0}");
+  startOperator();
+  runAll();
+  ASSERT_TRUE(client()
+                  .mergePatch(resources::pods(), ns(), "bert-worker-1",
+                              yaml("status: {phase: Failed, reason: Evicted, message: \"The node "
+                                   "was low on resource: memory.\"}"),
+                              "status")
+                  .isOk());
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto pods = workers();
+        return pods.size() == 2 && attemptOf(pods[0]) == "1" && attemptOf(pods[1]) == "1";
+      },
+      20s))
+      << job().serialize();
+  EXPECT_EQ(kube::pathValue(job(), "status.disruptions").as_integer(), 1);
+  EXPECT_EQ(op::conditionOf(job().at("status"), "Restarting").reason, "WorkerDisrupted");
+  // A real failure then meets backoffLimit 0.
+  setPhase("bert-worker-0", "Failed", 1);
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Failed"; }, 20s)) << job().serialize();
+  EXPECT_EQ(op::conditionOf(job().at("status"), "Failed").reason, "BackoffLimitExceeded");
+}
+
+TEST_F(TrainingJobControllerTest, ActiveDeadlineSecondsFailsARunningJob) {
+  readyDataset("wiki");
+  createJob("{activeDeadlineSeconds: 60}");
+  startOperator(clock_);
+  runAll();  // Running at the clock's start: the deadline is 60 s of the FakeClock away
+  EXPECT_EQ(kube::pathValue(job(), "status.startTime").as_string(),
+            kube::metav1Time(clock_.wallNow()));
+  clock_.advance(60s);
+  touchJob();
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Failed"; }, 20s)) << job().serialize();
+  EXPECT_EQ(op::conditionOf(job().at("status"), "Failed").reason, "DeadlineExceeded");
+  EXPECT_EQ(kube::pathValue(job(), "status.completionTime").as_string(),
+            kube::metav1Time(clock_.wallNow()));
+  ASSERT_TRUE(eventually([&] { return workers().empty(); }, 20s))
+      << "cleanPodPolicy Running deletes the workers that still ran";
+}
+
+TEST_F(TrainingJobControllerTest, TtlSecondsAfterFinishedDeletesTheJob) {
+  readyDataset("wiki");
+  createJob("{ttlSecondsAfterFinished: 30}");
+  startOperator(clock_);
+  runAll();
+  setPhase("bert-worker-0", "Succeeded");
+  setPhase("bert-worker-1", "Succeeded");
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Succeeded"; }, 20s)) << job().serialize();
+  EXPECT_EQ(kube::pathValue(job(), "status.completionTime").as_string(),
+            kube::metav1Time(clock_.wallNow()))
+      << "the TTL counts from here, on the FakeClock";
+  clock_.advance(30s);
+  touchJob();
+  ASSERT_TRUE(eventually([&] { return jobGone(); }, 20s)) << job().serialize();
+}
+
+TEST_F(TrainingJobControllerTest, CleanPodPolicyAllDeletesEveryWorkerWhenTheJobEnds) {
+  readyDataset("wiki");
+  createJob("{backoffLimit: 0, cleanPodPolicy: All}");
+  startOperator();
+  runAll();
+  setPhase("bert-worker-1", "Failed", 1);
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Failed"; }, 20s)) << job().serialize();
+  ASSERT_TRUE(eventually([&] { return workers().empty(); }, 20s)) << "the failed worker goes too";
+}
+
+TEST_F(TrainingJobControllerTest, CleanPodPolicyNoneKeepsEveryWorker) {
+  readyDataset("wiki");
+  createJob("{backoffLimit: 0, cleanPodPolicy: None}");
+  startOperator();
+  runAll();
+  setPhase("bert-worker-1", "Failed", 1);
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Failed"; }, 20s)) << job().serialize();
+  // The reconcile that failed the job deletes what it deletes before it records the event.
+  ASSERT_TRUE(hasEvent("BackoffLimitExceeded"));
+  EXPECT_EQ(workers().size(), 2u) << "the running worker stays for its logs";
 }
 
 }  // namespace

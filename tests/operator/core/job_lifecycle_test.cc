@@ -1,0 +1,307 @@
+// planJob, the TrainingJob lifecycle, as a pure function: each test builds what the controller
+// would observe and checks the plan (workers to create and delete, the status, the deadlines).
+// A test that spans reconciles feeds each plan's status into the next observation, as the
+// controller does through the API server.
+#include "operator/core/job_lifecycle.h"
+
+#include <gtest/gtest.h>
+
+#include "operator/core/conditions.h"
+
+namespace granary::op {
+namespace {
+
+using kube::Json;
+using Phase = WorkerState::Phase;
+using namespace std::chrono_literals;
+
+const WallTime kCreated = WallTime(std::chrono::seconds(1'800'000'000));
+
+api::TrainingJobSpec twoWorkers() {
+  api::TrainingJobSpec spec;
+  spec.workers = 2;
+  spec.datasets = {{.name = "wiki", .mountPath = "/data"}};
+  return spec;
+}
+
+WorkerState worker(int rank, Phase phase, int attempt = 0) {
+  return WorkerState{.name = "bert-worker-" + std::to_string(rank),
+                     .uid = "uid-" + std::to_string(rank) + "-" + std::to_string(attempt),
+                     .rank = rank,
+                     .attempt = attempt,
+                     .phase = phase,
+                     .ready = phase == Phase::kRunning,
+                     .node = "n1",
+                     .created = kCreated + 1s};
+}
+
+DatasetState dataset(const std::string& phase) {
+  return DatasetState{.name = "wiki", .exists = true, .phase = phase, .totalBytes = 100};
+}
+
+JobObservation observe(api::TrainingJobSpec spec, std::vector<WorkerState> workers,
+                       Json previous = Json(), WallTime now = kCreated + 10s,
+                       DatasetState data = dataset("Ready")) {
+  return JobObservation{.spec = std::move(spec),
+                        .previousStatus = std::move(previous),
+                        .workers = std::move(workers),
+                        .datasets = {std::move(data)},
+                        .created = kCreated,
+                        .now = now};
+}
+
+std::string phaseOf(const JobPlan& plan) { return plan.status.at("phase").as_string(); }
+int64_t field(const JobPlan& plan, const std::string& path) {
+  const Json v = kube::pathValue(plan.status, path);
+  return v.is_integer() ? v.as_number().to_int64() : -1;
+}
+std::vector<std::string> names(std::initializer_list<int> ranks) {
+  std::vector<std::string> out;
+  for (int rank : ranks) out.push_back("bert-worker-" + std::to_string(rank));
+  return out;
+}
+
+// The status of a gang whose workers all run (attempt `attempt`), as planJob wrote it.
+Json runningStatus(const api::TrainingJobSpec& spec, int attempt = 0) {
+  JobPlan created = planJob(observe(spec, {}));
+  if (attempt > 0) created.status["restarts"] = Json::number(attempt);
+  std::vector<WorkerState> running;
+  for (int rank = 0; rank < spec.workers; ++rank)
+    running.push_back(worker(rank, Phase::kRunning, attempt));
+  return planJob(observe(spec, running, created.status)).status;
+}
+
+TEST(JobLifecycleTest, CreatesEveryRankOnceTheDatasetsExistAndWaitsForThemToRun) {
+  const JobPlan plan = planJob(observe(twoWorkers(), {}));
+  EXPECT_EQ(plan.create, (std::vector<int>{0, 1}));
+  EXPECT_EQ(phaseOf(plan), "Pending");
+  EXPECT_TRUE(conditionOf(plan.status, "Created").status);
+  // startDeadlineSeconds (600) counts from the job's creation, 10 s ago.
+  EXPECT_EQ(plan.requeueAfter, std::optional<std::chrono::seconds>(590s));
+}
+
+TEST(JobLifecycleTest, AMissingDatasetHoldsTheWorkersBackAndSaysSo) {
+  const JobPlan plan =
+      planJob(observe(twoWorkers(), {}, Json(), kCreated + 10s, DatasetState{.name = "wiki"}));
+  EXPECT_TRUE(plan.create.empty());
+  EXPECT_EQ(phaseOf(plan), "Pending");
+  EXPECT_EQ(conditionOf(plan.status, "DatasetsReady").reason, "DatasetNotFound");
+  ASSERT_EQ(plan.events.size(), 1u);
+  EXPECT_TRUE(plan.events[0].warning);
+}
+
+TEST(JobLifecycleTest, BeforeStartIsWarmingUntilTheDatasetsAreReadyParallelStartsAtOnce) {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.warmPolicy = api::WarmStart::kBeforeStart;
+  const JobPlan waiting = planJob(observe(spec, {}, Json(), kCreated + 10s, dataset("Warming")));
+  EXPECT_TRUE(waiting.create.empty());
+  EXPECT_EQ(phaseOf(waiting), "Warming");
+  EXPECT_EQ(conditionOf(waiting.status, "Running").reason, "WaitingForDatasets");
+  EXPECT_NE(conditionOf(waiting.status, "Running").message.find("wiki"), std::string::npos);
+
+  const JobPlan ready = planJob(observe(spec, {}, waiting.status));
+  EXPECT_EQ(ready.create, (std::vector<int>{0, 1}));
+  EXPECT_EQ(phaseOf(ready), "Pending");
+
+  const JobPlan parallel =
+      planJob(observe(twoWorkers(), {}, Json(), kCreated + 10s, dataset("Warming")));
+  EXPECT_EQ(parallel.create, (std::vector<int>{0, 1}));
+  EXPECT_EQ(phaseOf(parallel), "Pending") << "Parallel never waits for warming";
+}
+
+TEST(JobLifecycleTest, EveryWorkerRunningIsRunningWithAStartTime) {
+  const Json status = runningStatus(twoWorkers());
+  EXPECT_EQ(status.at("phase").as_string(), "Running");
+  EXPECT_EQ(status.at("startTime").as_string(), kube::metav1Time(kCreated + 10s));
+  EXPECT_EQ(kube::pathValue(status, "workers.ready").as_integer(), 2);
+  EXPECT_EQ(kube::pathValue(status, "workers.active").as_integer(), 2);
+}
+
+TEST(JobLifecycleTest, AFailedWorkerRestartsTheWholeGangUpToTheBackoffLimit) {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.runPolicy.backoffLimit = 1;
+  const JobPlan restart = planJob(
+      observe(spec, {worker(0, Phase::kRunning), worker(1, Phase::kFailed)}, runningStatus(spec)));
+  EXPECT_EQ(restart.remove, names({0, 1}));
+  EXPECT_TRUE(restart.create.empty()) << "the old attempt goes first";
+  EXPECT_EQ(phaseOf(restart), "Restarting");
+  EXPECT_EQ(field(restart, "restarts"), 1);
+  EXPECT_EQ(conditionOf(restart.status, "Restarting").reason, "WorkerFailed");
+  EXPECT_EQ(field(restart, "workers.active"), 0) << "the counts are the new attempt's";
+
+  // The old attempt's pods are gone: the new one is created, and nothing reads as lost.
+  const JobPlan recreate = planJob(observe(spec, {}, restart.status));
+  EXPECT_EQ(recreate.create, (std::vector<int>{0, 1}));
+  EXPECT_EQ(phaseOf(recreate), "Restarting");
+
+  const JobPlan failed = planJob(observe(
+      spec, {worker(0, Phase::kFailed, 1), worker(1, Phase::kRunning, 1)}, recreate.status));
+  EXPECT_EQ(phaseOf(failed), "Failed");
+  EXPECT_EQ(conditionOf(failed.status, "Failed").reason, "BackoffLimitExceeded");
+  EXPECT_EQ(failed.remove, names({1})) << "cleanPodPolicy Running keeps the failed worker";
+}
+
+TEST(JobLifecycleTest, ExitCodeRestartsOnlyTheKilledAndNeverRestartsNothing) {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.runPolicy.restartPolicy = api::RestartPolicy::kExitCode;
+  WorkerState crashed = worker(1, Phase::kFailed);
+  crashed.exitCode = 1;
+  const JobPlan failed =
+      planJob(observe(spec, {worker(0, Phase::kRunning), crashed}, runningStatus(spec)));
+  EXPECT_EQ(phaseOf(failed), "Failed");
+  EXPECT_EQ(conditionOf(failed.status, "Failed").reason, "WorkerFailed");
+
+  WorkerState killed = worker(1, Phase::kFailed);
+  killed.exitCode = 137;
+  EXPECT_EQ(
+      phaseOf(planJob(observe(spec, {worker(0, Phase::kRunning), killed}, runningStatus(spec)))),
+      "Restarting");
+
+  spec.runPolicy.restartPolicy = api::RestartPolicy::kNever;
+  EXPECT_EQ(
+      phaseOf(planJob(observe(spec, {worker(0, Phase::kRunning), killed}, runningStatus(spec)))),
+      "Failed");
+}
+
+TEST(JobLifecycleTest, ADeletedWorkerRestartsTheGangInsteadOfBeingRecreatedAlone) {
+  const api::TrainingJobSpec spec = twoWorkers();
+  const JobPlan plan = planJob(observe(spec, {worker(0, Phase::kRunning)}, runningStatus(spec)));
+  EXPECT_TRUE(plan.create.empty()) << "rank 1 alone would join a rendezvous that is gone";
+  EXPECT_EQ(plan.remove, names({0}));
+  EXPECT_EQ(phaseOf(plan), "Restarting");
+  EXPECT_EQ(field(plan, "restarts"), 1);
+  const Condition restarting = conditionOf(plan.status, "Restarting");
+  EXPECT_EQ(restarting.reason, "WorkerLost");
+  EXPECT_NE(restarting.message.find("worker 1 was deleted"), std::string::npos)
+      << restarting.message;
+}
+
+TEST(JobLifecycleTest, AWorkerBeingDeletedOrOnAnUnreachableNodeIsLost) {
+  const api::TrainingJobSpec spec = twoWorkers();
+  WorkerState deleting = worker(1, Phase::kRunning);
+  deleting.deleting = true;
+  const JobPlan deleted =
+      planJob(observe(spec, {worker(0, Phase::kRunning), deleting}, runningStatus(spec)));
+  EXPECT_EQ(conditionOf(deleted.status, "Restarting").reason, "WorkerLost");
+  EXPECT_EQ(field(deleted, "restarts"), 1);
+
+  const JobPlan unreachable = planJob(
+      observe(spec, {worker(0, Phase::kRunning), worker(1, Phase::kUnknown)}, runningStatus(spec)));
+  EXPECT_EQ(conditionOf(unreachable.status, "Restarting").reason, "WorkerLost");
+  EXPECT_EQ(unreachable.remove, names({0, 1}));
+}
+
+TEST(JobLifecycleTest, ALostWorkerCountsAgainstTheBackoffLimitAndFailsUnderNever) {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.runPolicy.backoffLimit = 0;
+  const JobPlan limit = planJob(observe(spec, {worker(0, Phase::kRunning)}, runningStatus(spec)));
+  EXPECT_EQ(phaseOf(limit), "Failed");
+  EXPECT_EQ(conditionOf(limit.status, "Failed").reason, "BackoffLimitExceeded");
+
+  spec.runPolicy.backoffLimit = 3;
+  spec.runPolicy.restartPolicy = api::RestartPolicy::kNever;
+  const JobPlan never = planJob(observe(spec, {worker(0, Phase::kRunning)}, runningStatus(spec)));
+  EXPECT_EQ(phaseOf(never), "Failed");
+  EXPECT_EQ(conditionOf(never.status, "Failed").reason, "WorkerLost");
+}
+
+TEST(JobLifecycleTest, AnEvictedWorkerRestartsTheGangWithoutSpendingTheBackoffLimit) {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.runPolicy.backoffLimit = 0;
+  spec.runPolicy.restartPolicy = api::RestartPolicy::kNever;
+  WorkerState evicted = worker(1, Phase::kFailed);
+  evicted.disrupted = true;
+  const JobPlan restart =
+      planJob(observe(spec, {worker(0, Phase::kRunning), evicted}, runningStatus(spec)));
+  EXPECT_EQ(phaseOf(restart), "Restarting");
+  EXPECT_EQ(field(restart, "restarts"), 1);
+  EXPECT_EQ(field(restart, "disruptions"), 1);
+  const Condition restarting = conditionOf(restart.status, "Restarting");
+  EXPECT_EQ(restarting.reason, "WorkerDisrupted");
+  EXPECT_NE(restarting.message.find("not counted"), std::string::npos) << restarting.message;
+
+  // A disruption of a pod still running (preemption announced) restarts too.
+  WorkerState preempted = worker(0, Phase::kRunning, 1);
+  preempted.disrupted = true;
+  const JobPlan again =
+      planJob(observe(spec, {preempted, worker(1, Phase::kRunning, 1)}, runningStatus(spec, 1)));
+  EXPECT_EQ(field(again, "restarts"), 2);
+  EXPECT_EQ(field(again, "disruptions"), 1) << "status.disruptions of attempt 1's status was 0";
+
+  // A real failure after a disruption still meets backoffLimit 0.
+  spec.runPolicy.restartPolicy = api::RestartPolicy::kOnFailure;
+  Json status = runningStatus(spec, 1);
+  status["disruptions"] = Json::number(1);
+  const JobPlan failed =
+      planJob(observe(spec, {worker(0, Phase::kFailed, 1), worker(1, Phase::kRunning, 1)}, status));
+  EXPECT_EQ(phaseOf(failed), "Failed");
+  EXPECT_EQ(conditionOf(failed.status, "Failed").reason, "BackoffLimitExceeded");
+}
+
+TEST(JobLifecycleTest, ActiveDeadlineSecondsCountsFromTheStartAndFailsTheJob) {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.runPolicy.activeDeadlineSeconds = 60;
+  const Json status = runningStatus(spec);  // started at kCreated + 10 s
+  const std::vector<WorkerState> running = {worker(0, Phase::kRunning), worker(1, Phase::kRunning)};
+  const JobPlan before = planJob(observe(spec, running, status, kCreated + 40s));
+  EXPECT_EQ(phaseOf(before), "Running");
+  EXPECT_EQ(before.requeueAfter, std::optional<std::chrono::seconds>(30s));
+
+  const JobPlan after = planJob(observe(spec, running, status, kCreated + 70s));
+  EXPECT_EQ(phaseOf(after), "Failed");
+  EXPECT_EQ(conditionOf(after.status, "Failed").reason, "DeadlineExceeded");
+  EXPECT_EQ(after.remove, names({0, 1}));
+  EXPECT_EQ(after.status.at("completionTime").as_string(), kube::metav1Time(kCreated + 70s));
+}
+
+TEST(JobLifecycleTest, TtlSecondsAfterFinishedDeletesTheJobOnceItPassed) {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.runPolicy.ttlSecondsAfterFinished = 100;
+  const std::vector<WorkerState> done = {worker(0, Phase::kSucceeded),
+                                         worker(1, Phase::kSucceeded)};
+  const JobPlan finished = planJob(observe(spec, done, runningStatus(spec), kCreated + 20s));
+  ASSERT_EQ(phaseOf(finished), "Succeeded");
+  EXPECT_FALSE(finished.deleteJob);
+
+  const JobPlan waiting = planJob(observe(spec, done, finished.status, kCreated + 50s));
+  EXPECT_FALSE(waiting.deleteJob);
+  EXPECT_EQ(waiting.requeueAfter, std::optional<std::chrono::seconds>(70s));
+  EXPECT_TRUE(planJob(observe(spec, done, finished.status, kCreated + 120s)).deleteJob);
+
+  spec.runPolicy.ttlSecondsAfterFinished.reset();
+  EXPECT_FALSE(planJob(observe(spec, done, finished.status, kCreated + 10'000s)).deleteJob);
+}
+
+TEST(JobLifecycleTest, CleanPodPolicyChoosesTheWorkersDeletedWhenTheJobEnds) {
+  const std::vector<WorkerState> ended = {worker(0, Phase::kRunning), worker(1, Phase::kFailed)};
+  const auto removedWith = [&](api::CleanPodPolicy policy) {
+    api::TrainingJobSpec spec = twoWorkers();
+    spec.runPolicy.backoffLimit = 0;
+    spec.runPolicy.cleanPodPolicy = policy;
+    const JobPlan plan = planJob(observe(spec, ended, runningStatus(spec)));
+    EXPECT_EQ(phaseOf(plan), "Failed");
+    return plan.remove;
+  };
+  EXPECT_EQ(removedWith(api::CleanPodPolicy::kRunning), names({0}));
+  EXPECT_EQ(removedWith(api::CleanPodPolicy::kAll), names({0, 1}));
+  EXPECT_TRUE(removedWith(api::CleanPodPolicy::kNone).empty());
+}
+
+TEST(JobLifecycleTest, SuspendDeletesEveryWorkerAndResumeCreatesThemAgain) {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.suspend = true;
+  const std::vector<WorkerState> running = {worker(0, Phase::kRunning), worker(1, Phase::kRunning)};
+  const JobPlan suspended = planJob(observe(spec, running, runningStatus(spec)));
+  EXPECT_EQ(phaseOf(suspended), "Suspended");
+  EXPECT_EQ(suspended.remove, names({0, 1}));
+  EXPECT_EQ(field(suspended, "restarts"), 0) << "suspending is not a restart";
+
+  spec.suspend = false;
+  const JobPlan resumed = planJob(observe(spec, {}, suspended.status, kCreated + 20s));
+  EXPECT_EQ(resumed.create, (std::vector<int>{0, 1}));
+  EXPECT_FALSE(conditionOf(resumed.status, "Suspended").status);
+  EXPECT_EQ(field(resumed, "restarts"), 0) << "no worker reads as lost after a resume";
+}
+
+}  // namespace
+}  // namespace granary::op
