@@ -15,6 +15,9 @@
 namespace granary::cache {
 namespace {
 
+// How deep an autoindex crawl nests directories, at most (datasets nest a few levels).
+constexpr int kMaxCrawlDepth = 32;
+
 std::string encodePath(const std::string& path) { return percentEncode(path, "/"); }
 
 // A JSON number as a size: a whole number from 0 to 2^53 (a double that is whole counts: some
@@ -82,7 +85,7 @@ class HttpOrigin final : public Origin {
 
   Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
     if (!options_.index.empty()) return listIndex(each);
-    return crawl("", each);
+    return crawl("", 0, each);
   }
 
   int64_t retries() const override { return transfer_.retries(); }
@@ -141,14 +144,23 @@ class HttpOrigin final : public Origin {
   }
 
   // Walks an autoindex page: links ending in '/' are sub-directories, others files (sized by HEAD).
-  Status crawl(const std::string& directory,
+  // Directories nest kMaxCrawlDepth deep at most: a listing that loops (a directory that links
+  // to itself, a symlink to its parent) is an error, not an endless walk.
+  Status crawl(const std::string& directory, int depth,
                const std::function<Status(std::vector<OriginObject>&&)>& each) {
+    if (depth > kMaxCrawlDepth) {
+      return failedPrecondition("listing of /" + directory.substr(0, 200) +
+                                "...: directories nest " + "deeper than " +
+                                std::to_string(kMaxCrawlDepth) +
+                                " (the listing may loop); list the files in an index "
+                                "(options.index) instead");
+    }
     GRANARY_ASSIGN_OR_RETURN(HttpResponse page, send(encodePath(directory), "GET", ""));
     if (page.status != 200) return statusFor(page, "listing of /" + directory);
     std::vector<OriginObject> batch;
     for (const std::string& link : autoindexLinks(page.body)) {
       if (link.back() == '/') {
-        GRANARY_RETURN_IF_ERROR(crawl(directory + link, each));
+        GRANARY_RETURN_IF_ERROR(crawl(directory + link, depth + 1, each));
         continue;
       }
       const std::string path = directory + link;

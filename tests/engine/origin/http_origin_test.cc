@@ -67,6 +67,18 @@ TEST_F(HttpOriginTest, CrawlsTheDirectoryListing) {
   EXPECT_FALSE(all[2].etag.empty());
 }
 
+// A directory that links to itself lists forever as an autoindex (train/loop/loop/...): the crawl
+// stops at its depth limit with an error that says so, and does not run out of stack.
+TEST_F(HttpOriginTest, ACrawlThatLoopsIsAnErrorNotAnEndlessWalk) {
+  std::filesystem::create_directory_symlink(".", root_ / "train" / "loop");
+  auto o = origin();
+  const Status listed = o->list([](std::vector<OriginObject>&&) { return Status::ok(); });
+  ASSERT_FALSE(listed.isOk()) << "a looping listing was listed";
+  EXPECT_EQ(listed.code(), StatusCode::kFailedPrecondition) << listed;
+  EXPECT_NE(listed.message().find("directories nest deeper than 32"), std::string::npos) << listed;
+  EXPECT_NE(listed.message().find("options.index"), std::string::npos) << listed;
+}
+
 TEST_F(HttpOriginTest, ReadsRangesAndChecksTheVersion) {
   auto o = origin();
   const auto all = listAll(*o);
