@@ -78,8 +78,10 @@ Result<EnsureSpec> ensureSpecOf(const v1::EnsureDatasetRequest& request) {
 
 WarmPlan warmPlanOf(const v1::SetWarmPlanRequest& request) {
   return {.accessOrder = {request.access_order().begin(), request.access_order().end()},
+          .accessOrderFile = request.access_order_file(),
           .paused = request.paused(),
-          .hasReaders = request.readers_size() > 0};
+          .hasReaders = request.readers_size() > 0,
+          .priority = request.priority()};
 }
 
 namespace {

@@ -109,6 +109,11 @@ class CacheNodeService final : public v1::CacheNode::Service {
   grpc::Status SetWarmPlan(grpc::ServerContext* context, const v1::SetWarmPlanRequest* request,
                            v1::SetWarmPlanResponse*) override {
     GRANARY_AUTHORIZE(context);
+    if (const std::string& file = request->access_order_file(); !file.empty()) {
+      if (const Status valid = validateManifestPath(file); !valid.isOk())
+        return toGrpc(invalidArgument("access_order_file: " + valid.message() +
+                                      "; name a file of the dataset, relative to its root"));
+    }
     auto cache = engine_.find(keyOf(request->dataset()));
     if (!cache.isOk()) return toGrpc(cache.status());
     (*cache)->setWarmPlan(warmPlanOf(*request));

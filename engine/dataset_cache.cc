@@ -16,6 +16,8 @@ namespace {
 constexpr int64_t kMinChunkSize = 4096;
 constexpr int kWarmAttempts = 5;  // passes over failing chunks before Degraded
 constexpr size_t kScanBatch = 1000;
+// The largest access-order file read: it is held in memory while its paths are looked up.
+constexpr int64_t kMaxAccessOrderFileBytes = int64_t{64} << 20;
 // The largest file read whole (one that its origin pins by size only): it is held in memory.
 constexpr int64_t kMaxWholeFileBytes = int64_t{64} << 20;
 
@@ -55,15 +57,6 @@ std::string joinPath(const std::string& mount, const std::string& path) {
 }
 
 }  // namespace
-
-struct DatasetCache::FileTask {
-  ManifestEntry entry;
-  int64_t chunks = 0;
-  int64_t next = 0;       // next chunk to hand out
-  int64_t remaining = 0;  // chunks not finished
-  bool failed = false;
-  bool fetched = false;  // some chunk came from a peer or the origin in this pass
-};
 
 std::string DatasetKey::id() const {
   return ns + "/" + name + "/" + std::to_string(generation) + "/" + uid;
@@ -148,7 +141,8 @@ DatasetCache::DatasetCache(NodeContext& node, DatasetKey key, std::vector<Datase
       sources_(std::move(sources)),
       bandwidth_(node.clock, settings.bandwidthLimit),
       settings_(std::move(settings)),
-      fetchRate_(node.clock.monoNow()) {
+      fetchRate_(node.clock.monoNow()),
+      queue_(settings_.chunkSize) {
   if (node_.metrics) metrics_ = node_.metrics->forDataset(key_.label());
   policy_ = makePolicy(settings_);
 }
@@ -193,7 +187,10 @@ Status DatasetCache::update(DatasetSettings settings) {
 
 void DatasetCache::setWarmPlan(WarmPlan plan) {
   std::lock_guard lock(mutex_);
-  const bool repass = plan.accessOrder != plan_.accessOrder || plan.hasReaders != plan_.hasReaders;
+  const bool repass = plan.accessOrder != plan_.accessOrder ||
+                      plan.accessOrderFile != plan_.accessOrderFile ||
+                      plan.hasReaders != plan_.hasReaders;
+  if (turn_ != nullptr && plan.priority != plan_.priority) turn_->setPriority(plan.priority);
   plan_ = std::move(plan);
   if (repass) ++passRequested_, passDone_ = false;
   changed_.notify_all();
@@ -306,6 +303,14 @@ Result<Piece> DatasetCache::readMissing(const ManifestEntry& file, const ChunkSp
                                         const Status& local) {
   if (local.code() != StatusCode::kNotFound && !forgetIfDamaged(file.path, span.index, local))
     return local;
+  {
+    // While warming, the rest of a file a reader waits on goes first.
+    std::lock_guard lock(mutex_);
+    if (phase_ == Phase::kWarming && ownsLocked(file.path)) {
+      queue_.demand({file.path, file.size, file.etag});
+      changed_.notify_all();
+    }
+  }
   GRANARY_ASSIGN_OR_RETURN(Piece whole, fetchChunk(file, span.index, FetchKind::kDemand));
   const auto available = static_cast<int64_t>(whole.data.size()) - span.within;
   if (available <= 0) return Piece{{}, whole.source};
@@ -745,6 +750,7 @@ void DatasetCache::run(std::stop_token stop) {
       phase_ = Phase::kReady;
       message_.clear();
     }
+    message_ = withHintNoteLocked(std::move(message_));
     retry.reset();
     diskRetry.reset();
     donePass = pass;
@@ -799,39 +805,108 @@ std::string DatasetCache::quotaFullMessageLocked() const {
 }
 
 void DatasetCache::warmPass(std::stop_token stop) {
+  WarmPlan plan;
   int concurrency;
   {
     std::lock_guard lock(mutex_);
+    plan = plan_;
     concurrency = settings_.warmConcurrency;
   }
+  std::vector<WarmFile> hinted = hintedFiles(plan);
+  WarmPriorities::Turn turn;
+  if (node_.priorities != nullptr) turn = node_.priorities->enter(plan.priority);
   {
     std::lock_guard lock(mutex_);
     progress_.warmStart = node_.clock.wallNow();
-    hinted_.assign(plan_.accessOrder.begin(), plan_.accessOrder.end());
-    hintedPaths_ = std::set<std::string>(plan_.accessOrder.begin(), plan_.accessOrder.end());
-    scanCursor_.clear();
-    scanBatch_.clear();
-    scanDone_ = false;
-    current_.reset();
+    queue_.startPass(std::move(hinted));
+    turn_ = &turn;
+    if (plan_.priority != plan.priority) turn.setPriority(plan_.priority);
+    message_ = hintNote_;
     changedFiles_.clear();
     failedChunks_ = 0;
     capacityReached_ = diskFull_ = false;
     lastError_.clear();
   }
-  std::vector<std::jthread> workers;
-  for (int i = 0; i < concurrency; ++i) {
-    workers.emplace_back([this, stop] { warmWorker(stop); });
+  {
+    std::vector<std::jthread> workers;
+    for (int i = 0; i < concurrency; ++i)
+      workers.emplace_back([this, stop, &turn] { warmWorker(stop, turn); });
+  }  // joins the workers
+  std::lock_guard lock(mutex_);
+  turn_ = nullptr;
+}
+
+std::vector<std::string> DatasetCache::readAccessOrderFile(const std::string& path,
+                                                           std::string& note) {
+  const std::string named = "the access-order file \"" + path + "\"";
+  auto entry = stat(path);
+  if (!entry.isOk() || entry->directory) {
+    note = named + " is not a file of the dataset; warming in the default order";
+    return {};
   }
-}  // joins the workers
+  if (entry->size > kMaxAccessOrderFileBytes) {
+    note = named + " is larger than " + std::to_string(kMaxAccessOrderFileBytes >> 20) +
+           " MiB; warming in the default order";
+    return {};
+  }
+  auto text = read(path, 0, entry->size);
+  if (!text.isOk()) {
+    note = named + " could not be read (" + text.status().message() +
+           "); warming in the default order";
+    return {};
+  }
+  return parseAccessOrder(*text);
+}
+
+std::vector<WarmFile> DatasetCache::hintedFiles(const WarmPlan& plan) {
+  std::string note;
+  std::vector<std::string> paths = plan.accessOrder;
+  if (!plan.accessOrderFile.empty()) {
+    auto listed = readAccessOrderFile(plan.accessOrderFile, note);
+    paths.insert(paths.end(), std::make_move_iterator(listed.begin()),
+                 std::make_move_iterator(listed.end()));
+  }
+  std::vector<WarmFile> files;
+  std::set<std::string> unknown;
+  int64_t unknownCount = 0;
+  for (const auto& path : paths) {
+    auto entry = node_.manifests.stat(id_, path);
+    if (!entry.isOk() || entry->directory) {
+      if (unknown.size() < 4) unknown.insert(path);
+      ++unknownCount;
+      continue;
+    }
+    std::lock_guard lock(mutex_);
+    if (ownsLocked(path)) files.push_back({entry->path, entry->size, entry->etag});
+  }
+  if (unknownCount > 0) {
+    note += (note.empty() ? "" : "; ") + std::to_string(unknownCount) +
+            " paths of the access order are not files of the dataset and were skipped (" +
+            someOf(unknown) + ")";
+  }
+  std::lock_guard lock(mutex_);
+  hintNote_ = std::move(note);
+  return files;
+}
+
+std::string DatasetCache::withHintNoteLocked(std::string message) const {
+  if (hintNote_.empty()) return message;
+  return message.empty() ? hintNote_ : message + "; " + hintNote_;
+}
 
 bool DatasetCache::bandwidthLimited() const {
   return bandwidth_.rate() > 0 || node_.bandwidth.rate() > 0;
 }
 
-void DatasetCache::warmWorker(std::stop_token stop) {
-  while (auto item = nextWarmItem(stop)) {
+void DatasetCache::warmWorker(std::stop_token stop, const WarmPriorities::Turn& turn) {
+  while (auto chunk = nextWarmChunk(stop)) {
+    const WarmFile& warm = chunk->warmFile();
+    const ManifestEntry file{.path = warm.path, .size = warm.size, .etag = warm.version};
     Status status = Status::ok();
-    if (!node_.chunks.contains(chunkId(item->file->entry.path, item->index))) {
+    bool fetched = false;
+    if (!node_.chunks.contains(chunkId(file.path, chunk->index))) {
+      // Datasets of a higher priority fetch first.
+      if (!turn.wait(stop)) return;
       if (bandwidthLimited()) {
         // Tokens are scarce: demand reads take them first. Unlimited, warming runs on beside
         // the readers, which then find ahead of them what it fetched.
@@ -839,74 +914,50 @@ void DatasetCache::warmWorker(std::stop_token stop) {
         changed_.wait(lock, stop, [&] { return demandInFlight_.load() == 0; });
       }
       if (stop.stop_requested()) return;
-      auto fetched = fetchChunk(item->file->entry, item->index, FetchKind::kWarm);
-      status = fetched.status();
+      auto got = fetchChunk(file, chunk->index, FetchKind::kWarm);
+      status = got.status();
       if (status.isOk()) {
         std::lock_guard lock(mutex_);
-        item->file->fetched = true;
+        fetched = true;
         // The chunk may have come from a fill that could not be kept.
-        if (!node_.chunks.contains(chunkId(item->file->entry.path, item->index)))
+        if (!node_.chunks.contains(chunkId(file.path, chunk->index)))
           status = resourceExhausted(lastError_.empty() ? "not kept" : lastError_);
       }
     }
-    finishWarmItem(*item, status);
+    finishWarmChunk(*chunk, status, fetched);
   }
 }
 
-std::optional<DatasetCache::WarmItem> DatasetCache::nextWarmItem(std::stop_token stop) {
+std::optional<WarmChunk> DatasetCache::nextWarmChunk(std::stop_token stop) {
   std::unique_lock lock(mutex_);
   const uint64_t pass = passRequested_;
   while (!stop.stop_requested() && !stopping_ && pass == passRequested_ && !plan_.paused &&
          !capacityReached_ && !diskFull_) {
-    if (current_ && current_->next < current_->chunks) {
-      return WarmItem{current_, current_->next++};
-    }
-    current_.reset();
-    std::optional<ManifestEntry> file;
-    if (!hinted_.empty()) {
-      const std::string path = std::move(hinted_.front());
-      hinted_.pop_front();
-      if (auto entry = node_.manifests.stat(id_, path); entry.isOk() && !entry->directory)
-        file = std::move(*entry);
-    } else if (!scanBatch_.empty()) {
-      file = std::move(scanBatch_.front());
-      scanBatch_.pop_front();
-      if (hintedPaths_.contains(file->path)) file.reset();
-    } else if (!scanDone_) {
-      auto batch = node_.manifests.files(id_, scanCursor_, kScanBatch);
-      if (!batch.isOk() || batch->empty()) {
-        scanDone_ = true;
-        if (!batch.isOk()) ++failedChunks_, lastError_ = batch.status().message();
-      } else {
-        scanBatch_.assign(std::make_move_iterator(batch->begin()),
-                          std::make_move_iterator(batch->end()));
-      }
+    if (auto chunk = queue_.next()) return chunk;
+    if (!queue_.needsScan()) return std::nullopt;
+    auto batch = node_.manifests.files(id_, queue_.cursor(), kScanBatch);
+    if (!batch.isOk()) {
+      ++failedChunks_, lastError_ = batch.status().message();
+      queue_.addScan({}, /*last=*/true);
       continue;
-    } else {
-      return std::nullopt;
     }
-    if (!file || !ownsLocked(file->path)) continue;
-    auto task = std::make_shared<FileTask>();
-    task->chunks = task->remaining = chunkCount(file->size, settings_.chunkSize);
-    task->entry = std::move(*file);
-    if (task->chunks == 0) continue;
-    current_ = std::move(task);
+    std::vector<WarmFile> owned;
+    for (auto& file : *batch) {
+      if (!file.directory && ownsLocked(file.path))
+        owned.push_back({std::move(file.path), file.size, std::move(file.etag)});
+    }
+    queue_.addScan(std::move(owned), /*last=*/batch->empty());
   }
   return std::nullopt;
 }
 
-void DatasetCache::finishWarmItem(const WarmItem& item, const Status& status) {
+void DatasetCache::finishWarmChunk(const WarmChunk& chunk, const Status& status, bool fetched) {
   std::lock_guard lock(mutex_);
-  FileTask& file = *item.file;
-  --file.remaining;
   // A change at the origin is counted by fetchChunk, a full disk by keep(); the rest is retried.
   const bool failed = !status.isOk() && status.code() != StatusCode::kFailedPrecondition &&
                       status.code() != StatusCode::kResourceExhausted;
-  if (failed && !file.failed) lastError_ = status.message();
-  file.failed = file.failed || !status.isOk();
-  if (failed) ++failedChunks_;
-  if (file.remaining == 0 && !file.failed && file.fetched && metrics_)
-    metrics_->warmFiles.increment();
+  if (failed) ++failedChunks_, lastError_ = status.message();
+  if (queue_.finish(chunk, status.isOk(), fetched) && metrics_) metrics_->warmFiles.increment();
 }
 
 // ---- state ----

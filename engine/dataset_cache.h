@@ -7,11 +7,13 @@
 // owns under rendezvous placement, as the warm mode and plan allow. Chunks already on disk
 // (verified at start-up by the chunk store) are counted, not fetched again.
 //
-// Warming follows the access-order hint first, then the manifest. Demand reads never wait for
-// warming; under a bandwidth limit they also go first (warm fetches wait while a demand fetch is
-// in flight), and without one warming runs on beside them, ahead of the readers. A chunk this node
-// does not own is asked of its first owner with `fill` (the owner fetches it from the origin if it
-// must), so the origin is read once per dataset; other owners and then the origin are the
+// Warming hands out chunks in the order of a WarmQueue (engine/core/warm_queue.h): the rest of a
+// file a reader is waiting on, then the access-order hint, then the manifest. Demand reads never
+// wait for warming; under a bandwidth limit they also go first (warm fetches wait while a demand
+// fetch is in flight), and without one warming runs on beside them, ahead of the readers. Between
+// datasets, the node's WarmPriorities let the highest priority warming fetch first. A chunk this
+// node does not own is asked of its first owner with `fill` (the owner fetches it from the origin
+// if it must), so the origin is read once per dataset; other owners and then the origin are the
 // fallbacks. A file whose origin pins it only by its size (isSizeVersion) is read whole from the
 // origin, never from peers, so that no file is assembled from two of its versions.
 //
@@ -35,12 +37,15 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 #include "engine/cache_metrics.h"
 #include "engine/core/bandwidth_limiter.h"
 #include "engine/core/cached_files.h"
 #include "engine/core/eviction.h"
 #include "engine/core/rate_meter.h"
 #include "engine/core/single_flight.h"
+#include "engine/core/warm_priorities.h"
+#include "engine/core/warm_queue.h"
 #include "engine/origin/origin.h"
 #include "engine/store/chunk_store.h"
 #include "engine/store/manifest_store.h"
@@ -85,12 +90,19 @@ struct DatasetSettings {
   std::chrono::milliseconds readRetryTime{30'000};
 };
 
-// Warm control from the operator: order, pause, and whether a job reads the dataset (which
-// starts warming under WarmMode::kOnJob).
+// Warm control from the operator: order, pause, priority, and whether a job reads the dataset
+// (which starts warming under WarmMode::kOnJob).
 struct WarmPlan {
+  // Paths in the order readers open them: warmed first, in this order.
   std::vector<std::string> accessOrder;
+  // A file of the dataset listing more such paths, one a line (parseAccessOrder), warmed after
+  // accessOrder's; "" none. Read through the cache once listed. Paths not in the manifest and a
+  // missing file are said in the status message, never a failure.
+  std::string accessOrderFile;
   bool paused = false;
   bool hasReaders = false;
+  // Higher warms first when several datasets of the node warm at once (WarmPriorities).
+  int priority = 0;
 };
 
 // Where chunks this node does not hold come from: the other cache nodes (the gRPC adapter).
@@ -113,6 +125,9 @@ struct NodeContext {
   Clock& clock;
   PeerReader* peers = nullptr;      // null: this node asks no peers
   CacheMetrics* metrics = nullptr;  // null: not exported
+  // Which dataset's warm fetches go first; null: datasets warm side by side whatever their
+  // priority.
+  WarmPriorities* priorities = nullptr;
 };
 
 // What a dataset generation on this node is doing. Every phase but kPending, kListing and kFailed
@@ -231,11 +246,6 @@ class DatasetCache {
   Result<int64_t> purge();
 
  private:
-  struct FileTask;
-  struct WarmItem {
-    std::shared_ptr<FileTask> file;
-    int64_t index = 0;
-  };
   enum class FetchKind { kDemand, kWarm };
 
   DatasetCache(NodeContext& node, DatasetKey key, std::vector<DatasetSource> sources,
@@ -248,10 +258,17 @@ class DatasetCache {
   // Why kQuotaFull: which limit, what is cached, and the fix.
   std::string quotaFullMessageLocked() const;
   void warmPass(std::stop_token stop);
-  void warmWorker(std::stop_token stop);
+  // The plan's access-order hint (its paths, then its file's) as owned files of the manifest, in
+  // order; sets hintNote_ to what the status says of it (unknown paths, a missing file).
+  std::vector<WarmFile> hintedFiles(const WarmPlan& plan);
+  // The plan's access-order file's paths; a note for the status when it cannot be read.
+  std::vector<std::string> readAccessOrderFile(const std::string& path, std::string& note);
+  void warmWorker(std::stop_token stop, const WarmPriorities::Turn& turn);
   bool bandwidthLimited() const;  // a dataset or node token bucket is set
-  std::optional<WarmItem> nextWarmItem(std::stop_token stop);
-  void finishWarmItem(const WarmItem& item, const Status& status);
+  std::optional<WarmChunk> nextWarmChunk(std::stop_token stop);
+  void finishWarmChunk(const WarmChunk& chunk, const Status& status, bool fetched);
+  // `message` with hintNote_ after it.
+  std::string withHintNoteLocked(std::string message) const;
   Status waitListed();  // Unavailable when listing failed or the dataset is stopping
   // When a local read of a chunk found it damaged (the store dropped it): counts it and makes
   // the eviction policy forget it, so that it is fetched again. Whether it was damaged.
@@ -330,13 +347,10 @@ class DatasetCache {
   int64_t reportedRetries_ = 0;  // of the origins' retries, what the metric has counted
   RateMeter fetchRate_;          // countFetched(): the warm rate
   // The warm pass in progress.
-  std::deque<std::string> hinted_;     // access-order paths not yet handed out
-  std::set<std::string> hintedPaths_;  // skipped by the manifest scan
-  std::string scanCursor_;
-  std::deque<ManifestEntry> scanBatch_;
-  bool scanDone_ = false;
-  std::shared_ptr<FileTask> current_;   // the file whose chunks are being handed out
-  std::set<std::string> changedFiles_;  // found changed at the origin since this pass began
+  WarmQueue queue_;
+  WarmPriorities::Turn* turn_ = nullptr;  // the pass's place among the node's datasets
+  std::string hintNote_;                  // what the status says of the access-order hint
+  std::set<std::string> changedFiles_;    // found changed at the origin since this pass began
   std::map<std::string, uint64_t> pinnedContent_;  // hashes of files read whole, by path
   int64_t failedChunks_ = 0;
   std::string lastError_;

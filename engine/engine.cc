@@ -39,7 +39,7 @@ Result<std::unique_ptr<CacheEngine>> CacheEngine::open(EngineOptions options, Cl
   }
   engine->context_ = std::make_unique<NodeContext>(
       NodeContext{options.nodeName, *engine->manifests_, *engine->chunks_, engine->bandwidth_,
-                  clock, peers, metrics});
+                  clock, peers, metrics, &engine->priorities_});
   Logger("cache").info("chunk store reconciled",
                        {{"kept", engine->startup_.kept},
                         {"dropped_records", engine->startup_.droppedRecords},

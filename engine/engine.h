@@ -88,6 +88,7 @@ class CacheEngine {
   std::unique_ptr<ManifestStore> manifests_;
   std::unique_ptr<ChunkStore> chunks_;
   BandwidthLimiter bandwidth_;
+  WarmPriorities priorities_;  // which dataset's warm fetches go first
   std::unique_ptr<NodeContext> context_;
   ReconcileReport startup_;
   mutable std::mutex mutex_;                                       // guards datasets_

@@ -602,6 +602,87 @@ TEST_F(DatasetCacheTest, WarmingFollowsTheAccessOrder) {
   EXPECT_EQ(std::vector<std::string>(reads.begin(), reads.begin() + 4), order);
 }
 
+// The access-order file is data of the dataset: read through the cache once listed, its paths
+// warmed first in its order, after the plan's own; paths not in the manifest are named in the
+// status, never a failure.
+TEST_F(DatasetCacheTest, WarmingFollowsTheAccessOrderFile) {
+  for (int i = 0; i < 30; ++i) writeOrigin("f" + std::to_string(i), randomBytes(1000, i));
+  writeOrigin("order.txt", "# epoch 1\nf29\n\n./f3\nnope/a.bin\nf17  \nf8\n");
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.warm = WarmMode::kOnJob;
+  s.warmConcurrency = 1;
+  RecordingOrigin* origin;
+  auto cache = open(node, s, &origin);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kOnDemand);
+  cache->setWarmPlan({.accessOrder = {"f11"}, .accessOrderFile = "order.txt", .hasReaders = true});
+  const DatasetState state = cache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_NE(state.message.find("1 paths of the access order are not files of the dataset"),
+            std::string::npos)
+      << state.message;
+  EXPECT_NE(state.message.find("nope/a.bin"), std::string::npos) << state.message;
+  const auto reads = origin->reads();
+  ASSERT_EQ(reads.size(), 31u) << "each file once, the order file included";
+  EXPECT_EQ(std::vector<std::string>(reads.begin(), reads.begin() + 6),
+            (std::vector<std::string>{"order.txt", "f11", "f29", "f3", "f17", "f8"}));
+  EXPECT_EQ(state.progress.cachedFiles, state.progress.ownedFiles);
+}
+
+TEST_F(DatasetCacheTest, AMissingAccessOrderFileIsReportedAndWarmingGoesOn) {
+  writeTree(3);
+  TestNode node(root_, "n1");
+  auto s = settings();
+  s.warm = WarmMode::kOnJob;
+  auto cache = open(node, s);
+  ASSERT_EQ(cache->waitSettled(10s).phase, Phase::kOnDemand);
+  cache->setWarmPlan({.accessOrderFile = "orders/missing.txt", .hasReaders = true});
+  const DatasetState state = cache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kReady) << state.message;
+  EXPECT_EQ(state.progress.cachedBytes, datasetBytes());
+  EXPECT_NE(state.message.find("\"orders/missing.txt\" is not a file of the dataset"),
+            std::string::npos)
+      << state.message;
+  EXPECT_NE(state.message.find("default order"), std::string::npos) << state.message;
+}
+
+// Two datasets warm on one node: every warm fetch of the higher priority one goes before any of
+// the lower one's, whichever asked first.
+TEST_F(DatasetCacheTest, AHigherPriorityDatasetWarmsFirst) {
+  for (int i = 0; i < 12; ++i) writeOrigin("f" + std::to_string(i), randomBytes(40'000, i));
+  TestNode node(root_, "n1");
+  WarmPriorities priorities;
+  node.context->priorities = &priorities;
+  auto s = settings();
+  s.warm = WarmMode::kOnJob;
+  RecordingOrigin* lowOrigin;
+  auto low = open(node, s, &lowOrigin);
+  key_ = {"ml", "coco", 1, "u-2"};
+  RecordingOrigin* highOrigin;
+  auto high = open(node, s, &highOrigin);
+  ASSERT_EQ(low->waitSettled(10s).phase, Phase::kOnDemand);
+  ASSERT_EQ(high->waitSettled(10s).phase, Phase::kOnDemand);
+  // Held by the test while both passes start, so that neither fetches before both take part.
+  auto gate = std::make_unique<WarmPriorities::Turn>(priorities.enter(100));
+  low->setWarmPlan({.hasReaders = true, .priority = 1});
+  high->setWarmPlan({.hasReaders = true, .priority = 7});
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (priorities.holders() < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  ASSERT_EQ(priorities.holders(), 3u);
+  gate.reset();
+  ASSERT_EQ(high->waitSettled(20s).phase, Phase::kReady);
+  ASSERT_EQ(low->waitSettled(20s).phase, Phase::kReady);
+  const auto highFetches = highOrigin->fetches();
+  const auto lowFetches = lowOrigin->fetches();
+  ASSERT_FALSE(highFetches.empty());
+  ASSERT_FALSE(lowFetches.empty());
+  Clock::MonoTime lastHigh{}, firstLow = lowFetches.front().start;
+  for (const auto& f : highFetches) lastHigh = std::max(lastHigh, f.end);
+  for (const auto& f : lowFetches) firstLow = std::min(firstLow, f.start);
+  EXPECT_LE(lastHigh, firstLow) << "a priority 1 fetch started before priority 7 was done";
+}
+
 TEST_F(DatasetCacheTest, TransientOriginFailuresAreRetried) {
   writeTree(10);
   TestNode node(root_, "n1");

@@ -1,0 +1,75 @@
+#include "engine/core/warm_priorities.h"
+
+#include <utility>
+
+namespace granary::cache {
+
+WarmPriorities::Turn::Turn(Turn&& other) noexcept
+    : owner_(std::exchange(other.owner_, nullptr)), id_(other.id_) {}
+
+WarmPriorities::Turn& WarmPriorities::Turn::operator=(Turn&& other) noexcept {
+  if (this != &other) {
+    if (owner_ != nullptr) owner_->leave(id_);
+    owner_ = std::exchange(other.owner_, nullptr);
+    id_ = other.id_;
+  }
+  return *this;
+}
+
+WarmPriorities::Turn::~Turn() {
+  if (owner_ != nullptr) owner_->leave(id_);
+}
+
+void WarmPriorities::Turn::setPriority(int priority) {
+  if (owner_ != nullptr) owner_->set(id_, priority);
+}
+
+bool WarmPriorities::Turn::wait(std::stop_token stop) const {
+  if (owner_ == nullptr) return !stop.stop_requested();
+  std::unique_lock lock(owner_->mutex_);
+  return owner_->changed_.wait(lock, stop, [&] { return owner_->mayGoLocked(id_); });
+}
+
+bool WarmPriorities::Turn::mayGo() const {
+  if (owner_ == nullptr) return true;
+  std::lock_guard lock(owner_->mutex_);
+  return owner_->mayGoLocked(id_);
+}
+
+WarmPriorities::Turn WarmPriorities::enter(int priority) {
+  std::lock_guard lock(mutex_);
+  const uint64_t id = nextId_++;
+  holders_[id] = priority;
+  return Turn(this, id);
+}
+
+size_t WarmPriorities::holders() const {
+  std::lock_guard lock(mutex_);
+  return holders_.size();
+}
+
+void WarmPriorities::leave(uint64_t id) {
+  {
+    std::lock_guard lock(mutex_);
+    holders_.erase(id);
+  }
+  changed_.notify_all();
+}
+
+void WarmPriorities::set(uint64_t id, int priority) {
+  {
+    std::lock_guard lock(mutex_);
+    holders_[id] = priority;
+  }
+  changed_.notify_all();
+}
+
+bool WarmPriorities::mayGoLocked(uint64_t id) const {
+  const auto self = holders_.find(id);
+  if (self == holders_.end()) return true;
+  for (const auto& [other, priority] : holders_)
+    if (priority > self->second) return false;
+  return true;
+}
+
+}  // namespace granary::cache

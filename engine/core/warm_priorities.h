@@ -1,0 +1,61 @@
+// Which dataset warms first on a node. Every dataset whose warm pass runs holds a Turn with its
+// priority (SetWarmPlan's `priority`, higher first); before each warm fetch its workers wait until
+// no dataset of a higher priority holds one, so that the warm worker slots and the origin
+// bandwidth the node's limiter hands out go to the highest priority warming. Datasets of equal
+// priority warm side by side. Demand reads never wait here.
+//
+// Thread-safety: every method may be called from any thread. A Turn must not outlive its
+// WarmPriorities.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <stop_token>
+
+namespace granary::cache {
+
+class WarmPriorities {
+ public:
+  // A dataset's place while its warm pass runs: held from the pass's start to its end.
+  class Turn {
+   public:
+    Turn() = default;
+    Turn(Turn&& other) noexcept;
+    Turn& operator=(Turn&& other) noexcept;
+    ~Turn();
+    // A new priority for the pass in progress (the plan changed).
+    void setPriority(int priority);
+    // Waits until no other holder has a higher priority. False when `stop` ended the wait.
+    bool wait(std::stop_token stop) const;
+    // Whether a fetch of this holder may go now.
+    bool mayGo() const;
+
+   private:
+    friend class WarmPriorities;
+    Turn(WarmPriorities* owner, uint64_t id) : owner_(owner), id_(id) {}
+    WarmPriorities* owner_ = nullptr;
+    uint64_t id_ = 0;
+  };
+
+  WarmPriorities() = default;
+  WarmPriorities(const WarmPriorities&) = delete;
+  WarmPriorities& operator=(const WarmPriorities&) = delete;
+
+  Turn enter(int priority);
+  // How many turns are held: the passes taking part now.
+  size_t holders() const;
+
+ private:
+  void leave(uint64_t id);
+  void set(uint64_t id, int priority);
+  bool mayGoLocked(uint64_t id) const;
+
+  mutable std::mutex mutex_;                     // guards holders_ and nextId_
+  mutable std::condition_variable_any changed_;  // a holder left or changed priority
+  std::map<uint64_t, int> holders_;              // priority by turn id
+  uint64_t nextId_ = 1;
+};
+
+}  // namespace granary::cache
