@@ -49,7 +49,7 @@ Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetK
   if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
   context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
-  context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+  context.set_deadline(grpcDeadlineAfter(options_.timeout));
   v1::ReadChunkRequest request;
   *request.mutable_chunk()->mutable_dataset() = refOf(dataset);
   request.mutable_chunk()->set_path(path);

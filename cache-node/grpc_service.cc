@@ -8,6 +8,7 @@
 
 #include "cache-node/api_convert.h"
 #include "common/files.h"
+#include "common/grpc_status.h"
 #include "granary/v1/cache_node.grpc.pb.h"
 #include "granary/v1/peer.grpc.pb.h"
 
@@ -319,7 +320,7 @@ Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& eng
 }
 
 CacheNodeServer::~CacheNodeServer() {
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (server_) server_->Shutdown(grpcDeadlineAfter(std::chrono::seconds(1)));
 }
 
 }  // namespace granary::cache

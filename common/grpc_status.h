@@ -1,8 +1,11 @@
 // Between granary's Status and gRPC's status, for every gRPC server and client of granary: the
-// canonical codes map one to one where both have them. Pure.
+// canonical codes map one to one where both have them. Pure. And gRPC deadlines.
 #pragma once
 
+#include <grpc/support/time.h>
 #include <grpcpp/support/status.h>
+
+#include <chrono>
 
 #include "common/result.h"
 
@@ -10,5 +13,13 @@ namespace granary {
 
 grpc::Status toGrpc(const Status& status);
 Status fromGrpc(const grpc::Status& status);
+
+// A deadline `span` from now on gRPC's own monotonic clock, for ClientContext::set_deadline and
+// Server::Shutdown. gRPC's timers run on real time whatever Clock a component is given, so its
+// deadlines are spans from gRPC's now, never readings of that Clock.
+inline gpr_timespec grpcDeadlineAfter(std::chrono::milliseconds span) {
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                      gpr_time_from_millis(span.count(), GPR_TIMESPAN));
+}
 
 }  // namespace granary

@@ -88,7 +88,7 @@ template <typename Request, typename Response>
 Result<Response> CacheNodeClient::call(const std::string& address, const char* method,
                                        Rpc<Request, Response> rpc, const Request& request) {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+  context.set_deadline(grpcDeadlineAfter(options_.timeout));
   context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
   Response response;
   const grpc::Status status = (stubFor(address).*rpc)(&context, request, &response);

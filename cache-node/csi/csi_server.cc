@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "cache-node/grpc_peers.h"
+#include "common/grpc_status.h"
 #include "common/names.h"
 #include "csi/v1/csi.grpc.pb.h"
 
@@ -114,7 +114,7 @@ Result<std::unique_ptr<CsiServer>> CsiServer::start(const std::string& socketPat
 }
 
 CsiServer::~CsiServer() {
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (server_) server_->Shutdown(grpcDeadlineAfter(std::chrono::seconds(1)));
 }
 
 }  // namespace granary::cache

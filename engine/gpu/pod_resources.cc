@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "common/grpc_status.h"
+
 namespace granary::cache {
 
 std::map<std::string, GpuOwner> gpuOwnersOf(const v1::ListPodResourcesResponse& response) {
@@ -27,7 +29,7 @@ PodResources::~PodResources() = default;
 
 Result<std::map<std::string, GpuOwner>> PodResources::gpuOwners() {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  context.set_deadline(grpcDeadlineAfter(std::chrono::seconds(1)));
   v1::ListPodResourcesResponse response;
   const grpc::Status status = stub_->List(&context, v1::ListPodResourcesRequest(), &response);
   if (!status.ok())
