@@ -1,7 +1,5 @@
 #include "engine/dataset_cache.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,8 +16,6 @@ constexpr int kWarmAttempts = 5;  // passes over failing chunks before Degraded
 constexpr size_t kScanBatch = 1000;
 // The largest access-order file read: it is held in memory while its paths are looked up.
 constexpr int64_t kMaxAccessOrderFileBytes = int64_t{64} << 20;
-// The largest file read whole (one that its origin pins by size only): it is held in memory.
-constexpr int64_t kMaxWholeFileBytes = int64_t{64} << 20;
 
 // Up to three of `paths`, comma-separated, with ", ..." when there are more.
 std::string someOf(const std::set<std::string>& paths) {
@@ -57,10 +53,6 @@ std::string joinPath(const std::string& mount, const std::string& path) {
 }
 
 }  // namespace
-
-std::string DatasetKey::id() const {
-  return ns + "/" + name + "/" + std::to_string(generation) + "/" + uid;
-}
 
 std::string_view phaseName(Phase phase) {
   switch (phase) {
@@ -105,6 +97,7 @@ Result<std::unique_ptr<DatasetCache>> DatasetCache::create(NodeContext& node, Da
     return invalidArgument("cache.chunk_size_bytes: must be at least 4096");
   if (settings.capacityBytes <= 0) return invalidArgument("cache.capacity_bytes: must be positive");
   if (settings.warmConcurrency < 1) settings.warmConcurrency = 1;
+  const int64_t chunkSize = settings.chunkSize, capacity = settings.capacityBytes;
   std::unique_ptr<DatasetCache> cache(
       new DatasetCache(node, std::move(key), std::move(sources), std::move(settings)));
   // What is already on disk (verified by the chunk store at start-up) counts against the quota.
@@ -112,21 +105,25 @@ Result<std::unique_ptr<DatasetCache>> DatasetCache::create(NodeContext& node, Da
   std::string file;
   int64_t fileChunks = 0;
   GRANARY_RETURN_IF_ERROR(node.chunks.forEachChunk(cache->id_, [&](ChunkId&& id, int64_t size) {
-    std::vector<std::string> evict;
-    if (!cache->policy_->admit(policyId(id.path, id.index), size, evict)) {
-      (void)node.chunks.remove(id);  // the quota shrank: it no longer fits
-      return;
-    }
     if (id.path != file) {
       file = id.path;
       auto entry = node.manifests.stat(cache->id_, file);
-      fileChunks = entry.isOk() ? chunkCount(entry->size, cache->settings_.chunkSize) : 0;
+      fileChunks = entry.isOk() ? chunkCount(entry->size, chunkSize) : 0;
     }
-    if (fileChunks > 0) cache->cachedFiles_.added(id.path, fileChunks);
+    std::vector<std::string> evict;
+    {
+      MutexLock lock(cache->mutex_);
+      if (!cache->policy_->admit(policyId(id.path, id.index), size, evict)) {
+        (void)node.chunks.remove(id);  // the quota shrank: it no longer fits
+        return;
+      }
+      if (fileChunks > 0) cache->cachedFiles_.added(id.path, fileChunks);
+    }
     cache->dropEvicted(evict);
   }));
   if (cache->metrics_) {
-    cache->metrics_->capacityBytes.set(static_cast<double>(cache->settings_.capacityBytes));
+    MutexLock lock(cache->mutex_);
+    cache->metrics_->capacityBytes.set(static_cast<double>(capacity));
     cache->metrics_->usedBytes.set(static_cast<double>(cache->policy_->usedBytes()));
   }
   cache->thread_ = std::jthread([raw = cache.get()](std::stop_token stop) { raw->run(stop); });
@@ -138,20 +135,21 @@ DatasetCache::DatasetCache(NodeContext& node, DatasetKey key, std::vector<Datase
     : node_(node),
       key_(std::move(key)),
       id_(key_.id()),
-      sources_(std::move(sources)),
-      bandwidth_(node.clock, settings.bandwidthLimit),
+      chunkSize_(settings.chunkSize),
+      metrics_(node.metrics ? std::optional(node.metrics->forDataset(key_.label())) : std::nullopt),
+      fetcher_(node, key_, std::move(sources),
+               {settings.chunkSize, settings.bandwidthLimit, settings.readRetryTime}, *this,
+               metrics_ ? &*metrics_ : nullptr),
       settings_(std::move(settings)),
+      policy_(makePolicy(settings_)),
       fetchRate_(node.clock.monoNow()),
-      queue_(settings_.chunkSize) {
-  if (node_.metrics) metrics_ = node_.metrics->forDataset(key_.label());
-  policy_ = makePolicy(settings_);
-}
+      queue_(settings_.chunkSize) {}
 
 DatasetCache::~DatasetCache() { stopWarming(); }
 
 void DatasetCache::stopWarming() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   changed_.notify_all();
@@ -160,7 +158,7 @@ void DatasetCache::stopWarming() {
 }
 
 Status DatasetCache::update(DatasetSettings settings) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (settings.chunkSize != settings_.chunkSize || settings.eviction != settings_.eviction ||
       settings.capacityBytes != settings_.capacityBytes) {
     return failedPrecondition(
@@ -177,7 +175,8 @@ Status DatasetCache::update(DatasetSettings settings) {
   const bool repass = settings.nodeSet != current || settings.replicas != settings_.replicas ||
                       settings.warm != settings_.warm;
   if (settings.bandwidthLimit != settings_.bandwidthLimit)
-    bandwidth_.setRate(settings.bandwidthLimit);
+    fetcher_.setBandwidthLimit(settings.bandwidthLimit);
+  fetcher_.setReadRetryTime(settings.readRetryTime);
   settings_ = std::move(settings);
   if (settings_.warmConcurrency < 1) settings_.warmConcurrency = 1;
   if (repass) ++passRequested_, passDone_ = false;
@@ -186,7 +185,7 @@ Status DatasetCache::update(DatasetSettings settings) {
 }
 
 void DatasetCache::setWarmPlan(WarmPlan plan) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const bool repass = plan.accessOrder != plan_.accessOrder ||
                       plan.accessOrderFile != plan_.accessOrderFile ||
                       plan.hasReaders != plan_.hasReaders;
@@ -197,8 +196,10 @@ void DatasetCache::setWarmPlan(WarmPlan plan) {
 }
 
 Status DatasetCache::waitListed() {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return listed_ || stopping_ || phase_ == Phase::kFailed; });
+  MutexLock lock(mutex_);
+  changed_.wait(lock, [this]() GRANARY_REQUIRES(mutex_) {
+    return listed_ || stopping_ || phase_ == Phase::kFailed;
+  });
   if (listed_) return Status::ok();
   return unavailable("dataset " + key_.label() + " is not listed" +
                      (message_.empty() ? std::string() : ": " + message_));
@@ -227,7 +228,7 @@ ChunkId DatasetCache::chunkId(const std::string& path, int64_t index) const {
 }
 
 int64_t DatasetCache::chunkLength(const ManifestEntry& file, int64_t index) const {
-  return std::min(settings_.chunkSize, file.size - index * settings_.chunkSize);
+  return std::min(chunkSize_, file.size - index * chunkSize_);
 }
 
 bool DatasetCache::hasChunk(const std::string& path, int64_t index) const {
@@ -244,8 +245,8 @@ Result<DatasetCache::ChunkSpan> DatasetCache::spanOf(const ManifestEntry& file, 
   if (offset < 0 || maxLength < 0) return invalidArgument("offset and length must be >= 0");
   if (file.directory) return failedPrecondition("\"" + file.path + "\" is a directory");
   if (offset >= file.size || maxLength == 0) return ChunkSpan{};
-  const int64_t index = offset / settings_.chunkSize;
-  const int64_t within = offset - index * settings_.chunkSize;
+  const int64_t index = offset / chunkSize_;
+  const int64_t within = offset - index * chunkSize_;
   return ChunkSpan{index, within, std::min(maxLength, chunkLength(file, index) - within)};
 }
 
@@ -293,7 +294,7 @@ Result<std::string> DatasetCache::read(const std::string& path, int64_t offset, 
 
 void DatasetCache::countHit(const ManifestEntry& file, int64_t index, int64_t bytes) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     policy_->touch(policyId(file.path, index));
   }
   countRead(Source::kLocal, bytes, true);
@@ -305,7 +306,7 @@ Result<Piece> DatasetCache::readMissing(const ManifestEntry& file, const ChunkSp
     return local;
   {
     // While warming, the rest of a file a reader waits on goes first.
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (phase_ == Phase::kWarming && ownsLocked(file.path)) {
       queue_.demand({file.path, file.size, file.etag});
       changed_.notify_all();
@@ -325,14 +326,14 @@ Result<std::string> DatasetCache::readChunkForPeer(const std::string& path, int6
   if (etag != file.etag) {
     return failedPrecondition("\"" + path + "\": the caller's version differs from this node's");
   }
-  if (index < 0 || index >= chunkCount(file.size, settings_.chunkSize))
+  if (index < 0 || index >= chunkCount(file.size, chunkSize_))
     return invalidArgument("chunk index out of range");
   auto local = node_.chunks.read(chunkId(path, index));
   if (local.isOk()) return std::move(*local);
   forgetIfDamaged(path, index, local.status());
   bool owner;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     owner = ownsLocked(path);
   }
   if (!fill || !owner) return notFound("chunk is not cached on " + node_.nodeName);
@@ -343,7 +344,7 @@ Result<std::string> DatasetCache::readChunkForPeer(const std::string& path, int6
 bool DatasetCache::forgetIfDamaged(const std::string& path, int64_t index, const Status& local) {
   if (local.code() != StatusCode::kCorruption) return false;
   if (metrics_) metrics_->damagedChunks.increment();
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   policy_->forget(policyId(path, index));
   cachedFiles_.removed(path);
   return true;
@@ -354,188 +355,27 @@ bool DatasetCache::ownsLocked(const std::string& path) const {
 }
 
 Result<Piece> DatasetCache::fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind) {
-  struct DemandMark {
-    DatasetCache& self;
-    bool active;
-    ~DemandMark() {
-      if (!active) return;
-      --self.demandInFlight_;
-      std::lock_guard lock(self.mutex_);
-      self.changed_.notify_all();
-    }
-  } mark{*this, kind == FetchKind::kDemand};
-  if (mark.active) ++demandInFlight_;
-  auto piece = flights_.run(chunkId(file.path, index).key(),
-                            [&] { return fetchUncached(file, index, kind); });
-  if (piece.status().code() == StatusCode::kFailedPrecondition) {
-    std::lock_guard lock(mutex_);
-    changedFiles_.insert(file.path);
-  }
-  return piece;
+  return fetcher_.fetch(file, index, kind, thread_.get_stop_token());
 }
 
-Result<Piece> DatasetCache::fetchUncached(const ManifestEntry& file, int64_t index,
-                                          FetchKind kind) {
-  // A fetch of this chunk may have finished between the caller's miss and this flight.
-  auto local = node_.chunks.read(chunkId(file.path, index));
-  if (local.isOk()) return Piece{std::move(*local), Source::kLocal};
-  forgetIfDamaged(file.path, index, local.status());
-  if (isSizeVersion(file.etag)) return fetchFromWholeFile(file, index, kind);
-  std::vector<std::string> owners;
-  {
-    std::lock_guard lock(mutex_);
-    owners = ownersOf(file.path, settings_.nodeSet, settings_.replicas);
-  }
-  const int64_t length = chunkLength(file, index);
-  const bool selfOwns = std::find(owners.begin(), owners.end(), node_.nodeName) != owners.end();
-  Piece piece;
-  bool fetched = false;
-  if (node_.peers != nullptr && owners.front() != node_.nodeName) {
-    for (const auto& owner : owners) {
-      if (owner == node_.nodeName) continue;
-      auto data = node_.peers->readChunk(owner, key_, file.path, index, file.etag,
-                                         /*fill=*/owner == owners.front());
-      if (data.isOk() && static_cast<int64_t>(data->size()) == length) {
-        piece = Piece{std::move(*data), Source::kPeer};
-        fetched = true;
-        break;
-      }
-      if (data.status().code() == StatusCode::kFailedPrecondition) return data.status();
-    }
-  }
-  if (!fetched) {
-    const int64_t offset = index * settings_.chunkSize;
-    auto data = kind == FetchKind::kDemand ? readOriginForReader(file, offset, length)
-                                           : readOrigin(file, offset, length);
-    if (!data.isOk()) return data.status();
-    piece = Piece{std::move(*data), Source::kOrigin};
-  }
-  if (selfOwns) {
-    countFetched(length);
-    const Status kept =
-        keep(chunkId(file.path, index), piece.data, chunkCount(file.size, settings_.chunkSize));
-    if (kept.isOk()) countWarmed(kind, length);
-  }
-  return piece;
-}
-
-Result<Piece> DatasetCache::fetchFromWholeFile(const ManifestEntry& file, int64_t index,
-                                               FetchKind kind) {
-  GRANARY_ASSIGN_OR_RETURN(const auto whole,
-                           wholeFiles_.run(file.path, [&] { return fetchWholeFile(file, kind); }));
-  const auto offset = static_cast<size_t>(index * settings_.chunkSize);
-  return Piece{whole->substr(offset, static_cast<size_t>(chunkLength(file, index))),
-               Source::kOrigin};
-}
-
-Result<std::shared_ptr<const std::string>> DatasetCache::fetchWholeFile(const ManifestEntry& file,
-                                                                        FetchKind kind) {
-  if (file.size > kMaxWholeFileBytes) {
-    return invalidArgument(
-        "\"" + file.path + "\" is " + std::to_string(file.size) +
-        " bytes and its origin sends neither ETag nor Last-Modified: such a file is read whole, "
-        "in one request, so that it is never assembled from two versions, and only up to " +
-        std::to_string(kMaxWholeFileBytes >> 20) +
-        " MiB; have the origin send an ETag or Last-Modified header");
-  }
-  GRANARY_ASSIGN_OR_RETURN(std::string data, kind == FetchKind::kDemand
-                                                 ? readOriginForReader(file, 0, file.size)
-                                                 : readOrigin(file, 0, file.size));
-  auto whole = std::make_shared<const std::string>(std::move(data));
-  GRANARY_RETURN_IF_ERROR(pinContent(file, *whole));
-  bool selfOwns;
-  {
-    std::lock_guard lock(mutex_);
-    selfOwns = ownsLocked(file.path);
-  }
-  if (selfOwns) {
-    countFetched(file.size);
-    keepWhole(file, *whole, kind);
-  }
-  return whole;
-}
-
-Status DatasetCache::pinContent(const ManifestEntry& file, const std::string& whole) {
-  const auto changed = [&] {
-    return failedPrecondition(file.path +
-                              " changed at the origin since this node first read it (its "
-                              "origin pins it by size only, and the content differs)");
-  };
-  const int64_t chunks = chunkCount(file.size, settings_.chunkSize);
-  for (int64_t i = 0; i < chunks; ++i) {
-    const auto cached = node_.chunks.read(chunkId(file.path, i));
-    if (!cached.isOk()) forgetIfDamaged(file.path, i, cached.status());
-    if (cached.isOk() &&
-        *cached != std::string_view(whole).substr(static_cast<size_t>(i * settings_.chunkSize),
-                                                  static_cast<size_t>(chunkLength(file, i))))
-      return changed();
-  }
-  const uint64_t hash = XXH3_64bits(whole.data(), whole.size());
-  std::lock_guard lock(mutex_);
-  const auto [pinned, _] = pinnedContent_.try_emplace(file.path, hash);
-  return pinned->second == hash ? Status::ok() : changed();
-}
-
-void DatasetCache::keepWhole(const ManifestEntry& file, const std::string& whole, FetchKind kind) {
-  const int64_t chunks = chunkCount(file.size, settings_.chunkSize);
-  for (int64_t i = 0; i < chunks; ++i) {
-    const ChunkId id = chunkId(file.path, i);
-    if (node_.chunks.contains(id)) continue;
-    const int64_t length = chunkLength(file, i);
-    const auto offset = static_cast<size_t>(i * settings_.chunkSize);
-    if (keep(id, whole.substr(offset, static_cast<size_t>(length)), chunks).isOk())
-      countWarmed(kind, length);
-  }
-}
-
-void DatasetCache::countWarmed(FetchKind kind, int64_t bytes) {
-  if (kind == FetchKind::kWarm && metrics_)
-    metrics_->warmBytes.increment(static_cast<double>(bytes));
+std::vector<std::string> DatasetCache::ownersOf(const std::string& path) {
+  MutexLock lock(mutex_);
+  return cache::ownersOf(path, settings_.nodeSet, settings_.replicas);
 }
 
 void DatasetCache::countFetched(int64_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   fetchRate_.add(node_.clock.monoNow(), bytes);
 }
 
-Result<std::string> DatasetCache::readOrigin(const ManifestEntry& file, int64_t offset,
-                                             int64_t length) {
-  const DatasetSource* source = nullptr;
-  for (const auto& s : sources_) {
-    const bool under = s.mount.empty() || file.path.starts_with(s.mount + "/");
-    if (under && (source == nullptr || s.mount.size() > source->mount.size())) source = &s;
-  }
-  if (source == nullptr) return notFound("no source holds \"" + file.path + "\"");
-  const std::string originPath =
-      source->mount.empty() ? file.path : file.path.substr(source->mount.size() + 1);
-  bandwidth_.acquire(length);
-  node_.bandwidth.acquire(length);
-  auto data = source->origin->read(originPath, offset, length, file.etag);
-  if (data.isOk() && static_cast<int64_t>(data->size()) != length) {
-    data = unavailable("the origin returned " + std::to_string(data->size()) + " of " +
-                       std::to_string(length) + " bytes of \"" + file.path + "\"");
-  }
-  if (!data.isOk() && metrics_) metrics_->originErrors.increment();
-  return data;
+void DatasetCache::changedAtOrigin(const std::string& path) {
+  MutexLock lock(mutex_);
+  changedFiles_.insert(path);
 }
 
-Result<std::string> DatasetCache::readOriginForReader(const ManifestEntry& file, int64_t offset,
-                                                      int64_t length) {
-  std::chrono::milliseconds retryTime;
-  {
-    std::lock_guard lock(mutex_);
-    retryTime = settings_.readRetryTime;
-  }
-  const auto deadline = node_.clock.monoNow() + retryTime;
-  Backoff backoff({.initial = std::chrono::milliseconds(50), .max = std::chrono::seconds(2)});
-  while (true) {
-    auto data = readOrigin(file, offset, length);
-    if (data.isOk() || data.status().code() != StatusCode::kUnavailable) return data;
-    const auto wake = node_.clock.monoNow() + backoff.next();
-    if (wake > deadline || !node_.clock.sleepUntil(wake, thread_.get_stop_token())) return data;
-    std::lock_guard lock(mutex_);
-    ++reads_.originRetries;
-  }
+void DatasetCache::countReaderRetry() {
+  MutexLock lock(mutex_);
+  ++reads_.originRetries;
 }
 
 Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fileChunks) {
@@ -544,7 +384,7 @@ Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fi
   const bool replacing = node_.chunks.contains(id);
   std::vector<std::string> evict;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (!policy_->admit(pid, size, evict)) {
       capacityReached_ = true;
       return resourceExhausted("the dataset's cache quota is full");
@@ -557,14 +397,14 @@ Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fi
   // used) until this one fits, or gives up nothing (Pin).
   while (put.code() == StatusCode::kResourceExhausted) {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       evict = policy_->shrink(size, pid);
     }
     if (evict.empty()) break;
     dropEvicted(evict);
     put = node_.chunks.put(id, data);
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   writing_.erase(pid);
   if (!put.isOk()) {
     policy_->forget(pid);
@@ -580,7 +420,7 @@ Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fi
 }
 
 void DatasetCache::dropEvicted(const std::vector<std::string>& evicted) {
-  std::lock_guard lock(mutex_);  // no fetch of the same chunk may admit it meanwhile
+  MutexLock lock(mutex_);  // no fetch of the same chunk may admit it meanwhile
   for (const auto& doomed : evicted) {
     if (writing_.contains(doomed)) continue;  // its writer removes it when done
     const auto [path, index] = parsePolicyId(doomed);
@@ -596,7 +436,7 @@ void DatasetCache::refreshCachedLocked() {
 
 void DatasetCache::countRead(Source source, int64_t bytes, bool hit) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     (source == Source::kLocal  ? reads_.localBytes
      : source == Source::kPeer ? reads_.peerBytes
                                : reads_.originBytes) += bytes;
@@ -613,7 +453,7 @@ void DatasetCache::countRead(Source source, int64_t bytes, bool hit) {
 // ---- listing and warming ----
 
 void DatasetCache::setPhase(Phase phase, std::string message) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   phase_ = phase;
   message_ = std::move(message);
   changed_.notify_all();
@@ -621,14 +461,14 @@ void DatasetCache::setPhase(Phase phase, std::string message) {
 
 Status DatasetCache::listOrigins(std::stop_token stop) {
   if (auto totals = node_.manifests.totals(id_); totals.isOk()) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     progress_.totalFiles = totals->files;
     progress_.totalBytes = totals->bytes;
     return Status::ok();
   }
   GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));  // a listing cut short: start over
   ManifestTotals totals;
-  for (const auto& source : sources_) {
+  for (const auto& source : fetcher_.sources()) {
     const Status listed = source.origin->list([&](std::vector<OriginObject>&& batch) {
       if (stop.stop_requested()) return cancelled("stopping");
       std::vector<ManifestEntry> entries;
@@ -643,7 +483,7 @@ Status DatasetCache::listOrigins(std::stop_token stop) {
         totals.bytes += object.size;
       }
       GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, entries));
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       progress_.totalFiles = totals.files;
       progress_.totalBytes = totals.bytes;
       return Status::ok();
@@ -663,25 +503,30 @@ void DatasetCache::run(std::stop_token stop) {
     return;
   }
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     listed_ = true;
     changed_.notify_all();
   }
   uint64_t donePass = 0, countedPass = 0;
-  Backoff retry({.initial = settings_.warmRetryDelay, .max = std::chrono::seconds(60)});
-  Backoff diskRetry({.initial = settings_.warmRetryDelay, .max = std::chrono::seconds(60)});
+  std::chrono::milliseconds retryDelay;
+  {
+    MutexLock lock(mutex_);
+    retryDelay = settings_.warmRetryDelay;
+  }
+  Backoff retry({.initial = retryDelay, .max = std::chrono::seconds(60)});
+  Backoff diskRetry({.initial = retryDelay, .max = std::chrono::seconds(60)});
   while (!stop.stop_requested()) {
     uint64_t pass;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       pass = passRequested_;
     }
     // The owned share is counted whether or not warming is allowed: progress is true on demand.
     if (pass != countedPass) countOwnedShare(stop), countedPass = pass;
     {
-      std::unique_lock lock(mutex_);
+      MutexLock lock(mutex_);
       if (passRequested_ != pass) continue;  // changed while counting: count again
-      const auto warmAllowed = [&] {
+      const auto warmAllowed = [this]() GRANARY_REQUIRES(mutex_) {
         return !plan_.paused && (settings_.warm == WarmMode::kOnCreate ||
                                  (settings_.warm == WarmMode::kOnJob && plan_.hasReaders));
       };
@@ -695,7 +540,7 @@ void DatasetCache::run(std::stop_token stop) {
         passDone_ = true;
         changed_.notify_all();
       }
-      changed_.wait(lock, stop, [&] {
+      changed_.wait(lock, stop, [&]() GRANARY_REQUIRES(mutex_) {
         return passRequested_ != pass || (passRequested_ != donePass && warmAllowed());
       });
       if (stop.stop_requested()) return;
@@ -706,7 +551,7 @@ void DatasetCache::run(std::stop_token stop) {
     }
     warmPass(stop);
     if (stop.stop_requested()) return;
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     if (passRequested_ != pass) continue;  // interrupted by a change: start over
     refreshCachedLocked();
     if (metrics_) metrics_->diskFull.set(diskFull_ ? 1 : 0);
@@ -766,7 +611,7 @@ void DatasetCache::countOwnedShare(std::stop_token stop) {
   std::vector<std::string> nodes;
   int replicas;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     nodes = settings_.nodeSet;
     replicas = settings_.replicas;
   }
@@ -781,7 +626,7 @@ void DatasetCache::countOwnedShare(std::stop_token stop) {
       if (file.size == 0) ++ownedEmpty;
     }
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   progress_.ownedFiles = ownedFiles;
   progress_.ownedBytes = ownedBytes;
   ownedEmptyFiles_ = ownedEmpty;
@@ -808,7 +653,7 @@ void DatasetCache::warmPass(std::stop_token stop) {
   WarmPlan plan;
   int concurrency;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     plan = plan_;
     concurrency = settings_.warmConcurrency;
   }
@@ -816,7 +661,7 @@ void DatasetCache::warmPass(std::stop_token stop) {
   WarmPriorities::Turn turn;
   if (node_.priorities != nullptr) turn = node_.priorities->enter(plan.priority);
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     progress_.warmStart = node_.clock.wallNow();
     queue_.startPass(std::move(hinted));
     turn_ = &turn;
@@ -832,7 +677,7 @@ void DatasetCache::warmPass(std::stop_token stop) {
     for (int i = 0; i < concurrency; ++i)
       workers.emplace_back([this, stop, &turn] { warmWorker(stop, turn); });
   }  // joins the workers
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   turn_ = nullptr;
 }
 
@@ -876,7 +721,7 @@ std::vector<WarmFile> DatasetCache::hintedFiles(const WarmPlan& plan) {
       ++unknownCount;
       continue;
     }
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (ownsLocked(path)) files.push_back({entry->path, entry->size, entry->etag});
   }
   if (unknownCount > 0) {
@@ -884,7 +729,7 @@ std::vector<WarmFile> DatasetCache::hintedFiles(const WarmPlan& plan) {
             " paths of the access order are not files of the dataset and were skipped (" +
             someOf(unknown) + ")";
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   hintNote_ = std::move(note);
   return files;
 }
@@ -892,10 +737,6 @@ std::vector<WarmFile> DatasetCache::hintedFiles(const WarmPlan& plan) {
 std::string DatasetCache::withHintNoteLocked(std::string message) const {
   if (hintNote_.empty()) return message;
   return message.empty() ? hintNote_ : message + "; " + hintNote_;
-}
-
-bool DatasetCache::bandwidthLimited() const {
-  return bandwidth_.rate() > 0 || node_.bandwidth.rate() > 0;
 }
 
 void DatasetCache::warmWorker(std::stop_token stop, const WarmPriorities::Turn& turn) {
@@ -907,17 +748,14 @@ void DatasetCache::warmWorker(std::stop_token stop, const WarmPriorities::Turn& 
     if (!node_.chunks.contains(chunkId(file.path, chunk->index))) {
       // Datasets of a higher priority fetch first.
       if (!turn.wait(stop)) return;
-      if (bandwidthLimited()) {
-        // Tokens are scarce: demand reads take them first. Unlimited, warming runs on beside
-        // the readers, which then find ahead of them what it fetched.
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, stop, [&] { return demandInFlight_.load() == 0; });
-      }
+      // Tokens are scarce: demand reads take them first. Unlimited, warming runs on beside the
+      // readers, which then find ahead of them what it fetched.
+      if (fetcher_.bandwidthLimited()) fetcher_.waitForNoDemand(stop);
       if (stop.stop_requested()) return;
       auto got = fetchChunk(file, chunk->index, FetchKind::kWarm);
       status = got.status();
       if (status.isOk()) {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         fetched = true;
         // The chunk may have come from a fill that could not be kept.
         if (!node_.chunks.contains(chunkId(file.path, chunk->index)))
@@ -929,7 +767,7 @@ void DatasetCache::warmWorker(std::stop_token stop, const WarmPriorities::Turn& 
 }
 
 std::optional<WarmChunk> DatasetCache::nextWarmChunk(std::stop_token stop) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   const uint64_t pass = passRequested_;
   while (!stop.stop_requested() && !stopping_ && pass == passRequested_ && !plan_.paused &&
          !capacityReached_ && !diskFull_) {
@@ -952,7 +790,7 @@ std::optional<WarmChunk> DatasetCache::nextWarmChunk(std::stop_token stop) {
 }
 
 void DatasetCache::finishWarmChunk(const WarmChunk& chunk, const Status& status, bool fetched) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   // A change at the origin is counted by fetchChunk, a full disk by keep(); the rest is retried.
   const bool failed = !status.isOk() && status.code() != StatusCode::kFailedPrecondition &&
                       status.code() != StatusCode::kResourceExhausted;
@@ -963,7 +801,7 @@ void DatasetCache::finishWarmChunk(const WarmChunk& chunk, const Status& status,
 // ---- state ----
 
 DatasetState DatasetCache::state() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   refreshCachedLocked();
   DatasetState state;
   state.phase = phase_;
@@ -977,7 +815,7 @@ DatasetState DatasetCache::state() {
     state.message = "every owned file is cached (" + message_ + ")";
   }
   state.reads = reads_;
-  for (const auto& source : sources_) state.reads.originRetries += source.origin->retries();
+  state.reads.originRetries += fetcher_.originRetries();
   if (metrics_ && state.reads.originRetries > reportedRetries_) {
     metrics_->originRetries.increment(
         static_cast<double>(state.reads.originRetries - reportedRetries_));
@@ -1007,8 +845,8 @@ DatasetState DatasetCache::state() {
 
 DatasetState DatasetCache::waitSettled(std::chrono::milliseconds timeout) {
   {
-    std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, timeout, [&] {
+    MutexLock lock(mutex_);
+    changed_.wait_for(lock, timeout, [this]() GRANARY_REQUIRES(mutex_) {
       return stopping_ || phase_ == Phase::kFailed ||
              (passDone_ && phase_ != Phase::kWarming && phase_ != Phase::kListing);
     });
@@ -1020,7 +858,7 @@ Result<int64_t> DatasetCache::purge() {
   stopWarming();
   GRANARY_ASSIGN_OR_RETURN(int64_t freed, node_.chunks.dropGeneration(id_));
   GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   policy_ = makePolicy(settings_);
   if (metrics_) metrics_->usedBytes.set(0);
   return freed;

@@ -39,11 +39,10 @@
 #include "common/clock.h"
 #include "common/thread_annotations.h"
 #include "engine/cache_metrics.h"
-#include "engine/core/bandwidth_limiter.h"
+#include "engine/chunk_fetcher.h"
 #include "engine/core/cached_files.h"
 #include "engine/core/eviction.h"
 #include "engine/core/rate_meter.h"
-#include "engine/core/single_flight.h"
 #include "engine/core/warm_priorities.h"
 #include "engine/core/warm_queue.h"
 #include "engine/origin/origin.h"
@@ -51,25 +50,6 @@
 #include "engine/store/manifest_store.h"
 
 namespace granary::cache {
-
-// A dataset generation as the API names it.
-struct DatasetKey {
-  std::string ns;
-  std::string name;
-  int64_t generation = 0;
-  std::string uid;
-
-  // "namespace/name/generation/uid": the key of its manifest and chunks.
-  std::string id() const;
-  // "namespace/name": the dataset label of metrics.
-  std::string label() const { return ns + "/" + name; }
-};
-
-// A source shown at a sub-directory of the dataset ("" is the root).
-struct DatasetSource {
-  std::string mount;
-  std::unique_ptr<Origin> origin;
-};
 
 enum class Eviction { kPin, kLru };
 enum class WarmMode { kOnCreate, kOnJob, kNever };
@@ -105,31 +85,6 @@ struct WarmPlan {
   int priority = 0;
 };
 
-// Where chunks this node does not hold come from: the other cache nodes (the gRPC adapter).
-class PeerReader {
- public:
-  virtual ~PeerReader() = default;
-  // Chunk `index` of `path`, whole and verified, from `node`. With `fill`, that node fetches it
-  // from the origin when it has not cached it. FailedPrecondition when the versions differ.
-  virtual Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
-                                        const std::string& path, int64_t index,
-                                        const std::string& etag, bool fill) = 0;
-};
-
-// The node-wide parts every dataset shares. They outlive the datasets.
-struct NodeContext {
-  std::string nodeName;
-  ManifestStore& manifests;
-  ChunkStore& chunks;
-  BandwidthLimiter& bandwidth;
-  Clock& clock;
-  PeerReader* peers = nullptr;      // null: this node asks no peers
-  CacheMetrics* metrics = nullptr;  // null: not exported
-  // Which dataset's warm fetches go first; null: datasets warm side by side whatever their
-  // priority.
-  WarmPriorities* priorities = nullptr;
-};
-
 // What a dataset generation on this node is doing. Every phase but kPending, kListing and kFailed
 // serves reads (a miss is read through from a peer or the origin).
 //   kReady:     every file of this node's owned share is cached and verified.
@@ -147,7 +102,6 @@ enum class Phase {
   kOnDemand,
   kQuotaFull
 };
-enum class Source { kLocal, kPeer, kOrigin };
 
 struct ReadTotals {
   int64_t localBytes = 0;
@@ -183,19 +137,13 @@ struct DatasetState {
   int64_t usedBytes = 0;
 };
 
-// A piece of a file read from within one chunk.
-struct Piece {
-  std::string data;
-  Source source = Source::kLocal;
-};
-
 // The same read into a caller's buffer: how many bytes, and from where.
 struct PieceRead {
   int64_t size = 0;
   Source source = Source::kLocal;
 };
 
-class DatasetCache {
+class DatasetCache final : private ChunkKeeper {
  public:
   // InvalidArgument for no sources, an empty node set without this node, replicas < 1 or a
   // chunk size < 4 KiB. Starts listing (and warming) in the background.
@@ -246,35 +194,33 @@ class DatasetCache {
   Result<int64_t> purge();
 
  private:
-  enum class FetchKind { kDemand, kWarm };
-
   DatasetCache(NodeContext& node, DatasetKey key, std::vector<DatasetSource> sources,
                DatasetSettings settings);
   void stopWarming();  // ends the background thread; readers waiting for the listing return
+  void setPhase(Phase phase, std::string message) GRANARY_EXCLUDES(mutex_);
+  Status waitListed() GRANARY_EXCLUDES(mutex_);  // Unavailable when listing failed or stopping
+
+  // ---- listing and warming (the background thread) ----
   void run(std::stop_token stop);
   Status listOrigins(std::stop_token stop);
   // Counts the files and bytes this node owns under the current node set into the progress.
-  void countOwnedShare(std::stop_token stop);
+  void countOwnedShare(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   // Why kQuotaFull: which limit, what is cached, and the fix.
-  std::string quotaFullMessageLocked() const;
-  void warmPass(std::stop_token stop);
+  std::string quotaFullMessageLocked() const GRANARY_REQUIRES(mutex_);
+  void warmPass(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   // The plan's access-order hint (its paths, then its file's) as owned files of the manifest, in
   // order; sets hintNote_ to what the status says of it (unknown paths, a missing file).
-  std::vector<WarmFile> hintedFiles(const WarmPlan& plan);
+  std::vector<WarmFile> hintedFiles(const WarmPlan& plan) GRANARY_EXCLUDES(mutex_);
   // The plan's access-order file's paths; a note for the status when it cannot be read.
   std::vector<std::string> readAccessOrderFile(const std::string& path, std::string& note);
   void warmWorker(std::stop_token stop, const WarmPriorities::Turn& turn);
-  bool bandwidthLimited() const;  // a dataset or node token bucket is set
-  std::optional<WarmChunk> nextWarmChunk(std::stop_token stop);
-  void finishWarmChunk(const WarmChunk& chunk, const Status& status, bool fetched);
+  std::optional<WarmChunk> nextWarmChunk(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  void finishWarmChunk(const WarmChunk& chunk, const Status& status, bool fetched)
+      GRANARY_EXCLUDES(mutex_);
   // `message` with hintNote_ after it.
-  std::string withHintNoteLocked(std::string message) const;
-  Status waitListed();  // Unavailable when listing failed or the dataset is stopping
-  // When a local read of a chunk found it damaged (the store dropped it): counts it and makes
-  // the eviction policy forget it, so that it is fetched again. Whether it was damaged.
-  bool forgetIfDamaged(const std::string& path, int64_t index, const Status& local);
-  bool ownsLocked(const std::string& path) const;
+  std::string withHintNoteLocked(std::string message) const GRANARY_REQUIRES(mutex_);
 
+  // ---- reads ----
   // Where a read of `file` from `offset` falls: chunk `index`, `within` it, `length` bytes
   // (0 at or past the end of the file). InvalidArgument for a negative offset or length,
   // FailedPrecondition for a directory.
@@ -282,80 +228,71 @@ class DatasetCache {
     int64_t index = 0, within = 0, length = 0;
   };
   Result<ChunkSpan> spanOf(const ManifestEntry& file, int64_t offset, int64_t maxLength) const;
-  void countHit(const ManifestEntry& file, int64_t index, int64_t bytes);
+  void countHit(const ManifestEntry& file, int64_t index, int64_t bytes) GRANARY_EXCLUDES(mutex_);
   // A read the local store could not serve (`local`): fetched when the chunk is missing or was
   // damaged; other errors are returned.
   Result<Piece> readMissing(const ManifestEntry& file, const ChunkSpan& span, const Status& local);
   Result<Piece> fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind);
-  Result<Piece> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind);
-  // Chunk `index` of a file pinned only by its size, from one origin read of the whole file
-  // shared by every chunk asked for meanwhile.
-  Result<Piece> fetchFromWholeFile(const ManifestEntry& file, int64_t index, FetchKind kind);
-  Result<std::shared_ptr<const std::string>> fetchWholeFile(const ManifestEntry& file,
-                                                            FetchKind kind);
-  // FailedPrecondition when `whole` differs from what this node read of the file before: a
-  // chunk on disk, or the content the first whole read pinned.
-  Status pinContent(const ManifestEntry& file, const std::string& whole);
-  // Keeps the chunks of `whole` this node does not hold yet (the caller owns the file).
-  void keepWhole(const ManifestEntry& file, const std::string& whole, FetchKind kind);
-  // Counts `bytes` kept by a warm fetch in granary_cache_warm_bytes_total.
-  void countWarmed(FetchKind kind, int64_t bytes);
-  // Counts `bytes` of this node's share fetched from the origin or a peer in the warm rate.
-  void countFetched(int64_t bytes);
-  Result<std::string> readOrigin(const ManifestEntry& file, int64_t offset, int64_t length);
-  // readOrigin for a reader, retried with backoff within settings_.readRetryTime.
-  Result<std::string> readOriginForReader(const ManifestEntry& file, int64_t offset,
-                                          int64_t length);
-  // Stores a fetched chunk of a file of `fileChunks` chunks, as the eviction policy allows.
-  Status keep(const ChunkId& id, const std::string& data, int64_t fileChunks);
-  // Removes chunks the eviction policy gave up.
-  void dropEvicted(const std::vector<std::string>& evicted);
-  // Sets the progress's cached files and bytes from what is on disk.
-  void refreshCachedLocked();
+  void countRead(Source source, int64_t bytes, bool hit) GRANARY_EXCLUDES(mutex_);
   ChunkId chunkId(const std::string& path, int64_t index) const;
   int64_t chunkLength(const ManifestEntry& file, int64_t index) const;
-  void countRead(Source source, int64_t bytes, bool hit);
-  void setPhase(Phase phase, std::string message);
+  bool ownsLocked(const std::string& path) const GRANARY_REQUIRES(mutex_);
+
+  // ---- what is kept (ChunkKeeper, for the fetcher) ----
+  std::vector<std::string> ownersOf(const std::string& path) override GRANARY_EXCLUDES(mutex_);
+  Status keep(const ChunkId& id, const std::string& data, int64_t fileChunks) override
+      GRANARY_EXCLUDES(mutex_);
+  bool forgetIfDamaged(const std::string& path, int64_t index, const Status& local) override
+      GRANARY_EXCLUDES(mutex_);
+  void countFetched(int64_t bytes) override GRANARY_EXCLUDES(mutex_);
+  void changedAtOrigin(const std::string& path) override GRANARY_EXCLUDES(mutex_);
+  void countReaderRetry() override GRANARY_EXCLUDES(mutex_);
+  // Removes chunks the eviction policy gave up.
+  void dropEvicted(const std::vector<std::string>& evicted) GRANARY_EXCLUDES(mutex_);
+  // Sets the progress's cached files and bytes from what is on disk.
+  void refreshCachedLocked() GRANARY_REQUIRES(mutex_);
 
   NodeContext& node_;
   const DatasetKey key_;
   const std::string id_;
-  const std::vector<DatasetSource> sources_;
-  SingleFlight<Piece> flights_;
-  SingleFlight<std::shared_ptr<const std::string>> wholeFiles_;  // by path
-  std::atomic<int> demandInFlight_{0};
+  const int64_t chunkSize_;  // fixed for a generation
   std::optional<DatasetMetrics> metrics_;
-  BandwidthLimiter bandwidth_;  // the dataset's own limit, within the node's
+  ChunkFetcher fetcher_;  // local → peer → origin, for misses and the warmer
 
-  mutable std::mutex mutex_;             // guards everything below
-  std::condition_variable_any changed_;  // any state change; the thread waits with its token
-  DatasetSettings settings_;
-  WarmPlan plan_;
-  Phase phase_ = Phase::kPending;
-  std::string message_;
-  bool listed_ = false;
-  bool stopping_ = false;
-  uint64_t passRequested_ = 1;  // bumped by a node-set or plan change
-  bool passDone_ = false;
-  std::unique_ptr<EvictionPolicy> policy_;
-  CachedFiles cachedFiles_;        // of the owned share, on disk
-  std::set<std::string> writing_;  // chunks admitted and being written to disk
-  int64_t ownedEmptyFiles_ = 0;    // cached with no chunk
-  bool shareCounted_ = false;      // progress_'s owned files and bytes are known
-  WarmProgress progress_;
-  ReadTotals reads_;
-  int64_t reportedRetries_ = 0;  // of the origins' retries, what the metric has counted
-  RateMeter fetchRate_;          // countFetched(): the warm rate
+  mutable Mutex mutex_;
+  std::condition_variable_any changed_;  // waits on mutex_: any state change below
+  // The dataset's settings and plan, and where it stands.
+  DatasetSettings settings_ GRANARY_GUARDED_BY(mutex_);
+  WarmPlan plan_ GRANARY_GUARDED_BY(mutex_);
+  Phase phase_ GRANARY_GUARDED_BY(mutex_) = Phase::kPending;
+  std::string message_ GRANARY_GUARDED_BY(mutex_);
+  bool listed_ GRANARY_GUARDED_BY(mutex_) = false;
+  bool stopping_ GRANARY_GUARDED_BY(mutex_) = false;
+  uint64_t passRequested_ GRANARY_GUARDED_BY(mutex_) = 1;  // bumped by a node-set or plan change
+  bool passDone_ GRANARY_GUARDED_BY(mutex_) = false;
+  // What is on disk, and its accounting.
+  std::unique_ptr<EvictionPolicy> policy_ GRANARY_GUARDED_BY(mutex_);
+  CachedFiles cachedFiles_ GRANARY_GUARDED_BY(mutex_);  // of the owned share, on disk
+  // Chunks admitted and being written to disk.
+  std::set<std::string> writing_ GRANARY_GUARDED_BY(mutex_);
+  int64_t ownedEmptyFiles_ GRANARY_GUARDED_BY(mutex_) = 0;  // cached with no chunk
+  bool shareCounted_ GRANARY_GUARDED_BY(mutex_) = false;    // owned files and bytes are known
+  WarmProgress progress_ GRANARY_GUARDED_BY(mutex_);
+  ReadTotals reads_ GRANARY_GUARDED_BY(mutex_);
+  // Of the origins' retries, what the metric has counted.
+  int64_t reportedRetries_ GRANARY_GUARDED_BY(mutex_) = 0;
+  RateMeter fetchRate_ GRANARY_GUARDED_BY(mutex_);  // countFetched(): the warm rate
   // The warm pass in progress.
-  WarmQueue queue_;
-  WarmPriorities::Turn* turn_ = nullptr;  // the pass's place among the node's datasets
-  std::string hintNote_;                  // what the status says of the access-order hint
-  std::set<std::string> changedFiles_;    // found changed at the origin since this pass began
-  std::map<std::string, uint64_t> pinnedContent_;  // hashes of files read whole, by path
-  int64_t failedChunks_ = 0;
-  std::string lastError_;
-  bool capacityReached_ = false;
-  bool diskFull_ = false;
+  WarmQueue queue_ GRANARY_GUARDED_BY(mutex_);
+  // The pass's place among the node's datasets; null between passes.
+  WarmPriorities::Turn* turn_ GRANARY_GUARDED_BY(mutex_) = nullptr;
+  std::string hintNote_ GRANARY_GUARDED_BY(mutex_);  // what the status says of the hint
+  // Found changed at the origin since this pass began.
+  std::set<std::string> changedFiles_ GRANARY_GUARDED_BY(mutex_);
+  int64_t failedChunks_ GRANARY_GUARDED_BY(mutex_) = 0;
+  std::string lastError_ GRANARY_GUARDED_BY(mutex_);
+  bool capacityReached_ GRANARY_GUARDED_BY(mutex_) = false;
+  bool diskFull_ GRANARY_GUARDED_BY(mutex_) = false;
 
   std::jthread thread_;  // last: stops first
 };

@@ -11,7 +11,7 @@ CacheEngine::CacheEngine(EngineOptions options, Clock& clock)
     : options_(std::move(options)), bandwidth_(clock, options_.bandwidthLimit) {}
 
 CacheEngine::~CacheEngine() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   datasets_.clear();  // stops every warmer before the stores close
 }
 
@@ -52,14 +52,14 @@ Result<std::shared_ptr<DatasetCache>> CacheEngine::ensure(EnsureSpec spec) {
   bool created = false;
   GRANARY_ASSIGN_OR_RETURN(auto cache, createOrUpdate(std::move(spec), created));
   if (created) {
-    std::lock_guard lock(listenerMutex_);
+    MutexLock lock(listenerMutex_);
     if (onCreated_) onCreated_(cache);
   }
   return cache;
 }
 
 void CacheEngine::onCreated(std::function<void(const std::shared_ptr<DatasetCache>&)> listener) {
-  std::lock_guard lock(listenerMutex_);
+  MutexLock lock(listenerMutex_);
   onCreated_ = std::move(listener);
 }
 
@@ -84,7 +84,7 @@ Result<std::shared_ptr<DatasetCache>> CacheEngine::createOrUpdate(EnsureSpec spe
   if (settings.warmConcurrency == 0) settings.warmConcurrency = options_.warmConcurrency;
   if (settings.nodeSet.empty()) settings.nodeSet = {options_.nodeName};
 
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (auto it = datasets_.find(key.id()); it != datasets_.end()) {
     GRANARY_RETURN_IF_ERROR(it->second->update(settings));
     return it->second;
@@ -120,7 +120,7 @@ Result<std::shared_ptr<DatasetCache>> CacheEngine::createOrUpdate(EnsureSpec spe
 Result<int64_t> CacheEngine::purge(const DatasetKey& key, bool allGenerations) {
   std::vector<std::shared_ptr<DatasetCache>> doomed;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     for (auto it = datasets_.begin(); it != datasets_.end();) {
       const DatasetKey& k = it->second->key();
       const bool match = k.ns == key.ns && k.name == key.name &&
@@ -153,7 +153,7 @@ Result<int64_t> CacheEngine::purge(const DatasetKey& key, bool allGenerations) {
 }
 
 Result<std::shared_ptr<DatasetCache>> CacheEngine::find(const DatasetKey& key) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::shared_ptr<DatasetCache> best;
   for (const auto& [_, cache] : datasets_) {
     const DatasetKey& k = cache->key();
@@ -171,7 +171,7 @@ Result<std::shared_ptr<DatasetCache>> CacheEngine::find(const DatasetKey& key) c
 }
 
 std::vector<std::shared_ptr<DatasetCache>> CacheEngine::datasets() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<std::shared_ptr<DatasetCache>> out;
   for (const auto& [_, cache] : datasets_) out.push_back(cache);
   return out;

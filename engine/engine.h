@@ -12,10 +12,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "engine/core/bandwidth_limiter.h"
 #include "engine/dataset_cache.h"
 #include "engine/origin/make_origin.h"
@@ -91,10 +91,12 @@ class CacheEngine {
   WarmPriorities priorities_;  // which dataset's warm fetches go first
   std::unique_ptr<NodeContext> context_;
   ReconcileReport startup_;
-  mutable std::mutex mutex_;                                       // guards datasets_
-  std::map<std::string, std::shared_ptr<DatasetCache>> datasets_;  // by DatasetKey::id()
-  std::mutex listenerMutex_;  // guards onCreated_, held while it runs
-  std::function<void(const std::shared_ptr<DatasetCache>&)> onCreated_;
+  mutable Mutex mutex_;
+  std::map<std::string, std::shared_ptr<DatasetCache>> datasets_
+      GRANARY_GUARDED_BY(mutex_);  // by DatasetKey::id()
+  Mutex listenerMutex_;            // held while onCreated_ runs
+  std::function<void(const std::shared_ptr<DatasetCache>&)> onCreated_
+      GRANARY_GUARDED_BY(listenerMutex_);
 };
 
 }  // namespace granary::cache

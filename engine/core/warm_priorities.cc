@@ -26,31 +26,34 @@ void WarmPriorities::Turn::setPriority(int priority) {
 
 bool WarmPriorities::Turn::wait(std::stop_token stop) const {
   if (owner_ == nullptr) return !stop.stop_requested();
-  std::unique_lock lock(owner_->mutex_);
-  return owner_->changed_.wait(lock, stop, [&] { return owner_->mayGoLocked(id_); });
+  WarmPriorities& owner = *owner_;
+  MutexLock lock(owner.mutex_);
+  return owner.changed_.wait(
+      lock, stop, [&]() GRANARY_REQUIRES(owner.mutex_) { return owner.mayGoLocked(id_); });
 }
 
 bool WarmPriorities::Turn::mayGo() const {
   if (owner_ == nullptr) return true;
-  std::lock_guard lock(owner_->mutex_);
-  return owner_->mayGoLocked(id_);
+  WarmPriorities& owner = *owner_;
+  MutexLock lock(owner.mutex_);
+  return owner.mayGoLocked(id_);
 }
 
 WarmPriorities::Turn WarmPriorities::enter(int priority) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const uint64_t id = nextId_++;
   holders_[id] = priority;
   return Turn(this, id);
 }
 
 size_t WarmPriorities::holders() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return holders_.size();
 }
 
 void WarmPriorities::leave(uint64_t id) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     holders_.erase(id);
   }
   changed_.notify_all();
@@ -58,7 +61,7 @@ void WarmPriorities::leave(uint64_t id) {
 
 void WarmPriorities::set(uint64_t id, int priority) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     holders_[id] = priority;
   }
   changed_.notify_all();

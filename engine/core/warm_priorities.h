@@ -11,8 +11,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <stop_token>
+
+#include "common/thread_annotations.h"
 
 namespace granary::cache {
 
@@ -48,14 +49,14 @@ class WarmPriorities {
   size_t holders() const;
 
  private:
-  void leave(uint64_t id);
-  void set(uint64_t id, int priority);
-  bool mayGoLocked(uint64_t id) const;
+  void leave(uint64_t id) GRANARY_EXCLUDES(mutex_);
+  void set(uint64_t id, int priority) GRANARY_EXCLUDES(mutex_);
+  bool mayGoLocked(uint64_t id) const GRANARY_REQUIRES(mutex_);
 
-  mutable std::mutex mutex_;                     // guards holders_ and nextId_
-  mutable std::condition_variable_any changed_;  // a holder left or changed priority
-  std::map<uint64_t, int> holders_;              // priority by turn id
-  uint64_t nextId_ = 1;
+  mutable Mutex mutex_;
+  mutable std::condition_variable_any changed_;  // waits on mutex_: a holder left or changed
+  std::map<uint64_t, int> holders_ GRANARY_GUARDED_BY(mutex_);  // priority by turn id
+  uint64_t nextId_ GRANARY_GUARDED_BY(mutex_) = 1;
 };
 
 }  // namespace granary::cache

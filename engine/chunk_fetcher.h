@@ -1,0 +1,188 @@
+// Where a chunk that is not on this node's disk comes from, for one dataset generation: the disk
+// again (a fetch that finished meanwhile), then its owners among the peers (the first one asked
+// to fill it from the origin, so that the origin is read once per dataset), then the origin,
+// under the dataset's and the node's bandwidth limits. Concurrent fetches of one chunk share one
+// flight. A file whose origin pins it by its size only (isSizeVersion) is read whole from the
+// origin, never from peers, so that no file is assembled from two of its versions, and its
+// content is pinned: a later whole read that differs is a change. What is fetched for this node's
+// share goes to the dataset's ChunkKeeper to be kept.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/thread_annotations.h"
+#include "engine/cache_metrics.h"
+#include "engine/core/bandwidth_limiter.h"
+#include "engine/core/single_flight.h"
+#include "engine/origin/origin.h"
+#include "engine/store/chunk_store.h"
+#include "engine/store/manifest_store.h"
+
+namespace granary::cache {
+
+class WarmPriorities;
+
+// A dataset generation as the API names it.
+struct DatasetKey {
+  std::string ns;
+  std::string name;
+  int64_t generation = 0;
+  std::string uid;
+
+  // "namespace/name/generation/uid": the key of its manifest and chunks.
+  std::string id() const;
+  // "namespace/name": the dataset label of metrics.
+  std::string label() const { return ns + "/" + name; }
+};
+
+// A source shown at a sub-directory of the dataset ("" is the root).
+struct DatasetSource {
+  std::string mount;
+  std::unique_ptr<Origin> origin;
+};
+
+// Where chunks this node does not hold come from: the other cache nodes (the gRPC adapter).
+class PeerReader {
+ public:
+  virtual ~PeerReader() = default;
+  // Chunk `index` of `path`, whole and verified, from `node`. With `fill`, that node fetches it
+  // from the origin when it has not cached it. FailedPrecondition when the versions differ.
+  virtual Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
+                                        const std::string& path, int64_t index,
+                                        const std::string& etag, bool fill) = 0;
+};
+
+// The node-wide parts every dataset shares. They outlive the datasets.
+struct NodeContext {
+  std::string nodeName;
+  ManifestStore& manifests;
+  ChunkStore& chunks;
+  BandwidthLimiter& bandwidth;
+  Clock& clock;
+  PeerReader* peers = nullptr;      // null: this node asks no peers
+  CacheMetrics* metrics = nullptr;  // null: not exported
+  // Which dataset's warm fetches go first; null: datasets warm side by side whatever their
+  // priority.
+  WarmPriorities* priorities = nullptr;
+};
+
+enum class Source { kLocal, kPeer, kOrigin };
+
+// A piece of a file read from within one chunk.
+struct Piece {
+  std::string data;
+  Source source = Source::kLocal;
+};
+
+enum class FetchKind {
+  kDemand,  // a reader waits: its origin reads retry what passes, and it goes first under a limit
+  kWarm,    // the warmer, or a peer's fill
+};
+
+// What the fetcher needs of the dataset it fetches for (DatasetCache). Called with none of the
+// fetcher's locks held.
+class ChunkKeeper {
+ public:
+  virtual ~ChunkKeeper() = default;
+  // The nodes holding `path`, its first owner first.
+  virtual std::vector<std::string> ownersOf(const std::string& path) = 0;
+  // Keeps a fetched chunk of a file of `fileChunks` chunks, as the eviction policy allows:
+  // ResourceExhausted when the quota or the disk refuse it.
+  virtual Status keep(const ChunkId& id, const std::string& data, int64_t fileChunks) = 0;
+  // A local read of a chunk failed with `local`: whether the chunk was damaged (then dropped and
+  // forgotten, so that it is fetched again).
+  virtual bool forgetIfDamaged(const std::string& path, int64_t index, const Status& local) = 0;
+  // `bytes` of this node's share came from a peer or the origin (the warm rate).
+  virtual void countFetched(int64_t bytes) = 0;
+  // `path` changed at the origin since it was listed.
+  virtual void changedAtOrigin(const std::string& path) = 0;
+  // A reader's origin read failed for a moment and is tried again.
+  virtual void countReaderRetry() = 0;
+};
+
+class ChunkFetcher {
+ public:
+  struct Settings {
+    int64_t chunkSize = 16 << 20;
+    int64_t bandwidthLimit = 0;  // this dataset's origin reads, bytes per second; 0 unlimited
+    // How long a reader's origin read retries what fails for a moment (Unavailable).
+    std::chrono::milliseconds readRetryTime{30'000};
+  };
+
+  // `keeper` and `metrics` (null: not exported) outlive the fetcher.
+  ChunkFetcher(NodeContext& node, DatasetKey key, std::vector<DatasetSource> sources,
+               Settings settings, ChunkKeeper& keeper, DatasetMetrics* metrics);
+
+  // Chunk `index` of `file`, whole. FailedPrecondition when the file changed at the origin
+  // (peers and the keeper are told); InvalidArgument for a file pinned by size only that is too
+  // large to read whole; otherwise what the last source said. A demand fetch's origin reads are
+  // retried within readRetryTime, or until `stop`.
+  Result<Piece> fetch(const ManifestEntry& file, int64_t index, FetchKind kind,
+                      std::stop_token stop);
+  // Waits until no demand fetch is in flight; false when `stop` ended the wait.
+  bool waitForNoDemand(std::stop_token stop);
+
+  // Whether the dataset or the node has a bandwidth limit (tokens are scarce).
+  bool bandwidthLimited() const;
+  void setBandwidthLimit(int64_t bytesPerSecond) { bandwidth_.setRate(bytesPerSecond); }
+  void setReadRetryTime(std::chrono::milliseconds time);
+  // The dataset's sources, for its listing.
+  const std::vector<DatasetSource>& sources() const { return sources_; }
+  // Requests the origins retried after transient failures, all sources together.
+  int64_t originRetries() const;
+  int64_t chunkLength(const ManifestEntry& file, int64_t index) const;
+
+ private:
+  Result<Piece> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind,
+                              std::stop_token stop);
+  // Chunk `index` of a file pinned only by its size, from one origin read of the whole file
+  // shared by every chunk asked for meanwhile.
+  Result<Piece> fetchFromWholeFile(const ManifestEntry& file, int64_t index, FetchKind kind,
+                                   std::stop_token stop);
+  Result<std::shared_ptr<const std::string>> fetchWholeFile(const ManifestEntry& file,
+                                                            FetchKind kind, std::stop_token stop);
+  // FailedPrecondition when `whole` differs from what this node read of the file before: a
+  // chunk on disk, or the content the first whole read pinned.
+  Status pinContent(const ManifestEntry& file, const std::string& whole);
+  // Keeps the chunks of `whole` this node does not hold yet (the caller owns the file).
+  void keepWhole(const ManifestEntry& file, const std::string& whole, FetchKind kind);
+  // Counts `bytes` kept by a warm fetch in granary_cache_warm_bytes_total.
+  void countWarmed(FetchKind kind, int64_t bytes);
+  Result<std::string> readOrigin(const ManifestEntry& file, int64_t offset, int64_t length);
+  // readOrigin for a reader, retried with backoff within readRetryTime.
+  Result<std::string> readOriginForReader(const ManifestEntry& file, int64_t offset, int64_t length,
+                                          std::stop_token stop);
+  Result<std::string> readOriginAs(FetchKind kind, const ManifestEntry& file, int64_t offset,
+                                   int64_t length, std::stop_token stop);
+  ChunkId chunkId(const std::string& path, int64_t index) const;
+
+  NodeContext& node_;
+  const DatasetKey key_;
+  const std::string id_;
+  const std::vector<DatasetSource> sources_;
+  const int64_t chunkSize_;
+  ChunkKeeper& keeper_;
+  DatasetMetrics* const metrics_;
+  BandwidthLimiter bandwidth_;  // the dataset's own limit, within the node's
+  SingleFlight<Piece> flights_;
+  SingleFlight<std::shared_ptr<const std::string>> wholeFiles_;  // by path
+
+  mutable Mutex mutex_;
+  std::condition_variable_any demandDone_;  // waits on mutex_: a demand fetch ended
+  int demandInFlight_ GRANARY_GUARDED_BY(mutex_) = 0;
+  std::chrono::milliseconds readRetryTime_ GRANARY_GUARDED_BY(mutex_);
+  std::map<std::string, uint64_t> pinnedContent_ GRANARY_GUARDED_BY(mutex_);  // by path
+};
+
+}  // namespace granary::cache
