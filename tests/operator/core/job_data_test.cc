@@ -111,7 +111,7 @@ TEST(ReadersTest, PlacedUnfinishedWorkersThatMountTheDatasetAndMayWarmIt) {
   };
   const auto readers = readersOf(pods, "coco");
   ASSERT_EQ(readers.size(), 2u);
-  EXPECT_EQ(readers[0], (DatasetReader{"ml", "w0", "u0", "n1", 0}));
+  EXPECT_EQ(readers[0], (DatasetReader{"ml", "w0", "u0", "n1", 0, /*running=*/true}));
   EXPECT_EQ(readers[1], (DatasetReader{"ml", "w1", "u1", "n2", 1}));
   EXPECT_TRUE(readersOf(pods, "imagenet").empty());
   EXPECT_EQ(datasetsMountedBy(*pods[0]), std::vector<std::string>{"coco"});
