@@ -54,36 +54,6 @@ std::string joinPath(const std::string& mount, const std::string& path) {
 
 }  // namespace
 
-std::string_view phaseName(Phase phase) {
-  switch (phase) {
-    case Phase::kPending:
-      return "Pending";
-    case Phase::kListing:
-      return "Listing";
-    case Phase::kWarming:
-      return "Warming";
-    case Phase::kReady:
-      return "Ready";
-    case Phase::kDegraded:
-      return "Degraded";
-    case Phase::kFailed:
-      return "Failed";
-    case Phase::kOnDemand:
-      return "OnDemand";
-    case Phase::kQuotaFull:
-      return "QuotaFull";
-  }
-  return "Unknown";
-}
-
-bool phaseSettled(Phase phase) {
-  return phase != Phase::kPending && phase != Phase::kListing && phase != Phase::kWarming;
-}
-
-bool phaseAsConfigured(Phase phase) {
-  return phase == Phase::kReady || phase == Phase::kOnDemand || phase == Phase::kQuotaFull;
-}
-
 Result<std::unique_ptr<DatasetCache>> DatasetCache::create(NodeContext& node, DatasetKey key,
                                                            std::vector<DatasetSource> sources,
                                                            DatasetSettings settings) {
@@ -555,45 +525,31 @@ void DatasetCache::run(std::stop_token stop) {
     if (passRequested_ != pass) continue;  // interrupted by a change: start over
     refreshCachedLocked();
     if (metrics_) metrics_->diskFull.set(diskFull_ ? 1 : 0);
-    const auto cached = std::to_string(progress_.cachedBytes) + " of " +
-                        std::to_string(progress_.ownedBytes) + " owned bytes cached";
-    if (!changedFiles_.empty()) {
-      phase_ = Phase::kDegraded;
-      message_ = std::to_string(changedFiles_.size()) +
-                 " files changed at the origin since they were listed and are not served (" +
-                 someOf(changedFiles_) +
-                 "); change the Dataset's spec (a new generation) to list them again";
-    } else if (diskFull_) {
-      // Room may return (a temporary file removed, another dataset purged): the same pass again,
-      // later, for as long as it takes. Readers are served from the origin meanwhile.
-      const auto delay = diskRetry.next();
-      phase_ = Phase::kDegraded;
-      message_ = "the cache directories are full (" + lastError_ + "); " + cached +
-                 "; trying again in " + std::to_string((delay.count() + 999) / 1000) + "s";
-      passDone_ = true;
-      changed_.notify_all();
+    const PassOutcome outcome = judgePass({.changedFiles = changedFiles_,
+                                           .diskFull = diskFull_,
+                                           .failedChunks = failedChunks_,
+                                           .retriesLeft = retry.attempts() < kWarmAttempts,
+                                           .lastError = lastError_,
+                                           .share = shareFactsLocked()});
+    phase_ = outcome.phase;
+    message_ = outcome.message;
+    if (outcome.next != AfterPass::kDone) {
+      // The same pass again, later: cached chunks are skipped. A full disk is tried for as long
+      // as it takes, and counts as settled meanwhile.
+      const bool room = outcome.next == AfterPass::kRetryWhenRoom;
+      const auto delay = room ? diskRetry.next() : retry.next();
+      if (room) {
+        message_ += "; trying again in " + std::to_string((delay.count() + 999) / 1000) + "s";
+        passDone_ = true;
+        changed_.notify_all();
+      }
       const std::string error = lastError_;  // reads write it under the lock meanwhile
-      lock.unlock();
-      log.warn("cache directories full", {{"error", error}, {"retry_in_ms", delay.count()}});
-      node_.clock.sleepUntil(node_.clock.monoNow() + delay, stop);
-      continue;
-    } else if (failedChunks_ > 0 && retry.attempts() < kWarmAttempts) {
-      message_ = std::to_string(failedChunks_) + " chunks failed (" + lastError_ + "); retrying";
-      const auto delay = retry.next();
       const int64_t failed = failedChunks_;
       lock.unlock();
-      log.warn("warm pass incomplete", {{"failed_chunks", failed}, {"retry_in_ms", delay.count()}});
+      log.warn(room ? "cache directories full" : "warm pass incomplete",
+               {{"error", error}, {"failed_chunks", failed}, {"retry_in_ms", delay.count()}});
       node_.clock.sleepUntil(node_.clock.monoNow() + delay, stop);
-      continue;  // the same pass again: cached chunks are skipped
-    } else if (failedChunks_ > 0) {
-      phase_ = Phase::kDegraded;
-      message_ = std::to_string(failedChunks_) + " chunks could not be fetched: " + lastError_;
-    } else if (progress_.cachedFiles < progress_.ownedFiles) {
-      phase_ = Phase::kQuotaFull;  // nothing failed: the quota (or LRU on a full disk) said no
-      message_ = quotaFullMessageLocked();
-    } else {
-      phase_ = Phase::kReady;
-      message_.clear();
+      continue;
     }
     message_ = withHintNoteLocked(std::move(message_));
     retry.reset();
@@ -633,20 +589,14 @@ void DatasetCache::countOwnedShare(std::stop_token stop) {
   shareCounted_ = true;
 }
 
-std::string DatasetCache::quotaFullMessageLocked() const {
-  const int64_t capacity = policy_->capacityBytes();
-  const std::string cached = std::to_string(progress_.cachedBytes) + " of " +
-                             std::to_string(progress_.ownedBytes) + " owned bytes cached";
-  if (!capacityReached_ && progress_.ownedBytes <= capacity) {
-    return "the cache directories filled before the dataset's quota: " + cached +
-           "; the rest is read from the origin; free room on the node's cache directories";
-  }
-  return "the dataset's cache quota is full (" + std::to_string(capacity) +
-         " bytes on this node): " + cached +
-         "; the rest is read from the origin; raise spec.cache.capacityPerNode to at least " +
-         std::to_string(progress_.ownedBytes) + " bytes" +
-         (settings_.eviction == Eviction::kPin ? ", or use policy LRU to keep what is read most"
-                                               : "");
+ShareFacts DatasetCache::shareFactsLocked() const {
+  return {.ownedFiles = progress_.ownedFiles,
+          .ownedBytes = progress_.ownedBytes,
+          .cachedFiles = progress_.cachedFiles,
+          .cachedBytes = progress_.cachedBytes,
+          .capacityBytes = policy_->capacityBytes(),
+          .capacityReached = capacityReached_,
+          .pin = settings_.eviction == Eviction::kPin};
 }
 
 void DatasetCache::warmPass(std::stop_token stop) {
@@ -808,7 +758,7 @@ DatasetState DatasetCache::state() {
   state.message = message_;
   if (phase_ == Phase::kOnDemand && capacityReached_) {
     state.phase = Phase::kQuotaFull;
-    state.message = quotaFullMessageLocked();
+    state.message = quotaFullMessage(shareFactsLocked());
   } else if (phase_ == Phase::kOnDemand && shareCounted_ &&
              progress_.cachedFiles >= progress_.ownedFiles) {
     state.phase = Phase::kReady;  // reads cached the whole share

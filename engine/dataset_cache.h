@@ -41,6 +41,7 @@
 #include "engine/cache_metrics.h"
 #include "engine/chunk_fetcher.h"
 #include "engine/core/cached_files.h"
+#include "engine/core/dataset_phase.h"
 #include "engine/core/eviction.h"
 #include "engine/core/rate_meter.h"
 #include "engine/core/warm_priorities.h"
@@ -83,24 +84,6 @@ struct WarmPlan {
   bool hasReaders = false;
   // Higher warms first when several datasets of the node warm at once (WarmPriorities).
   int priority = 0;
-};
-
-// What a dataset generation on this node is doing. Every phase but kPending, kListing and kFailed
-// serves reads (a miss is read through from a peer or the origin).
-//   kReady:     every file of this node's owned share is cached and verified.
-//   kOnDemand:  not warmed by policy (warm: Never; OnJob before a plan asked for warming; paused):
-//               files are cached as they are read. Turns kReady once reads cached the share.
-//   kQuotaFull: the quota filled before the owned share was cached (Pin stops there; LRU keeps
-//               the most recently used): what is cached stays, the rest comes from the origin.
-enum class Phase {
-  kPending,
-  kListing,
-  kWarming,
-  kReady,
-  kDegraded,
-  kFailed,
-  kOnDemand,
-  kQuotaFull
 };
 
 struct ReadTotals {
@@ -205,8 +188,8 @@ class DatasetCache final : private ChunkKeeper {
   Status listOrigins(std::stop_token stop);
   // Counts the files and bytes this node owns under the current node set into the progress.
   void countOwnedShare(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
-  // Why kQuotaFull: which limit, what is cached, and the fix.
-  std::string quotaFullMessageLocked() const GRANARY_REQUIRES(mutex_);
+  // The owned share against the quota, for the phase.
+  ShareFacts shareFactsLocked() const GRANARY_REQUIRES(mutex_);
   void warmPass(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   // The plan's access-order hint (its paths, then its file's) as owned files of the manifest, in
   // order; sets hintNote_ to what the status says of it (unknown paths, a missing file).
@@ -296,13 +279,5 @@ class DatasetCache final : private ChunkKeeper {
 
   std::jthread thread_;  // last: stops first
 };
-
-std::string_view phaseName(Phase phase);
-// Whether warming has nothing left to do in `phase` until something changes (a plan, the node
-// set, room on disk): every phase but kPending, kListing and kWarming.
-bool phaseSettled(Phase phase);
-// Whether `phase` is what the dataset's policy and quota allow when nothing failed: kReady,
-// kOnDemand or kQuotaFull.
-bool phaseAsConfigured(Phase phase);
 
 }  // namespace granary::cache

@@ -1,0 +1,99 @@
+#include "engine/core/dataset_phase.h"
+
+namespace granary::cache {
+namespace {
+
+// Up to three of `paths`, comma-separated, with ", ..." when there are more.
+std::string someOf(const std::set<std::string>& paths) {
+  std::string text;
+  int shown = 0;
+  for (const auto& path : paths) {
+    if (shown == 3) return text + ", ...";
+    text += (shown++ ? ", " : "") + path;
+  }
+  return text;
+}
+
+std::string cachedOfOwned(const ShareFacts& share) {
+  return std::to_string(share.cachedBytes) + " of " + std::to_string(share.ownedBytes) +
+         " owned bytes cached";
+}
+
+}  // namespace
+
+std::string_view phaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kPending:
+      return "Pending";
+    case Phase::kListing:
+      return "Listing";
+    case Phase::kWarming:
+      return "Warming";
+    case Phase::kReady:
+      return "Ready";
+    case Phase::kDegraded:
+      return "Degraded";
+    case Phase::kFailed:
+      return "Failed";
+    case Phase::kOnDemand:
+      return "OnDemand";
+    case Phase::kQuotaFull:
+      return "QuotaFull";
+  }
+  return "Unknown";
+}
+
+bool phaseSettled(Phase phase) {
+  return phase != Phase::kPending && phase != Phase::kListing && phase != Phase::kWarming;
+}
+
+bool phaseAsConfigured(Phase phase) {
+  return phase == Phase::kReady || phase == Phase::kOnDemand || phase == Phase::kQuotaFull;
+}
+
+std::string quotaFullMessage(const ShareFacts& share) {
+  if (!share.capacityReached && share.ownedBytes <= share.capacityBytes) {
+    return "the cache directories filled before the dataset's quota: " + cachedOfOwned(share) +
+           "; the rest is read from the origin; free room on the node's cache directories";
+  }
+  return "the dataset's cache quota is full (" + std::to_string(share.capacityBytes) +
+         " bytes on this node): " + cachedOfOwned(share) +
+         "; the rest is read from the origin; raise spec.cache.capacityPerNode to at least " +
+         std::to_string(share.ownedBytes) + " bytes" +
+         (share.pin ? ", or use policy LRU to keep what is read most" : "");
+}
+
+PassOutcome judgePass(const PassFacts& facts) {
+  if (!facts.changedFiles.empty()) {
+    return {Phase::kDegraded,
+            std::to_string(facts.changedFiles.size()) +
+                " files changed at the origin since they were listed and are not served (" +
+                someOf(facts.changedFiles) +
+                "); change the Dataset's spec (a new generation) to list them again"};
+  }
+  if (facts.diskFull) {
+    // Room may return (a temporary file removed, another dataset purged). Readers are served
+    // from the origin meanwhile.
+    return {
+        Phase::kDegraded,
+        "the cache directories are full (" + facts.lastError + "); " + cachedOfOwned(facts.share),
+        AfterPass::kRetryWhenRoom};
+  }
+  if (facts.failedChunks > 0 && facts.retriesLeft) {
+    return {
+        Phase::kWarming,
+        std::to_string(facts.failedChunks) + " chunks failed (" + facts.lastError + "); retrying",
+        AfterPass::kRetry};
+  }
+  if (facts.failedChunks > 0) {
+    return {Phase::kDegraded, std::to_string(facts.failedChunks) +
+                                  " chunks could not be fetched: " + facts.lastError};
+  }
+  if (facts.share.cachedFiles < facts.share.ownedFiles) {
+    // Nothing failed: the quota (or LRU on a full disk) said no.
+    return {Phase::kQuotaFull, quotaFullMessage(facts.share)};
+  }
+  return {Phase::kReady, ""};
+}
+
+}  // namespace granary::cache
