@@ -21,6 +21,10 @@ DatasetPhase phaseOf(v1::DatasetPhase phase) {
       return DatasetPhase::kDegraded;
     case v1::DATASET_PHASE_FAILED:
       return DatasetPhase::kFailed;
+    case v1::DATASET_PHASE_ON_DEMAND:
+      return DatasetPhase::kOnDemand;
+    case v1::DATASET_PHASE_QUOTA_FULL:
+      return DatasetPhase::kQuotaFull;
     default:
       return DatasetPhase::kPending;
   }

@@ -4,12 +4,11 @@
 #include <set>
 
 #include "common/api/dataset.h"
+#include "common/kube/yaml_json.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "operator/cache_node_discovery.h"
-#include "operator/core/conditions.h"
 #include "operator/core/workers.h"
-#include "operator/ensure_request.h"
 
 namespace granary::op {
 
@@ -44,16 +43,20 @@ Json withFinalizer(const Json& object, bool present) {
   return next;
 }
 
-// The Dataset as granary reads it: metadata and a spec with defaults and every rule checked.
+// The Dataset as granary reads it: metadata and a spec with defaults and every rule checked,
+// decoded from the object as the API server sent it. Errors name the field ("spec.cache...").
 Result<api::Dataset> decodeDataset(const Json& object) {
-  GRANARY_ASSIGN_OR_RETURN(config::Node root,
-                           config::parse(object.serialize(), "Dataset " + kube::objectKey(object)));
+  Json parts = Json::object();
+  parts["metadata"] = kube::pathValue(object, "metadata");
+  parts["spec"] = kube::pathValue(object, "spec");
+  const config::Node root = kube::toConfig(parts);
   api::Dataset dataset;
-  if (const config::Node* metadata = root.find("metadata"))
+  if (const config::Node* metadata = root.find("metadata"); metadata && !metadata->isNull())
     GRANARY_RETURN_IF_ERROR(decodeValue(*metadata, dataset.metadata));
   const config::Node* spec = root.find("spec");
-  if (spec == nullptr) return invalidArgument("spec: required; name a source");
+  if (spec == nullptr || spec->isNull()) return invalidArgument("spec: required; name a source");
   GRANARY_RETURN_IF_ERROR(decodeValue(*spec, dataset.spec));
+  if (dataset.metadata.generation == 0) dataset.metadata.generation = kube::generationOf(object);
   return dataset;
 }
 
@@ -69,9 +72,8 @@ size_t fingerprintOf(const google::protobuf::Message& request) {
   return std::hash<std::string>()(request.SerializeAsString());
 }
 
-std::string phaseOfStatus(const Json& object) {
-  const Json phase = kube::pathValue(object, "status.phase");
-  return phase.is_string() ? phase.as_string() : std::string();
+Json statusOf(const Json& object) {
+  return object.has_object_field("status") ? object.at("status") : Json();
 }
 
 }  // namespace
@@ -107,123 +109,144 @@ std::vector<CacheNode> DatasetController::cacheNodes() {
 
 Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& key) {
   const kube::ObjectPtr object = datasets_->store().get(key);
-  if (!object) return kube::ReconcileResult{};
-  const Json& dataset = *object;
-  if (!kube::pathValue(dataset, "metadata.deletionTimestamp").is_null()) return finalize(dataset);
-  if (!hasFinalizer(dataset)) {
+  if (!object) return kube::ReconcileResult::done();
+  if (!kube::pathValue(*object, "metadata.deletionTimestamp").is_null()) return finalize(*object);
+  if (!hasFinalizer(*object)) {
     // Nothing is cached before the finalizer is on: a deletion can always purge.
     auto updated =
-        manager_.client().update(kube::resources::datasets(), withFinalizer(dataset, true));
+        manager_.client().update(kube::resources::datasets(), withFinalizer(*object, true));
     if (!updated.isOk()) return updated.status();
-    return kube::ReconcileResult{};  // the update comes back through the informer
+    return kube::ReconcileResult::done();  // the update comes back through the informer
   }
-  const Json previous = dataset.has_object_field("status") ? dataset.at("status") : Json::object();
-  const auto now = clock_.wallNow();
-  const int64_t generation = kube::generationOf(dataset);
-  const auto problem = [&](DatasetPhase phase, const std::string& reason,
-                           const std::string& message) -> Result<kube::ReconcileResult> {
-    GRANARY_RETURN_IF_ERROR(
-        writeStatus(dataset, problemStatus(previous, generation, phase, reason, message, now)));
-    return kube::ReconcileResult{.requeueAfter = options_.pollWarming * 3};
-  };
-
-  auto decoded = decodeDataset(dataset);
-  if (!decoded.isOk()) {
-    GRANARY_RETURN_IF_ERROR(
-        writeStatus(dataset, problemStatus(previous, generation, DatasetPhase::kFailed,
-                                           "InvalidSpec", decoded.status().message(), now)));
-    return kube::ReconcileResult{};  // a spec change brings it back
-  }
-  api::Dataset& spec = *decoded;
-  if (spec.metadata.generation == 0) spec.metadata.generation = generation;
-
-  const NodeSetPlan plan = planNodeSet(spec.spec.cache, cacheNodes());
-  if (plan.nodes.empty()) {
-    std::string why;
-    for (const auto& [node, reason] : plan.excluded) why += "; " + node + ": " + reason;
-    return problem(DatasetPhase::kPending, "NoCacheNodes",
-                   "no granary-cache-node may hold this dataset" + why);
-  }
-
-  // Credentials, read by name from the Dataset's own namespace only when a node needs them.
+  const DatasetPlanOptions planning{.pollWarming = options_.pollWarming,
+                                    .pollReady = options_.pollReady,
+                                    .reensureInterval = options_.reensureInterval};
+  const Result<api::Dataset> decoded = decodeDataset(*object);
+  if (!decoded.isOk())
+    return apply(*object, planDataset(observe(*object, decoded, nullptr), planning), {});
+  const api::Dataset& dataset = *decoded;
+  const Requests requests = requestsFor(dataset, key);
+  DatasetObservation observation = observe(*object, decoded, &requests);
+  DatasetPlan plan = planDataset(observation, planning);
   std::map<std::string, OriginCredentials> credentials;
-  bool credentialsRead = false;
-  const auto readCredentials = [&]() -> Status {
-    if (credentialsRead) return Status::ok();
-    for (const auto& mount : spec.spec.mounts) {
-      if (!mount.source.secretRef) continue;
-      const std::string& name = mount.source.secretRef->name;
-      auto secret =
-          manager_.client().get(kube::resources::secrets(), spec.metadata.namespace_, name);
-      if (!secret.isOk()) {
-        return Status(secret.status().code(),
-                      "Secret " + name + " (spec" +
-                          (mount.name.empty() ? ".source" : ".mounts[" + mount.name + "].source") +
-                          ".secretRef): " + secret.status().message());
-      }
-      GRANARY_ASSIGN_OR_RETURN(credentials[mount.name], credentialsOf(*secret));
-    }
-    credentialsRead = true;
-    return Status::ok();
-  };
+  if (plan.readCredentials) {
+    observation.credentials = readCredentials(dataset, credentials);
+    plan = planDataset(observation, planning);
+  }
+  return apply(*object, plan, {&dataset, &requests, &credentials});
+}
 
-  // Fingerprint of what each node is asked, without credentials.
-  const v1::EnsureDatasetRequest bare = ensureRequestOf(spec, {}, plan);
-  const size_t fingerprint = fingerprintOf(bare);
-  const v1::SetWarmPlanRequest warmPlan = warmPlanRequestOf(
-      bare.dataset(), readersOf(workers_->store().byIndex("dataset", key), spec.metadata.name));
-  const size_t warmPlanFingerprint = fingerprintOf(warmPlan);
-  const size_t noReaders = fingerprintOf(warmPlanRequestOf(bare.dataset(), {}));
-  DatasetObservation observation{.generation = generation, .replicas = spec.spec.cache.replicas};
-  for (const auto& node : plan.nodes) {
-    const std::string memo = spec.metadata.uid + "/" + node.address;
-    bool fresh;
+DatasetController::Requests DatasetController::requestsFor(const api::Dataset& dataset,
+                                                           const std::string& key) {
+  Requests r{.candidates = cacheNodes()};
+  r.set = planNodeSet(dataset.spec.cache, r.candidates);
+  r.bare = ensureRequestOf(dataset, {}, r.set);
+  r.fingerprint = fingerprintOf(r.bare);
+  r.warmPlan = warmPlanRequestOf(
+      r.bare.dataset(),
+      readersOf(workers_->store().byIndex("dataset", key), dataset.metadata.name));
+  r.warmPlanFingerprint = fingerprintOf(r.warmPlan);
+  r.noReaders = fingerprintOf(warmPlanRequestOf(r.bare.dataset(), {}));
+  return r;
+}
+
+DatasetObservation DatasetController::observe(const Json& object,
+                                              const Result<api::Dataset>& dataset,
+                                              const Requests* requests) {
+  DatasetObservation o{.generation = kube::generationOf(object),
+                       .dataset = dataset,
+                       .previousStatus = statusOf(object),
+                       .now = clock_.wallNow()};
+  if (!requests) return o;
+  o.candidates = requests->candidates;
+  o.hasReaders = requests->warmPlan.readers_size() > 0;
+  const std::string uid = kube::uidOf(object);
+  for (const auto& node : requests->set.nodes) {
+    NodeAnswer& answer = o.answers[node.node.name];
+    answer.status = nodes_.status(node.address, requests->bare.dataset());
+    std::lock_guard lock(mutex_);
+    const auto it = ensured_.find(uid + "/" + node.address);
+    if (it == ensured_.end()) continue;
+    if (it->second.fingerprint == requests->fingerprint)
+      answer.ensuredAgo =
+          std::chrono::duration_cast<std::chrono::milliseconds>(clock_.monoNow() - it->second.at);
+    answer.readersAnnounced = it->second.warmPlan == requests->warmPlanFingerprint;
+  }
+  return o;
+}
+
+Status DatasetController::readCredentials(const api::Dataset& dataset,
+                                          std::map<std::string, OriginCredentials>& credentials) {
+  for (const auto& mount : dataset.spec.mounts) {
+    if (!mount.source.secretRef) continue;
+    const std::string& name = mount.source.secretRef->name;
+    auto secret =
+        manager_.client().get(kube::resources::secrets(), dataset.metadata.namespace_, name);
+    if (!secret.isOk()) {
+      return Status(secret.status().code(),
+                    "Secret " + name + " (spec" +
+                        (mount.name.empty() ? ".source" : ".mounts[" + mount.name + "].source") +
+                        ".secretRef): " + secret.status().message());
+    }
+    GRANARY_ASSIGN_OR_RETURN(credentials[mount.name], credentialsOf(*secret));
+  }
+  return Status::ok();
+}
+
+Result<kube::ReconcileResult> DatasetController::apply(const Json& object, const DatasetPlan& plan,
+                                                       const Applying& with) {
+  const std::string uid = kube::uidOf(object);
+  for (const auto& address : plan.forget) forget(uid + "/" + address);  // may restart empty
+  for (const auto& node : plan.purge) {
+    auto purged = nodes_.purge(node.address, refOf(with.dataset->metadata), true);
+    log().info("purged from a node the dataset left",
+               {{"dataset", kube::objectKey(object)},
+                {"node", node.node.name},
+                {"result", purged.isOk() ? Status::ok() : purged.status()}});
+  }
+  for (const auto& node : plan.ensure) {
+    const Status rejected = ensure(*with.dataset, node, *with.requests, *with.credentials);
+    if (rejected.isOk()) continue;
+    const Json status =
+        problemStatus(statusOf(object), kube::generationOf(object), DatasetPhase::kFailed,
+                      "InvalidSpec", rejected.message(), clock_.wallNow());
+    GRANARY_RETURN_IF_ERROR(
+        writeStatus(object, status, DatasetEvent{true, "InvalidSpec", rejected.message()}));
+    return kube::ReconcileResult::terminal(rejected);
+  }
+  for (const auto& node : plan.announceReaders)
+    announceReaders(uid + "/" + node.address, node.address, with.requests->warmPlan,
+                    with.requests->warmPlanFingerprint);
+  GRANARY_RETURN_IF_ERROR(writeStatus(object, plan.status, plan.event));
+  if (plan.terminal) return kube::ReconcileResult::terminal(*plan.terminal);
+  return kube::ReconcileResult::after(plan.requeueAfter);
+}
+
+Status DatasetController::ensure(const api::Dataset& dataset, const CacheNode& node,
+                                 const Requests& requests,
+                                 const std::map<std::string, OriginCredentials>& credentials) {
+  auto ensured = nodes_.ensure(node.address, ensureRequestOf(dataset, credentials, requests.set));
+  const std::string memo = dataset.metadata.uid + "/" + node.address;
+  if (ensured.isOk()) {
     {
       std::lock_guard lock(mutex_);
-      const auto it = ensured_.find(memo);
-      fresh = it != ensured_.end() && it->second.fingerprint == fingerprint &&
-              clock_.monoNow() - it->second.at < options_.reensureInterval;
+      ensured_[memo] = {requests.fingerprint, clock_.monoNow(), requests.noReaders};
     }
-    Result<NodeProgress> progress = fresh ? nodes_.status(node.address, bare.dataset())
-                                          : Result<NodeProgress>(notFound("not ensured yet"));
-    if (!progress.isOk() && progress.status().code() == StatusCode::kNotFound) {
-      if (Status read = readCredentials(); !read.isOk()) {
-        const bool missing = read.code() == StatusCode::kNotFound;
-        manager_.recorder().record(dataset, kube::EventType::kWarning,
-                                   missing ? "SecretNotFound" : "InvalidSecret", read.message());
-        return problem(DatasetPhase::kPending, missing ? "SecretNotFound" : "InvalidSecret",
-                       read.message());
-      }
-      progress = nodes_.ensure(node.address, ensureRequestOf(spec, credentials, plan));
-      if (progress.isOk()) {
-        std::lock_guard lock(mutex_);
-        ensured_[memo] = {fingerprint, clock_.monoNow(), noReaders};
-        observation.replanned = true;
-        purgeOtherGenerations(node.address, bare.dataset());
-      } else if (progress.status().code() == StatusCode::kInvalidArgument) {
-        manager_.recorder().record(dataset, kube::EventType::kWarning, "InvalidSpec",
-                                   progress.status().message());
-        GRANARY_RETURN_IF_ERROR(
-            writeStatus(dataset, problemStatus(previous, generation, DatasetPhase::kFailed,
-                                               "InvalidSpec", progress.status().message(), now)));
-        return kube::ReconcileResult{};
-      }
-    }
-    NodeReport report{.nodeName = node.node.name};
-    if (progress.isOk()) {
-      report.progress = std::move(*progress);
-      announceReaders(memo, node.address, warmPlan, warmPlanFingerprint);
-    } else {
-      report.error = progress.status().message();
-      std::lock_guard lock(mutex_);
-      ensured_.erase(memo);  // it may have restarted empty
-    }
-    observation.reports.push_back(std::move(report));
+    purgeOtherGenerations(node.address, requests.bare.dataset());
+    return Status::ok();
   }
-  Json status = datasetStatus(observation, previous, now);
-  const bool ready = status.at("phase").as_string() == "Ready";
-  GRANARY_RETURN_IF_ERROR(writeStatus(dataset, std::move(status)));
-  return kube::ReconcileResult{.requeueAfter = ready ? options_.pollReady : options_.pollWarming};
+  forget(memo);
+  if (ensured.status().code() == StatusCode::kInvalidArgument) return ensured.status();
+  log().info("ensure failed; tried again at the next poll",
+             {{"dataset", dataset.metadata.namespace_ + "/" + dataset.metadata.name},
+              {"node", node.node.name},
+              {"error", ensured.status()}});
+  return Status::ok();
+}
+
+void DatasetController::forget(const std::string& memo) {
+  std::lock_guard lock(mutex_);
+  ensured_.erase(memo);
 }
 
 void DatasetController::announceReaders(const std::string& memo, const std::string& address,
@@ -261,30 +284,28 @@ void DatasetController::purgeOtherGenerations(const std::string& address,
   }
 }
 
-Status DatasetController::writeStatus(const Json& dataset, Json status) {
-  const Json previous = dataset.has_object_field("status") ? dataset.at("status") : Json::object();
-  if (kube::sameJson(status, previous)) return Status::ok();
-  Json next = dataset;
-  next["status"] = std::move(status);
-  auto written = manager_.client().updateStatus(kube::resources::datasets(), next);
-  if (!written.isOk()) return written.status();
-  const std::string before =
-      previous.has_string_field("phase") ? previous.at("phase").as_string() : "";
-  const std::string after = phaseOfStatus(next);
-  if (after != before) {
-    const Condition ready = conditionOf(next.at("status"), "Ready");
-    const bool bad = after == "Failed" || after == "Degraded" ||
-                     (after == "Pending" && ready.reason != "Pending");
-    manager_.recorder().record(dataset, bad ? kube::EventType::kWarning : kube::EventType::kNormal,
-                               ready.reason, ready.message);
-    log().info("phase",
-               {{"dataset", kube::objectKey(dataset)}, {"phase", after}, {"reason", ready.reason}});
+Status DatasetController::writeStatus(const Json& dataset, const Json& status,
+                                      const std::optional<DatasetEvent>& event) {
+  if (!kube::sameJson(status, statusOf(dataset))) {
+    Json next = dataset;
+    next["status"] = status;
+    auto written = manager_.client().updateStatus(kube::resources::datasets(), next);
+    if (!written.isOk()) return written.status();
+  }
+  if (event) {
+    manager_.recorder().record(
+        dataset, event->warning ? kube::EventType::kWarning : kube::EventType::kNormal,
+        event->reason, event->message);
+    const std::optional<DatasetPhase> phase = phaseOfStatus(status);
+    log().info("phase", {{"dataset", kube::objectKey(dataset)},
+                         {"phase", phase ? api::datasetPhaseName(*phase) : "-"},
+                         {"reason", event->reason}});
   }
   return Status::ok();
 }
 
 Result<kube::ReconcileResult> DatasetController::finalize(const Json& dataset) {
-  if (!hasFinalizer(dataset)) return kube::ReconcileResult{};
+  if (!hasFinalizer(dataset)) return kube::ReconcileResult::done();
   v1::DatasetRef ref;
   ref.set_namespace_(kube::namespaceOf(dataset));
   ref.set_name(kube::nameOf(dataset));
@@ -316,7 +337,7 @@ Result<kube::ReconcileResult> DatasetController::finalize(const Json& dataset) {
     if (waiting) {
       manager_.recorder().record(dataset, kube::EventType::kWarning, "PurgeRetrying",
                                  "cannot purge the cache on " + list);
-      return kube::ReconcileResult{.requeueAfter = options_.pollWarming};
+      return kube::ReconcileResult::after(options_.pollWarming);
     }
     manager_.recorder().record(dataset, kube::EventType::kWarning, "PurgeIncomplete",
                                "gave up purging after " +
@@ -333,7 +354,7 @@ Result<kube::ReconcileResult> DatasetController::finalize(const Json& dataset) {
       manager_.client().update(kube::resources::datasets(), withFinalizer(dataset, false));
   if (!updated.isOk() && updated.status().code() != StatusCode::kNotFound) return updated.status();
   log().info("purged", {{"dataset", kube::objectKey(dataset)}});
-  return kube::ReconcileResult{};
+  return kube::ReconcileResult::done();
 }
 
 }  // namespace granary::op

@@ -1,29 +1,36 @@
 // The Dataset controller: chooses each Dataset's cache nodes, asks every one of them to ensure
 // the dataset (credentials from the Secret the Dataset names, in its own namespace, sent only
 // over the authenticated cache-node API), polls their progress into status, records Events on
-// phase changes and errors, re-plans when a node goes, and purges the caches through a
-// finalizer when the Dataset is deleted (giving up on unreachable nodes after purgeTimeout).
+// phase changes and errors, re-plans when a node goes, purges the nodes the dataset left, and
+// purges the caches through a finalizer when the Dataset is deleted (giving up on unreachable
+// nodes after purgeTimeout).
 //
-// Status is written only when it changed. A node is asked to ensure again when the request
-// for it changed, when it no longer holds the dataset, or after reensureInterval (so rotated
-// credentials reach it); otherwise it is only asked for status. Each node is also told the
-// dataset's readers (operator/core/readers.h) whenever they change, so that an OnJob dataset
-// warms once a job's workers are placed.
+// Each reconcile observes (the Dataset decoded once, the cache nodes from the informers, every
+// node of the set asked for its status), plans with the pure planDataset
+// (operator/core/dataset_plan.h) and applies the plan. Status is written only when it changed.
+// A node is asked to ensure again when the request for it changed, when it no longer holds the
+// dataset, or after reensureInterval (so rotated credentials reach it). Each node is also told
+// the dataset's readers (operator/core/readers.h) whenever they change, so that an OnJob
+// dataset warms once a job's workers are placed.
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "common/kube/manager.h"
 #include "operator/cache_node_client.h"
+#include "operator/core/dataset_plan.h"
 #include "operator/core/node_set.h"
+#include "operator/ensure_request.h"
 
 namespace granary::op {
 
 struct DatasetControllerOptions {
-  // Polls of a Dataset's nodes while it is not Ready, and once it is. Defaults 5 s and 30 s.
+  // Polls of a Dataset's nodes while it is not settled, and once it is (Ready, OnDemand,
+  // QuotaFull). Defaults 5 s and 30 s.
   std::chrono::milliseconds pollWarming{5'000};
   std::chrono::milliseconds pollReady{30'000};
   // Ensure again at least this often (credentials rotate). Default 10 min.
@@ -43,6 +50,8 @@ class DatasetController {
                     const std::string& agentSelector, DatasetControllerOptions options = {},
                     Clock& clock = realClock());
 
+  // Observe → planDataset (operator/core/dataset_plan.h) → apply. A spec the decoder or a node
+  // rejects is a terminal error; an unreachable API server a retryable one.
   Result<kube::ReconcileResult> reconcile(const std::string& key);
 
  private:
@@ -51,17 +60,49 @@ class DatasetController {
     Clock::MonoTime at{};
     size_t warmPlan = 0;  // of the SetWarmPlan request the node last accepted
   };
+  // What the nodes of a dataset's set are asked this reconcile, and the fingerprints that tell
+  // whether a node already has it.
+  struct Requests {
+    std::vector<CacheNode> candidates;  // every cache node, as the informers saw them
+    NodeSetPlan set;
+    v1::EnsureDatasetRequest bare;  // without credentials
+    size_t fingerprint = 0;
+    v1::SetWarmPlanRequest warmPlan;
+    size_t warmPlanFingerprint = 0, noReaders = 0;
+  };
 
+  Requests requestsFor(const api::Dataset& dataset, const std::string& key);
+  // Everything planDataset reads; the nodes of the set are asked only with `requests`.
+  DatasetObservation observe(const kube::Json& object, const Result<api::Dataset>& dataset,
+                             const Requests* requests);
+  // Reads the dataset's Secrets into `credentials`; NotFound names a missing Secret.
+  Status readCredentials(const api::Dataset& dataset,
+                         std::map<std::string, OriginCredentials>& credentials);
+  // What a plan is applied with; all unset for a Dataset that could not be decoded (whose plan
+  // only writes status).
+  struct Applying {
+    const api::Dataset* dataset = nullptr;
+    const Requests* requests = nullptr;
+    const std::map<std::string, OriginCredentials>* credentials = nullptr;
+  };
+  Result<kube::ReconcileResult> apply(const kube::Json& object, const DatasetPlan& plan,
+                                      const Applying& with);
+  // Sends EnsureDataset; a rejection (InvalidArgument) is returned, other failures are logged
+  // and tried again at the next poll.
+  Status ensure(const api::Dataset& dataset, const CacheNode& node, const Requests& requests,
+                const std::map<std::string, OriginCredentials>& credentials);
   Result<kube::ReconcileResult> finalize(const kube::Json& dataset);
-  // Writes `status` when it differs from the object's; records an Event on a phase change.
-  Status writeStatus(const kube::Json& dataset, kube::Json status);
+  // Writes `status` when it differs from the object's; then records `event`.
+  Status writeStatus(const kube::Json& dataset, const kube::Json& status,
+                     const std::optional<DatasetEvent>& event);
   std::vector<CacheNode> cacheNodes();
-  // Drops generations of the dataset other than `current` from a node (best effort: one still
-  // mounted by a pod stays until the next ensure).
   // Sends `plan` (the dataset's readers) to the node at `address` unless it already has it.
   void announceReaders(const std::string& memo, const std::string& address,
                        const v1::SetWarmPlanRequest& plan, size_t fingerprint);
+  // Drops generations of the dataset other than `current` from a node (best effort: one still
+  // mounted by a pod stays until the next ensure).
   void purgeOtherGenerations(const std::string& address, const v1::DatasetRef& current);
+  void forget(const std::string& memo);
 
   kube::Manager& manager_;
   CacheNodeClient& nodes_;
@@ -72,7 +113,7 @@ class DatasetController {
   kube::Informer* workers_;  // TrainingJob worker pods, indexed by the datasets they mount
   kube::Informer* kubeNodes_;
   std::mutex mutex_;                        // guards ensured_
-  std::map<std::string, Ensured> ensured_;  // by uid + node address
+  std::map<std::string, Ensured> ensured_;  // by uid + "/" + node address
 };
 
 }  // namespace granary::op

@@ -1,6 +1,7 @@
 #include "common/api/dataset.h"
 
 #include <set>
+#include <utility>
 
 namespace granary::api {
 namespace {
@@ -194,6 +195,28 @@ std::string_view warmPolicyName(WarmPolicy policy) {
       return "Never";
   }
   return "OnCreate";
+}
+
+namespace {
+
+constexpr std::pair<DatasetPhase, std::string_view> kDatasetPhaseNames[] = {
+    {DatasetPhase::kPending, "Pending"},   {DatasetPhase::kListing, "Listing"},
+    {DatasetPhase::kWarming, "Warming"},   {DatasetPhase::kReady, "Ready"},
+    {DatasetPhase::kDegraded, "Degraded"}, {DatasetPhase::kFailed, "Failed"},
+    {DatasetPhase::kOnDemand, "OnDemand"}, {DatasetPhase::kQuotaFull, "QuotaFull"}};
+
+}  // namespace
+
+std::string_view datasetPhaseName(DatasetPhase phase) {
+  for (const auto& [value, name] : kDatasetPhaseNames)
+    if (value == phase) return name;
+  return "Pending";
+}
+
+std::optional<DatasetPhase> datasetPhaseOf(std::string_view name) {
+  for (const auto& [value, text] : kDatasetPhaseNames)
+    if (text == name) return value;
+  return std::nullopt;
 }
 
 }  // namespace granary::api

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/api/object_meta.h"
@@ -65,6 +66,27 @@ struct Dataset {
   ObjectMeta metadata;
   DatasetSpec spec;
 };
+
+// status.phase of a Dataset: its cache nodes' phases combined (docs/operator.md, "Phases").
+// Pending: not on any node yet; Listing: the origin is being listed; Warming: warming by policy;
+// Ready: every node of the set holds its whole share; OnDemand: served, filled only as files are
+// read (warm: Never, or OnJob before a job asked); QuotaFull: served, but a node's Pin quota
+// filled before its share was cached; Degraded: a node failing or lost; Failed: the spec or the
+// origin cannot be served.
+enum class DatasetPhase {
+  kPending,
+  kListing,
+  kWarming,
+  kReady,
+  kDegraded,
+  kFailed,
+  kOnDemand,
+  kQuotaFull
+};
+// The name status.phase and the CRD's enum use, e.g. "OnDemand".
+std::string_view datasetPhaseName(DatasetPhase phase);
+// The phase named `name`; nullopt for any other text (an empty or unknown status.phase).
+std::optional<DatasetPhase> datasetPhaseOf(std::string_view name);
 
 // Decodes `spec` of a Dataset (defaults applied, every rule checked).
 Status decodeValue(const config::Node& node, SecretRef& out);

@@ -1,6 +1,7 @@
 #include "common/kube/yaml_json.h"
 
 #include <charconv>
+#include <cstdio>
 #include <regex>
 
 namespace granary::kube {
@@ -46,6 +47,29 @@ Json toJson(const config::Node& node) {
     }
   }
   return Json::null();
+}
+
+config::Node toConfig(const Json& json) {
+  if (json.is_string()) return config::Node::scalarNode(json.as_string(), true);
+  if (json.is_boolean()) return config::Node::scalarNode(json.as_bool() ? "true" : "false");
+  if (json.is_integer())
+    return config::Node::scalarNode(std::to_string(json.as_number().to_int64()));
+  if (json.is_number()) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", json.as_double());
+    return config::Node::scalarNode(text);
+  }
+  if (json.is_array()) {
+    std::vector<config::Node> items;
+    for (const auto& item : json.as_array()) items.push_back(toConfig(item));
+    return config::Node::listNode(std::move(items));
+  }
+  if (json.is_object()) {
+    std::vector<std::pair<std::string, config::Node>> entries;
+    for (const auto& [key, value] : json.as_object()) entries.emplace_back(key, toConfig(value));
+    return config::Node::mapNode(std::move(entries));
+  }
+  return config::Node();
 }
 
 }  // namespace granary::kube

@@ -10,4 +10,9 @@ namespace granary::kube {
 
 Json toJson(const config::Node& node);
 
+// The reverse, for decoding an object the API server sent with the same decodeValue overloads
+// as a file: strings become quoted scalars (never read as numbers), numbers and booleans plain
+// ones. Paths are field paths from `json` ("spec.cache.replicas"); there is no source or line.
+config::Node toConfig(const Json& json);
+
 }  // namespace granary::kube

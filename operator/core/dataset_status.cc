@@ -11,24 +11,6 @@ namespace granary::op {
 
 using kube::Json;
 
-std::string phaseName(DatasetPhase phase) {
-  switch (phase) {
-    case DatasetPhase::kPending:
-      return "Pending";
-    case DatasetPhase::kListing:
-      return "Listing";
-    case DatasetPhase::kWarming:
-      return "Warming";
-    case DatasetPhase::kReady:
-      return "Ready";
-    case DatasetPhase::kDegraded:
-      return "Degraded";
-    case DatasetPhase::kFailed:
-      return "Failed";
-  }
-  return "Pending";
-}
-
 namespace {
 
 struct Totals {
@@ -54,7 +36,10 @@ Totals add(const std::vector<NodeReport>& reports) {
     t.misses += p.chunkMisses;
     t.bytesPerSecond += p.bytesPerSecond;
     if (p.phase != DatasetPhase::kReady) {
-      if (p.etaSeconds < 0) t.etaKnown = false;
+      // A node that does not warm (OnDemand, QuotaFull) never finishes: no ETA.
+      if (p.etaSeconds < 0 || p.phase == DatasetPhase::kOnDemand ||
+          p.phase == DatasetPhase::kQuotaFull)
+        t.etaKnown = false;
       t.etaSeconds = std::max(t.etaSeconds, p.etaSeconds);
     }
     if (p.warmStart && (!t.warmStart || *p.warmStart < *t.warmStart)) t.warmStart = p.warmStart;
@@ -62,9 +47,8 @@ Totals add(const std::vector<NodeReport>& reports) {
   return t;
 }
 
-// The dataset's phase, the reason and a message saying why, from every node's report.
 // Nodes `previous` lists for this generation that are not in the plan any more.
-std::vector<std::string> lostNodes(const DatasetObservation& o, const Json& previous) {
+std::vector<std::string> lostNodes(const DatasetProgress& o, const Json& previous) {
   const Json generation = kube::pathValue(previous, "observedGeneration");
   const Json listed = kube::pathValue(previous, "nodes");
   if (!generation.is_integer() || generation.as_number().to_int64() != o.generation ||
@@ -79,9 +63,53 @@ std::vector<std::string> lostNodes(const DatasetObservation& o, const Json& prev
   return lost;
 }
 
-std::tuple<DatasetPhase, std::string, std::string> phaseOf(
-    const DatasetObservation& o, const std::vector<std::string>& lostNodes, const Totals& totals,
-    const std::string& cached) {
+struct PhaseAndWhy {
+  DatasetPhase phase;
+  std::string reason, message;
+};
+
+// The names of the nodes reporting `phase`, comma-separated.
+std::string nodesIn(const DatasetProgress& o, DatasetPhase phase) {
+  std::string names;
+  for (const auto& r : o.reports)
+    if (r.progress && r.progress->phase == phase) names += (names.empty() ? "" : ", ") + r.nodeName;
+  return names;
+}
+
+std::string quotaFullMessage(const DatasetProgress& o, const std::string& cached) {
+  const std::string quota =
+      o.cache.capacityPerNode
+          ? "spec.cache.capacityPerNode (" + formatByteSize(*o.cache.capacityPerNode) + ")"
+          : "the node's default quota (spec.cache.capacityPerNode unset)";
+  std::string detail;
+  for (const auto& r : o.reports)
+    if (r.progress && r.progress->phase == DatasetPhase::kQuotaFull && !r.progress->message.empty())
+      detail += "; " + r.nodeName + ": " + r.progress->message;
+  return "the Pin quota " + quota + " filled on " + nodesIn(o, DatasetPhase::kQuotaFull) +
+         " before its share was cached; " + cached +
+         " cached, the rest is read from the origin. Raise spec.cache.capacityPerNode, add "
+         "cache nodes, or set spec.cache.policy: LRU" +
+         detail;
+}
+
+std::string onDemandMessage(const DatasetProgress& o, const std::string& cached) {
+  const std::string filled = "files are cached as they are read (" + cached + " cached)";
+  switch (o.cache.warm) {
+    case api::WarmPolicy::kNever:
+      return "spec.cache.warm is Never: " + filled +
+             ". Set spec.cache.warm: OnCreate to warm the whole dataset";
+    case api::WarmPolicy::kOnJob:
+      return "spec.cache.warm is OnJob and no TrainingJob that mounts it is placed yet: " + filled +
+             ". It warms once a job's worker is placed; set spec.cache.warm: OnCreate to warm it "
+             "now";
+    case api::WarmPolicy::kOnCreate:
+      break;
+  }
+  return nodesIn(o, DatasetPhase::kOnDemand) + " not warming: " + filled;
+}
+
+PhaseAndWhy phaseOf(const DatasetProgress& o, const std::vector<std::string>& lostNodes,
+                    const Totals& totals, const std::string& cached) {
   if (o.reports.empty())
     return {DatasetPhase::kPending, "NoCacheNodes", "no cache node may hold this dataset"};
   for (const auto& r : o.reports)
@@ -93,27 +121,29 @@ std::tuple<DatasetPhase, std::string, std::string> phaseOf(
   for (const auto& r : o.reports)
     if (r.progress->phase == DatasetPhase::kDegraded)
       return {DatasetPhase::kDegraded, "NodeDegraded", r.nodeName + ": " + r.progress->message};
-  bool ready = true, listing = false;
+  bool ready = true, listing = false, warming = false, quotaFull = false;
   for (const auto& r : o.reports) {
-    ready = ready && r.progress->phase == DatasetPhase::kReady;
-    listing = listing || r.progress->phase == DatasetPhase::kPending ||
-              r.progress->phase == DatasetPhase::kListing;
+    const DatasetPhase p = r.progress->phase;
+    ready = ready && p == DatasetPhase::kReady;
+    listing = listing || p == DatasetPhase::kPending || p == DatasetPhase::kListing;
+    warming = warming || p == DatasetPhase::kWarming;
+    quotaFull = quotaFull || p == DatasetPhase::kQuotaFull;
   }
   const std::string where =
       " on " + std::to_string(o.reports.size()) + (o.reports.size() == 1 ? " node" : " nodes");
-  if (ready && !(o.replanned && !lostNodes.empty())) {
-    return {DatasetPhase::kReady, "Cached",
-            cached + " of " + formatByteSize({totals.totalBytes}) + " cached" + where};
-  }
+  const std::string ofTotal = cached + " of " + formatByteSize({totals.totalBytes});
+  if (ready && !(o.replanned && !lostNodes.empty()))
+    return {DatasetPhase::kReady, "Cached", ofTotal + " cached" + where};
   if (!lostNodes.empty()) {
     std::string lost;
     for (const auto& n : lostNodes) lost += (lost.empty() ? "" : ", ") + n;
     return {DatasetPhase::kDegraded, "NodeLost",
             "cache node(s) " + lost + " gone; their share is warming again" + where};
   }
+  if (quotaFull) return {DatasetPhase::kQuotaFull, "CacheQuotaFull", quotaFullMessage(o, ofTotal)};
   if (listing) return {DatasetPhase::kListing, "Listing", "listing the origin" + where};
-  return {DatasetPhase::kWarming, "Warming",
-          cached + " of " + formatByteSize({totals.totalBytes}) + " cached" + where};
+  if (warming) return {DatasetPhase::kWarming, "Warming", ofTotal + " cached" + where};
+  return {DatasetPhase::kOnDemand, "NotWarmedByPolicy", onDemandMessage(o, ofTotal)};
 }
 
 std::string percentage(double fraction) {
@@ -124,11 +154,11 @@ std::string percentage(double fraction) {
 
 }  // namespace
 
-Json datasetStatus(const DatasetObservation& o, const Json& previous,
+Json datasetStatus(const DatasetProgress& o, const Json& previous,
                    std::chrono::system_clock::time_point now) {
   const Totals t = add(o.reports);
-  const int64_t copies =
-      std::max<int64_t>(1, std::min<int64_t>(o.replicas, static_cast<int64_t>(o.reports.size())));
+  const int64_t copies = std::max<int64_t>(
+      1, std::min<int64_t>(o.cache.replicas, static_cast<int64_t>(o.reports.size())));
   const double fraction =
       t.ownedBytes > 0 ? static_cast<double>(t.cachedBytes) / static_cast<double>(t.ownedBytes)
                        : 0.0;
@@ -138,13 +168,12 @@ Json datasetStatus(const DatasetObservation& o, const Json& previous,
   const bool ready = phase == DatasetPhase::kReady;
 
   Json status = Json::object();
-  status["phase"] = Json::string(phaseName(phase));
+  status["phase"] = Json::string(std::string(api::datasetPhaseName(phase)));
   status["observedGeneration"] = Json::number(o.generation);
   status["totalBytes"] = Json::number(t.totalBytes);
   status["totalSize"] = Json::string(formatByteSize({t.totalBytes}));
   status["totalFiles"] = Json::number(t.totalFiles);
-  // What the nodes hold on disk, in every phase: a Ready dataset may be only partly cached (a
-  // quota under its size, warm: Never).
+  // What the nodes hold on disk, in every phase (the copies of replicas counted once).
   status["cachedBytes"] = Json::number(std::min(t.totalBytes, t.cachedBytes / copies));
   status["cachedFiles"] = Json::number(std::min(t.totalFiles, t.cachedFiles / copies));
   status["cachedPercentage"] = Json::string(cached);
@@ -181,12 +210,17 @@ Json problemStatus(const Json& previous, int64_t generation, DatasetPhase phase,
                    const std::string& reason, const std::string& message,
                    std::chrono::system_clock::time_point now) {
   Json status = previous.is_object() ? previous : Json::object();
-  status["phase"] = Json::string(phaseName(phase));
+  status["phase"] = Json::string(std::string(api::datasetPhaseName(phase)));
   status["observedGeneration"] = Json::number(generation);
   Json conditions = kube::pathValue(previous, "conditions");
   setCondition(conditions, {"Ready", false, reason, message}, generation, now);
   status["conditions"] = std::move(conditions);
   return status;
+}
+
+std::optional<DatasetPhase> phaseOfStatus(const Json& status) {
+  const Json phase = kube::pathValue(status, "phase");
+  return phase.is_string() ? api::datasetPhaseOf(phase.as_string()) : std::nullopt;
 }
 
 }  // namespace granary::op

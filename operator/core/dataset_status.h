@@ -1,5 +1,23 @@
 // A Dataset's status from what its cache nodes report: phase, totals, cached share, warm rate
 // and ETA, per-node figures, hit ratio, origin bytes, and the Ready condition. Pure.
+//
+// The figures are what the nodes hold: cachedBytes and cachedFiles are the sum of what every
+// node has verified on disk (divided by the copies when replicas > 1), cachedPercentage is that
+// share of the bytes the nodes own. A dataset is Ready only when every node of the set is.
+//
+// The nodes' phases combine, first match wins:
+//   no node in the set                  → Pending    (NoCacheNodes)
+//   a node Failed                       → Failed     (NodeFailed)
+//   a node unreachable                  → Degraded   (NodeUnreachable)
+//   a node Degraded                     → Degraded   (NodeDegraded)
+//   every node Ready                    → Ready      (Cached)
+//   a node of the set lost              → Degraded   (NodeLost)
+//   a node QuotaFull                    → QuotaFull  (CacheQuotaFull)
+//   a node Pending or Listing           → Listing    (Listing)
+//   a node Warming                      → Warming    (Warming)
+//   a node OnDemand (the rest Ready)    → OnDemand   (NotWarmedByPolicy)
+// So what needs a person comes first, then what needs a setting changed (QuotaFull), then what
+// time will fix (Warming), then what policy chose (OnDemand).
 #pragma once
 
 #include <chrono>
@@ -7,12 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "common/api/dataset.h"
 #include "common/kube/object.h"
 
 namespace granary::op {
 
-enum class DatasetPhase { kPending, kListing, kWarming, kReady, kDegraded, kFailed };
-std::string phaseName(DatasetPhase phase);
+using api::DatasetPhase;
 
 // One node's report of one dataset generation (the CacheNode API's DatasetStatus).
 struct NodeProgress {
@@ -34,19 +52,22 @@ struct NodeReport {
   std::string error;                     // why not
 };
 
-struct DatasetObservation {
+// What a Dataset's status is derived from.
+struct DatasetProgress {
   int64_t generation = 0;
-  int32_t replicas = 1;
-  std::vector<NodeReport> reports;  // one per node of the plan
+  // The dataset's cache settings: replicas counts copies once; warm, policy and
+  // capacityPerNode are named in the OnDemand and QuotaFull messages.
+  api::CacheSpec cache;
+  std::vector<NodeReport> reports;  // one per node of the set
   // The nodes were just told a new node set: a Ready in their answer predates it.
   bool replanned = false;
 };
 
-// The status for `observation`; conditions are carried over from `previous` (the current
+// The status for `progress`; conditions are carried over from `previous` (the current
 // status), so an unchanged world yields an equal status. Nodes that `previous` lists for this
-// generation and the plan no longer has are lost: the Dataset stays Degraded, still listing
+// generation and the set no longer has are lost: the Dataset stays Degraded, still listing
 // them, until the remaining nodes are Ready.
-kube::Json datasetStatus(const DatasetObservation& observation, const kube::Json& previous,
+kube::Json datasetStatus(const DatasetProgress& progress, const kube::Json& previous,
                          std::chrono::system_clock::time_point now);
 
 // The status when the nodes cannot be asked at all (bad spec, missing Secret, no cache node):
@@ -55,5 +76,8 @@ kube::Json datasetStatus(const DatasetObservation& observation, const kube::Json
 kube::Json problemStatus(const kube::Json& previous, int64_t generation, DatasetPhase phase,
                          const std::string& reason, const std::string& message,
                          std::chrono::system_clock::time_point now);
+
+// status.phase of a status; nullopt when it has none (never written) or an unknown one.
+std::optional<DatasetPhase> phaseOfStatus(const kube::Json& status);
 
 }  // namespace granary::op

@@ -26,6 +26,8 @@ NodeSetPlan planNodeSet(const api::CacheSpec& spec, const std::vector<CacheNode>
       plan.nodes.push_back(candidate);
     } else {
       plan.excluded[candidate.node.name] = why;
+      if (candidate.node.ready && !candidate.node.unschedulable && candidate.agentReady)
+        plan.unfit.push_back(candidate);
     }
   }
   std::sort(plan.nodes.begin(), plan.nodes.end(),

@@ -25,6 +25,10 @@ struct CacheNode {
 struct NodeSetPlan {
   std::vector<CacheNode> nodes;                 // chosen, by node name
   std::map<std::string, std::string> excluded;  // node name → why not
+  // The excluded nodes that are healthy (node Ready and schedulable, agent Ready): the
+  // dataset's own rules or its capacity keep them out, so nothing of it belongs there. A node
+  // out only for its health is not listed: it may come back with its cache.
+  std::vector<CacheNode> unfit;
 };
 
 NodeSetPlan planNodeSet(const api::CacheSpec& spec, const std::vector<CacheNode>& candidates);

@@ -16,8 +16,8 @@
 #include "csi/v1/csi.grpc.pb.h"
 #include "operator/core/conditions.h"
 #include "operator/training_job_controller.h"
-#include "tests/support/cluster.h"
 #include "tests/support/cache_node_process.h"
+#include "tests/support/cluster.h"
 #include "tests/support/http_file_server.h"
 #include "tests/support/rbac_check.h"
 
@@ -351,6 +351,36 @@ TEST_F(DatasetControllerTest, ABadSpecFailsWithTheFieldNamed) {
   EXPECT_TRUE(hasEvent("Warning/InvalidSpec"));
 }
 
+// warm: Never: the nodes serve the dataset and cache only what is read. The status says so —
+// nothing cached, not Ready, and the setting that would warm it — and changing that setting
+// warms it.
+TEST_F(DatasetControllerTest, WarmNeverIsOnDemandWithNothingCachedUntilTheSettingChanges) {
+  cacheNode("a");
+  cacheNode("b");
+  startOperator();
+  createDataset("", "coco", ", warm: Never");
+  ASSERT_TRUE(eventually(
+      [&] { return phase() == "OnDemand" && statusInt("totalBytes") == totalBytes_; }, 30s))
+      << dataset().serialize();
+  EXPECT_EQ(statusInt("cachedBytes"), 0);
+  EXPECT_EQ(statusInt("cachedFiles"), 0);
+  EXPECT_EQ(dataset().at("status").at("cachedPercentage").as_string(), "0.0%");
+  const op::Condition ready = readyCondition();
+  EXPECT_FALSE(ready.status);
+  EXPECT_EQ(ready.reason, "NotWarmedByPolicy");
+  EXPECT_NE(ready.message.find("warm: OnCreate"), std::string::npos) << ready.message;
+  EXPECT_TRUE(hasEvent("Normal/NotWarmedByPolicy")) << ::testing::PrintToString(events());
+  const Json nodes = dataset().at("status").at("nodes");
+  ASSERT_EQ(nodes.size(), 2u);
+  for (const auto& n : nodes.as_array()) EXPECT_FALSE(n.at("ready").as_bool());
+
+  ASSERT_TRUE(edit(client(), resources::datasets(), ns(), "coco", [](Json& dataset) {
+                dataset["spec"]["cache"]["warm"] = Json::string("OnCreate");
+              }).isOk());
+  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  EXPECT_EQ(statusInt("cachedBytes"), totalBytes_);
+}
+
 // Runs `command` (sh -c) in a child process placed in a cgroup named like a kubelet's cgroup
 // of the pod `uid` (".../pod<uid>"), as a container of that pod runs. The exit status, or -1
 // when no cgroup hierarchy can be written here.
@@ -407,6 +437,7 @@ TEST_F(DatasetControllerTest, OnJobWarmsForPlacedWorkersWhoseReadsShowInTheJobSt
       << dataset().serialize();
   std::this_thread::sleep_for(1s);
   EXPECT_EQ(statusInt("cachedBytes"), 0) << "OnJob: nothing warms before a job is placed";
+  EXPECT_EQ(phase(), "OnDemand") << dataset().serialize();
 
   ASSERT_TRUE(client()
                   .create(resources::trainingJobs(), ns(),

@@ -22,8 +22,8 @@ NodeReport ready(const std::string& node, int64_t ownedBytes, int64_t cachedByte
 // A Ready dataset is not always wholly cached (a quota under its size, LRU evicting, warm:
 // Never): the status says what the nodes hold, never the dataset's size.
 TEST(DatasetStatus, ReadyCountsWhatTheNodesHold) {
-  DatasetObservation o{.generation = 1,
-                       .reports = {ready("a", 600, 300, 6, 2), ready("b", 400, 100, 4, 1)}};
+  DatasetProgress o{.generation = 1,
+                    .reports = {ready("a", 600, 300, 6, 2), ready("b", 400, 100, 4, 1)}};
   const kube::Json status = datasetStatus(o, kube::Json(), std::chrono::system_clock::now());
   EXPECT_EQ(status.at("phase").as_string(), "Ready");
   EXPECT_EQ(status.at("cachedBytes").as_integer(), 400);
@@ -32,9 +32,9 @@ TEST(DatasetStatus, ReadyCountsWhatTheNodesHold) {
 }
 
 TEST(DatasetStatus, ReplicasAreCountedOnce) {
-  DatasetObservation o{.generation = 1,
-                       .replicas = 2,
-                       .reports = {ready("a", 1000, 1000, 10, 10), ready("b", 1000, 1000, 10, 10)}};
+  DatasetProgress o{.generation = 1,
+                    .cache = {.replicas = 2},
+                    .reports = {ready("a", 1000, 1000, 10, 10), ready("b", 1000, 1000, 10, 10)}};
   const kube::Json status = datasetStatus(o, kube::Json(), std::chrono::system_clock::now());
   EXPECT_EQ(status.at("cachedBytes").as_integer(), 1000);
   EXPECT_EQ(status.at("cachedFiles").as_integer(), 10);
