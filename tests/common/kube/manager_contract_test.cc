@@ -29,7 +29,7 @@ class ManagerContract : public ClusterTest {
     return [&](const std::string& key, std::stop_token) -> Result<kube::ReconcileResult> {
       ++calls;
       kube::ObjectPtr object = informer.store().get(key);
-      if (!object) return kube::ReconcileResult{};  // deleted: nothing to do
+      if (!object) return kube::ReconcileResult::done();  // deleted: nothing to do
       Json status = Json::object();
       status["status"] = Json::object();
       status["status"]["phase"] = Json::string("Ready");
@@ -38,7 +38,7 @@ class ManagerContract : public ClusterTest {
       GRANARY_RETURN_IF_ERROR(
           client().mergePatch(resources::datasets(), ns, name, status, "status").status());
       manager.recorder().record(*object, kube::EventType::kNormal, "Ready", "marked ready");
-      return kube::ReconcileResult{};
+      return kube::ReconcileResult::done();
     };
   }
 };
@@ -116,7 +116,7 @@ TEST_F(ManagerContract, OwnStatusWritesDoNotComeBackWithEnqueueOnChange) {
             client()
                 .mergePatch(resources::datasets(), namespaceName, name, patch, "status")
                 .status());
-        return kube::ReconcileResult{};
+        return kube::ReconcileResult::done();
       });
   informer.addHandler(controller.enqueueOnChange());
   ASSERT_TRUE(client().create(resources::datasets(), ns(), dataset("coco")).isOk());
@@ -143,7 +143,7 @@ TEST_F(ManagerContract, FailuresAreRetriedWithBackoffUntilTheySucceed) {
       [&](const std::string&, std::stop_token) -> Result<kube::ReconcileResult> {
         if (++attempts < 4) return unavailable("origin is down");
         succeeded = true;
-        return kube::ReconcileResult{};
+        return kube::ReconcileResult::done();
       });
   informer.addHandler(controller.enqueueObjects());
   ASSERT_TRUE(client().create(resources::datasets(), ns(), dataset("flaky")).isOk());
@@ -204,7 +204,7 @@ TEST_F(LeaderElectionContract, LosingTheLeaseStopsTheControllers) {
       {.name = "counting"},
       [&](const std::string&, std::stop_token) -> Result<kube::ReconcileResult> {
         ++calls;
-        return kube::ReconcileResult{};
+        return kube::ReconcileResult::done();
       });
   informer.addHandler(controller.enqueueObjects());
   Status result;
