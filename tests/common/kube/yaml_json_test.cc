@@ -27,5 +27,25 @@ l: 1e3
   EXPECT_TRUE(json.at("a").is_integer());
 }
 
+// An object from the API server decodes as the same document in a file would: strings stay
+// strings even when they look like numbers, and errors name the field path.
+TEST(ToConfig, KeepsTypesAndFieldPaths) {
+  const Json json = Json::parse(
+      R"({"spec":{"replicas":2,"ratio":0.5,"warm":true,"tag":"007","none":null,"list":[{"k":"v"}]}})");
+  const config::Node node = toConfig(json);
+  EXPECT_EQ(toJson(node), json) << "round trip";
+  const config::Node* spec = node.find("spec");
+  ASSERT_NE(spec, nullptr);
+  int32_t replicas = 0;
+  EXPECT_TRUE(config::decodeValue(*spec->find("replicas"), replicas).isOk());
+  EXPECT_EQ(replicas, 2);
+  int64_t tag = 0;
+  const Status notANumber = config::decodeValue(*spec->find("tag"), tag);
+  EXPECT_FALSE(notANumber.isOk()) << "\"007\" is a string";
+  EXPECT_NE(notANumber.message().find("spec.tag"), std::string::npos) << notANumber;
+  EXPECT_TRUE(spec->find("none")->isNull());
+  EXPECT_EQ(spec->find("list")->items()[0].find("k")->path(), "spec.list[0].k");
+}
+
 }  // namespace
 }  // namespace granary::kube
