@@ -6,13 +6,13 @@
 namespace granary::api {
 namespace {
 
-bool startsWith(std::string_view text, std::string_view prefix) {
 // A PersistentVolumeClaim is not an origin: nothing on a cache node can mount another
 // namespace's claim. This says how to reach its files instead.
 constexpr std::string_view kPvcFix =
     " (pvc:// is not supported: serve the claim's files over http(s):// from a pod that mounts "
     "it, or copy them to s3://)";
 
+bool startsWith(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
