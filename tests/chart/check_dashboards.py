@@ -10,7 +10,7 @@
    expression, a `for:`, a severity label and summary and description annotations.
 3. Every metric an expression uses (panels, template variables, alerts) is declared by a binary:
    the string literals "granary_..." and "process_..." of the C++ sources under cache-node/,
-   common/, operator/ and scheduler/, plus the PENDING allowlist below. Histograms are used only
+   engine/, common/, operator/ and scheduler/, plus the PENDING allowlist below. Histograms are used only
    through their _bucket, _sum and _count series, rate()/irate()/increase() only over counters
    and histogram series, histogram_quantile() only over _bucket series.
 4. The reverse: every declared granary_* metric is drawn on some dashboard panel, except those
@@ -49,7 +49,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_chart  # noqa: E402  (its Checks: the same ok/FAIL report)
 
-SOURCE_DIRS = ("cache-node", "common", "operator", "scheduler")
+SOURCE_DIRS = ("cache-node", "common", "engine", "operator", "scheduler")
 DASHBOARDS = "charts/granary/dashboards"
 RULES = "charts/granary/alerts/granary.rules.yaml"
 ALERT_TESTS = "tests/chart/alerts_test.yaml"
