@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Recomputes an AWS Signature V4 with botocore, for tests/cache-node/s3_origin_test.cc.
+"""Recomputes an AWS Signature V4 with botocore, for tests/engine/origin/s3_origin_test.cc.
 
 The test records the exact request libcurl sent to a loopback server and hands it here as JSON
 on stdin:
