@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/backoff.h"
 #include "common/log.h"
 #include "engine/core/placement.h"
 
@@ -12,21 +11,7 @@ namespace granary::cache {
 namespace {
 
 constexpr int64_t kMinChunkSize = 4096;
-constexpr int kWarmAttempts = 5;  // passes over failing chunks before Degraded
 constexpr size_t kScanBatch = 1000;
-// The largest access-order file read: it is held in memory while its paths are looked up.
-constexpr int64_t kMaxAccessOrderFileBytes = int64_t{64} << 20;
-
-// Up to three of `paths`, comma-separated, with ", ..." when there are more.
-std::string someOf(const std::set<std::string>& paths) {
-  std::string text;
-  int shown = 0;
-  for (const auto& path : paths) {
-    if (shown == 3) return text + ", ...";
-    text += (shown++ ? ", " : "") + path;
-  }
-  return text;
-}
 
 // Eviction ids: path NUL chunk index (the generation is the policy's owner).
 std::string policyId(const std::string& path, int64_t index) {
@@ -110,10 +95,11 @@ DatasetCache::DatasetCache(NodeContext& node, DatasetKey key, std::vector<Datase
       fetcher_(node, key_, std::move(sources),
                {settings.chunkSize, settings.bandwidthLimit, settings.readRetryTime}, *this,
                metrics_ ? &*metrics_ : nullptr),
-      settings_(std::move(settings)),
+      settings_(settings),
       policy_(makePolicy(settings_)),
       fetchRate_(node.clock.monoNow()),
-      queue_(settings_.chunkSize) {}
+      warmer_(node, id_, key_.label(), fetcher_, *this, metrics_ ? &*metrics_ : nullptr,
+              std::move(settings)) {}
 
 DatasetCache::~DatasetCache() { stopWarming(); }
 
@@ -123,6 +109,7 @@ void DatasetCache::stopWarming() {
     stopping_ = true;
   }
   changed_.notify_all();
+  warmer_.stop();
   thread_.request_stop();
   if (thread_.joinable()) thread_.join();
 }
@@ -136,43 +123,32 @@ Status DatasetCache::update(DatasetSettings settings) {
         "generation: change the Dataset's spec to start a new one");
   }
   std::sort(settings.nodeSet.begin(), settings.nodeSet.end());
-  auto current = settings_.nodeSet;
-  std::sort(current.begin(), current.end());
   if (std::find(settings.nodeSet.begin(), settings.nodeSet.end(), node_.nodeName) ==
       settings.nodeSet.end()) {
     return invalidArgument("node_set: must include this node (\"" + node_.nodeName + "\")");
   }
-  const bool repass = settings.nodeSet != current || settings.replicas != settings_.replicas ||
-                      settings.warm != settings_.warm;
   if (settings.bandwidthLimit != settings_.bandwidthLimit)
     fetcher_.setBandwidthLimit(settings.bandwidthLimit);
   fetcher_.setReadRetryTime(settings.readRetryTime);
-  settings_ = std::move(settings);
+  settings_ = settings;
   if (settings_.warmConcurrency < 1) settings_.warmConcurrency = 1;
-  if (repass) ++passRequested_, passDone_ = false;
-  changed_.notify_all();
+  lock.unlock();  // the warmer is called without this lock
+  warmer_.update(std::move(settings));
   return Status::ok();
 }
 
-void DatasetCache::setWarmPlan(WarmPlan plan) {
-  MutexLock lock(mutex_);
-  const bool repass = plan.accessOrder != plan_.accessOrder ||
-                      plan.accessOrderFile != plan_.accessOrderFile ||
-                      plan.hasReaders != plan_.hasReaders;
-  if (turn_ != nullptr && plan.priority != plan_.priority) turn_->setPriority(plan.priority);
-  plan_ = std::move(plan);
-  if (repass) ++passRequested_, passDone_ = false;
-  changed_.notify_all();
-}
+void DatasetCache::setWarmPlan(WarmPlan plan) { warmer_.setPlan(std::move(plan)); }
 
 Status DatasetCache::waitListed() {
-  MutexLock lock(mutex_);
-  changed_.wait(lock, [this]() GRANARY_REQUIRES(mutex_) {
-    return listed_ || stopping_ || phase_ == Phase::kFailed;
-  });
-  if (listed_) return Status::ok();
+  {
+    MutexLock lock(mutex_);
+    changed_.wait(
+        lock, [this]() GRANARY_REQUIRES(mutex_) { return listed_ || stopping_ || listFailed_; });
+    if (listed_) return Status::ok();
+  }
+  const std::string message = warmer_.standing().message;
   return unavailable("dataset " + key_.label() + " is not listed" +
-                     (message_.empty() ? std::string() : ": " + message_));
+                     (message.empty() ? std::string() : ": " + message));
 }
 
 Result<ManifestEntry> DatasetCache::stat(const std::string& path) {
@@ -274,14 +250,13 @@ Result<Piece> DatasetCache::readMissing(const ManifestEntry& file, const ChunkSp
                                         const Status& local) {
   if (local.code() != StatusCode::kNotFound && !forgetIfDamaged(file.path, span.index, local))
     return local;
+  bool owner;
   {
-    // While warming, the rest of a file a reader waits on goes first.
     MutexLock lock(mutex_);
-    if (phase_ == Phase::kWarming && ownsLocked(file.path)) {
-      queue_.demand({file.path, file.size, file.etag});
-      changed_.notify_all();
-    }
+    owner = ownsLocked(file.path);
   }
+  // While warming, the rest of a file a reader waits on goes first.
+  if (owner) warmer_.demand({file.path, file.size, file.etag});
   GRANARY_ASSIGN_OR_RETURN(Piece whole, fetchChunk(file, span.index, FetchKind::kDemand));
   const auto available = static_cast<int64_t>(whole.data.size()) - span.within;
   if (available <= 0) return Piece{{}, whole.source};
@@ -338,10 +313,7 @@ void DatasetCache::countFetched(int64_t bytes) {
   fetchRate_.add(node_.clock.monoNow(), bytes);
 }
 
-void DatasetCache::changedAtOrigin(const std::string& path) {
-  MutexLock lock(mutex_);
-  changedFiles_.insert(path);
-}
+void DatasetCache::changedAtOrigin(const std::string& path) { warmer_.changedAtOrigin(path); }
 
 void DatasetCache::countReaderRetry() {
   MutexLock lock(mutex_);
@@ -353,13 +325,15 @@ Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fi
   const auto size = static_cast<int64_t>(data.size());
   const bool replacing = node_.chunks.contains(id);
   std::vector<std::string> evict;
+  bool admitted;
   {
     MutexLock lock(mutex_);
-    if (!policy_->admit(pid, size, evict)) {
-      capacityReached_ = true;
-      return resourceExhausted("the dataset's cache quota is full");
-    }
-    writing_.insert(pid);
+    admitted = policy_->admit(pid, size, evict);
+    if (admitted) writing_.insert(pid);
+  }
+  if (!admitted) {
+    warmer_.capacityReached();
+    return resourceExhausted("the dataset's cache quota is full");
   }
   dropEvicted(evict);
   Status put = node_.chunks.put(id, data);
@@ -374,18 +348,19 @@ Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fi
     dropEvicted(evict);
     put = node_.chunks.put(id, data);
   }
-  MutexLock lock(mutex_);
-  writing_.erase(pid);
-  if (!put.isOk()) {
-    policy_->forget(pid);
-    diskFull_ = diskFull_ || put.code() == StatusCode::kResourceExhausted;
-    lastError_ = put.message();
-  } else if (!policy_->holds(pid)) {
-    (void)node_.chunks.remove(id);  // another fetch evicted it while it was written
-  } else if (!replacing) {
-    cachedFiles_.added(id.path, fileChunks);
+  {
+    MutexLock lock(mutex_);
+    writing_.erase(pid);
+    if (!put.isOk()) {
+      policy_->forget(pid);
+    } else if (!policy_->holds(pid)) {
+      (void)node_.chunks.remove(id);  // another fetch evicted it while it was written
+    } else if (!replacing) {
+      cachedFiles_.added(id.path, fileChunks);
+    }
+    if (metrics_) metrics_->usedBytes.set(static_cast<double>(policy_->usedBytes()));
   }
-  if (metrics_) metrics_->usedBytes.set(static_cast<double>(policy_->usedBytes()));
+  if (!put.isOk()) warmer_.keepFailed(put);
   return put;
 }
 
@@ -420,14 +395,7 @@ void DatasetCache::countRead(Source source, int64_t bytes, bool hit) {
   (hit ? metrics_->chunkHits : metrics_->chunkMisses).increment();
 }
 
-// ---- listing and warming ----
-
-void DatasetCache::setPhase(Phase phase, std::string message) {
-  MutexLock lock(mutex_);
-  phase_ = phase;
-  message_ = std::move(message);
-  changed_.notify_all();
-}
+// ---- listing, and the owned share for the warmer ----
 
 Status DatasetCache::listOrigins(std::stop_token stop) {
   if (auto totals = node_.manifests.totals(id_); totals.isOk()) {
@@ -464,12 +432,14 @@ Status DatasetCache::listOrigins(std::stop_token stop) {
 }
 
 void DatasetCache::run(std::stop_token stop) {
-  const Logger log = Logger("cache").with({{"dataset", key_.label()}});
-  setPhase(Phase::kListing, "listing the origin");
+  warmer_.setPhase(Phase::kListing, "listing the origin");
   if (const Status listed = listOrigins(stop); !listed.isOk()) {
     if (stop.stop_requested()) return;
-    log.error("listing failed", {{"error", listed}});
-    setPhase(Phase::kFailed, "listing the origin failed: " + listed.message());
+    Logger("cache").with({{"dataset", key_.label()}}).error("listing failed", {{"error", listed}});
+    warmer_.setPhase(Phase::kFailed, "listing the origin failed: " + listed.message());
+    MutexLock lock(mutex_);
+    listFailed_ = true;
+    changed_.notify_all();
     return;
   }
   {
@@ -477,90 +447,7 @@ void DatasetCache::run(std::stop_token stop) {
     listed_ = true;
     changed_.notify_all();
   }
-  uint64_t donePass = 0, countedPass = 0;
-  std::chrono::milliseconds retryDelay;
-  {
-    MutexLock lock(mutex_);
-    retryDelay = settings_.warmRetryDelay;
-  }
-  Backoff retry({.initial = retryDelay, .max = std::chrono::seconds(60)});
-  Backoff diskRetry({.initial = retryDelay, .max = std::chrono::seconds(60)});
-  while (!stop.stop_requested()) {
-    uint64_t pass;
-    {
-      MutexLock lock(mutex_);
-      pass = passRequested_;
-    }
-    // The owned share is counted whether or not warming is allowed: progress is true on demand.
-    if (pass != countedPass) countOwnedShare(stop), countedPass = pass;
-    {
-      MutexLock lock(mutex_);
-      if (passRequested_ != pass) continue;  // changed while counting: count again
-      const auto warmAllowed = [this]() GRANARY_REQUIRES(mutex_) {
-        return !plan_.paused && (settings_.warm == WarmMode::kOnCreate ||
-                                 (settings_.warm == WarmMode::kOnJob && plan_.hasReaders));
-      };
-      if (!warmAllowed() && pass != donePass) {
-        phase_ = Phase::kOnDemand;
-        message_ = (plan_.paused ? std::string("warming is paused")
-                    : settings_.warm == WarmMode::kNever
-                        ? std::string("warm: Never")
-                        : std::string("warm: OnJob; no job has asked for warming yet")) +
-                   "; files are cached as they are read";
-        passDone_ = true;
-        changed_.notify_all();
-      }
-      changed_.wait(lock, stop, [&]() GRANARY_REQUIRES(mutex_) {
-        return passRequested_ != pass || (passRequested_ != donePass && warmAllowed());
-      });
-      if (stop.stop_requested()) return;
-      if (passRequested_ != pass) continue;
-      phase_ = Phase::kWarming;
-      message_.clear();
-      passDone_ = false;
-    }
-    warmPass(stop);
-    if (stop.stop_requested()) return;
-    MutexLock lock(mutex_);
-    if (passRequested_ != pass) continue;  // interrupted by a change: start over
-    refreshCachedLocked();
-    if (metrics_) metrics_->diskFull.set(diskFull_ ? 1 : 0);
-    const PassOutcome outcome = judgePass({.changedFiles = changedFiles_,
-                                           .diskFull = diskFull_,
-                                           .failedChunks = failedChunks_,
-                                           .retriesLeft = retry.attempts() < kWarmAttempts,
-                                           .lastError = lastError_,
-                                           .share = shareFactsLocked()});
-    phase_ = outcome.phase;
-    message_ = outcome.message;
-    if (outcome.next != AfterPass::kDone) {
-      // The same pass again, later: cached chunks are skipped. A full disk is tried for as long
-      // as it takes, and counts as settled meanwhile.
-      const bool room = outcome.next == AfterPass::kRetryWhenRoom;
-      const auto delay = room ? diskRetry.next() : retry.next();
-      if (room) {
-        message_ += "; trying again in " + std::to_string((delay.count() + 999) / 1000) + "s";
-        passDone_ = true;
-        changed_.notify_all();
-      }
-      const std::string error = lastError_;  // reads write it under the lock meanwhile
-      const int64_t failed = failedChunks_;
-      lock.unlock();
-      log.warn(room ? "cache directories full" : "warm pass incomplete",
-               {{"error", error}, {"failed_chunks", failed}, {"retry_in_ms", delay.count()}});
-      node_.clock.sleepUntil(node_.clock.monoNow() + delay, stop);
-      continue;
-    }
-    message_ = withHintNoteLocked(std::move(message_));
-    retry.reset();
-    diskRetry.reset();
-    donePass = pass;
-    passDone_ = true;
-    log.info("warm pass done", {{"phase", phaseName(phase_)},
-                                {"cached_files", progress_.cachedFiles},
-                                {"cached_bytes", progress_.cachedBytes}});
-    changed_.notify_all();
-  }
+  warmer_.start();
 }
 
 void DatasetCache::countOwnedShare(std::stop_token stop) {
@@ -589,180 +476,41 @@ void DatasetCache::countOwnedShare(std::stop_token stop) {
   shareCounted_ = true;
 }
 
+ShareFacts DatasetCache::shareFacts() {
+  MutexLock lock(mutex_);
+  refreshCachedLocked();
+  return shareFactsLocked();
+}
+
 ShareFacts DatasetCache::shareFactsLocked() const {
   return {.ownedFiles = progress_.ownedFiles,
           .ownedBytes = progress_.ownedBytes,
           .cachedFiles = progress_.cachedFiles,
           .cachedBytes = progress_.cachedBytes,
           .capacityBytes = policy_->capacityBytes(),
-          .capacityReached = capacityReached_,
           .pin = settings_.eviction == Eviction::kPin};
-}
-
-void DatasetCache::warmPass(std::stop_token stop) {
-  WarmPlan plan;
-  int concurrency;
-  {
-    MutexLock lock(mutex_);
-    plan = plan_;
-    concurrency = settings_.warmConcurrency;
-  }
-  std::vector<WarmFile> hinted = hintedFiles(plan);
-  WarmPriorities::Turn turn;
-  if (node_.priorities != nullptr) turn = node_.priorities->enter(plan.priority);
-  {
-    MutexLock lock(mutex_);
-    progress_.warmStart = node_.clock.wallNow();
-    queue_.startPass(std::move(hinted));
-    turn_ = &turn;
-    if (plan_.priority != plan.priority) turn.setPriority(plan_.priority);
-    message_ = hintNote_;
-    changedFiles_.clear();
-    failedChunks_ = 0;
-    capacityReached_ = diskFull_ = false;
-    lastError_.clear();
-  }
-  {
-    std::vector<std::jthread> workers;
-    for (int i = 0; i < concurrency; ++i)
-      workers.emplace_back([this, stop, &turn] { warmWorker(stop, turn); });
-  }  // joins the workers
-  MutexLock lock(mutex_);
-  turn_ = nullptr;
-}
-
-std::vector<std::string> DatasetCache::readAccessOrderFile(const std::string& path,
-                                                           std::string& note) {
-  const std::string named = "the access-order file \"" + path + "\"";
-  auto entry = stat(path);
-  if (!entry.isOk() || entry->directory) {
-    note = named + " is not a file of the dataset; warming in the default order";
-    return {};
-  }
-  if (entry->size > kMaxAccessOrderFileBytes) {
-    note = named + " is larger than " + std::to_string(kMaxAccessOrderFileBytes >> 20) +
-           " MiB; warming in the default order";
-    return {};
-  }
-  auto text = read(path, 0, entry->size);
-  if (!text.isOk()) {
-    note = named + " could not be read (" + text.status().message() +
-           "); warming in the default order";
-    return {};
-  }
-  return parseAccessOrder(*text);
-}
-
-std::vector<WarmFile> DatasetCache::hintedFiles(const WarmPlan& plan) {
-  std::string note;
-  std::vector<std::string> paths = plan.accessOrder;
-  if (!plan.accessOrderFile.empty()) {
-    auto listed = readAccessOrderFile(plan.accessOrderFile, note);
-    paths.insert(paths.end(), std::make_move_iterator(listed.begin()),
-                 std::make_move_iterator(listed.end()));
-  }
-  std::vector<WarmFile> files;
-  std::set<std::string> unknown;
-  int64_t unknownCount = 0;
-  for (const auto& path : paths) {
-    auto entry = node_.manifests.stat(id_, path);
-    if (!entry.isOk() || entry->directory) {
-      if (unknown.size() < 4) unknown.insert(path);
-      ++unknownCount;
-      continue;
-    }
-    MutexLock lock(mutex_);
-    if (ownsLocked(path)) files.push_back({entry->path, entry->size, entry->etag});
-  }
-  if (unknownCount > 0) {
-    note += (note.empty() ? "" : "; ") + std::to_string(unknownCount) +
-            " paths of the access order are not files of the dataset and were skipped (" +
-            someOf(unknown) + ")";
-  }
-  MutexLock lock(mutex_);
-  hintNote_ = std::move(note);
-  return files;
-}
-
-std::string DatasetCache::withHintNoteLocked(std::string message) const {
-  if (hintNote_.empty()) return message;
-  return message.empty() ? hintNote_ : message + "; " + hintNote_;
-}
-
-void DatasetCache::warmWorker(std::stop_token stop, const WarmPriorities::Turn& turn) {
-  while (auto chunk = nextWarmChunk(stop)) {
-    const WarmFile& warm = chunk->warmFile();
-    const ManifestEntry file{.path = warm.path, .size = warm.size, .etag = warm.version};
-    Status status = Status::ok();
-    bool fetched = false;
-    if (!node_.chunks.contains(chunkId(file.path, chunk->index))) {
-      // Datasets of a higher priority fetch first.
-      if (!turn.wait(stop)) return;
-      // Tokens are scarce: demand reads take them first. Unlimited, warming runs on beside the
-      // readers, which then find ahead of them what it fetched.
-      if (fetcher_.bandwidthLimited()) fetcher_.waitForNoDemand(stop);
-      if (stop.stop_requested()) return;
-      auto got = fetchChunk(file, chunk->index, FetchKind::kWarm);
-      status = got.status();
-      if (status.isOk()) {
-        MutexLock lock(mutex_);
-        fetched = true;
-        // The chunk may have come from a fill that could not be kept.
-        if (!node_.chunks.contains(chunkId(file.path, chunk->index)))
-          status = resourceExhausted(lastError_.empty() ? "not kept" : lastError_);
-      }
-    }
-    finishWarmChunk(*chunk, status, fetched);
-  }
-}
-
-std::optional<WarmChunk> DatasetCache::nextWarmChunk(std::stop_token stop) {
-  MutexLock lock(mutex_);
-  const uint64_t pass = passRequested_;
-  while (!stop.stop_requested() && !stopping_ && pass == passRequested_ && !plan_.paused &&
-         !capacityReached_ && !diskFull_) {
-    if (auto chunk = queue_.next()) return chunk;
-    if (!queue_.needsScan()) return std::nullopt;
-    auto batch = node_.manifests.files(id_, queue_.cursor(), kScanBatch);
-    if (!batch.isOk()) {
-      ++failedChunks_, lastError_ = batch.status().message();
-      queue_.addScan({}, /*last=*/true);
-      continue;
-    }
-    std::vector<WarmFile> owned;
-    for (auto& file : *batch) {
-      if (!file.directory && ownsLocked(file.path))
-        owned.push_back({std::move(file.path), file.size, std::move(file.etag)});
-    }
-    queue_.addScan(std::move(owned), /*last=*/batch->empty());
-  }
-  return std::nullopt;
-}
-
-void DatasetCache::finishWarmChunk(const WarmChunk& chunk, const Status& status, bool fetched) {
-  MutexLock lock(mutex_);
-  // A change at the origin is counted by fetchChunk, a full disk by keep(); the rest is retried.
-  const bool failed = !status.isOk() && status.code() != StatusCode::kFailedPrecondition &&
-                      status.code() != StatusCode::kResourceExhausted;
-  if (failed) ++failedChunks_, lastError_ = status.message();
-  if (queue_.finish(chunk, status.isOk(), fetched) && metrics_) metrics_->warmFiles.increment();
 }
 
 // ---- state ----
 
 DatasetState DatasetCache::state() {
+  const WarmStanding warm = warmer_.standing();
+  const Phase phase = warm.phase;
   MutexLock lock(mutex_);
   refreshCachedLocked();
+  progress_.warmStart = warm.warmStart;
   DatasetState state;
-  state.phase = phase_;
-  state.message = message_;
-  if (phase_ == Phase::kOnDemand && capacityReached_) {
+  state.phase = phase;
+  state.message = warm.message;
+  if (phase == Phase::kOnDemand && warm.capacityReached) {
+    ShareFacts share = shareFactsLocked();
+    share.capacityReached = true;
     state.phase = Phase::kQuotaFull;
-    state.message = quotaFullMessage(shareFactsLocked());
-  } else if (phase_ == Phase::kOnDemand && shareCounted_ &&
+    state.message = quotaFullMessage(share);
+  } else if (phase == Phase::kOnDemand && shareCounted_ &&
              progress_.cachedFiles >= progress_.ownedFiles) {
     state.phase = Phase::kReady;  // reads cached the whole share
-    state.message = "every owned file is cached (" + message_ + ")";
+    state.message = "every owned file is cached (" + warm.message + ")";
   }
   state.reads = reads_;
   state.reads.originRetries += fetcher_.originRetries();
@@ -776,9 +524,9 @@ DatasetState DatasetCache::state() {
   const std::optional<double> rate = fetchRate_.bytesPerSecond(node_.clock.monoNow());
   progress_.bytesPerSecond = rate.value_or(0);
   const int64_t left = progress_.ownedBytes - progress_.cachedBytes;
-  if (left <= 0 && phase_ != Phase::kListing) {
+  if (left <= 0 && phase != Phase::kListing) {
     progress_.etaSeconds = 0;
-  } else if (phase_ == Phase::kWarming && progress_.bytesPerSecond > 0) {
+  } else if (phase == Phase::kWarming && progress_.bytesPerSecond > 0) {
     progress_.etaSeconds =
         static_cast<int64_t>(std::ceil(static_cast<double>(left) / progress_.bytesPerSecond));
   } else {
@@ -794,13 +542,7 @@ DatasetState DatasetCache::state() {
 }
 
 DatasetState DatasetCache::waitSettled(std::chrono::milliseconds timeout) {
-  {
-    MutexLock lock(mutex_);
-    changed_.wait_for(lock, timeout, [this]() GRANARY_REQUIRES(mutex_) {
-      return stopping_ || phase_ == Phase::kFailed ||
-             (passDone_ && phase_ != Phase::kWarming && phase_ != Phase::kListing);
-    });
-  }
+  warmer_.waitSettled(timeout);
   return state();
 }
 

@@ -3,15 +3,14 @@
 // one chunk share one fetch.
 //
 // Lifecycle: create() starts a background thread that lists the origins into the manifest
-// (once per generation: a completed listing survives restarts), then warms the chunks this node
-// owns under rendezvous placement, as the warm mode and plan allow. Chunks already on disk
-// (verified at start-up by the chunk store) are counted, not fetched again.
+// (once per generation: a completed listing survives restarts), then hands over to the dataset's
+// Warmer (engine/warmer.h), which warms the chunks this node owns under rendezvous placement, as
+// the warm mode and plan allow, and keeps the phase. Chunks already on disk (verified at start-up
+// by the chunk store) are counted, not fetched again.
 //
-// Warming hands out chunks in the order of a WarmQueue (engine/core/warm_queue.h): the rest of a
-// file a reader is waiting on, then the access-order hint, then the manifest. Demand reads never
-// wait for warming; under a bandwidth limit they also go first (warm fetches wait while a demand
-// fetch is in flight), and without one warming runs on beside them, ahead of the readers. Between
-// datasets, the node's WarmPriorities let the highest priority warming fetch first. A chunk this
+// A read that misses while warming puts the rest of its file first in the warm order. Demand
+// reads never wait for warming; under a bandwidth limit they also go first (warm fetches wait
+// while a demand fetch is in flight), and without one warming runs on beside them. A chunk this
 // node does not own is asked of its first owner with `fill` (the owner fetches it from the origin
 // if it must), so the origin is read once per dataset; other owners and then the origin are the
 // fallbacks. A file whose origin pins it only by its size (isSizeVersion) is read whole from the
@@ -20,14 +19,10 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <span>
@@ -44,47 +39,13 @@
 #include "engine/core/dataset_phase.h"
 #include "engine/core/eviction.h"
 #include "engine/core/rate_meter.h"
-#include "engine/core/warm_priorities.h"
-#include "engine/core/warm_queue.h"
+#include "engine/dataset_settings.h"
 #include "engine/origin/origin.h"
 #include "engine/store/chunk_store.h"
 #include "engine/store/manifest_store.h"
+#include "engine/warmer.h"
 
 namespace granary::cache {
-
-enum class Eviction { kPin, kLru };
-enum class WarmMode { kOnCreate, kOnJob, kNever };
-
-struct DatasetSettings {
-  std::vector<std::string> nodeSet;  // every node caching the dataset, this one included
-  int replicas = 1;
-  int64_t chunkSize = 16 << 20;
-  int64_t capacityBytes = 0;  // the dataset's quota on this node
-  Eviction eviction = Eviction::kPin;
-  WarmMode warm = WarmMode::kOnCreate;
-  int warmConcurrency = 8;     // origin fetches in flight while warming
-  int64_t bandwidthLimit = 0;  // this dataset's origin reads, bytes per second; 0 unlimited
-  // First pause before a pass retries chunks that failed; doubles up to a minute.
-  std::chrono::milliseconds warmRetryDelay{1000};
-  // How long a reader's fetch from the origin retries what fails for a moment (Unavailable: the
-  // origin down, a body shorter than its range) before the read fails.
-  std::chrono::milliseconds readRetryTime{30'000};
-};
-
-// Warm control from the operator: order, pause, priority, and whether a job reads the dataset
-// (which starts warming under WarmMode::kOnJob).
-struct WarmPlan {
-  // Paths in the order readers open them: warmed first, in this order.
-  std::vector<std::string> accessOrder;
-  // A file of the dataset listing more such paths, one a line (parseAccessOrder), warmed after
-  // accessOrder's; "" none. Read through the cache once listed. Paths not in the manifest and a
-  // missing file are said in the status message, never a failure.
-  std::string accessOrderFile;
-  bool paused = false;
-  bool hasReaders = false;
-  // Higher warms first when several datasets of the node warm at once (WarmPriorities).
-  int priority = 0;
-};
 
 struct ReadTotals {
   int64_t localBytes = 0;
@@ -126,7 +87,7 @@ struct PieceRead {
   Source source = Source::kLocal;
 };
 
-class DatasetCache final : private ChunkKeeper {
+class DatasetCache final : private ChunkKeeper, private WarmHost {
  public:
   // InvalidArgument for no sources, an empty node set without this node, replicas < 1 or a
   // chunk size < 4 KiB. Starts listing (and warming) in the background.
@@ -145,7 +106,7 @@ class DatasetCache final : private ChunkKeeper {
   void setWarmPlan(WarmPlan plan);
 
   // Waits for the listing. NotFound for paths not in the manifest.
-  Result<ManifestEntry> stat(const std::string& path);
+  Result<ManifestEntry> stat(const std::string& path) override;
   Result<ManifestEntry> statInode(uint64_t inode);  // NotFound for inodes not in the manifest
   Result<std::vector<ManifestEntry>> list(const std::string& directory, const std::string& after,
                                           size_t limit);
@@ -160,7 +121,7 @@ class DatasetCache final : private ChunkKeeper {
   Result<PieceRead> readPieceInto(const ManifestEntry& file, int64_t offset, int64_t maxLength,
                                   std::span<char> buffer, bool fetch = true);
   // Reads `length` bytes (-1: to the end) from `offset`, chunk by chunk.
-  Result<std::string> read(const std::string& path, int64_t offset, int64_t length);
+  Result<std::string> read(const std::string& path, int64_t offset, int64_t length) override;
   // For a peer: chunk `index` of `path`, whole and verified. With `fill`, fetched (and kept)
   // when this node owns the file; NotFound otherwise. FailedPrecondition when `etag` is not the
   // listed version.
@@ -179,29 +140,18 @@ class DatasetCache final : private ChunkKeeper {
  private:
   DatasetCache(NodeContext& node, DatasetKey key, std::vector<DatasetSource> sources,
                DatasetSettings settings);
-  void stopWarming();  // ends the background thread; readers waiting for the listing return
-  void setPhase(Phase phase, std::string message) GRANARY_EXCLUDES(mutex_);
+  // Ends the listing and the warmer; readers waiting for the listing return.
+  void stopWarming() GRANARY_EXCLUDES(mutex_);
   Status waitListed() GRANARY_EXCLUDES(mutex_);  // Unavailable when listing failed or stopping
 
-  // ---- listing and warming (the background thread) ----
-  void run(std::stop_token stop);
-  Status listOrigins(std::stop_token stop);
-  // Counts the files and bytes this node owns under the current node set into the progress.
-  void countOwnedShare(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
-  // The owned share against the quota, for the phase.
+  // ---- listing (the background thread), then the warmer's share accounting ----
+  void run(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  Status listOrigins(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  // WarmHost: counts the files and bytes this node owns under the current node set into the
+  // progress; the owned share against the quota (capacityReached left to the warmer).
+  void countOwnedShare(std::stop_token stop) override GRANARY_EXCLUDES(mutex_);
+  ShareFacts shareFacts() override GRANARY_EXCLUDES(mutex_);
   ShareFacts shareFactsLocked() const GRANARY_REQUIRES(mutex_);
-  void warmPass(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
-  // The plan's access-order hint (its paths, then its file's) as owned files of the manifest, in
-  // order; sets hintNote_ to what the status says of it (unknown paths, a missing file).
-  std::vector<WarmFile> hintedFiles(const WarmPlan& plan) GRANARY_EXCLUDES(mutex_);
-  // The plan's access-order file's paths; a note for the status when it cannot be read.
-  std::vector<std::string> readAccessOrderFile(const std::string& path, std::string& note);
-  void warmWorker(std::stop_token stop, const WarmPriorities::Turn& turn);
-  std::optional<WarmChunk> nextWarmChunk(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
-  void finishWarmChunk(const WarmChunk& chunk, const Status& status, bool fetched)
-      GRANARY_EXCLUDES(mutex_);
-  // `message` with hintNote_ after it.
-  std::string withHintNoteLocked(std::string message) const GRANARY_REQUIRES(mutex_);
 
   // ---- reads ----
   // Where a read of `file` from `offset` falls: chunk `index`, `within` it, `length` bytes
@@ -243,16 +193,12 @@ class DatasetCache final : private ChunkKeeper {
   ChunkFetcher fetcher_;  // local → peer → origin, for misses and the warmer
 
   mutable Mutex mutex_;
-  std::condition_variable_any changed_;  // waits on mutex_: any state change below
-  // The dataset's settings and plan, and where it stands.
+  std::condition_variable_any changed_;  // waits on mutex_: the listing ended, or stopping
+  // The dataset's settings, and how its listing went.
   DatasetSettings settings_ GRANARY_GUARDED_BY(mutex_);
-  WarmPlan plan_ GRANARY_GUARDED_BY(mutex_);
-  Phase phase_ GRANARY_GUARDED_BY(mutex_) = Phase::kPending;
-  std::string message_ GRANARY_GUARDED_BY(mutex_);
   bool listed_ GRANARY_GUARDED_BY(mutex_) = false;
+  bool listFailed_ GRANARY_GUARDED_BY(mutex_) = false;
   bool stopping_ GRANARY_GUARDED_BY(mutex_) = false;
-  uint64_t passRequested_ GRANARY_GUARDED_BY(mutex_) = 1;  // bumped by a node-set or plan change
-  bool passDone_ GRANARY_GUARDED_BY(mutex_) = false;
   // What is on disk, and its accounting.
   std::unique_ptr<EvictionPolicy> policy_ GRANARY_GUARDED_BY(mutex_);
   CachedFiles cachedFiles_ GRANARY_GUARDED_BY(mutex_);  // of the owned share, on disk
@@ -265,19 +211,9 @@ class DatasetCache final : private ChunkKeeper {
   // Of the origins' retries, what the metric has counted.
   int64_t reportedRetries_ GRANARY_GUARDED_BY(mutex_) = 0;
   RateMeter fetchRate_ GRANARY_GUARDED_BY(mutex_);  // countFetched(): the warm rate
-  // The warm pass in progress.
-  WarmQueue queue_ GRANARY_GUARDED_BY(mutex_);
-  // The pass's place among the node's datasets; null between passes.
-  WarmPriorities::Turn* turn_ GRANARY_GUARDED_BY(mutex_) = nullptr;
-  std::string hintNote_ GRANARY_GUARDED_BY(mutex_);  // what the status says of the hint
-  // Found changed at the origin since this pass began.
-  std::set<std::string> changedFiles_ GRANARY_GUARDED_BY(mutex_);
-  int64_t failedChunks_ GRANARY_GUARDED_BY(mutex_) = 0;
-  std::string lastError_ GRANARY_GUARDED_BY(mutex_);
-  bool capacityReached_ GRANARY_GUARDED_BY(mutex_) = false;
-  bool diskFull_ GRANARY_GUARDED_BY(mutex_) = false;
 
-  std::jthread thread_;  // last: stops first
+  Warmer warmer_;        // the warm passes and the phase; after what it calls
+  std::jthread thread_;  // the listing; last: stops first
 };
 
 }  // namespace granary::cache
