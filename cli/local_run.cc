@@ -183,6 +183,8 @@ class LocalRun {
         auto fs, DatasetFilesystem::mountPending(spec.key.label(), d.localPath, &accounting_,
                                                  {.allowOther = true}));
     GRANARY_ASSIGN_OR_RETURN(auto cache, engine_->ensure(spec));
+    if (!d.accessOrderFile.empty())  // the job's hint, as SetWarmPlan hands it to a cache node
+      cache->setWarmPlan({.accessOrderFile = d.accessOrderFile, .hasReaders = true});
     fs->serve(cache);
     screen_.print(spec.key.label() + " mounted read-only at " + d.localPath.string() + " (" +
                   d.mountPath + " in the job)");

@@ -4,6 +4,7 @@
 // deadline policies:
 //   - warmPolicy Parallel starts the workers at once; BeforeStart once every dataset is Ready;
 //     None leaves a Dataset with warm: OnJob unwarmed (reads still fill the cache);
+//   - a dataset's accessOrderFile (the job's spec.datasets[]) is the engine's warm order;
 //   - a worker that fails stops the gang, which starts again while runPolicy allows
 //     (restartPolicy OnFailure: any failure; ExitCode: exit codes 128 and up, the killed;
 //     Never: none) and backoffLimit restarts are left;

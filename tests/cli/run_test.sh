@@ -2,7 +2,7 @@
 # granaryctl run end to end: two workers that check their environment and compare every byte of
 # the mounted dataset with the origin; a failing worker restarting the gang up to backoffLimit;
 # BeforeStart; the deadline; Ctrl-C leaving no mount and no process; GPUs from the fake NVML;
-# clear errors for a bad file, a missing command and too few GPUs.
+# the access-order hint; clear errors for a bad file, a missing command and too few GPUs.
 # Usage: run_test.sh GRANARYCTL FAKE_NVML_LIBRARY. Skips (exit 77) without root or /dev/fuse.
 set -euo pipefail
 granaryctl="$1"
@@ -134,6 +134,18 @@ GRANARY_FAKE_NVML="$root/gpus.txt" run gpus --nvml-library "$fake_nvml"
 [[ $code == 0 ]] || fail "the GPU run succeeds"
 grep -q "gpus-worker-1 | gpus \[1\]" "$root/gpus.out" || fail "worker 1 sees GPU 1"
 grep -q "gpus-worker-0: exit 0, .*GPU utilization 75%" "$root/gpus.out" || fail "utilization"
+
+# 6b. The job's access-order hint reaches the engine: it reads the file of the dataset, warms by
+# it, and names the path it lists that the dataset lacks.
+printf 'val/x.bin\nno-such-file.bin\ntrain/a/part-1.bin\n' > "$root/origin/order.txt"
+job hint BeforeStart "" 'echo started' |
+  sed 's|mountPath: /data/sample}|mountPath: /data/sample, accessOrderFile: order.txt}|' \
+  > "$root/hint.yaml"
+run hint
+[[ $code == 0 ]] || fail "the hinted run succeeds"
+grep -q "access order are not files of the dataset and were skipped (no-such-file.bin)" \
+  "$root/hint.out" || fail "the hint file was read and its unknown path named"
+rm "$root/origin/order.txt"
 
 # 7. Clear errors.
 run missing-file
