@@ -21,28 +21,6 @@ std::string cachedOfOwned(const ShareFacts& share) {
 
 }  // namespace
 
-std::string_view phaseName(Phase phase) {
-  switch (phase) {
-    case Phase::kPending:
-      return "Pending";
-    case Phase::kListing:
-      return "Listing";
-    case Phase::kWarming:
-      return "Warming";
-    case Phase::kReady:
-      return "Ready";
-    case Phase::kDegraded:
-      return "Degraded";
-    case Phase::kFailed:
-      return "Failed";
-    case Phase::kOnDemand:
-      return "OnDemand";
-    case Phase::kQuotaFull:
-      return "QuotaFull";
-  }
-  return "Unknown";
-}
-
 bool phaseSettled(Phase phase) {
   return phase != Phase::kPending && phase != Phase::kListing && phase != Phase::kWarming;
 }

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/api/dataset.h"
+
 namespace granary::cache {
 
 // What a dataset generation on this node is doing. Every phase but kPending, kListing and kFailed
@@ -16,18 +18,12 @@ namespace granary::cache {
 //               files are cached as they are read. Turns kReady once reads cached the share.
 //   kQuotaFull: the quota filled before the owned share was cached (Pin stops there; LRU keeps
 //               the most recently used): what is cached stays, the rest comes from the origin.
-enum class Phase {
-  kPending,
-  kListing,
-  kWarming,
-  kReady,
-  kDegraded,
-  kFailed,
-  kOnDemand,
-  kQuotaFull
-};
+// The phases are a Dataset's own (common/api/dataset.h): the operator combines its nodes' into
+// the Dataset's status.phase.
+using Phase = api::DatasetPhase;
 
-std::string_view phaseName(Phase phase);
+inline std::string_view phaseName(Phase phase) { return api::datasetPhaseName(phase); }
+
 // Whether warming has nothing left to do in `phase` until something changes (a plan, the node
 // set, room on disk): every phase but kPending, kListing and kWarming.
 bool phaseSettled(Phase phase);
