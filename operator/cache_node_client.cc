@@ -77,7 +77,7 @@ CacheNodeClient::CacheNodeClient(CacheNodeClientOptions options) : options_(std:
 CacheNodeClient::~CacheNodeClient() = default;
 
 v1::CacheNode::Stub& CacheNodeClient::stubFor(const std::string& address) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   auto& stub = stubs_[address];
   if (!stub) {
     auto credentials = options_.tlsCaFile.empty()

@@ -16,6 +16,7 @@
 #include "common/metrics.h"
 #include "common/result.h"
 #include "common/secret.h"
+#include "common/thread_annotations.h"
 #include "granary/v1/cache_node.grpc.pb.h"
 #include "operator/core/dataset_status.h"
 
@@ -60,8 +61,8 @@ class CacheNodeClient {
 
   CacheNodeClientOptions options_;
   std::string caPem_;
-  std::mutex mutex_;  // guards stubs_
-  std::map<std::string, std::unique_ptr<v1::CacheNode::Stub>> stubs_;
+  Mutex mutex_;
+  std::map<std::string, std::unique_ptr<v1::CacheNode::Stub>> stubs_ GRANARY_GUARDED_BY(mutex_);
 };
 
 // One node's DatasetStatus in the operator's terms.

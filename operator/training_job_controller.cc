@@ -147,7 +147,7 @@ TrainingJobController::TrainingJobController(kube::Manager& manager,
 Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string& key) {
   const kube::ObjectPtr object = jobs_->store().get(key);
   if (!object) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     attempts_.erase(key);
     samples_.erase(key);
     if (options_.series) {
@@ -183,7 +183,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   }
   {
     const Json seen = kube::pathValue(previous, "restarts");
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const auto it = attempts_.find(key);
     if (it != attempts_.end() && it->second.uid == kube::uidOf(job) &&
         (seen.is_integer() ? seen.as_number().to_int64() : 0) < it->second.attempt)
@@ -231,7 +231,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     next["status"] = plan.status;
     auto written = client.updateStatus(kube::resources::trainingJobs(), next);
     if (!written.isOk()) return written.status();
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     attempts_[key] = {kube::uidOf(job), attempt};
   }
   for (const auto& pod : plan.remove) {
@@ -261,7 +261,7 @@ std::optional<TrainingJobController::Summaries> TrainingJobController::sampleTel
     const std::string& key, const std::string& ns, const api::TrainingJobSpec& spec,
     const std::vector<WorkerState>& workers) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const auto last = samples_.find(key);
     if (last != samples_.end() && clock_.monoNow() - last->second.at < options_.telemetryInterval)
       return std::nullopt;
@@ -306,7 +306,7 @@ std::optional<TrainingJobController::Summaries> TrainingJobController::sampleTel
       if (pod.namespace_() == ns && names.count(pod.name()))
         sample.starvedSeconds[pod.name()] = pod.data_starved_seconds();
   }
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const JobSample previous = std::exchange(samples_[key], sample);
   return Summaries{dataSummary(previous, sample), gpuSummary(previous, sample)};
 }

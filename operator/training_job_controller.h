@@ -13,6 +13,7 @@
 
 #include "common/kube/manager.h"
 #include "common/names.h"
+#include "common/thread_annotations.h"
 #include "operator/cache_node_client.h"
 #include "operator/core/job_data.h"
 #include "operator/core/job_lifecycle.h"
@@ -65,9 +66,10 @@ class TrainingJobController {
     std::string uid;
     int64_t attempt = 0;
   };
-  std::mutex mutex_;
-  std::map<std::string, Written> attempts_;
-  std::map<std::string, JobSample> samples_;  // the last telemetry sample per job key
+  Mutex mutex_;
+  std::map<std::string, Written> attempts_ GRANARY_GUARDED_BY(mutex_);
+  // The last telemetry sample per job key.
+  std::map<std::string, JobSample> samples_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::op
