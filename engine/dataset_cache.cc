@@ -109,8 +109,8 @@ void DatasetCache::stopWarming() {
     stopping_ = true;
   }
   changed_.notify_all();
+  thread_.request_stop();  // first: cancels the reads the warmer makes through the cache
   warmer_.stop();
-  thread_.request_stop();
   if (thread_.joinable()) thread_.join();
 }
 
