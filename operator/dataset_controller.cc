@@ -236,7 +236,8 @@ Status DatasetController::ensure(const api::Dataset& dataset, const CacheNode& n
     return Status::ok();
   }
   forget(memo);
-  if (ensured.status().code() == StatusCode::kInvalidArgument) return ensured.status();
+  if (ensured.status().code() == StatusCode::kInvalidArgument)
+    return invalidArgument(inSpecTerms(ensured.status().message(), dataset));
   log().info("ensure failed; tried again at the next poll",
              {{"dataset", dataset.metadata.namespace_ + "/" + dataset.metadata.name},
               {"node", node.node.name},

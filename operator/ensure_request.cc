@@ -4,6 +4,19 @@
 
 namespace granary::op {
 
+std::string inSpecTerms(const std::string& rejection, const api::Dataset& dataset) {
+  const size_t at = rejection.find("mounts[");  // after the node's "cache node <address>: "
+  if (at == std::string::npos || (at > 0 && rejection[at - 1] != ' ')) return rejection;
+  const size_t close = rejection.find("].", at);
+  if (close == std::string::npos) return rejection;
+  const std::string said = rejection.substr(0, at);
+  const std::string field = rejection.substr(close + 2);  // e.g. "source.uri: ..."
+  // A Dataset with `source` has one mount without a name; named mounts come from `mounts`.
+  const bool oneSource = dataset.spec.mounts.size() == 1 && dataset.spec.mounts[0].name.empty();
+  if (oneSource && field.starts_with("source.")) return said + "spec." + field;
+  return said + "spec." + rejection.substr(at);
+}
+
 v1::DatasetRef refOf(const api::ObjectMeta& metadata) {
   v1::DatasetRef ref;
   ref.set_namespace_(metadata.namespace_);

@@ -25,6 +25,10 @@ v1::EnsureDatasetRequest ensureRequestOf(
     const api::Dataset& dataset, const std::map<std::string, OriginCredentials>& credentials,
     const NodeSetPlan& plan);
 
+// A node's refusal of an EnsureDataset, in the Dataset's terms: "mounts[i]." (the request's
+// field) becomes "spec.source." for a Dataset with one `source`, "spec.mounts[i]." otherwise.
+std::string inSpecTerms(const std::string& rejection, const api::Dataset& dataset);
+
 v1::DatasetRef refOf(const api::ObjectMeta& metadata);
 
 v1::SetWarmPlanRequest warmPlanRequestOf(const v1::DatasetRef& dataset,

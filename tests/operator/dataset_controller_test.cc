@@ -347,7 +347,8 @@ TEST_F(DatasetControllerTest, ABadSpecFailsWithTheFieldNamed) {
   ASSERT_TRUE(waitPhase("Failed")) << dataset().serialize();
   const op::Condition ready = readyCondition();
   EXPECT_EQ(ready.reason, "InvalidSpec");
-  EXPECT_NE(ready.message.find("addressing"), std::string::npos) << ready.message;
+  EXPECT_NE(ready.message.find("spec.source.options.addressing"), std::string::npos)
+      << "the Dataset's own field, not the node request's: " << ready.message;
   EXPECT_TRUE(hasEvent("Warning/InvalidSpec"));
 }
 
