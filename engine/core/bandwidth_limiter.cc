@@ -6,13 +6,13 @@ namespace granary::cache {
 
 BandwidthLimiter::BandwidthLimiter(Clock& clock, int64_t bytesPerSecond, int64_t burstBytes)
     : clock_(clock), updated_(clock.monoNow()) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   setRateLocked(bytesPerSecond, burstBytes);
   tokens_ = burst_;
 }
 
 void BandwidthLimiter::setRate(int64_t bytesPerSecond, int64_t burstBytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   // Settle the bucket at the old rate first.
   const auto now = clock_.monoNow();
   if (rate_ > 0) {
@@ -33,19 +33,19 @@ void BandwidthLimiter::setRateLocked(int64_t bytesPerSecond, int64_t burstBytes)
 }
 
 int64_t BandwidthLimiter::rate() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return static_cast<int64_t>(rate_);
 }
 
 int64_t BandwidthLimiter::burst() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return static_cast<int64_t>(burst_);
 }
 
 bool BandwidthLimiter::acquire(int64_t bytes, std::stop_token stop) {
   Clock::MonoTime until;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (rate_ <= 0 || bytes <= 0) return true;
     const auto now = clock_.monoNow();
     tokens_ =

@@ -11,10 +11,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <stop_token>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 
 namespace granary::cache {
 
@@ -41,14 +41,14 @@ class BandwidthLimiter {
   int64_t burst() const;
 
  private:
-  void setRateLocked(int64_t bytesPerSecond, int64_t burstBytes);
+  void setRateLocked(int64_t bytesPerSecond, int64_t burstBytes) GRANARY_REQUIRES(mutex_);
 
   Clock& clock_;
-  mutable std::mutex mutex_;  // guards the bucket
-  double rate_ = 0;           // bytes per second; 0 unlimited
-  double burst_ = 0;
-  double tokens_ = 0;  // may go negative: reserved, not yet paid off
-  Clock::MonoTime updated_;
+  mutable Mutex mutex_;
+  double rate_ GRANARY_GUARDED_BY(mutex_) = 0;  // bytes per second; 0 unlimited
+  double burst_ GRANARY_GUARDED_BY(mutex_) = 0;
+  double tokens_ GRANARY_GUARDED_BY(mutex_) = 0;  // may go negative: reserved, not yet paid off
+  Clock::MonoTime updated_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::cache

@@ -7,11 +7,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 
 namespace granary::cache {
 
@@ -23,7 +23,7 @@ class SingleFlight {
     std::shared_ptr<Call> call;
     bool leader = false;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       auto& slot = inFlight_[key];
       if (!slot) {
         slot = std::make_shared<Call>();
@@ -34,37 +34,38 @@ class SingleFlight {
     }
     if (leader) {
       Result<T> result = fetch();
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       call->result.emplace(std::move(result));
       inFlight_.erase(key);
       call->done.notify_all();
     }
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     call->done.wait(lock, [&] { return call->result.has_value(); });
     return *call->result;
   }
 
   // Calls currently in flight (for tests and metrics).
   size_t inFlight() const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return inFlight_.size();
   }
 
   // Callers that joined the call in flight for `key` (0 when none is in flight).
   int waiters(const std::string& key) const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const auto it = inFlight_.find(key);
     return it == inFlight_.end() ? 0 : it->second->waiters;
   }
 
  private:
+  // Read and written with mutex_ held (the analysis cannot name another object's mutex here).
   struct Call {
-    std::condition_variable done;
+    std::condition_variable_any done;  // waits on mutex_
     std::optional<Result<T>> result;
     int waiters = 0;
   };
-  mutable std::mutex mutex_;  // guards inFlight_ and every Call
-  std::map<std::string, std::shared_ptr<Call>> inFlight_;
+  mutable Mutex mutex_;
+  std::map<std::string, std::shared_ptr<Call>> inFlight_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::cache
