@@ -68,6 +68,18 @@ std::vector<std::string> datasetKeysOf(const Json& pod) {
   return keys;
 }
 
+// "namespace/name" of each Dataset TrainingJob `job` names.
+std::vector<std::string> datasetKeysNamedBy(const Json& job) {
+  std::vector<std::string> keys;
+  for (const auto& name : datasetsNamedBy(job))
+    keys.push_back(kube::objectKey(kube::namespaceOf(job), name));
+  return keys;
+}
+
+// The index of TrainingJobs by the datasets they name (its own name: the TrainingJob
+// controller indexes the same informer).
+constexpr const char* kJobsByDataset = "reader-of-dataset";
+
 size_t fingerprintOf(const google::protobuf::Message& request) {
   return std::hash<std::string>()(request.SerializeAsString());
 }
@@ -90,6 +102,8 @@ DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& no
   workers_ = &manager.informer(
       {.type = kube::resources::pods(), .ns = options_.ns, .labelSelector = names::kJobNameLabel});
   workers_->store().addIndex("dataset", datasetKeysOf);
+  jobs_ = &manager.informer({.type = kube::resources::trainingJobs(), .ns = options_.ns});
+  jobs_->store().addIndex(kJobsByDataset, datasetKeysNamedBy);
   auto& controller = manager.controller(
       {.name = "dataset", .workers = options_.workers},
       [this](const std::string& key, std::stop_token) { return reconcile(key); });
@@ -101,6 +115,8 @@ DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& no
   agents_->addHandler(everyDataset);
   // A worker placed or gone changes the readers of the datasets it mounts.
   workers_->addHandler(controller.enqueueMapped(datasetKeysOf));
+  // A job starting or ending its wait for its datasets (BeforeStart) changes their readers.
+  jobs_->addHandler(controller.enqueueMapped(datasetKeysNamedBy));
 }
 
 std::vector<CacheNode> DatasetController::cacheNodes() {
@@ -142,9 +158,12 @@ DatasetController::Requests DatasetController::requestsFor(const api::Dataset& d
   r.set = planNodeSet(dataset.spec.cache, r.candidates);
   r.bare = ensureRequestOf(dataset, {}, r.set);
   r.fingerprint = fingerprintOf(r.bare);
-  r.warmPlan = warmPlanRequestOf(
-      r.bare.dataset(),
-      readersOf(workers_->store().byIndex("dataset", key), dataset.metadata.name));
+  std::vector<DatasetReader> readers =
+      readersOf(workers_->store().byIndex("dataset", key), dataset.metadata.name);
+  for (auto& waiting :
+       waitingReadersOf(jobs_->store().byIndex(kJobsByDataset, key), dataset.metadata.name))
+    readers.push_back(std::move(waiting));
+  r.warmPlan = warmPlanRequestOf(r.bare.dataset(), readers);
   r.warmPlanFingerprint = fingerprintOf(r.warmPlan);
   r.noReaders = fingerprintOf(warmPlanRequestOf(r.bare.dataset(), {}));
   return r;

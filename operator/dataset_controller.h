@@ -11,7 +11,7 @@
 // A node is asked to ensure again when the request for it changed, when it no longer holds the
 // dataset, or after reensureInterval (so rotated credentials reach it). Each node is also told
 // the dataset's readers (operator/core/readers.h) whenever they change, so that an OnJob
-// dataset warms once a job's workers are placed.
+// dataset warms once a job's workers are placed, or once a BeforeStart job waits for it.
 #pragma once
 
 #include <chrono>
@@ -44,8 +44,9 @@ struct DatasetControllerOptions {
 
 class DatasetController {
  public:
-  // Registers informers (Datasets; cache-node pods matching `agentSelector`; Nodes) and the
-  // controller with `manager`. `nodes` must outlive the manager's run.
+  // Registers informers (Datasets; cache-node pods matching `agentSelector`; Nodes; worker
+  // pods and TrainingJobs, for the readers) and the controller with `manager`. `nodes` must
+  // outlive the manager's run.
   DatasetController(kube::Manager& manager, CacheNodeClient& nodes,
                     const std::string& agentSelector, DatasetControllerOptions options = {},
                     Clock& clock = realClock());
@@ -111,6 +112,7 @@ class DatasetController {
   kube::Informer* datasets_;
   kube::Informer* agents_;
   kube::Informer* workers_;  // TrainingJob worker pods, indexed by the datasets they mount
+  kube::Informer* jobs_;     // TrainingJobs, indexed by the datasets they name
   kube::Informer* kubeNodes_;
   std::mutex mutex_;                        // guards ensured_
   std::map<std::string, Ensured> ensured_;  // by uid + "/" + node address

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "common/api/dataset.h"
 #include "common/api/training_job.h"
 #include "common/cluster/kube_model.h"
 #include "common/log.h"
@@ -83,7 +84,12 @@ DatasetState datasetOf(const std::string& name, const kube::ObjectPtr& object) {
   if (!object) return d;
   d.exists = true;
   const Json phase = kube::pathValue(*object, "status.phase");
-  d.phase = phase.is_string() ? phase.as_string() : "";
+  if (phase.is_string()) d.phase = api::datasetPhaseOf(phase.as_string());
+  // The raw spec, as the API server validated it (the CRD's enum): an unknown value is the
+  // default, OnCreate.
+  const Json warm = kube::pathValue(*object, "spec.cache.warm");
+  for (const auto policy : {api::WarmPolicy::kOnJob, api::WarmPolicy::kNever})
+    if (warm.is_string() && warm.as_string() == api::warmPolicyName(policy)) d.warm = policy;
   const Json total = kube::pathValue(*object, "status.totalBytes");
   d.totalBytes = total.is_integer() ? total.as_number().to_int64() : 0;
   const Json nodes = kube::pathValue(*object, "status.nodes");

@@ -61,6 +61,38 @@ std::optional<GangFault> gangFault(const std::vector<const WorkerState*>& curren
   return std::nullopt;
 }
 
+// The job's datasets by what they let it do, each a list of names ("a, b").
+struct DatasetLists {
+  std::string missing, failed;
+  std::string warming;    // will be cached: BeforeStart waits
+  std::string notWarmed;  // settled uncached: OnDemand under spec.cache.warm Never
+  std::string quotaFull;  // settled partly cached: QuotaFull
+};
+
+DatasetLists datasetLists(const std::vector<DatasetState>& datasets) {
+  DatasetLists lists;
+  const auto add = [](std::string& list, const std::string& name) {
+    list += (list.empty() ? "" : ", ") + name;
+  };
+  using api::DatasetPhase;
+  for (const auto& d : datasets) {
+    if (!d.exists) {
+      add(lists.missing, d.name);
+    } else if (d.phase == DatasetPhase::kFailed) {
+      add(lists.failed, d.name);
+    } else if (d.phase == DatasetPhase::kReady) {
+      continue;
+    } else if (d.phase == DatasetPhase::kOnDemand && d.warm == api::WarmPolicy::kNever) {
+      add(lists.notWarmed, d.name);
+    } else if (d.phase == DatasetPhase::kQuotaFull) {
+      add(lists.quotaFull, d.name);
+    } else {
+      add(lists.warming, d.name);
+    }
+  }
+  return lists;
+}
+
 struct Planner {
   const JobObservation& o;
   JobPlan plan;
@@ -197,36 +229,12 @@ struct Planner {
       since = std::max(since, *resumed);
     }
 
-    // Datasets: all must exist; BeforeStart also waits until they are Ready.
-    std::string missing, failed, warming;
-    const auto add = [](std::string& list, const std::string& name) {
-      list += (list.empty() ? "" : ", ") + name;
-    };
-    for (const auto& d : o.datasets) {
-      if (!d.exists) {
-        add(missing, d.name);
-      } else if (d.phase == "Failed") {
-        add(failed, d.name);
-      } else if (d.phase != "Ready") {
-        add(warming, d.name);
-      }
-    }
-    const Condition before = conditionOf(o.previousStatus, "DatasetsReady");
-    if (!missing.empty()) {
-      condition("DatasetsReady", false, "DatasetNotFound",
-                "Dataset(s) " + missing + " not found in this namespace; create them");
-      if (before.reason != "DatasetNotFound")
-        event(true, "DatasetNotFound", "Dataset(s) " + missing + " not found in this namespace");
-    } else if (!failed.empty()) {
-      condition("DatasetsReady", false, "DatasetFailed",
-                "Dataset(s) " + failed + " failed; see their status");
-      if (before.reason != "DatasetFailed")
-        event(true, "DatasetFailed", "Dataset(s) " + failed + " failed");
-    } else if (!warming.empty()) {
-      condition("DatasetsReady", false, "Warming", "Dataset(s) " + warming + " are warming");
-    } else {
-      condition("DatasetsReady", true, "Ready", "every dataset is cached");
-    }
+    // Datasets: all must exist; BeforeStart also waits until they are settled.
+    const DatasetLists lists = datasetLists(o.datasets);
+    const std::string& missing = lists.missing;
+    const std::string& failed = lists.failed;
+    const std::string& warming = lists.warming;
+    datasetsCondition(lists);
     const bool canStart = missing.empty() && failed.empty() &&
                           (o.spec.warmPolicy != api::WarmStart::kBeforeStart || warming.empty());
 
@@ -308,6 +316,40 @@ struct Planner {
                     : "waiting for the datasets");
     }
     return done(current);
+  }
+
+  // Sets DatasetsReady from `lists` (see job_lifecycle.h), with an event when a dataset is
+  // first found missing or failed.
+  void datasetsCondition(const DatasetLists& lists) {
+    const Condition before = conditionOf(o.previousStatus, "DatasetsReady");
+    if (!lists.missing.empty()) {
+      condition("DatasetsReady", false, "DatasetNotFound",
+                "Dataset(s) " + lists.missing + " not found in this namespace; create them");
+      if (before.reason != "DatasetNotFound")
+        event(true, "DatasetNotFound",
+              "Dataset(s) " + lists.missing + " not found in this namespace");
+    } else if (!lists.failed.empty()) {
+      condition("DatasetsReady", false, "DatasetFailed",
+                "Dataset(s) " + lists.failed + " failed; see their status");
+      if (before.reason != "DatasetFailed")
+        event(true, "DatasetFailed", "Dataset(s) " + lists.failed + " failed");
+    } else if (!lists.warming.empty()) {
+      condition("DatasetsReady", false, "Warming", "Dataset(s) " + lists.warming + " are warming");
+    } else if (!lists.notWarmed.empty() || !lists.quotaFull.empty()) {
+      std::string message;
+      if (!lists.notWarmed.empty())
+        message = "Dataset(s) " + lists.notWarmed +
+                  " not warmed (spec.cache.warm Never): read from the origin on demand";
+      if (!lists.quotaFull.empty())
+        message += (message.empty() ? "" : "; ") + std::string("Dataset(s) ") + lists.quotaFull +
+                   " partly cached: their cache quota filled first (spec.cache.capacityPerNode)";
+      const std::string reason = lists.quotaFull.empty()   ? "NotWarmedByPolicy"
+                                 : lists.notWarmed.empty() ? "CacheQuotaFull"
+                                                           : "NotFullyCached";
+      condition("DatasetsReady", true, reason, message);
+    } else {
+      condition("DatasetsReady", true, "Ready", "every dataset is cached");
+    }
   }
 
   // Restarts the gang after `fault` (a new attempt: true), or fails the job when restartPolicy

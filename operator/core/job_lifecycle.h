@@ -4,8 +4,15 @@
 // controller applies the plan.
 //
 // Phases: Pending (workers being created or starting), Warming (warmPolicy BeforeStart: no
-// worker is created until every dataset is Ready), Running (every worker runs), Restarting (a
-// gang restart until every worker runs again), Suspended, Succeeded, Failed.
+// worker is created until every dataset is settled: Ready, or short of Ready by its own
+// settings: OnDemand under spec.cache.warm Never, or QuotaFull; an OnJob dataset warms for the
+// waiting job, see readers.h), Running (every worker runs), Restarting (a gang restart until
+// every worker runs again), Suspended, Succeeded, Failed.
+//
+// The DatasetsReady condition: False while a dataset is missing (DatasetNotFound), failed
+// (DatasetFailed) or warming (Warming); True once every dataset is settled: Ready when each is
+// cached, else NotWarmedByPolicy, CacheQuotaFull or, both at once, NotFullyCached, its message
+// naming the datasets the job reads uncached and why.
 //
 // The gang restarts, all workers deleted and created again in the next attempt, when one of the
 // current attempt's workers:
@@ -28,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "common/api/dataset.h"
 #include "common/api/training_job.h"
 #include "common/kube/object.h"
 
@@ -54,7 +62,8 @@ struct WorkerState {
 struct DatasetState {
   std::string name;
   bool exists = false;
-  std::string phase;  // status.phase
+  std::optional<api::DatasetPhase> phase;             // status.phase; nullopt when none or unknown
+  api::WarmPolicy warm = api::WarmPolicy::kOnCreate;  // spec.cache.warm
   int64_t totalBytes = 0;
   std::map<std::string, int64_t> cachedBytesByNode;
 };

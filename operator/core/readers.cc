@@ -89,4 +89,38 @@ std::vector<DatasetReader> readersOf(const std::vector<kube::ObjectPtr>& pods,
   return readers;
 }
 
+std::vector<std::string> datasetsNamedBy(const Json& job) {
+  std::vector<std::string> names;
+  const Json datasets = kube::pathValue(job, "spec.datasets");
+  if (!datasets.is_array()) return names;
+  for (const auto& d : datasets.as_array())
+    if (d.has_string_field("name")) names.push_back(d.at("name").as_string());
+  return names;
+}
+
+std::vector<DatasetReader> waitingReadersOf(const std::vector<kube::ObjectPtr>& jobs,
+                                            const std::string& name) {
+  std::vector<DatasetReader> readers;
+  for (const auto& job : jobs) {
+    const Json phase = kube::pathValue(*job, "status.phase");
+    if (!phase.is_string() || phase.as_string() != "Warming" ||
+        !kube::pathValue(*job, "metadata.deletionTimestamp").is_null())
+      continue;
+    const Json datasets = kube::pathValue(*job, "spec.datasets");
+    if (!datasets.is_array()) continue;
+    for (const auto& d : datasets.as_array()) {
+      if (!d.has_string_field("name") || d.at("name").as_string() != name) continue;
+      readers.push_back({.podNamespace = kube::namespaceOf(*job),
+                         .accessOrderFile = d.has_string_field("accessOrderFile")
+                                                ? d.at("accessOrderFile").as_string()
+                                                : "",
+                         .job = kube::nameOf(*job)});
+      break;
+    }
+  }
+  std::sort(readers.begin(), readers.end(),
+            [](const auto& a, const auto& b) { return a.job < b.job; });
+  return readers;
+}
+
 }  // namespace granary::op

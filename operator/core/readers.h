@@ -1,7 +1,9 @@
 // Who reads a Dataset: the TrainingJob workers that mount it through a csi.granary.io inline
-// volume, scheduled and not finished. The Dataset controller tells the cache nodes about them
-// (SetWarmPlan), so an OnJob dataset starts warming once a job is placed, and nodes know which
-// pods to expect; with them, the dataset's warm priority and its access-order hint. Pure.
+// volume, scheduled and not finished, and the TrainingJobs that name it while they wait for
+// their datasets before creating any worker (warmPolicy BeforeStart, status.phase Warming). The
+// Dataset controller tells the cache nodes about them (SetWarmPlan), so an OnJob dataset starts
+// warming once a job is placed or waits for it, and nodes know which pods to expect; with them,
+// the dataset's warm priority and its access-order hint. Pure.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +14,13 @@
 
 namespace granary::op {
 
+// A worker pod; or a waiting job, with podName, podUid and node empty and `job` its name.
 struct DatasetReader {
   std::string podNamespace, podName, podUid, node;
   int rank = -1;                // the granary.io/rank label; -1 without one
   bool running = false;         // status.phase Running: the job reads now
   std::string accessOrderFile;  // the job's spec.datasets[].accessOrderFile for this dataset
+  std::string job;              // a waiting TrainingJob's name; "" for a worker pod
 
   bool operator==(const DatasetReader&) const = default;
 };
@@ -24,9 +28,8 @@ struct DatasetReader {
 // SetWarmPlanRequest.priority, defined here only: when datasets compete for a cache node's warm
 // workers and bandwidth, a higher priority warms first. A dataset takes the highest of its
 // readers': jobs reading now go before jobs whose workers are placed but not running yet (a gang
-// still starting, or restarting), which go before datasets nobody reads (OnCreate warming).
-// A job waiting for warmPolicy BeforeStart has no worker yet, so its datasets warm at
-// kWarmPriorityNoReaders, as do datasets no job uses.
+// still starting, or restarting) and jobs waiting for warmPolicy BeforeStart (no worker yet),
+// which go before datasets nobody reads (OnCreate warming).
 enum WarmPriority : int32_t {
   kWarmPriorityNoReaders = 0,
   kWarmPriorityWaitingReaders = 10,
@@ -44,5 +47,14 @@ std::vector<std::string> datasetsMountedBy(const kube::Json& pod);
 // The readers of dataset `name` among `pods` (of its namespace), ordered by pod name.
 std::vector<DatasetReader> readersOf(const std::vector<kube::ObjectPtr>& pods,
                                      const std::string& name);
+
+// Names of the datasets TrainingJob `job` lists in spec.datasets.
+std::vector<std::string> datasetsNamedBy(const kube::Json& job);
+
+// The readers of dataset `name` among TrainingJobs `jobs` (of its namespace): each job that
+// names it and waits for its datasets (status.phase Warming, not being deleted), with the job's
+// accessOrderFile for it; ordered by job name.
+std::vector<DatasetReader> waitingReadersOf(const std::vector<kube::ObjectPtr>& jobs,
+                                            const std::string& name);
 
 }  // namespace granary::op

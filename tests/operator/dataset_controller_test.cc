@@ -423,6 +423,31 @@ int runInPodCgroup(const std::string& uid, const std::string& command) {
   return -1;
 }
 
+// A BeforeStart job creates no worker until its datasets are Ready; while it waits it is the
+// reader of its OnJob dataset, which warms for it, and then the job starts.
+TEST_F(DatasetControllerTest, OnJobWarmsForABeforeStartJobWaitingForItThatThenStarts) {
+  cacheNode("a");
+  startOperator({}, true);
+  createDataset("", "coco", ", warm: OnJob");
+  ASSERT_TRUE(waitPhase("OnDemand")) << dataset().serialize();
+  ASSERT_TRUE(client()
+                  .create(resources::trainingJobs(), ns(),
+                          yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: "
+                               "{name: bert}\nspec:\n  warmPolicy: BeforeStart\n  datasets: "
+                               "[{name: coco, mountPath: /data}]\n  template: {spec: "
+                               "{containers: [{name: trainer, image: pytorch}]}}"))
+                  .isOk());
+  ASSERT_TRUE(waitPhase("Ready")) << "the waiting job is its reader: " << dataset().serialize();
+  EXPECT_EQ(statusInt("cachedBytes"), totalBytes_);
+  EXPECT_TRUE(eventually(
+      [&] { return client().get(resources::pods(), ns(), "bert-worker-0").isOk(); }, 20s))
+      << "the job starts once its dataset is Ready";
+  auto job = client().get(resources::trainingJobs(), ns(), "bert");
+  ASSERT_TRUE(job.isOk()) << job.status();
+  EXPECT_EQ(op::conditionOf(kube::pathValue(*job, "status"), "DatasetsReady").reason, "Ready")
+      << job->serialize();
+}
+
 // OnJob: nothing is warmed until a TrainingJob's worker is placed; the cache nodes are told
 // about it and warm. The kubelet's part is played for real: the worker's inline volume is
 // published through the node's CSI socket, and a process in the worker pod's cgroup reads the

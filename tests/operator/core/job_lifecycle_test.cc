@@ -35,8 +35,13 @@ WorkerState worker(int rank, Phase phase, int attempt = 0) {
                      .created = kCreated + 1s};
 }
 
-DatasetState dataset(const std::string& phase) {
-  return DatasetState{.name = "wiki", .exists = true, .phase = phase, .totalBytes = 100};
+// Dataset wiki in status.phase `phase`, warmed by `warm` (spec.cache.warm).
+DatasetState dataset(const std::string& phase, api::WarmPolicy warm = api::WarmPolicy::kOnCreate) {
+  return DatasetState{.name = "wiki",
+                      .exists = true,
+                      .phase = api::datasetPhaseOf(phase),
+                      .warm = warm,
+                      .totalBytes = 100};
 }
 
 JobObservation observe(api::TrainingJobSpec spec, std::vector<WorkerState> workers,
@@ -107,6 +112,70 @@ TEST(JobLifecycleTest, BeforeStartIsWarmingUntilTheDatasetsAreReadyParallelStart
       planJob(observe(twoWorkers(), {}, Json(), kCreated + 10s, dataset("Warming")));
   EXPECT_EQ(parallel.create, (std::vector<int>{0, 1}));
   EXPECT_EQ(phaseOf(parallel), "Pending") << "Parallel never waits for warming";
+}
+
+api::TrainingJobSpec beforeStart() {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.warmPolicy = api::WarmStart::kBeforeStart;
+  return spec;
+}
+
+TEST(JobLifecycleTest, BeforeStartWaitsForAnOnJobDatasetOnDemandItWillWarmForTheJob) {
+  const JobPlan plan = planJob(observe(beforeStart(), {}, Json(), kCreated + 10s,
+                                       dataset("OnDemand", api::WarmPolicy::kOnJob)));
+  EXPECT_TRUE(plan.create.empty()) << "the job is the reader that warms it: wait";
+  EXPECT_EQ(phaseOf(plan), "Warming");
+  const Condition ready = conditionOf(plan.status, "DatasetsReady");
+  EXPECT_FALSE(ready.status);
+  EXPECT_EQ(ready.reason, "Warming");
+}
+
+TEST(JobLifecycleTest, BeforeStartStartsWithADatasetNeverWarmedAndSaysItIsNotCached) {
+  const JobPlan plan = planJob(observe(beforeStart(), {}, Json(), kCreated + 10s,
+                                       dataset("OnDemand", api::WarmPolicy::kNever)));
+  EXPECT_EQ(plan.create, (std::vector<int>{0, 1})) << "nothing will warm it: no reason to wait";
+  EXPECT_EQ(phaseOf(plan), "Pending");
+  const Condition ready = conditionOf(plan.status, "DatasetsReady");
+  EXPECT_TRUE(ready.status);
+  EXPECT_EQ(ready.reason, "NotWarmedByPolicy");
+  EXPECT_NE(ready.message.find("wiki"), std::string::npos) << ready.message;
+  EXPECT_NE(ready.message.find("spec.cache.warm Never"), std::string::npos) << ready.message;
+  EXPECT_EQ(ready.message.find("every dataset is cached"), std::string::npos) << ready.message;
+}
+
+TEST(JobLifecycleTest, BeforeStartStartsWithAQuotaFullDatasetAndSaysItIsPartlyCached) {
+  const JobPlan plan =
+      planJob(observe(beforeStart(), {}, Json(), kCreated + 10s, dataset("QuotaFull")));
+  EXPECT_EQ(plan.create, (std::vector<int>{0, 1})) << "what fits is cached: start";
+  const Condition ready = conditionOf(plan.status, "DatasetsReady");
+  EXPECT_TRUE(ready.status);
+  EXPECT_EQ(ready.reason, "CacheQuotaFull");
+  EXPECT_NE(ready.message.find("wiki"), std::string::npos) << ready.message;
+}
+
+TEST(JobLifecycleTest, BeforeStartStartsOnceEveryDatasetIsReadyOrSettledAndNamesEachUncached) {
+  api::TrainingJobSpec spec = beforeStart();
+  spec.datasets = {{.name = "wiki"}, {.name = "books"}, {.name = "code"}};
+  JobObservation o = observe(spec, {});
+  o.datasets = {dataset("Ready"), dataset("QuotaFull"),
+                dataset("OnDemand", api::WarmPolicy::kNever)};
+  o.datasets[1].name = "books";
+  o.datasets[2].name = "code";
+  const JobPlan settled = planJob(o);
+  EXPECT_EQ(settled.create, (std::vector<int>{0, 1}));
+  const Condition ready = conditionOf(settled.status, "DatasetsReady");
+  EXPECT_EQ(ready.reason, "NotFullyCached");
+  EXPECT_NE(ready.message.find("books"), std::string::npos) << ready.message;
+  EXPECT_NE(ready.message.find("code"), std::string::npos) << ready.message;
+  EXPECT_EQ(ready.message.find("wiki"), std::string::npos) << "wiki is cached: " << ready.message;
+
+  const JobPlan allReady = planJob(observe(beforeStart(), {}));
+  EXPECT_EQ(allReady.create, (std::vector<int>{0, 1}));
+  EXPECT_EQ(conditionOf(allReady.status, "DatasetsReady").reason, "Ready");
+
+  o.datasets[2] = dataset("OnDemand", api::WarmPolicy::kOnJob);
+  o.datasets[2].name = "code";
+  EXPECT_TRUE(planJob(o).create.empty()) << "code, OnJob, still warms for the job";
 }
 
 TEST(JobLifecycleTest, EveryWorkerRunningIsRunningWithAStartTime) {

@@ -85,5 +85,50 @@ TEST(JobWarmPlanTest, WorkersWithoutHintsCarryNoAnnotation) {
   EXPECT_EQ(warmPlanFor({placed}, "wiki").access_order_file(), "");
 }
 
+// The job object with spec.datasets as the API server holds it, in status.phase `phase`.
+kube::ObjectPtr jobIn(const std::string& phase) {
+  Json job = jobObject();
+  job["spec"]["datasets"][0]["name"] = Json::string("wiki");
+  job["spec"]["datasets"][0]["mountPath"] = Json::string("/data");
+  job["spec"]["datasets"][0]["accessOrderFile"] = Json::string("lists/epoch.txt");
+  job["spec"]["datasets"][1]["name"] = Json::string("coco");
+  job["spec"]["datasets"][1]["mountPath"] = Json::string("/coco");
+  job["status"]["phase"] = Json::string(phase);
+  return std::make_shared<const Json>(std::move(job));
+}
+
+TEST(JobWarmPlanTest, AJobWaitingForItsDatasetsReadsEachOfThemBeforeItHasAWorker) {
+  const std::vector<kube::ObjectPtr> jobs = {jobIn("Warming")};
+  EXPECT_EQ(datasetsNamedBy(*jobs[0]), (std::vector<std::string>{"wiki", "coco"}));
+  const auto readers = waitingReadersOf(jobs, "wiki");
+  ASSERT_EQ(readers.size(), 1u);
+  EXPECT_EQ(readers[0].job, "bert");
+  EXPECT_EQ(readers[0].podNamespace, "ml");
+  EXPECT_EQ(readers[0].podName, "") << "no pod yet";
+  EXPECT_EQ(readers[0].rank, -1);
+  EXPECT_FALSE(readers[0].running);
+
+  v1::DatasetRef ref;
+  ref.set_namespace_("ml");
+  ref.set_name("wiki");
+  const v1::SetWarmPlanRequest wiki = warmPlanRequestOf(ref, readers);
+  EXPECT_EQ(wiki.readers_size(), 1) << "a reader: an OnJob dataset warms for the waiting job";
+  EXPECT_EQ(wiki.priority(), kWarmPriorityWaitingReaders);
+  EXPECT_EQ(wiki.access_order_file(), "lists/epoch.txt");
+  EXPECT_EQ(wiki.readers(0).pod_name(), "");
+  EXPECT_EQ(wiki.readers(0).rank(), -1);
+  EXPECT_EQ(waitingReadersOf(jobs, "coco").size(), 1u);
+  EXPECT_TRUE(waitingReadersOf(jobs, "imagenet").empty());
+}
+
+TEST(JobWarmPlanTest, OnlyAJobStillWaitingForItsDatasetsIsAWaitingReader) {
+  for (const std::string phase :
+       {"Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed", ""})
+    EXPECT_TRUE(waitingReadersOf({jobIn(phase)}, "wiki").empty()) << phase;
+  Json deleting = *jobIn("Warming");
+  deleting["metadata"]["deletionTimestamp"] = Json::string("2026-11-26T10:00:00Z");
+  EXPECT_TRUE(waitingReadersOf({std::make_shared<const Json>(deleting)}, "wiki").empty());
+}
+
 }  // namespace
 }  // namespace granary::op
