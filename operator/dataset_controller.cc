@@ -183,7 +183,7 @@ DatasetObservation DatasetController::observe(const Json& object,
   for (const auto& node : requests->set.nodes) {
     NodeAnswer& answer = o.answers[node.node.name];
     answer.status = nodes_.status(node.address, requests->bare.dataset());
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const auto it = ensured_.find(uid + "/" + node.address);
     if (it == ensured_.end()) continue;
     if (it->second.fingerprint == requests->fingerprint)
@@ -248,7 +248,7 @@ Status DatasetController::ensure(const api::Dataset& dataset, const CacheNode& n
   const std::string memo = dataset.metadata.uid + "/" + node.address;
   if (ensured.isOk()) {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       ensured_[memo] = {requests.fingerprint, clock_.monoNow(), requests.noReaders};
     }
     purgeOtherGenerations(node.address, requests.bare.dataset());
@@ -265,14 +265,14 @@ Status DatasetController::ensure(const api::Dataset& dataset, const CacheNode& n
 }
 
 void DatasetController::forget(const std::string& memo) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ensured_.erase(memo);
 }
 
 void DatasetController::announceReaders(const std::string& memo, const std::string& address,
                                         const v1::SetWarmPlanRequest& plan, size_t fingerprint) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const auto it = ensured_.find(memo);
     if (it == ensured_.end() || it->second.warmPlan == fingerprint) return;
   }
@@ -282,7 +282,7 @@ void DatasetController::announceReaders(const std::string& memo, const std::stri
               {"node", address},
               {"readers", plan.readers_size()},
               {"result", sent}});
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = ensured_.find(memo);
   if (sent.isOk() && it != ensured_.end()) it->second.warmPlan = fingerprint;
 }
@@ -365,7 +365,7 @@ Result<kube::ReconcileResult> DatasetController::finalize(const Json& dataset) {
                                    " s; cached data stays on " + list);
   }
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const std::string uid = kube::uidOf(dataset);
     for (auto it = ensured_.lower_bound(uid); it != ensured_.end() && it->first.starts_with(uid);)
       it = ensured_.erase(it);

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "common/kube/manager.h"
+#include "common/thread_annotations.h"
 #include "operator/cache_node_client.h"
 #include "operator/core/dataset_plan.h"
 #include "operator/core/node_set.h"
@@ -114,8 +115,9 @@ class DatasetController {
   kube::Informer* workers_;  // TrainingJob worker pods, indexed by the datasets they mount
   kube::Informer* jobs_;     // TrainingJobs, indexed by the datasets they name
   kube::Informer* kubeNodes_;
-  std::mutex mutex_;                        // guards ensured_
-  std::map<std::string, Ensured> ensured_;  // by uid + "/" + node address
+  Mutex mutex_;
+  // By uid + "/" + node address.
+  std::map<std::string, Ensured> ensured_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::op
