@@ -23,6 +23,11 @@ inline constexpr const char* kAttemptLabel = "granary.io/attempt";
 // "false" on the workers of a job with warmPolicy None: their reads do not ask for warming.
 inline constexpr const char* kWarmLabel = "granary.io/warm";
 
+// On a worker pod: the access-order file its job names for each dataset, a JSON object from
+// dataset name to spec.datasets[].accessOrderFile, set only when one names a file. The Dataset
+// controller reads it back (operator/core/readers.h) and passes it on in SetWarmPlan.
+inline constexpr const char* kAccessOrderFilesAnnotation = "granary.io/access-order-files";
+
 // On a granary-cache-node pod: the cache space it offers, a quantity such as "800Gi".
 inline constexpr const char* kCacheCapacityAnnotation = "granary.io/cache-capacity";
 

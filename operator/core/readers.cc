@@ -11,13 +11,13 @@ using kube::Json;
 
 namespace {
 
-// The access-order file kAccessOrderFilesAnnotation names for `dataset`; "" when none (or the
-// annotation is not a JSON object of strings).
+// The access-order file names::kAccessOrderFilesAnnotation names for `dataset`; "" when none (or
+// the annotation is not a JSON object of strings).
 std::string accessOrderFileIn(const Json& pod, const std::string& dataset) {
   const Json annotations = kube::pathValue(pod, "metadata.annotations");
-  if (!annotations.has_string_field(kAccessOrderFilesAnnotation)) return {};
+  if (!annotations.has_string_field(names::kAccessOrderFilesAnnotation)) return {};
   try {
-    const Json hints = Json::parse(annotations.at(kAccessOrderFilesAnnotation).as_string());
+    const Json hints = Json::parse(annotations.at(names::kAccessOrderFilesAnnotation).as_string());
     return hints.has_string_field(dataset) ? hints.at(dataset).as_string() : std::string();
   } catch (const std::exception&) {
     return {};

@@ -73,7 +73,7 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
     if (!d.accessOrderFile.empty()) hints[d.name] = Json::string(d.accessOrderFile);
   if (hints.size() > 0) {
     if (!metadata.has_object_field("annotations")) metadata["annotations"] = Json::object();
-    metadata["annotations"][kAccessOrderFilesAnnotation] = Json::string(hints.serialize());
+    metadata["annotations"][names::kAccessOrderFilesAnnotation] = Json::string(hints.serialize());
   }
   pod["metadata"] = std::move(metadata);
 

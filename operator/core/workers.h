@@ -12,11 +12,6 @@ namespace granary::op {
 
 using api::workerName;
 
-// The worker pod annotation that carries the job's access-order hints to the Dataset controller:
-// a JSON object from dataset name to its spec.datasets[].accessOrderFile, set only when one
-// dataset names a file. Read back by readersOf (readers.h).
-inline constexpr const char* kAccessOrderFilesAnnotation = "granary.io/access-order-files";
-
 // Rank 0's stable DNS name through the headless Service.
 std::string masterAddress(const std::string& job, const std::string& ns);
 
@@ -24,8 +19,8 @@ std::string masterAddress(const std::string& job, const std::string& ns);
 // Never (the operator restarts whole gangs), the scheduler, GPUs on the first container, the
 // torchrun environment, a read-only CSI volume per dataset at its mountPath, hostname and
 // subdomain for DNS, an owner reference to the job, the access-order hints
-// (kAccessOrderFilesAnnotation), and, on ranks above 0, an init container that waits until rank
-// 0's DNS record resolves.
+// (names::kAccessOrderFilesAnnotation), and, on ranks above 0, an init container that waits until
+// rank 0's DNS record resolves.
 kube::Json workerPod(const kube::Json& job, const api::TrainingJobSpec& spec, int rank,
                      int attempt);
 // Headless, publishing addresses before readiness, so rank 0 resolves as soon as it has an IP.

@@ -4,6 +4,7 @@
 // the Dataset controller reads them (readersOf), turned into the request it sends.
 #include <gtest/gtest.h>
 
+#include "common/names.h"
 #include "operator/core/readers.h"
 #include "operator/core/workers.h"
 #include "operator/ensure_request.h"
@@ -80,7 +81,8 @@ TEST(JobWarmPlanTest, WorkersWithoutHintsCarryNoAnnotation) {
   api::TrainingJobSpec spec = jobSpec();
   spec.datasets[0].accessOrderFile.clear();
   const Json pod = workerPod(jobObject(), spec, 0, 0);
-  EXPECT_FALSE(kube::pathValue(pod, "metadata.annotations").has_field(kAccessOrderFilesAnnotation));
+  EXPECT_FALSE(
+      kube::pathValue(pod, "metadata.annotations").has_field(names::kAccessOrderFilesAnnotation));
   const kube::ObjectPtr placed = placedWorker(spec, 0, "Running");
   EXPECT_EQ(warmPlanFor({placed}, "wiki").access_order_file(), "");
 }
