@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/url.h"
+#include "engine/core/manifest_path.h"
 #include "engine/origin/curl_transfer.h"
-#include "engine/store/manifest_store.h"
 
 namespace granary::cache {
 namespace {

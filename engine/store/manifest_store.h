@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/core/manifest_path.h"
 #include "engine/store/store_guard.h"
 
 namespace rocksdb {
@@ -88,8 +89,5 @@ class ManifestStore {
   std::unique_ptr<rocksdb::DB> db_;
   std::unique_ptr<StoreGuard> guard_;
 };
-
-// Checks a manifest path: relative, '/'-separated, no empty, "." or ".." segments.
-Status validateManifestPath(std::string_view path);
 
 }  // namespace granary::cache
