@@ -35,9 +35,8 @@ void readSource(config::Fields& f, Source& out) {
 
   auto kind = sourceKindOf(out.uri);
   if (!kind.isOk()) {
-    f.fail(
-        config::expected(*uri, "a URI starting with s3://, http://, https://, or file://" +
-                                   std::string(startsWith(out.uri, "pvc://") ? kPvcFix : "")));
+    f.fail(config::expected(*uri, "a URI starting with s3://, http://, https://, or file://" +
+                                      std::string(startsWith(out.uri, "pvc://") ? kPvcFix : "")));
     return;
   }
   const std::string_view rest = std::string_view(out.uri).substr(out.uri.find("://") + 3);

@@ -82,9 +82,8 @@ Result<std::unique_ptr<Origin>> makeOrigin(const SourceSpec& source,
     }
     return makeFileOrigin(located->root, located->relative);
   }
-  return invalidArgument(
-      "uri: \"" + uri.substr(0, uri.find(':')) +
-      "\" is not a supported scheme (s3://, http://, https://, file://)");
+  return invalidArgument("uri: \"" + uri.substr(0, uri.find(':')) +
+                         "\" is not a supported scheme (s3://, http://, https://, file://)");
 }
 
 }  // namespace granary::cache
