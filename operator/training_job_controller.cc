@@ -5,6 +5,7 @@
 #include "common/api/dataset.h"
 #include "common/api/training_job.h"
 #include "common/cluster/kube_model.h"
+#include "common/kube/yaml_json.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "operator/cache_node_discovery.h"
@@ -22,11 +23,14 @@ const Logger& log() {
   return logger;
 }
 
+// The spec with its defaults and every rule checked, decoded from the object as the API server
+// sent it, with no detour through text. Errors name the field ("spec.workers: ...").
 Result<api::TrainingJobSpec> decodeSpec(const Json& job) {
-  GRANARY_ASSIGN_OR_RETURN(config::Node root,
-                           config::parse(job.serialize(), "TrainingJob " + kube::objectKey(job)));
+  Json parts = Json::object();
+  parts["spec"] = kube::pathValue(job, "spec");
+  const config::Node root = kube::toConfig(parts);
   const config::Node* spec = root.find("spec");
-  if (spec == nullptr) return invalidArgument("spec: required");
+  if (spec == nullptr || spec->isNull()) return invalidArgument("spec: required");
   api::TrainingJobSpec out;
   GRANARY_RETURN_IF_ERROR(decodeValue(*spec, out));
   return out;

@@ -14,6 +14,7 @@
 #include "engine/core/placement.h"
 #include "engine/origin/http_origin.h"
 #include "tests/engine/test_node.h"
+#include "tests/support/eventually.h"
 #include "tests/engine/test_origin.h"
 #include "tests/support/http_file_server.h"
 
@@ -359,7 +360,7 @@ TEST_F(DatasetCacheTest, AFileWithoutVersionsIsNeverAssembledFromTwoVersions) {
   auto read = cache->read("shard.bin", 0, -1);
   ASSERT_TRUE(read.isOk()) << read.status();
   // The server rewrites the file once its answer is sent, which the reader may beat.
-  for (int i = 0; i < 500 && !rewritten.load(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(granary::testing::eventually([&] { return rewritten.load(); }, 5s));
   ASSERT_TRUE(rewritten.load());
   EXPECT_TRUE(*read == first) << "one version, the one read first, in every chunk";
 
