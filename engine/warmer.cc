@@ -15,17 +15,6 @@ constexpr size_t kScanBatch = 1000;
 // The largest access-order file read: it is held in memory while its paths are looked up.
 constexpr int64_t kMaxAccessOrderFileBytes = int64_t{64} << 20;
 
-// Up to three of `paths`, comma-separated, with ", ..." when there are more.
-std::string someOf(const std::set<std::string>& paths) {
-  std::string text;
-  int shown = 0;
-  for (const auto& path : paths) {
-    if (shown == 3) return text + ", ...";
-    text += (shown++ ? ", " : "") + path;
-  }
-  return text;
-}
-
 }  // namespace
 
 Warmer::Warmer(NodeContext& node, std::string datasetId, std::string label, ChunkFetcher& fetcher,

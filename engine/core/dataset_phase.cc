@@ -3,7 +3,13 @@
 namespace granary::cache {
 namespace {
 
-// Up to three of `paths`, comma-separated, with ", ..." when there are more.
+std::string cachedOfOwned(const ShareFacts& share) {
+  return std::to_string(share.cachedBytes) + " of " + std::to_string(share.ownedBytes) +
+         " owned bytes cached";
+}
+
+}  // namespace
+
 std::string someOf(const std::set<std::string>& paths) {
   std::string text;
   int shown = 0;
@@ -13,13 +19,6 @@ std::string someOf(const std::set<std::string>& paths) {
   }
   return text;
 }
-
-std::string cachedOfOwned(const ShareFacts& share) {
-  return std::to_string(share.cachedBytes) + " of " + std::to_string(share.ownedBytes) +
-         " owned bytes cached";
-}
-
-}  // namespace
 
 bool phaseSettled(Phase phase) {
   return phase != Phase::kPending && phase != Phase::kListing && phase != Phase::kWarming;

@@ -24,6 +24,10 @@ using Phase = api::DatasetPhase;
 
 inline std::string_view phaseName(Phase phase) { return api::datasetPhaseName(phase); }
 
+// Up to three of `paths`, comma-separated, with ", ..." when there are more: what a status
+// message names of a longer list.
+std::string someOf(const std::set<std::string>& paths);
+
 // Whether warming has nothing left to do in `phase` until something changes (a plan, the node
 // set, room on disk): every phase but kPending, kListing and kWarming.
 bool phaseSettled(Phase phase);
