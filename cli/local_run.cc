@@ -193,20 +193,22 @@ class LocalRun {
     return Status::ok();
   }
 
-  // BeforeStart: true once every dataset is Ready; false when stopped, failed or past the
+  // BeforeStart: true once every dataset lets a waiting job start (api::letsWaitingJobsStart:
+  // Ready, or settled short of it by its own settings); false when stopped, failed or past the
   // deadline first (exitCode_ and outcome_ say which). Other policies: true at once.
   bool waitForData() {
     if (plan_.job.spec.warmPolicy != api::WarmStart::kBeforeStart) return true;
     for (auto& w : workers_) w.state = "waiting for data";
     while (!shouldEnd()) {
       bool ready = true;
-      for (const auto& cache : caches_) {
-        const DatasetState state = cache->state();
+      for (size_t i = 0; i < caches_.size(); ++i) {
+        const DatasetState state = caches_[i]->state();
         if (state.phase == Phase::kFailed) {
-          setOutcome(1, "Failed: " + cache->key().label() + " failed (" + state.message + ")");
+          setOutcome(1, "Failed: " + caches_[i]->key().label() + " failed (" + state.message + ")");
           return false;
         }
-        ready = ready && phaseAsConfigured(state.phase);
+        const api::WarmPolicy warm = plan_.datasets[i].dataset.spec.cache.warm;
+        ready = ready && api::letsWaitingJobsStart(state.phase, warm);
       }
       if (ready) return true;
       pump();

@@ -218,4 +218,9 @@ std::optional<DatasetPhase> datasetPhaseOf(std::string_view name) {
   return std::nullopt;
 }
 
+bool letsWaitingJobsStart(DatasetPhase phase, WarmPolicy warm) {
+  return phase == DatasetPhase::kReady || phase == DatasetPhase::kQuotaFull ||
+         (phase == DatasetPhase::kOnDemand && warm == WarmPolicy::kNever);
+}
+
 }  // namespace granary::api

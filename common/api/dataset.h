@@ -87,6 +87,11 @@ enum class DatasetPhase {
 std::string_view datasetPhaseName(DatasetPhase phase);
 // The phase named `name`; nullopt for any other text (an empty or unknown status.phase).
 std::optional<DatasetPhase> datasetPhaseOf(std::string_view name);
+// Whether a job waiting for its datasets (warmPolicy BeforeStart) may start on a dataset in
+// `phase`: Ready, or settled short of it by the dataset's own settings (OnDemand under warm:
+// Never, which nothing will warm; QuotaFull, where what fits is cached). The operator and
+// granaryctl run both start jobs by it.
+bool letsWaitingJobsStart(DatasetPhase phase, WarmPolicy warm);
 
 // Decodes `spec` of a Dataset (defaults applied, every rule checked).
 Status decodeValue(const config::Node& node, SecretRef& out);

@@ -82,12 +82,10 @@ DatasetLists datasetLists(const std::vector<DatasetState>& datasets) {
       add(lists.failed, d.name);
     } else if (d.phase == DatasetPhase::kReady) {
       continue;
-    } else if (d.phase == DatasetPhase::kOnDemand && d.warm == api::WarmPolicy::kNever) {
-      add(lists.notWarmed, d.name);
-    } else if (d.phase == DatasetPhase::kQuotaFull) {
-      add(lists.quotaFull, d.name);
-    } else {
+    } else if (!d.phase || !api::letsWaitingJobsStart(*d.phase, d.warm)) {
       add(lists.warming, d.name);
+    } else {
+      add(d.phase == DatasetPhase::kQuotaFull ? lists.quotaFull : lists.notWarmed, d.name);
     }
   }
   return lists;
