@@ -345,6 +345,7 @@ Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fi
       evict = policy_->shrink(size, pid);
     }
     if (evict.empty()) break;
+    warmer_.evictedForRoom();
     dropEvicted(evict);
     put = node_.chunks.put(id, data);
   }

@@ -91,6 +91,11 @@ void Warmer::capacityReached() {
   capacityReached_ = true;
 }
 
+void Warmer::evictedForRoom() {
+  MutexLock lock(mutex_);
+  evictedForRoom_ = true;
+}
+
 void Warmer::keepFailed(const Status& error) {
   MutexLock lock(mutex_);
   diskFull_ = diskFull_ || error.code() == StatusCode::kResourceExhausted;
@@ -180,6 +185,7 @@ void Warmer::run(std::stop_token stop) {
     if (passRequested_ != pass) continue;  // interrupted by a change: start over
     if (metrics_) metrics_->diskFull.set(diskFull_ ? 1 : 0);
     share.capacityReached = capacityReached_;
+    share.evictedForRoom = evictedForRoom_;
     const PassOutcome outcome = judgePass({.changedFiles = changedFiles_,
                                            .diskFull = diskFull_,
                                            .failedChunks = failedChunks_,
@@ -238,7 +244,7 @@ void Warmer::warmPass(std::stop_token stop) {
     message_ = hintNote_;
     changedFiles_.clear();
     failedChunks_ = 0;
-    capacityReached_ = diskFull_ = false;
+    capacityReached_ = evictedForRoom_ = diskFull_ = false;
     lastError_.clear();
   }
   {

@@ -92,6 +92,8 @@ class Warmer {
   // What fetches met: the quota refused a chunk; a chunk could not be written (`error`, a full
   // disk when ResourceExhausted); `path` changed at the origin since the pass began.
   void capacityReached() GRANARY_EXCLUDES(mutex_);
+  // The dataset gave up chunks to make room on a disk that filled before the quota (LRU).
+  void evictedForRoom() GRANARY_EXCLUDES(mutex_);
   void keepFailed(const Status& error) GRANARY_EXCLUDES(mutex_);
   void changedAtOrigin(const std::string& path) GRANARY_EXCLUDES(mutex_);
 
@@ -146,6 +148,7 @@ class Warmer {
   int64_t failedChunks_ GRANARY_GUARDED_BY(mutex_) = 0;
   std::string lastError_ GRANARY_GUARDED_BY(mutex_);
   bool capacityReached_ GRANARY_GUARDED_BY(mutex_) = false;
+  bool evictedForRoom_ GRANARY_GUARDED_BY(mutex_) = false;
   bool diskFull_ GRANARY_GUARDED_BY(mutex_) = false;
 
   std::jthread thread_ GRANARY_GUARDED_BY(mutex_);  // the passes; last: stops first

@@ -66,9 +66,16 @@ PassOutcome judgePass(const PassFacts& facts) {
     return {Phase::kDegraded, std::to_string(facts.failedChunks) +
                                   " chunks could not be fetched: " + facts.lastError};
   }
-  if (facts.share.cachedFiles < facts.share.ownedFiles) {
-    // Nothing failed: the quota (or LRU on a full disk) said no.
-    return {Phase::kQuotaFull, quotaFullMessage(facts.share)};
+  const ShareFacts& share = facts.share;
+  if (share.cachedFiles < share.ownedFiles) {
+    const bool refused =
+        share.capacityReached || share.evictedForRoom || share.ownedBytes > share.capacityBytes;
+    if (refused || !facts.retriesLeft) return {Phase::kQuotaFull, quotaFullMessage(share)};
+    // Nothing failed or was refused: files a reader's or a peer's fetch was still keeping.
+    return {Phase::kWarming,
+            std::to_string(share.ownedFiles - share.cachedFiles) +
+                " owned files are not cached yet; warming them again",
+            AfterPass::kRetry};
   }
   return {Phase::kReady, ""};
 }

@@ -41,6 +41,7 @@ struct ShareFacts {
   int64_t cachedFiles = 0, cachedBytes = 0;  // of the owned share, complete and verified
   int64_t capacityBytes = 0;                 // the dataset's quota on this node
   bool capacityReached = false;              // the eviction policy refused a chunk
+  bool evictedForRoom = false;               // chunks were given up for a disk that filled
   bool pin = true;                           // Pin (false: LRU)
 };
 
@@ -72,7 +73,8 @@ struct PassOutcome {
 
 // In order: files changed at the origin (kDegraded, naming them); a full disk (kDegraded, tried
 // again when room returns); failed chunks (retried while retriesLeft, then kDegraded); an owned
-// share not all cached (kQuotaFull); else kReady.
+// share not all cached: kQuotaFull where the quota or the disk said no (or retries are spent),
+// otherwise the pass again (files another path was still fetching when it ended); else kReady.
 PassOutcome judgePass(const PassFacts& facts);
 
 }  // namespace granary::cache
