@@ -14,8 +14,8 @@
 #include "engine/core/placement.h"
 #include "engine/origin/http_origin.h"
 #include "tests/engine/test_node.h"
-#include "tests/support/eventually.h"
 #include "tests/engine/test_origin.h"
+#include "tests/support/eventually.h"
 #include "tests/support/http_file_server.h"
 
 namespace granary::cache {
