@@ -178,7 +178,7 @@ void Warmer::run(std::stop_token stop) {
       message_.clear();
       passDone_ = false;
     }
-    warmPass(stop);
+    warmPass(stop, pass);
     if (stop.stop_requested()) return;
     ShareFacts share = host_.shareFacts();
     MutexLock lock(mutex_);
@@ -224,7 +224,7 @@ void Warmer::run(std::stop_token stop) {
   }
 }
 
-void Warmer::warmPass(std::stop_token stop) {
+void Warmer::warmPass(std::stop_token stop, uint64_t pass) {
   WarmPlan plan;
   int concurrency;
   {
@@ -232,13 +232,16 @@ void Warmer::warmPass(std::stop_token stop) {
     plan = plan_;
     concurrency = settings_.warmConcurrency;
   }
-  std::vector<WarmFile> hinted = hintedFiles(plan);
+  if (hintedPass_ != pass) {  // a retry reuses its pass's hint: the file is read once a pass
+    hinted_ = hintedFiles(plan);
+    hintedPass_ = pass;
+  }
   WarmPriorities::Turn turn;
   if (node_.priorities != nullptr) turn = node_.priorities->enter(plan.priority);
   {
     MutexLock lock(mutex_);
     warmStart_ = node_.clock.wallNow();
-    queue_.startPass(std::move(hinted));
+    queue_.startPass(hinted_);
     turn_ = &turn;
     if (plan_.priority != plan.priority) turn.setPriority(plan_.priority);
     message_ = hintNote_;

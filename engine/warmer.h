@@ -108,7 +108,8 @@ class Warmer {
   std::string notWarmingMessageLocked() const GRANARY_REQUIRES(mutex_);
   bool ownsLocked(const std::string& path) const GRANARY_REQUIRES(mutex_);
 
-  void warmPass(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  // Runs pass `pass` (or runs it again, for a retry).
+  void warmPass(std::stop_token stop, uint64_t pass) GRANARY_EXCLUDES(mutex_);
   // The plan's access-order hint (its paths, then its file's) as owned files of the manifest, in
   // order; sets hintNote_ to what the status says of it (unknown paths, a missing file).
   std::vector<WarmFile> hintedFiles(const WarmPlan& plan) GRANARY_EXCLUDES(mutex_);
@@ -143,6 +144,9 @@ class Warmer {
   // The pass's place among the node's datasets; null between passes.
   WarmPriorities::Turn* turn_ GRANARY_GUARDED_BY(mutex_) = nullptr;
   std::string hintNote_ GRANARY_GUARDED_BY(mutex_);  // what the status says of the hint
+  // The hint as resolved for pass hintedPass_, which its retries reuse (run()'s thread only).
+  std::vector<WarmFile> hinted_;
+  std::optional<uint64_t> hintedPass_;
   // Found changed at the origin since this pass began.
   std::set<std::string> changedFiles_ GRANARY_GUARDED_BY(mutex_);
   int64_t failedChunks_ GRANARY_GUARDED_BY(mutex_) = 0;
