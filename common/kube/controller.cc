@@ -12,7 +12,16 @@ Controller::Controller(ControllerOptions options, Reconciler reconciler, Clock& 
       reconciler_(std::move(reconciler)),
       clock_(clock),
       metrics_(metrics),
-      queue_(clock, options_.rateLimits) {}
+      queue_(clock, options_.rateLimits) {
+  if (!metrics_) return;
+  // Every series a dashboard divides or sums exists at 0 from the start: a rate of errors
+  // over reconciles is then 0 while nothing fails, not "no data".
+  for (const char* outcome : {"success", "requeue", "error", "terminal"}) {
+    metrics_->reconciles.with({options_.name, outcome});
+  }
+  metrics_->queueRetries.with({options_.name});
+  metrics_->queueDepth.with({options_.name}).set(0);
+}
 
 void Controller::enqueue(const std::string& key) {
   queue_.add(key);

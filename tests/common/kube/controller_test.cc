@@ -80,6 +80,22 @@ class ControllerTest : public ::testing::Test {
   std::jthread thread_;
 };
 
+// Dashboards divide errors by reconciles and sum retries: those series exist at 0 from the
+// start, so "nothing failed" reads 0, not "no data".
+TEST_F(ControllerTest, EverySeriesExistsAtZeroBeforeTheFirstReconcile) {
+  start([] { return ReconcileResult::done(); });
+  const std::string text = registry_.exposition();
+  for (const char* result : {"success", "requeue", "error", "terminal"}) {
+    EXPECT_NE(text.find("granary_controller_reconciles_total{controller=\"test\",result=\"" +
+                        std::string(result) + "\"} 0"),
+              std::string::npos)
+        << result << " in\n"
+        << text;
+  }
+  EXPECT_NE(text.find("granary_workqueue_retries_total{controller=\"test\"} 0"), std::string::npos)
+      << text;
+}
+
 TEST_F(ControllerTest, DoneIsNotReconciledAgainUntilAnEvent) {
   start([] { return ReconcileResult::done(); });
   controller_->enqueue("ns/object");
