@@ -39,6 +39,9 @@ Informer& Manager::informer(const InformerOptions& options) {
   }
   InformerOptions withMetrics = options;
   const std::string resource = options.type.plural;
+  // At 0 from the start, so a dashboard's restart rate reads 0 rather than no data.
+  metrics_.watchRestarts.with({resource});
+  metrics_.relists.with({resource});
   withMetrics.onWatchRestart = [this, resource] {
     metrics_.watchRestarts.with({resource}).increment();
   };

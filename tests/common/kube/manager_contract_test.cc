@@ -92,6 +92,11 @@ TEST_F(ManagerContract, ReconcilesEveryObjectRecordsEventsAndServesEndpoints) {
       std::string::npos);
   EXPECT_NE(body.find("granary_workqueue_queue_duration_seconds_count{controller=\"dataset\"}"),
             std::string::npos);
+  // Series a dashboard rates exist from the start, whether or not a watch ever restarted.
+  for (const char* series : {"granary_informer_watch_restarts_total{resource=\"datasets\"}",
+                             "granary_informer_relists_total{resource=\"datasets\"}",
+                             "granary_workqueue_retries_total{controller=\"dataset\"}"})
+    EXPECT_NE(body.find(series), std::string::npos) << series;
 
   running.stop();
   EXPECT_GE(calls.load(), 20);
