@@ -347,24 +347,46 @@ void Warmer::warmWorker(std::stop_token stop, const WarmPriorities::Turn& turn) 
 std::optional<WarmChunk> Warmer::nextWarmChunk(std::stop_token stop) {
   MutexLock lock(mutex_);
   const uint64_t pass = passRequested_;
-  while (!stop.stop_requested() && !stopping_ && pass == passRequested_ && !plan_.paused &&
-         !capacityReached_ && !diskFull_) {
+  const auto passGoesOn = [&]() GRANARY_REQUIRES(mutex_) {
+    return !stop.stop_requested() && !stopping_ && pass == passRequested_ && !plan_.paused &&
+           !capacityReached_ && !diskFull_;
+  };
+  while (passGoesOn()) {
     if (auto chunk = queue_.next()) return chunk;
     if (!queue_.needsScan()) return std::nullopt;
-    auto batch = node_.manifests.files(id_, queue_.cursor(), kScanBatch);
-    if (!batch.isOk()) {
-      ++failedChunks_, lastError_ = batch.status().message();
-      queue_.addScan({}, /*last=*/true);
+    if (scanning_) {  // another worker reads the next batch
+      changed_.wait(lock, stop, [&]() GRANARY_REQUIRES(mutex_) {
+        return !scanning_ || stopping_ || pass != passRequested_;
+      });
       continue;
     }
-    std::vector<WarmFile> owned;
-    for (auto& file : *batch) {
-      if (!file.directory && ownsLocked(file.path))
-        owned.push_back({std::move(file.path), file.size, std::move(file.etag)});
-    }
-    queue_.addScan(std::move(owned), /*last=*/batch->empty());
+    // The manifest is read without the lock, so status and readers never wait on the store.
+    // No other pass starts meanwhile: the pass ends only once its workers, this one too, return.
+    scanning_ = true;
+    std::string cursor = queue_.cursor();
+    lock.unlock();
+    auto batch = node_.manifests.files(id_, cursor, kScanBatch);
+    lock.lock();
+    scanning_ = false;
+    changed_.notify_all();
+    addScanLocked(std::move(batch), std::move(cursor));
   }
   return std::nullopt;
+}
+
+void Warmer::addScanLocked(Result<std::vector<ManifestEntry>> batch, std::string cursor) {
+  if (!batch.isOk()) {
+    ++failedChunks_, lastError_ = batch.status().message();
+    queue_.addScan({}, /*last=*/true);
+    return;
+  }
+  queue_.cursor() = std::move(cursor);
+  std::vector<WarmFile> owned;
+  for (auto& file : *batch) {
+    if (!file.directory && ownsLocked(file.path))
+      owned.push_back({std::move(file.path), file.size, std::move(file.etag)});
+  }
+  queue_.addScan(std::move(owned), /*last=*/batch->empty());
 }
 
 void Warmer::finishWarmChunk(const WarmChunk& chunk, const Status& status, bool fetched) {

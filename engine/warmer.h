@@ -117,6 +117,10 @@ class Warmer {
   std::vector<std::string> readAccessOrderFile(const std::string& path, std::string& note);
   void warmWorker(std::stop_token stop, const WarmPriorities::Turn& turn);
   std::optional<WarmChunk> nextWarmChunk(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  // Gives the queue the scan's next batch, read from `cursor` (advanced past it), or ends the
+  // scan on a read error.
+  void addScanLocked(Result<std::vector<ManifestEntry>> batch, std::string cursor)
+      GRANARY_REQUIRES(mutex_);
   void finishWarmChunk(const WarmChunk& chunk, const Status& status, bool fetched)
       GRANARY_EXCLUDES(mutex_);
   // `message` with hintNote_ after it.
@@ -141,6 +145,7 @@ class Warmer {
   Clock::WallTime warmStart_ GRANARY_GUARDED_BY(mutex_){};
   // The warm pass in progress.
   WarmQueue queue_ GRANARY_GUARDED_BY(mutex_);
+  bool scanning_ GRANARY_GUARDED_BY(mutex_) = false;  // a worker reads the scan's next batch
   // The pass's place among the node's datasets; null between passes.
   WarmPriorities::Turn* turn_ GRANARY_GUARDED_BY(mutex_) = nullptr;
   std::string hintNote_ GRANARY_GUARDED_BY(mutex_);  // what the status says of the hint
