@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/flags.h"
 #include "engine/core/eviction.h"
 
 namespace {
@@ -44,8 +45,17 @@ double steadyHitRatio(granary::cache::EvictionPolicy& policy, int chunks, int ep
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int chunks = argc > 1 ? std::atoi(argv[1]) : 100000;
-  const int epochs = argc > 2 ? std::atoi(argv[2]) : 5;
+  int chunks = 100000;
+  int epochs = 5;
+  CLI::App app("Hit ratio of Pin and LRU over shuffled epochs, cache = 50 % of the chunks.",
+               "cache_bench");
+  app.add_option("chunks", chunks, "chunks in the dataset")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 100'000'000));
+  app.add_option("epochs", epochs, "shuffled epochs, the first excluded from the ratio")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000));
+  if (auto code = granary::parseCommandLine(app, argc, argv)) return *code;
   auto pin = granary::cache::makePinPolicy(chunks / 2);
   auto lru = granary::cache::makeLruPolicy(chunks / 2);
   std::printf(

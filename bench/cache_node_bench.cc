@@ -27,6 +27,7 @@
 #include "bench/bench_data.h"
 #include "cache-node/grpc_peers.h"
 #include "cache-node/grpc_service.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "engine/engine.h"
 #include "tests/support/http_file_server.h"
@@ -327,25 +328,36 @@ void memorySection(const Args& args) {
       files, mib(rss), mib(hwm), mib(baseRss), mib(baseHwm));
 }
 
+void addFlags(CLI::App& app, Args& args) {
+  app.add_option("--scale", args.scale, "shrinks the file counts and sizes (0.01: a quick look)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0001, 100.0));
+  app.add_option_function<int64_t>(
+         "--throttle-mib", [&args](int64_t mib) { args.throttle = mib << 20; },
+         "the origin's bandwidth in MiB/s, shared by all connections (default: 200)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--concurrency", args.concurrency, "warm fetches in flight")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--dir", args.dir,
+                 "where the data lives, reused between runs (default: /var/tmp/granary-bench)");
+  app.add_option("section", args.sections,
+                 "warm (warm-small, warm-big), origin, read, memory (default: all four)")
+      ->check(CLI::IsMember({"warm", "warm-small", "warm-big", "origin", "read", "memory"}));
+}
+
 }  // namespace
 }  // namespace granary::cache
 
 int main(int argc, char** argv) {
   using namespace granary::cache;
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--scale" && i + 1 < argc)
-      args.scale = std::atof(argv[++i]);
-    else if (arg == "--throttle-mib" && i + 1 < argc)
-      args.throttle = std::atoll(argv[++i]) << 20;
-    else if (arg == "--concurrency" && i + 1 < argc)
-      args.concurrency = std::atoi(argv[++i]);
-    else if (arg == "--dir" && i + 1 < argc)
-      args.dir = argv[++i];
-    else
-      args.sections.insert(arg);
-  }
+  CLI::App app(
+      "The cache engine's warm, origin, read and memory figures, each next to its "
+      "baseline.",
+      "cache_node_bench");
+  addFlags(app, args);
+  if (auto code = granary::parseCommandLine(app, argc, argv)) return *code;
   if (args.sections.empty()) args.sections = {"warm", "origin", "read", "memory"};
   granary::configureLogging({.level = granary::LogLevel::kWarn});
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as soon as it is measured

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/flags.h"
 #include "common/gpu/nvml.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -451,24 +452,28 @@ int runBench(const Args& args, KubeletProcess& kubelet) {
   return 0;
 }
 
+void addFlags(CLI::App& app, Args& args) {
+  app.add_option("--repeat", args.repeat, "runs of the four windows")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app.add_option("--seconds", args.seconds, "length of each window")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5, 3600.0));
+  app.add_option_function<int>(
+         "--interval-ms", [&args](int ms) { args.interval = std::chrono::milliseconds(ms); },
+         "the cadence of the calls in each window (default: 100)")
+      ->check(CLI::Range(1, 60'000));
+}
+
 }  // namespace
 }  // namespace granary
 
 int main(int argc, char** argv) {
   granary::Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--repeat" && i + 1 < argc) {
-      args.repeat = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--seconds" && i + 1 < argc) {
-      args.seconds = std::max(0.5, std::atof(argv[++i]));
-    } else if (arg == "--interval-ms" && i + 1 < argc) {
-      args.interval = std::chrono::milliseconds(std::atoi(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: %s [--repeat N] [--seconds S] [--interval-ms N]\n", argv[0]);
-      return 1;
-    }
-  }
+  CLI::App app("The GPU sampler's CPU per sample on a busy node, next to Nvml::read() alone.",
+               "gpu_sampler_bench");
+  granary::addFlags(app, args);
+  if (auto code = granary::parseCommandLine(app, argc, argv)) return *code;
   // Forked before this process starts a thread (gRPC's included).
   granary::KubeletProcess kubelet(
       std::filesystem::temp_directory_path() /

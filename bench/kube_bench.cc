@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/flags.h"
 #include "common/kube/store.h"
 #include "common/kube/watch_decoder.h"
 #include "common/kube/work_queue.h"
@@ -67,10 +68,7 @@ double seconds(Steady::duration d) { return std::chrono::duration<double>(d).cou
 
 size_t heapInUse() { return mallinfo2().uordblks; }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const int objects = argc > 1 ? std::atoi(argv[1]) : 10000;
+int runBench(int objects) {
   std::printf("granary kube_bench: %d objects\n\n", objects);
 
   // 1. Informer events.
@@ -198,4 +196,19 @@ int main(int argc, char** argv) {
     std::printf("  ratio     %10.2f\n", baseline / granary);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int objects = 10000;
+  CLI::App app(
+      "The Kubernetes runtime's informer, cache memory and work queue, each next to "
+      "its baseline.",
+      "kube_bench");
+  app.add_option("objects", objects, "pods to decode, cache and queue")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  if (auto code = granary::parseCommandLine(app, argc, argv)) return *code;
+  return runBench(objects);
 }

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "bench/bench_data.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "engine/engine.h"
 #include "engine/mount/dataset_fs.h"
@@ -327,27 +328,39 @@ void epochSection(const Args& args) {
       direct1 + direct2);
 }
 
+void addFlags(CLI::App& app, Args& args) {
+  app.add_option("--scale", args.scale, "shrinks the file counts and sizes")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0001, 100.0));
+  app.add_option("--repeat", args.repeat, "turns of each side of a read comparison")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app.add_option_function<int64_t>(
+         "--throttle-mib", [&args](int64_t mib) { args.throttle = mib << 20; },
+         "the epoch section's origin bandwidth in MiB/s (default: 200)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--compute-ms", args.computeMs, "the epoch section's compute pause per file")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 60'000));
+  app.add_option("--dir", args.dir,
+                 "where the data lives, shared with cache_node_bench (default: "
+                 "/var/tmp/granary-bench)");
+  app.add_option("section", args.sections, "read, stat, epoch (default: all three)")
+      ->check(CLI::IsMember({"read", "stat", "epoch"}));
+}
+
 }  // namespace
 }  // namespace granary::cache
 
 int main(int argc, char** argv) {
   using namespace granary::cache;
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--scale" && i + 1 < argc)
-      args.scale = std::atof(argv[++i]);
-    else if (arg == "--throttle-mib" && i + 1 < argc)
-      args.throttle = std::atoll(argv[++i]) << 20;
-    else if (arg == "--compute-ms" && i + 1 < argc)
-      args.computeMs = std::atoi(argv[++i]);
-    else if (arg == "--repeat" && i + 1 < argc)
-      args.repeat = std::max(1, std::atoi(argv[++i]));
-    else if (arg == "--dir" && i + 1 < argc)
-      args.dir = argv[++i];
-    else
-      args.sections.insert(arg);
-  }
+  CLI::App app(
+      "Reading datasets through granary's mounts, each figure next to its baseline. "
+      "Needs root and /dev/fuse.",
+      "mount_bench");
+  addFlags(app, args);
+  if (auto code = granary::parseCommandLine(app, argc, argv)) return *code;
   if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) {
     std::fprintf(stderr, "mount_bench: needs root and /dev/fuse\n");
     return 1;

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/flags.h"
 #include "common/kube/manager.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -387,10 +388,14 @@ int run(int objects) {
 }  // namespace granary
 
 int main(int argc, char** argv) {
-  const int objects = argc > 1 ? std::atoi(argv[1]) : 1000;
-  if (objects < 1) {
-    std::fprintf(stderr, "usage: operator_bench [objects]  (objects >= 1, default 1000)\n");
-    return 2;
-  }
+  int objects = 1000;
+  CLI::App app(
+      "granary-operator converging, restarting and idling over N Datasets and N "
+      "TrainingJobs on the API-server double.",
+      "operator_bench");
+  app.add_option("objects", objects, "Datasets, and as many TrainingJobs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100'000));
+  if (auto code = granary::parseCommandLine(app, argc, argv)) return *code;
   return granary::run(objects);
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/flags.h"
 #include "scheduler/core/cluster_state.h"
 #include "scheduler/core/placement.h"
 
@@ -217,8 +218,19 @@ RunResult run(const Workload& w, const ScoreWeights& weights) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int nodes = argc > 1 ? std::atoi(argv[1]) : 5000;
-  const int pods = argc > 2 ? std::atoi(argv[2]) : 10000;
+  int nodes = 5000;
+  int pods = 10000;
+  CLI::App app(
+      "Gang placement at scale: throughput, p99 latency and locality, next to a "
+      "locality-blind baseline.",
+      "scheduler_bench");
+  app.add_option("nodes", nodes, "nodes of 8 GPUs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_option("pods", pods, "pods, in gangs of 1 to 64")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10'000'000));
+  if (auto code = granary::parseCommandLine(app, argc, argv)) return *code;
   const Workload w = makeWorkload(nodes, pods, 42);
   std::printf(
       "granary scheduler_bench: %d nodes x 8 GPUs, %d pods in %zu gangs of 1-64, "
