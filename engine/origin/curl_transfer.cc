@@ -96,6 +96,8 @@ Result<HttpResponse> CurlTransfer::send(const HttpRequest& request) {
     } else {
       return r;
     }
+    discardedBytes_ += static_cast<int64_t>(r.body.size());
+    untakenDiscardedBytes_ += static_cast<int64_t>(r.body.size());
     if (attempt < options_.maxAttempts) {
       ++retries_;
       std::this_thread::sleep_for(backoff.next());

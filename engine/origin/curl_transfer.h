@@ -77,6 +77,11 @@ class CurlTransfer {
 
   // Requests sent again after a transient failure, since construction.
   int64_t retries() const { return retries_.load(); }
+  // Body bytes received in attempts that failed (a truncated body, an error page), since
+  // construction: they crossed the wire, though no caller ever sees them.
+  int64_t discardedBytes() const { return discardedBytes_.load(); }
+  // discardedBytes() added since the last call (each byte is taken once, whichever thread asks).
+  int64_t takeDiscardedBytes() { return untakenDiscardedBytes_.exchange(0); }
 
  private:
   CURL* acquire();
@@ -86,6 +91,8 @@ class CurlTransfer {
   Mutex mutex_;
   std::vector<CURL*> idle_ GRANARY_GUARDED_BY(mutex_);
   std::atomic<int64_t> retries_{0};
+  std::atomic<int64_t> discardedBytes_{0};
+  std::atomic<int64_t> untakenDiscardedBytes_{0};
 };
 
 }  // namespace granary::cache

@@ -48,6 +48,12 @@ class Origin {
 
   // Requests retried after transient failures so far (0 for origins that never retry).
   virtual int64_t retries() const { return 0; }
+
+  // Bytes received from the origin in attempts that failed and were discarded (retried, or the
+  // read's error), since the last call, whichever read or listing they were for: read() returns
+  // none of them, yet they crossed the wire, so whoever limits the origin's bandwidth charges
+  // them. 0 for origins that never discard what they receive. A wrapper forwards the call.
+  virtual int64_t takeDiscardedBytes() { return 0; }
 };
 
 // A directory on the node (NFS, hostPath): `relative` below `root` (engine/origin/beneath.h

@@ -787,6 +787,20 @@ class BandwidthLimitTest : public DatasetCacheTest {
     return most;
   }
 
+  // The most the web server sent in any 2 s, by when its bodies started: what crossed the wire,
+  // attempts the origin's client discarded and retried included.
+  int64_t mostSentInTwoSeconds() const {
+    const auto sent = server_->sent();
+    int64_t most = 0;
+    for (const auto& s : sent) {
+      int64_t within = 0;
+      for (const auto& other : sent)
+        if (other.at >= s.at && other.at - s.at < 2s) within += other.bytes;
+      most = std::max(most, within);
+    }
+    return most;
+  }
+
   // What the origin delivered per second over the 5 s before `at` (or since the cache opened),
   // by when the reads ended: the rate the cache should report.
   double measuredAt(Clock::MonoTime at) const {
@@ -836,6 +850,32 @@ TEST_F(BandwidthLimitTest, TheOriginIsReadWithinTheLimitAndTheRateShownIsWhatItS
   }
   EXPECT_GE(compared, 10);
   EXPECT_EQ(state.progress.etaSeconds, 0);
+}
+
+// A flapping origin: many transfers are cut short at half a chunk, and the origin's client
+// retries them. Those halves crossed the wire though no read returned them, so they count against
+// the limit: what the server sent, retried attempts included, stays within it.
+TEST_F(BandwidthLimitTest, TheBytesOfRetriedAttemptsCountAgainstTheLimit) {
+  for (int i = 0; i < 10; ++i)
+    writeOrigin("shard-" + std::to_string(i) + ".bin", randomBytes(4 << 20, i));  // 40 MiB
+  TestNode node(root_, "n1");
+  // Six reads' worth (every attempt of each cut short). What a read discarded is charged when
+  // it returns, and the reads already waiting in the limiter keep their turns: many more
+  // truncations at once overshoot the bound by what those reads discard (40: 21 MiB in 2 s).
+  constexpr int kTruncated = 24;
+  server_->truncateNext(kTruncated);
+  auto cache = openLimited(node, limited());
+  const DatasetState state = cache->waitSettled(60s);
+  ASSERT_EQ(state.phase, Phase::kReady) << state.message;
+  expectAllFilesRead(*cache);
+
+  int64_t sent = 0;
+  for (const auto& body : server_->sent()) sent += body.bytes;
+  EXPECT_EQ(sent, datasetBytes() + kTruncated * kChunk / 2) << "each truncated GET sent half";
+  const int64_t bound = 2 * kLimit + kLimit / 4 + 2 * kChunk;  // as when nothing is retried
+  EXPECT_LE(mostSentInTwoSeconds(), bound)
+      << "the origin sent " << static_cast<double>(mostSentInTwoSeconds()) / (1 << 20)
+      << " MiB in 2 s under " << kLimit / (1 << 20) << " MiB/s";
 }
 
 TEST_F(BandwidthLimitTest, ARestartCountsOnlyWhatItFetches) {

@@ -50,6 +50,8 @@ class RecordingOrigin final : public Origin {
     if (afterRead) afterRead(fetch);
     return data;
   }
+  int64_t takeDiscardedBytes() override { return inner_->takeDiscardedBytes(); }
+
   std::vector<Fetch> fetches() const {
     std::lock_guard lock(mutex_);
     return fetches_;

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 namespace granary::testing {
@@ -31,6 +30,7 @@ struct HttpFileServer::State {
   std::function<void(const std::string&)> afterGet;
   int64_t rate = 0;  // bytes per second; 0 unlimited
   std::chrono::steady_clock::time_point paidUntil{};
+  std::vector<HttpFileServer::Sent> sent;  // guarded by mutex
 };
 
 namespace {
@@ -82,6 +82,35 @@ int sendUnversioned(mg_connection* conn, const std::filesystem::path& file, bool
             "Content-Length: %lld\r\nConnection: close\r\n\r\n",
             first, last, size, last - first + 1);
   if (!head) mg_write(conn, body.data() + first, static_cast<size_t>(last - first + 1));
+  return 206;
+}
+
+// The Range asked of `file` (or the whole file), announced whole, with only its first half sent
+// before the connection closes: a transfer cut short.
+int sendTruncated(mg_connection* conn, const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string body(std::istreambuf_iterator<char>(in), {});
+  const auto size = static_cast<long long>(body.size());
+  const char* range = mg_get_header(conn, "Range");
+  long long first = 0, last = -1;
+  if (range == nullptr || std::sscanf(range, "bytes=%lld-%lld", &first, &last) < 1) {
+    mg_printf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %lld\r\nConnection: close\r\n\r\n", size);
+    mg_write(conn, body.data(), body.size() / 2);
+    return 200;
+  }
+  if (first >= size) {
+    mg_printf(conn,
+              "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */%lld\r\n"
+              "Content-Length: 0\r\nConnection: close\r\n\r\n",
+              size);
+    return 416;
+  }
+  if (last < 0 || last >= size) last = size - 1;
+  mg_printf(conn,
+            "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %lld-%lld/%lld\r\n"
+            "Content-Length: %lld\r\nConnection: close\r\n\r\n",
+            first, last, size, last - first + 1);
+  mg_write(conn, body.data() + first, static_cast<size_t>((last - first + 1) / 2));
   return 206;
 }
 
@@ -144,6 +173,9 @@ int handle(mg_connection* conn, void* data) {
         }
       }
       std::this_thread::sleep_until(start);
+      std::lock_guard lock(s.mutex);
+      // A truncated or shortened body sends half of what it announces.
+      s.sent.push_back({std::chrono::steady_clock::now(), truncate || shorten ? bytes / 2 : bytes});
     }
   }
   if (status) {
@@ -152,6 +184,7 @@ int handle(mg_connection* conn, void* data) {
     return status;
   }
   if (shorten) return sendShortRange(conn, s.root / std::string(request->local_uri + 1));
+  if (truncate) return sendTruncated(conn, s.root / std::string(request->local_uri + 1));
   const std::string method = request->request_method;
   const std::string path = request->local_uri + 1;
   std::function<void(const std::string&)> afterGet;
@@ -166,16 +199,6 @@ int handle(mg_connection* conn, void* data) {
     const int sent = sendUnversioned(conn, s.root / path, method == "HEAD");
     if (method == "GET" && afterGet) afterGet(path);
     return sent;
-  }
-  if (truncate) {
-    std::ifstream in(s.root / std::string(request->local_uri + 1), std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    const std::string body = text.str();
-    mg_printf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-              body.size());
-    mg_write(conn, body.data(), body.size() / 2);
-    return 200;
   }
   return 0;  // civetweb serves the file or the listing itself
 }
@@ -246,6 +269,11 @@ void HttpFileServer::truncateNext(int count) {
 int64_t HttpFileServer::requests() const { return state_->requests; }
 
 int64_t HttpFileServer::bytesServed() const { return state_->bytes; }
+
+std::vector<HttpFileServer::Sent> HttpFileServer::sent() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->sent;
+}
 
 void HttpFileServer::throttle(int64_t bytesPerSecond) {
   std::lock_guard lock(state_->mutex);

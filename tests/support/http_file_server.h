@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -23,7 +24,8 @@ class HttpFileServer {
   std::string url() const;
   // The next `count` requests get `status` with an empty body.
   void failNext(int count, int status);
-  // The next `count` GETs of a file announce its full length but send only half of it.
+  // The next `count` GETs of a file announce the full length of what they asked (the Range, or
+  // the whole file) but send only half of it and close the connection.
   void truncateNext(int count);
   // The next `count` ranged GETs of a file answer 206 for the whole range, as civetweb would
   // (its ETag), with a Content-Length and a body of only half of it: a body short but whole.
@@ -33,6 +35,14 @@ class HttpFileServer {
   int64_t requests() const;
   // File bytes sent by GETs (range lengths, or whole files).
   int64_t bytesServed() const;
+  // One file body a GET sent: when it started (after the throttle let it) and the bytes it
+  // wrote, only the half that a truncated or shortened body sends.
+  struct Sent {
+    std::chrono::steady_clock::time_point at;
+    int64_t bytes = 0;
+  };
+  // Every file body sent so far, in the order they started.
+  std::vector<Sent> sent() const;
   // From now on files are served with neither ETag nor Last-Modified (ranges still answered), as
   // some origins do; `afterGet`, if set, is called with the relative path of each file a GET
   // sent, once it is sent (to change the file between two reads, say).

@@ -124,10 +124,13 @@ TEST_F(HttpOriginTest, RetriesServerErrorsAndTruncatedBodies) {
   server_->failNext(2, 503);
   EXPECT_EQ(*o->read(all[2].path, 0, 3, all[2].etag), "012");
   EXPECT_EQ(o->retries() - before, 2);
+  o->takeDiscardedBytes();
   server_->truncateNext(1);
   auto whole = o->read(all[1].path, 0, 100000, all[1].etag);
   ASSERT_TRUE(whole.isOk()) << whole.status();
   EXPECT_EQ(whole->size(), 100000u) << "a truncated body is fetched again, never returned";
+  EXPECT_EQ(o->takeDiscardedBytes(), 50000) << "the half the truncated attempt sent";
+  EXPECT_EQ(o->takeDiscardedBytes(), 0) << "taken once";
   server_->failNext(100, 500);
   EXPECT_EQ(o->read(all[2].path, 0, 3, all[2].etag).status().code(), StatusCode::kUnavailable);
   server_->failNext(0, 500);

@@ -461,10 +461,13 @@ TEST_F(S3FaultTest, RetriesTruncatedBodiesNeverReturnsThem) {
   auto truncated = part("0123456789");
   truncated.sendBytes = 5;
   serve({truncated, part("0123456789")});
-  auto bytes = origin()->read("f", 0, 10, "\"v1\"");
+  auto o = origin();
+  auto bytes = o->read("f", 0, 10, "\"v1\"");
   ASSERT_TRUE(bytes.isOk()) << bytes.status();
   EXPECT_EQ(*bytes, "0123456789");
   EXPECT_EQ(server_->requests().size(), 2u);
+  EXPECT_EQ(o->takeDiscardedBytes(), 5) << "what the truncated attempt sent, for the limit";
+  EXPECT_EQ(o->takeDiscardedBytes(), 0);
 }
 
 TEST_F(S3FaultTest, GivesUpAfterMaxAttemptsAsUnavailable) {
