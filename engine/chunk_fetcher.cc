@@ -3,7 +3,6 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <stop_token>
 
 #include "common/backoff.h"
 
@@ -14,15 +13,6 @@ namespace {
 constexpr int64_t kMaxWholeFileBytes = int64_t{64} << 20;
 
 int64_t chunkCount(int64_t size, int64_t chunkSize) { return (size + chunkSize - 1) / chunkSize; }
-
-// Charges `bytes` that already crossed the wire to `limit` without waiting for them (a wait
-// stopped before it starts keeps its bytes reserved): the bucket goes into debt, and the next
-// acquire waits it off.
-void charge(BandwidthLimiter& limit, int64_t bytes) {
-  std::stop_source paid;
-  paid.request_stop();
-  limit.acquire(bytes, paid.get_token());
-}
 
 }  // namespace
 
@@ -40,7 +30,16 @@ ChunkFetcher::ChunkFetcher(NodeContext& node, DatasetKey key, std::vector<Datase
       keeper_(keeper),
       metrics_(metrics),
       bandwidth_(node.clock, settings.bandwidthLimit),
-      readRetryTime_(settings.readRetryTime) {}
+      readRetryTime_(settings.readRetryTime) {
+  // A read charges its length before it starts, and each attempt the origin's client sends again
+  // is charged likewise before it goes.
+  for (auto& source : sources_) {
+    source.origin->setRetryGate([this](int64_t bytes) {
+      bandwidth_.acquire(bytes);
+      node_.bandwidth.acquire(bytes);
+    });
+  }
+}
 
 ChunkId ChunkFetcher::chunkId(const std::string& path, int64_t index) const {
   return ChunkId{id_, path, index};
@@ -224,11 +223,6 @@ Result<std::string> ChunkFetcher::readOrigin(const ManifestEntry& file, int64_t 
   bandwidth_.acquire(length);
   node_.bandwidth.acquire(length);
   auto data = source->origin->read(originPath, offset, length, file.etag);
-  // What the origin sent in attempts it retried (or failed) is charged too, or a flapping origin
-  // would be read faster than the limit.
-  const int64_t discarded = source->origin->takeDiscardedBytes();
-  charge(bandwidth_, discarded);
-  charge(node_.bandwidth, discarded);
   if (data.isOk() && static_cast<int64_t>(data->size()) != length) {
     data = unavailable("the origin returned " + std::to_string(data->size()) + " of " +
                        std::to_string(length) + " bytes of \"" + file.path + "\"");

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <thread>
 
@@ -35,6 +36,18 @@ size_t onHeader(char* data, size_t size, size_t count, void* out) {
   if (name == "content-range") response.contentRange = value;
   if (name == "content-length") response.contentLength = std::atoll(value.c_str());
   return size * count;
+}
+
+// The bytes `request` asks for: its range's length; `otherwise` when it asks for a whole body.
+int64_t askedBytes(const HttpRequest& request, int64_t otherwise) {
+  const std::string& range = request.range;
+  int64_t first = 0, last = -1;
+  const auto dash = range.find('-');
+  if (dash == std::string::npos) return otherwise;
+  const auto a = std::from_chars(range.data(), range.data() + dash, first);
+  const auto b = std::from_chars(range.data() + dash + 1, range.data() + range.size(), last);
+  if (a.ec != std::errc() || b.ec != std::errc() || last < first) return otherwise;
+  return last - first + 1;
 }
 
 }  // namespace
@@ -96,10 +109,9 @@ Result<HttpResponse> CurlTransfer::send(const HttpRequest& request) {
     } else {
       return r;
     }
-    discardedBytes_ += static_cast<int64_t>(r.body.size());
-    untakenDiscardedBytes_ += static_cast<int64_t>(r.body.size());
     if (attempt < options_.maxAttempts) {
       ++retries_;
+      if (retryGate_) retryGate_(askedBytes(request, static_cast<int64_t>(r.body.size())));
       std::this_thread::sleep_for(backoff.next());
     }
   }

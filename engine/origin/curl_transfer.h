@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,11 +78,10 @@ class CurlTransfer {
 
   // Requests sent again after a transient failure, since construction.
   int64_t retries() const { return retries_.load(); }
-  // Body bytes received in attempts that failed (a truncated body, an error page), since
-  // construction: they crossed the wire, though no caller ever sees them.
-  int64_t discardedBytes() const { return discardedBytes_.load(); }
-  // discardedBytes() added since the last call (each byte is taken once, whichever thread asks).
-  int64_t takeDiscardedBytes() { return untakenDiscardedBytes_.exchange(0); }
+  // Called before a failed attempt is sent again, with the bytes the new attempt asks for: its
+  // range's length, or for a whole body what the failed attempt received. It may block (a
+  // bandwidth limit waits there). Set before the first send().
+  void setRetryGate(std::function<void(int64_t bytes)> gate) { retryGate_ = std::move(gate); }
 
  private:
   CURL* acquire();
@@ -91,8 +91,7 @@ class CurlTransfer {
   Mutex mutex_;
   std::vector<CURL*> idle_ GRANARY_GUARDED_BY(mutex_);
   std::atomic<int64_t> retries_{0};
-  std::atomic<int64_t> discardedBytes_{0};
-  std::atomic<int64_t> untakenDiscardedBytes_{0};
+  std::function<void(int64_t)> retryGate_;  // set before the first send(), then only read
 };
 
 }  // namespace granary::cache

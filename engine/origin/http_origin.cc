@@ -89,7 +89,7 @@ class HttpOrigin final : public Origin {
   }
 
   int64_t retries() const override { return transfer_.retries(); }
-  int64_t takeDiscardedBytes() override { return transfer_.takeDiscardedBytes(); }
+  void setRetryGate(RetryGate gate) override { transfer_.setRetryGate(std::move(gate)); }
 
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
                            const std::string& etag) override {

@@ -49,11 +49,14 @@ class Origin {
   // Requests retried after transient failures so far (0 for origins that never retry).
   virtual int64_t retries() const { return 0; }
 
-  // Bytes received from the origin in attempts that failed and were discarded (retried, or the
-  // read's error), since the last call, whichever read or listing they were for: read() returns
-  // none of them, yet they crossed the wire, so whoever limits the origin's bandwidth charges
-  // them. 0 for origins that never discard what they receive. A wrapper forwards the call.
-  virtual int64_t takeDiscardedBytes() { return 0; }
+  // Called on the thread of a read or listing before an attempt that failed is sent again, with
+  // the bytes the new attempt asks for (a read's length; for a listing page, what the failed
+  // attempt received). It may block: a bandwidth limit waits here, so that every attempt is paid
+  // for before it is sent, not only a read's first.
+  using RetryGate = std::function<void(int64_t bytes)>;
+  // Set once, before the first read or listing. Origins that never retry ignore it; a wrapper
+  // forwards it.
+  virtual void setRetryGate(RetryGate) {}
 };
 
 // A directory on the node (NFS, hostPath): `relative` below `root` (engine/origin/beneath.h

@@ -859,10 +859,9 @@ TEST_F(BandwidthLimitTest, TheBytesOfRetriedAttemptsCountAgainstTheLimit) {
   for (int i = 0; i < 10; ++i)
     writeOrigin("shard-" + std::to_string(i) + ".bin", randomBytes(4 << 20, i));  // 40 MiB
   TestNode node(root_, "n1");
-  // Six reads' worth (every attempt of each cut short). What a read discarded is charged when
-  // it returns, and the reads already waiting in the limiter keep their turns: many more
-  // truncations at once overshoot the bound by what those reads discard (40: 21 MiB in 2 s).
-  constexpr int kTruncated = 24;
+  // Ten reads' worth (every attempt of each cut short): each retry is paid for at the limit
+  // before it is sent, as the read's first attempt was.
+  constexpr int kTruncated = 40;
   server_->truncateNext(kTruncated);
   auto cache = openLimited(node, limited());
   const DatasetState state = cache->waitSettled(60s);

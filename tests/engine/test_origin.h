@@ -50,7 +50,7 @@ class RecordingOrigin final : public Origin {
     if (afterRead) afterRead(fetch);
     return data;
   }
-  int64_t takeDiscardedBytes() override { return inner_->takeDiscardedBytes(); }
+  void setRetryGate(RetryGate gate) override { inner_->setRetryGate(std::move(gate)); }
 
   std::vector<Fetch> fetches() const {
     std::lock_guard lock(mutex_);
