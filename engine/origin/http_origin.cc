@@ -75,6 +75,13 @@ std::string versionOf(const HttpResponse& r) {
   return size < 0 ? std::string() : sizeVersion(size);
 }
 
+// Whether `r` is of the version `listed`. A size version (from an index that gave none) is checked
+// against the file's size, whatever ETag the server sends; any other against versionOf(r).
+bool isVersion(const HttpResponse& r, const std::string& listed) {
+  if (isSizeVersion(listed)) return sizeVersion(wholeSizeOf(r)) == listed;
+  return versionOf(r) == listed;
+}
+
 class HttpOrigin final : public Origin {
  public:
   explicit HttpOrigin(HttpOriginOptions options)
@@ -101,7 +108,7 @@ class HttpOrigin final : public Origin {
       if (etag.empty()) return std::string();
       return failedPrecondition(path + " is shorter at the origin than when it was listed");
     }
-    if (!etag.empty() && versionOf(r) != etag) {
+    if (!etag.empty() && !isVersion(r, etag)) {
       return failedPrecondition(path + " changed at the origin since it was listed");
     }
     if (r.status == 200) {  // the server ignored Range: take the part we asked for

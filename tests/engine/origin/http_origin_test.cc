@@ -165,6 +165,22 @@ TEST_F(HttpOriginTest, ListsFromAJsonIndex) {
             StatusCode::kInvalidArgument);
 }
 
+// An index that gives sizes only pins its files by size, though the server sends ETags: a file
+// is read while its size is the listed one, and is a change once it is not.
+TEST_F(HttpOriginTest, AnIndexWithoutVersionsPinsFilesBySize) {
+  write("index.json", R"({"files":[{"path":"labels.csv","size":4}]})");
+  auto o = origin("index.json");
+  const auto all = listAll(*o);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].etag, sizeVersion(4));
+  auto read = o->read("labels.csv", 0, 4, all[0].etag);
+  ASSERT_TRUE(read.isOk()) << read.status();
+  EXPECT_EQ(*read, "x,y\n");
+  write("labels.csv", "x,y,z\n");
+  EXPECT_EQ(o->read("labels.csv", 0, 4, all[0].etag).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
 TEST_F(HttpOriginTest, RefusesBadUrls) {
   EXPECT_EQ(makeHttpOrigin({.baseUrl = "ftp://x/"}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(makeHttpOrigin({.baseUrl = "http://x/no-slash"}).status().code(),
