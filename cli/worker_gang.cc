@@ -25,11 +25,19 @@ namespace {
 using namespace std::chrono_literals;
 
 // Everything the child needs, prepared before fork(): between fork() and exec() the child may
-// only make async-signal-safe calls.
+// only make async-signal-safe calls, so it allocates nothing (another thread may have held the
+// allocator's lock at the fork, and the child would wait on it forever).
 struct Launch {
   std::string program;
   std::vector<std::string> argv, env;
   std::string workingDirectory;
+  std::vector<char*> argvPointers, envPointers;  // execve's arrays, set by prepare()
+
+  // Fills the pointer arrays; the strings must not move afterwards.
+  void prepare() {
+    argvPointers = pointers(argv);
+    envPointers = pointers(env);
+  }
 
   static std::vector<char*> pointers(std::vector<std::string>& strings) {
     std::vector<char*> out;
@@ -53,7 +61,7 @@ std::vector<std::string> environmentFor(const LocalWorker& worker) {
   return out;
 }
 
-[[noreturn]] void execChild(Launch& launch, int output, int devNull, pid_t parent) {
+[[noreturn]] void execChild(const Launch& launch, int output, int devNull, pid_t parent) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // granaryctl died before the line above
@@ -69,9 +77,7 @@ std::vector<std::string> environmentFor(const LocalWorker& worker) {
     (void)!::write(STDERR_FILENO, message, std::strlen(message));
     ::_exit(127);
   }
-  auto argv = Launch::pointers(launch.argv);
-  auto envp = Launch::pointers(launch.env);
-  ::execve(launch.program.c_str(), argv.data(), envp.data());
+  ::execve(launch.program.c_str(), launch.argvPointers.data(), launch.envPointers.data());
   const char* message = "granaryctl: exec failed\n";
   (void)!::write(STDERR_FILENO, message, std::strlen(message));
   ::_exit(127);
@@ -121,6 +127,7 @@ Result<std::unique_ptr<WorkerGang>> WorkerGang::start(const std::vector<LocalWor
   for (auto& launch : launches) {
     int pipe[2];
     if (::pipe2(pipe, O_CLOEXEC) != 0) return unavailable(std::string("pipe: ") + strerror(errno));
+    launch.prepare();
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid == 0) execChild(launch, pipe[1], devNull, parent);
