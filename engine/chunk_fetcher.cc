@@ -58,6 +58,11 @@ void ChunkFetcher::setReadRetryTime(std::chrono::milliseconds time) {
   readRetryTime_ = time;
 }
 
+void ChunkFetcher::setOwnLimitWaitObserver(std::function<void(bool waiting)> observer) {
+  MutexLock lock(mutex_);
+  ownLimitWaitObserver_ = std::move(observer);
+}
+
 int64_t ChunkFetcher::originRetries() const {
   int64_t retries = 0;
   for (const auto& source : sources_) retries += source.origin->retries();
@@ -207,11 +212,11 @@ Result<std::string> ChunkFetcher::readOriginAs(FetchKind kind, const ManifestEnt
                                                int64_t offset, int64_t length,
                                                std::stop_token stop) {
   return kind == FetchKind::kDemand ? readOriginForReader(file, offset, length, stop)
-                                    : readOrigin(file, offset, length);
+                                    : readOrigin(kind, file, offset, length);
 }
 
-Result<std::string> ChunkFetcher::readOrigin(const ManifestEntry& file, int64_t offset,
-                                             int64_t length) {
+Result<std::string> ChunkFetcher::readOrigin(FetchKind kind, const ManifestEntry& file,
+                                             int64_t offset, int64_t length) {
   const DatasetSource* source = nullptr;
   for (const auto& s : sources_) {
     const bool under = s.mount.empty() || file.path.starts_with(s.mount + "/");
@@ -220,7 +225,7 @@ Result<std::string> ChunkFetcher::readOrigin(const ManifestEntry& file, int64_t 
   if (source == nullptr) return notFound("no source holds \"" + file.path + "\"");
   const std::string originPath =
       source->mount.empty() ? file.path : file.path.substr(source->mount.size() + 1);
-  bandwidth_.acquire(length);
+  awaitOwnLimit(kind, length);
   node_.bandwidth.acquire(length);
   auto data = source->origin->read(originPath, offset, length, file.etag);
   if (data.isOk() && static_cast<int64_t>(data->size()) != length) {
@@ -229,6 +234,19 @@ Result<std::string> ChunkFetcher::readOrigin(const ManifestEntry& file, int64_t 
   }
   if (!data.isOk() && metrics_ != nullptr) metrics_->originErrors.increment();
   return data;
+}
+
+void ChunkFetcher::awaitOwnLimit(FetchKind kind, int64_t length) {
+  const auto paidAt = bandwidth_.reserve(length);
+  if (!paidAt) return;
+  std::function<void(bool)> observer;
+  if (kind == FetchKind::kWarm) {
+    MutexLock lock(mutex_);
+    observer = ownLimitWaitObserver_;
+  }
+  if (observer) observer(true);
+  node_.clock.sleepUntil(*paidAt, {});
+  if (observer) observer(false);
 }
 
 Result<std::string> ChunkFetcher::readOriginForReader(const ManifestEntry& file, int64_t offset,
@@ -241,7 +259,7 @@ Result<std::string> ChunkFetcher::readOriginForReader(const ManifestEntry& file,
   const auto deadline = node_.clock.monoNow() + retryTime;
   Backoff backoff({.initial = std::chrono::milliseconds(50), .max = std::chrono::seconds(2)});
   while (true) {
-    auto data = readOrigin(file, offset, length);
+    auto data = readOrigin(FetchKind::kDemand, file, offset, length);
     if (data.isOk() || data.status().code() != StatusCode::kUnavailable) return data;
     const auto wake = node_.clock.monoNow() + backoff.next();
     if (wake > deadline || !node_.clock.sleepUntil(wake, stop)) return data;

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stop_token>
@@ -137,6 +138,9 @@ class ChunkFetcher {
   bool bandwidthLimited() const;
   void setBandwidthLimit(int64_t bytesPerSecond) { bandwidth_.setRate(bytesPerSecond); }
   void setReadRetryTime(std::chrono::milliseconds time);
+  // Told when a warm fetch starts (true) and ends (false) a wait for the dataset's own bandwidth
+  // limit, from the fetching thread, without the fetcher's lock. Empty: no one is told.
+  void setOwnLimitWaitObserver(std::function<void(bool waiting)> observer);
   // The dataset's sources, for its listing.
   const std::vector<DatasetSource>& sources() const { return sources_; }
   // Requests the origins retried after transient failures, all sources together.
@@ -159,7 +163,11 @@ class ChunkFetcher {
   void keepWhole(const ManifestEntry& file, const std::string& whole, FetchKind kind);
   // Counts `bytes` kept by a warm fetch in granary_cache_warm_bytes_total.
   void countWarmed(FetchKind kind, int64_t bytes);
-  Result<std::string> readOrigin(const ManifestEntry& file, int64_t offset, int64_t length);
+  Result<std::string> readOrigin(FetchKind kind, const ManifestEntry& file, int64_t offset,
+                                 int64_t length);
+  // Waits until the dataset's own limit lets `length` bytes pass (the observer told of a warm
+  // fetch's wait).
+  void awaitOwnLimit(FetchKind kind, int64_t length);
   // readOrigin for a reader, retried with backoff within readRetryTime.
   Result<std::string> readOriginForReader(const ManifestEntry& file, int64_t offset, int64_t length,
                                           std::stop_token stop);
@@ -183,6 +191,7 @@ class ChunkFetcher {
   int demandInFlight_ GRANARY_GUARDED_BY(mutex_) = 0;
   std::chrono::milliseconds readRetryTime_ GRANARY_GUARDED_BY(mutex_);
   std::map<std::string, uint64_t> pinnedContent_ GRANARY_GUARDED_BY(mutex_);  // by path
+  std::function<void(bool)> ownLimitWaitObserver_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::cache

@@ -26,9 +26,18 @@ Warmer::Warmer(NodeContext& node, std::string datasetId, std::string label, Chun
       host_(host),
       metrics_(metrics),
       settings_(std::move(settings)),
-      queue_(settings_.chunkSize) {}
+      queue_(settings_.chunkSize) {
+  // While a warm fetch waits for the dataset's own limit, lower priorities may fetch.
+  fetcher_.setOwnLimitWaitObserver([this](bool waiting) {
+    MutexLock lock(mutex_);
+    if (turn_ != nullptr) turn_->waitingForOwnLimit(waiting);
+  });
+}
 
-Warmer::~Warmer() { stop(); }
+Warmer::~Warmer() {
+  stop();
+  fetcher_.setOwnLimitWaitObserver({});
+}
 
 void Warmer::start() {
   MutexLock lock(mutex_);

@@ -43,20 +43,21 @@ int64_t BandwidthLimiter::burst() const {
 }
 
 bool BandwidthLimiter::acquire(int64_t bytes, std::stop_token stop) {
-  Clock::MonoTime until;
-  {
-    MutexLock lock(mutex_);
-    if (rate_ <= 0 || bytes <= 0) return true;
-    const auto now = clock_.monoNow();
-    tokens_ =
-        std::min(burst_, tokens_ + std::chrono::duration<double>(now - updated_).count() * rate_);
-    updated_ = now;
-    tokens_ -= static_cast<double>(bytes);
-    if (tokens_ >= 0) return true;
-    until = now + std::chrono::duration_cast<Clock::Duration>(
-                      std::chrono::duration<double>(-tokens_ / rate_));
-  }
-  return clock_.sleepUntil(until, std::move(stop));
+  const auto until = reserve(bytes);
+  return !until || clock_.sleepUntil(*until, std::move(stop));
+}
+
+std::optional<Clock::MonoTime> BandwidthLimiter::reserve(int64_t bytes) {
+  MutexLock lock(mutex_);
+  if (rate_ <= 0 || bytes <= 0) return std::nullopt;
+  const auto now = clock_.monoNow();
+  tokens_ =
+      std::min(burst_, tokens_ + std::chrono::duration<double>(now - updated_).count() * rate_);
+  updated_ = now;
+  tokens_ -= static_cast<double>(bytes);
+  if (tokens_ >= 0) return std::nullopt;
+  return now + std::chrono::duration_cast<Clock::Duration>(
+                   std::chrono::duration<double>(-tokens_ / rate_));
 }
 
 }  // namespace granary::cache

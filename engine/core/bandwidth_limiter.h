@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <stop_token>
 
 #include "common/clock.h"
@@ -33,6 +34,9 @@ class BandwidthLimiter {
   // Waits until `bytes` may pass. False when `stop` ended the wait (the bytes stay reserved:
   // the caller was going to send them).
   bool acquire(int64_t bytes, std::stop_token stop = {});
+  // acquire() in two steps: reserves `bytes` and returns when the bucket will have paid for them,
+  // or nullopt when they may pass now. The caller sleeps until then (Clock::sleepUntil).
+  std::optional<Clock::MonoTime> reserve(int64_t bytes);
 
   // A new rate and burst (as in the constructor). What the bucket holds carries over, up to
   // the new burst; what it owes is paid at the new rate.

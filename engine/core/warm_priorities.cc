@@ -39,10 +39,14 @@ bool WarmPriorities::Turn::mayGo() const {
   return owner.mayGoLocked(id_);
 }
 
+void WarmPriorities::Turn::waitingForOwnLimit(bool waiting) {
+  if (owner_ != nullptr) owner_->addOwnLimitWaits(id_, waiting ? 1 : -1);
+}
+
 WarmPriorities::Turn WarmPriorities::enter(int priority) {
   MutexLock lock(mutex_);
   const uint64_t id = nextId_++;
-  holders_[id] = priority;
+  holders_[id] = {.priority = priority};
   return Turn(this, id);
 }
 
@@ -62,7 +66,15 @@ void WarmPriorities::leave(uint64_t id) {
 void WarmPriorities::set(uint64_t id, int priority) {
   {
     MutexLock lock(mutex_);
-    holders_[id] = priority;
+    holders_[id].priority = priority;
+  }
+  changed_.notify_all();
+}
+
+void WarmPriorities::addOwnLimitWaits(uint64_t id, int change) {
+  {
+    MutexLock lock(mutex_);
+    holders_[id].ownLimitWaits += change;
   }
   changed_.notify_all();
 }
@@ -70,8 +82,8 @@ void WarmPriorities::set(uint64_t id, int priority) {
 bool WarmPriorities::mayGoLocked(uint64_t id) const {
   const auto self = holders_.find(id);
   if (self == holders_.end()) return true;
-  for (const auto& [other, priority] : holders_)
-    if (priority > self->second) return false;
+  for (const auto& [other, holder] : holders_)
+    if (holder.priority > self->second.priority && holder.ownLimitWaits == 0) return false;
   return true;
 }
 

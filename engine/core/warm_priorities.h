@@ -4,6 +4,10 @@
 // bandwidth the node's limiter hands out go to the highest priority warming. Datasets of equal
 // priority warm side by side. Demand reads never wait here.
 //
+// A higher priority holds the lower ones back only while it can use what they would take: one
+// whose warm fetch waits for the dataset's own bandwidth limit (spec.cache.bandwidthLimit) goes
+// no faster for their waiting, so they may fetch meanwhile. A fetch that started is not stopped.
+//
 // Thread-safety: every method may be called from any thread. A Turn must not outlive its
 // WarmPriorities.
 #pragma once
@@ -32,6 +36,9 @@ class WarmPriorities {
     bool wait(std::stop_token stop) const;
     // Whether a fetch of this holder may go now.
     bool mayGo() const;
+    // A fetch of this holder starts (true) or ends (false) a wait for its dataset's own bandwidth
+    // limit; while any does, the holder does not hold lower priorities back. Calls pair up.
+    void waitingForOwnLimit(bool waiting);
 
    private:
     friend class WarmPriorities;
@@ -51,11 +58,16 @@ class WarmPriorities {
  private:
   void leave(uint64_t id) GRANARY_EXCLUDES(mutex_);
   void set(uint64_t id, int priority) GRANARY_EXCLUDES(mutex_);
+  void addOwnLimitWaits(uint64_t id, int change) GRANARY_EXCLUDES(mutex_);
   bool mayGoLocked(uint64_t id) const GRANARY_REQUIRES(mutex_);
 
   mutable Mutex mutex_;
   mutable std::condition_variable_any changed_;  // waits on mutex_: a holder left or changed
-  std::map<uint64_t, int> holders_ GRANARY_GUARDED_BY(mutex_);  // priority by turn id
+  struct Holder {
+    int priority = 0;
+    int ownLimitWaits = 0;  // its fetches waiting for the dataset's own bandwidth limit
+  };
+  std::map<uint64_t, Holder> holders_ GRANARY_GUARDED_BY(mutex_);  // by turn id
   uint64_t nextId_ GRANARY_GUARDED_BY(mutex_) = 1;
 };
 

@@ -684,6 +684,31 @@ TEST_F(DatasetCacheTest, AHigherPriorityDatasetWarmsFirst) {
   EXPECT_LE(lastHigh, firstLow) << "a priority 1 fetch started before priority 7 was done";
 }
 
+// The higher priority dataset is held back by its own bandwidth limit: the lower one warms
+// meanwhile instead of waiting for its whole pass.
+TEST_F(DatasetCacheTest, AHigherPriorityHeldBackByItsOwnLimitLetsALowerOneWarm) {
+  for (int i = 0; i < 12; ++i) writeOrigin("f" + std::to_string(i), randomBytes(40'000, i));
+  TestNode node(root_, "n1");
+  WarmPriorities priorities;
+  node.context->priorities = &priorities;
+  auto s = settings();
+  s.warm = WarmMode::kOnJob;
+  auto low = open(node, s);
+  key_ = {"ml", "coco", 1, "u-2"};
+  s.bandwidthLimit = 160'000;  // 480 kB in about 3 s
+  RecordingOrigin* highOrigin;
+  auto high = open(node, s, &highOrigin);
+  ASSERT_EQ(low->waitSettled(10s).phase, Phase::kOnDemand);
+  ASSERT_EQ(high->waitSettled(10s).phase, Phase::kOnDemand);
+  high->setWarmPlan({.hasReaders = true, .priority = 7});
+  ASSERT_TRUE(granary::testing::eventually([&] { return !highOrigin->fetches().empty(); }, 10s));
+  low->setWarmPlan({.hasReaders = true, .priority = 1});
+  ASSERT_EQ(low->waitSettled(20s).phase, Phase::kReady);
+  EXPECT_EQ(high->state().phase, Phase::kWarming)
+      << "priority 1 waited for priority 7's whole pass at its own limit";
+  ASSERT_EQ(high->waitSettled(20s).phase, Phase::kReady);
+}
+
 TEST_F(DatasetCacheTest, TransientOriginFailuresAreRetried) {
   writeTree(10);
   TestNode node(root_, "n1");

@@ -132,6 +132,36 @@ TEST(WarmPriorities, TheHighestPriorityGoesFirstAndEqualsGoTogether) {
   EXPECT_FALSE(high2.mayGo());
 }
 
+TEST(WarmPriorities, AHigherPriorityWaitingForItsOwnLimitLetsLowerOnesGo) {
+  WarmPriorities priorities;
+  auto low = priorities.enter(0);
+  auto high = priorities.enter(10);
+  auto middle = priorities.enter(5);
+  EXPECT_FALSE(low.mayGo());
+  high.waitingForOwnLimit(true);
+  high.waitingForOwnLimit(true);  // two of its fetches wait
+  EXPECT_TRUE(middle.mayGo());
+  EXPECT_FALSE(low.mayGo()) << "priority 5 can still use what priority 0 would take";
+  middle.waitingForOwnLimit(true);
+  EXPECT_TRUE(low.mayGo());
+  high.waitingForOwnLimit(false);
+  EXPECT_TRUE(low.mayGo()) << "one fetch of priority 10 still waits for its limit";
+  high.waitingForOwnLimit(false);
+  EXPECT_FALSE(low.mayGo());
+  EXPECT_FALSE(middle.mayGo());
+}
+
+TEST(WarmPriorities, AWaitEndsWhenTheHigherOneWaitsForItsOwnLimit) {
+  WarmPriorities priorities;
+  auto low = priorities.enter(0);
+  auto high = priorities.enter(5);
+  bool went = false;
+  std::thread waiter([&] { went = low.wait({}); });
+  high.waitingForOwnLimit(true);  // wakes the waiter whether it waits already or not
+  waiter.join();
+  EXPECT_TRUE(went);
+}
+
 TEST(WarmPriorities, AWaitEndsWhenTheHigherPassEndsOrOnStop) {
   WarmPriorities priorities;
   auto low = priorities.enter(0);
