@@ -36,6 +36,16 @@ TEST(BandwidthLimiter, BurstPassesThenTheRateHolds) {
   EXPECT_TRUE(passed);
 }
 
+TEST(BandwidthLimiter, ReserveSaysWhenTheBytesArePaidFor) {
+  FakeClock clock;
+  BandwidthLimiter limiter(clock, 1 << 20, 1 << 20);  // 1 MiB/s, burst 1 MiB
+  EXPECT_FALSE(limiter.reserve(1 << 20)) << "the burst passes now";
+  const auto start = clock.monoNow();
+  EXPECT_EQ(limiter.reserve(512 << 10), start + 500ms);
+  EXPECT_EQ(limiter.reserve(512 << 10), start + 1s) << "the second waits behind the first";
+  EXPECT_FALSE(BandwidthLimiter(clock, 0).reserve(1 << 30)) << "unlimited";
+}
+
 TEST(BandwidthLimiter, TheDefaultBurstIsAQuarterOfASecond) {
   FakeClock clock;
   BandwidthLimiter limiter(clock, 4 << 20);  // 4 MiB/s
