@@ -57,16 +57,21 @@ int sendShortRange(mg_connection* conn, const std::filesystem::path& file) {
   return 206;
 }
 
-// `file` (or the part its Range asks), headed with neither ETag nor Last-Modified.
-int sendUnversioned(mg_connection* conn, const std::filesystem::path& file, bool head) {
+// `file`, or the part its Range asks, headed with neither ETag nor Last-Modified; the body
+// announced whole but, with `half`, only its first half sent before the connection closes (a
+// transfer cut short). HEAD sends no body.
+int sendFile(mg_connection* conn, const std::filesystem::path& file, bool head, bool half) {
   std::ifstream in(file, std::ios::binary);
   const std::string body(std::istreambuf_iterator<char>(in), {});
   const auto size = static_cast<long long>(body.size());
+  const auto send = [&](long long first, long long length) {
+    if (!head) mg_write(conn, body.data() + first, static_cast<size_t>(half ? length / 2 : length));
+  };
   const char* range = mg_get_header(conn, "Range");
   long long first = 0, last = -1;
   if (range == nullptr || std::sscanf(range, "bytes=%lld-%lld", &first, &last) < 1) {
     mg_printf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %lld\r\nConnection: close\r\n\r\n", size);
-    if (!head) mg_write(conn, body.data(), body.size());
+    send(0, size);
     return 200;
   }
   if (first >= size) {
@@ -81,36 +86,7 @@ int sendUnversioned(mg_connection* conn, const std::filesystem::path& file, bool
             "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %lld-%lld/%lld\r\n"
             "Content-Length: %lld\r\nConnection: close\r\n\r\n",
             first, last, size, last - first + 1);
-  if (!head) mg_write(conn, body.data() + first, static_cast<size_t>(last - first + 1));
-  return 206;
-}
-
-// The Range asked of `file` (or the whole file), announced whole, with only its first half sent
-// before the connection closes: a transfer cut short.
-int sendTruncated(mg_connection* conn, const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  const std::string body(std::istreambuf_iterator<char>(in), {});
-  const auto size = static_cast<long long>(body.size());
-  const char* range = mg_get_header(conn, "Range");
-  long long first = 0, last = -1;
-  if (range == nullptr || std::sscanf(range, "bytes=%lld-%lld", &first, &last) < 1) {
-    mg_printf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %lld\r\nConnection: close\r\n\r\n", size);
-    mg_write(conn, body.data(), body.size() / 2);
-    return 200;
-  }
-  if (first >= size) {
-    mg_printf(conn,
-              "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */%lld\r\n"
-              "Content-Length: 0\r\nConnection: close\r\n\r\n",
-              size);
-    return 416;
-  }
-  if (last < 0 || last >= size) last = size - 1;
-  mg_printf(conn,
-            "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %lld-%lld/%lld\r\n"
-            "Content-Length: %lld\r\nConnection: close\r\n\r\n",
-            first, last, size, last - first + 1);
-  mg_write(conn, body.data() + first, static_cast<size_t>((last - first + 1) / 2));
+  send(first, last - first + 1);
   return 206;
 }
 
@@ -184,7 +160,7 @@ int handle(mg_connection* conn, void* data) {
     return status;
   }
   if (shorten) return sendShortRange(conn, s.root / std::string(request->local_uri + 1));
-  if (truncate) return sendTruncated(conn, s.root / std::string(request->local_uri + 1));
+  if (truncate) return sendFile(conn, s.root / std::string(request->local_uri + 1), false, true);
   const std::string method = request->request_method;
   const std::string path = request->local_uri + 1;
   std::function<void(const std::string&)> afterGet;
@@ -196,7 +172,7 @@ int handle(mg_connection* conn, void* data) {
   }
   if (unversioned && (method == "GET" || method == "HEAD") &&
       std::filesystem::is_regular_file(s.root / path)) {
-    const int sent = sendUnversioned(conn, s.root / path, method == "HEAD");
+    const int sent = sendFile(conn, s.root / path, method == "HEAD", false);
     if (method == "GET" && afterGet) afterGet(path);
     return sent;
   }
