@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/flags.h"
+
 namespace granary::bench {
 
 using Clock_ = std::chrono::steady_clock;
@@ -21,6 +23,27 @@ inline double seconds(Clock_::time_point since) {
   return std::chrono::duration<double>(Clock_::now() - since).count();
 }
 inline double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// The data the cache benchmarks share: its scale, its folder (reused between runs) and the
+// throttle of the web server serving it.
+struct DataArgs {
+  double scale = 1.0;
+  int64_t throttle = 200LL << 20;
+  fs::path dir = "/var/tmp/granary-bench";
+};
+
+// --scale, --throttle-mib and --dir.
+inline void addDataFlags(CLI::App& app, DataArgs& args) {
+  app.add_option("--scale", args.scale, "shrinks the file counts and sizes (0.01: a quick look)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0001, 100.0));
+  app.add_option_function<int64_t>(
+         "--throttle-mib", [&args](int64_t mib) { args.throttle = mib << 20; },
+         "the origin's bandwidth in MiB/s, shared by all connections (default: 200)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--dir", args.dir,
+                 "where the data lives, reused between runs (default: /var/tmp/granary-bench)");
+}
 
 // Writes `count` files of `size` random bytes under root/name (kept between runs) and a JSON
 // index the http origin lists from.

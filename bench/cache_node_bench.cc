@@ -37,10 +37,7 @@ namespace {
 
 using namespace granary::bench;
 
-struct Args {
-  double scale = 1.0;
-  int64_t throttle = 200LL << 20;
-  fs::path dir = "/var/tmp/granary-bench";
+struct Args : DataArgs {
   int concurrency = 16;  // warm fetches in flight
   std::set<std::string> sections;
 };
@@ -329,18 +326,10 @@ void memorySection(const Args& args) {
 }
 
 void addFlags(CLI::App& app, Args& args) {
-  app.add_option("--scale", args.scale, "shrinks the file counts and sizes (0.01: a quick look)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0001, 100.0));
-  app.add_option_function<int64_t>(
-         "--throttle-mib", [&args](int64_t mib) { args.throttle = mib << 20; },
-         "the origin's bandwidth in MiB/s, shared by all connections (default: 200)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  addDataFlags(app, args);
   app.add_option("--concurrency", args.concurrency, "warm fetches in flight")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  app.add_option("--dir", args.dir,
-                 "where the data lives, reused between runs (default: /var/tmp/granary-bench)");
   app.add_option("section", args.sections,
                  "warm (warm-small, warm-big), origin, read, memory (default: all four)")
       ->check(CLI::IsMember({"warm", "warm-small", "warm-big", "origin", "read", "memory"}));

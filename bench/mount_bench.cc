@@ -39,12 +39,9 @@ namespace {
 
 using namespace granary::bench;
 
-struct Args {
-  double scale = 1.0;
+struct Args : DataArgs {
   int repeat = 3;  // turns of each side of a read comparison
-  int64_t throttle = 200LL << 20;
   int computeMs = 3;
-  fs::path dir = "/var/tmp/granary-bench";
   std::set<std::string> sections;
 };
 
@@ -329,22 +326,13 @@ void epochSection(const Args& args) {
 }
 
 void addFlags(CLI::App& app, Args& args) {
-  app.add_option("--scale", args.scale, "shrinks the file counts and sizes")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0001, 100.0));
+  addDataFlags(app, args);
   app.add_option("--repeat", args.repeat, "turns of each side of a read comparison")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  app.add_option_function<int64_t>(
-         "--throttle-mib", [&args](int64_t mib) { args.throttle = mib << 20; },
-         "the epoch section's origin bandwidth in MiB/s (default: 200)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--compute-ms", args.computeMs, "the epoch section's compute pause per file")
       ->capture_default_str()
       ->check(CLI::Range(0, 60'000));
-  app.add_option("--dir", args.dir,
-                 "where the data lives, shared with cache_node_bench (default: "
-                 "/var/tmp/granary-bench)");
   app.add_option("section", args.sections, "read, stat, epoch (default: all three)")
       ->check(CLI::IsMember({"read", "stat", "epoch"}));
 }
