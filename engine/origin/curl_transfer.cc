@@ -3,7 +3,6 @@
 #include <curl/curl.h>
 
 #include <cctype>
-#include <charconv>
 #include <cstdlib>
 #include <thread>
 
@@ -38,18 +37,6 @@ size_t onHeader(char* data, size_t size, size_t count, void* out) {
   return size * count;
 }
 
-// The bytes `request` asks for: its range's length; `otherwise` when it asks for a whole body.
-int64_t askedBytes(const HttpRequest& request, int64_t otherwise) {
-  const std::string& range = request.range;
-  int64_t first = 0, last = -1;
-  const auto dash = range.find('-');
-  if (dash == std::string::npos) return otherwise;
-  const auto a = std::from_chars(range.data(), range.data() + dash, first);
-  const auto b = std::from_chars(range.data() + dash + 1, range.data() + range.size(), last);
-  if (a.ec != std::errc() || b.ec != std::errc() || last < first) return otherwise;
-  return last - first + 1;
-}
-
 }  // namespace
 
 CurlTransfer::CurlTransfer(CurlTransferOptions options) : options_(options) {
@@ -71,7 +58,7 @@ Result<HttpResponse> CurlTransfer::send(const HttpRequest& request) {
     CURL* curl = acquire();
     curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
     if (request.head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-    if (!request.range.empty()) curl_easy_setopt(curl, CURLOPT_RANGE, request.range.c_str());
+    if (request.range) curl_easy_setopt(curl, CURLOPT_RANGE, request.range->text().c_str());
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, onBody);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, onHeader);
@@ -111,7 +98,8 @@ Result<HttpResponse> CurlTransfer::send(const HttpRequest& request) {
     }
     if (attempt < options_.maxAttempts) {
       ++retries_;
-      if (retryGate_) retryGate_(askedBytes(request, static_cast<int64_t>(r.body.size())));
+      if (retryGate_)
+        retryGate_(request.range ? request.range->length : static_cast<int64_t>(r.body.size()));
       std::this_thread::sleep_for(backoff.next());
     }
   }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,13 +20,23 @@ using CURL = void;  // libcurl's easy handle; keeps <curl/curl.h> out of the ori
 
 namespace granary::cache {
 
+// `length` > 0 bytes from `offset`.
+struct ByteRange {
+  int64_t offset = 0;
+  int64_t length = 0;
+  // "first-last" (inclusive), as a Range header names it.
+  std::string text() const {
+    return std::to_string(offset) + "-" + std::to_string(offset + length - 1);
+  }
+};
+
 struct HttpRequest {
   // Fully encoded absolute URL. Appears in error messages, so it must hold no credentials.
   std::string url;
   // HEAD instead of GET.
   bool head = false;
-  // Byte range "first-last" (inclusive), sent as Range; empty asks for the whole body.
-  std::string range;
+  // The bytes asked for, sent as Range; none asks for the whole body.
+  std::optional<ByteRange> range;
   // Extra header lines, "Name: value". May carry credentials: never logged or put in errors.
   std::vector<std::string> headers;
   // libcurl's CURLOPT_AWS_SIGV4 provider string ("aws:amz:<region>:<service>"): libcurl signs

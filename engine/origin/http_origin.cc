@@ -101,8 +101,8 @@ class HttpOrigin final : public Origin {
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
                            const std::string& etag) override {
     if (length <= 0) return std::string();
-    const std::string range = std::to_string(offset) + "-" + std::to_string(offset + length - 1);
-    GRANARY_ASSIGN_OR_RETURN(HttpResponse r, send(encodePath(path), "GET", range, true));
+    GRANARY_ASSIGN_OR_RETURN(HttpResponse r,
+                             send(encodePath(path), "GET", ByteRange{offset, length}, true));
     if (r.status == 404) return notFound(path + " is gone from the origin");
     if (r.status == 416) {  // the file ends before `offset`
       if (etag.empty()) return std::string();
@@ -122,7 +122,7 @@ class HttpOrigin final : public Origin {
  private:
   // One request with retries. `checkLength` makes a short body a (retryable) failure.
   Result<HttpResponse> send(const std::string& relative, const char* method,
-                            const std::string& range, bool checkLength = false) {
+                            std::optional<ByteRange> range, bool checkLength = false) {
     HttpRequest request{.url = options_.baseUrl + relative,
                         .head = std::string(method) == "HEAD",
                         .range = range,
@@ -144,7 +144,7 @@ class HttpOrigin final : public Origin {
   }
 
   Status listIndex(const std::function<Status(std::vector<OriginObject>&&)>& each) {
-    GRANARY_ASSIGN_OR_RETURN(HttpResponse r, send(encodePath(options_.index), "GET", ""));
+    GRANARY_ASSIGN_OR_RETURN(HttpResponse r, send(encodePath(options_.index), "GET", std::nullopt));
     if (r.status != 200) return statusFor(r, "index " + options_.index);
     auto batch = parseHttpIndex(r.body);
     if (!batch.isOk()) return batch.status().withContext("index " + options_.index);
@@ -163,7 +163,7 @@ class HttpOrigin final : public Origin {
                                 " (the listing may loop); list the files in an index "
                                 "(options.index) instead");
     }
-    GRANARY_ASSIGN_OR_RETURN(HttpResponse page, send(encodePath(directory), "GET", ""));
+    GRANARY_ASSIGN_OR_RETURN(HttpResponse page, send(encodePath(directory), "GET", std::nullopt));
     if (page.status != 200) return statusFor(page, "listing of /" + directory);
     std::vector<OriginObject> batch;
     for (const std::string& link : autoindexLinks(page.body)) {
@@ -172,7 +172,7 @@ class HttpOrigin final : public Origin {
         continue;
       }
       const std::string path = directory + link;
-      GRANARY_ASSIGN_OR_RETURN(HttpResponse head, send(encodePath(path), "HEAD", ""));
+      GRANARY_ASSIGN_OR_RETURN(HttpResponse head, send(encodePath(path), "HEAD", std::nullopt));
       if (head.status != 200) return statusFor(head, path);
       OriginObject o;
       o.path = path;

@@ -153,7 +153,7 @@ class S3Origin final : public Origin {
     if (length <= 0) return std::string();
     const std::string what = source() + path;
     HttpRequest request = baseRequest(objectUrl(options_.prefix + path));
-    request.range = std::to_string(offset) + "-" + std::to_string(offset + length - 1);
+    request.range = ByteRange{offset, length};
     request.checkBodyLength = true;
     // S3 answers 412 when the object changed; the ETag check below catches stores that ignore
     // If-Match.
@@ -171,8 +171,8 @@ class S3Origin final : public Origin {
     // Some S3-compatible stores answer a range with more than was asked (s3rver reads
     // "bytes=0-0" as "bytes=0-"): keep what was asked, provided the part starts where asked.
     if (r.contentRange.rfind("bytes " + std::to_string(offset) + "-", 0) != 0) {
-      return unavailable(what + ": asked for bytes " + request.range + ", got \"" + r.contentRange +
-                         "\"");
+      return unavailable(what + ": asked for bytes " + request.range->text() + ", got \"" +
+                         r.contentRange + "\"");
     }
     if (static_cast<int64_t>(r.body.size()) > length) r.body.resize(static_cast<size_t>(length));
     return std::move(r.body);
