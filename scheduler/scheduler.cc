@@ -303,9 +303,8 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
             [](const PodInfo& a, const PodInfo& b) { return a.key < b.key; });
 
   GangDecision decision;
-  state_.read([&](const std::vector<NodeInfo>& nodes) {
-    decision = placeGang(gang, nodes, options_.weights);
-  });
+  state_.readIndexed(
+      [&](const IndexedNodes& nodes) { decision = placeGang(gang, nodes, options_.weights); });
   if (!decision.placed) {
     explain(pending, decision.reason);
     observe("unschedulable");

@@ -2,24 +2,23 @@
 
 namespace granary::scheduler {
 
-NodeInfo* ClusterState::findLocked(const std::string& name) {
-  const auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &nodes_[it->second];
-}
-
 void ClusterState::upsertNode(NodeInfo node) {
   MutexLock lock(mutex_);
-  if (NodeInfo* existing = findLocked(node.name)) {
-    node.requested = existing->requested;
-    *existing = std::move(node);
+  if (const auto it = index_.find(node.name); it != index_.end()) {
+    NodeInfo& existing = nodes_[it->second];
+    node.requested = existing.requested;
+    existing = std::move(node);
+    free_.update(it->second, existing);
     return;
   }
   node.requested = {};
   for (const auto& [key, pod] : pods_) {
     if (pod.node == node.name) node.requested += pod.requests;
   }
-  index_[node.name] = nodes_.size();
+  const size_t position = nodes_.size();
+  index_[node.name] = position;
   nodes_.push_back(std::move(node));
+  free_.update(position, nodes_.back());
 }
 
 void ClusterState::removeNode(const std::string& name) {
@@ -28,23 +27,39 @@ void ClusterState::removeNode(const std::string& name) {
   if (it == index_.end()) return;
   const size_t position = it->second;
   index_.erase(it);
-  if (position + 1 != nodes_.size()) {
+  free_.erase(position);
+  const size_t last = nodes_.size() - 1;
+  if (position != last) {  // the last node moves into the gap
+    free_.erase(last);
     nodes_[position] = std::move(nodes_.back());
     index_[nodes_[position].name] = position;
+    free_.update(position, nodes_[position]);
   }
   nodes_.pop_back();
 }
 
+void ClusterState::chargeLocked(const std::string& node, const Resources& requests, bool add) {
+  const auto it = index_.find(node);
+  if (it == index_.end()) return;
+  NodeInfo& info = nodes_[it->second];
+  if (add) {
+    info.requested += requests;
+  } else {
+    info.requested -= requests;
+  }
+  free_.update(it->second, info);
+}
+
 void ClusterState::addLocked(const std::string& podKey, PodEntry entry) {
   removeLocked(podKey);
-  if (NodeInfo* node = findLocked(entry.node)) node->requested += entry.requests;
+  chargeLocked(entry.node, entry.requests, true);
   pods_[podKey] = std::move(entry);
 }
 
 void ClusterState::removeLocked(const std::string& podKey) {
   const auto it = pods_.find(podKey);
   if (it == pods_.end()) return;
-  if (NodeInfo* node = findLocked(it->second.node)) node->requested -= it->second.requests;
+  chargeLocked(it->second.node, it->second.requests, false);
   pods_.erase(it);
 }
 
@@ -80,6 +95,11 @@ bool ClusterState::isAssumed(const std::string& podKey) const {
 void ClusterState::read(const std::function<void(const std::vector<NodeInfo>&)>& read) const {
   MutexLock lock(mutex_);
   read(nodes_);
+}
+
+void ClusterState::readIndexed(const std::function<void(const IndexedNodes&)>& read) const {
+  MutexLock lock(mutex_);
+  read(IndexedNodes{.nodes = nodes_, .positions = index_, .free = free_});
 }
 
 size_t ClusterState::nodeCount() const {

@@ -9,10 +9,12 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/thread_annotations.h"
 #include "scheduler/core/model.h"
+#include "scheduler/core/node_index.h"
 
 namespace granary::scheduler {
 
@@ -36,6 +38,8 @@ class ClusterState {
 
   // Calls `read` with the nodes, under the lock; keep it short.
   void read(const std::function<void(const std::vector<NodeInfo>&)>& read) const;
+  // The same with the nodes' indexes, for placement without a scan.
+  void readIndexed(const std::function<void(const IndexedNodes&)>& read) const;
   size_t nodeCount() const;
   // The node a pod is on (bound or assumed); "" if none.
   std::string nodeOf(const std::string& podKey) const;
@@ -48,12 +52,15 @@ class ClusterState {
   };
   void addLocked(const std::string& podKey, PodEntry entry) GRANARY_REQUIRES(mutex_);
   void removeLocked(const std::string& podKey) GRANARY_REQUIRES(mutex_);
-  NodeInfo* findLocked(const std::string& name) GRANARY_REQUIRES(mutex_);
+  // Adds `requests` to the node's requested resources (or takes them away) and refiles it.
+  void chargeLocked(const std::string& node, const Resources& requests, bool add)
+      GRANARY_REQUIRES(mutex_);
 
   mutable Mutex mutex_;
   std::vector<NodeInfo> nodes_ GRANARY_GUARDED_BY(mutex_);
   // Node name → position in nodes_.
-  std::map<std::string, size_t> index_ GRANARY_GUARDED_BY(mutex_);
+  std::unordered_map<std::string, size_t> index_ GRANARY_GUARDED_BY(mutex_);
+  FreeGpuIndex free_ GRANARY_GUARDED_BY(mutex_);  // positions in nodes_ by free GPUs
   std::map<std::string, PodEntry> pods_ GRANARY_GUARDED_BY(mutex_);
 };
 

@@ -71,8 +71,14 @@ double localityOf(const std::string& node, const std::vector<DatasetCache>& data
   return DataLocality(datasets).at(node);
 }
 
-GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
-                       const ScoreWeights& weights) {
+namespace {
+
+// Placement over the nodes at `positions` (every node when null). Not placed: why, counted over
+// the nodes looked at.
+GangDecision placeAmong(const Gang& gang, const std::vector<NodeInfo>& nodes,
+                        const std::vector<size_t>* positions, const ScoreWeights& weights) {
+  const size_t count = positions ? positions->size() : nodes.size();
+  const auto at = [&](size_t k) { return positions ? (*positions)[k] : k; };
   GangDecision decision;
   const int needed = static_cast<int>(gang.pods.size());
   if (needed < gang.size) {
@@ -114,7 +120,8 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
     };
     std::vector<Candidate> candidates;
     int64_t total = 0;
-    for (size_t i = 0; i < nodes.size(); ++i) {
+    for (size_t k = 0; k < count; ++k) {
+      const size_t i = at(k);
       const NodeInfo& node = nodes[i];
       if (auto reason = checkStatic(node, pod); !reason.empty()) {
         ++reasons[reason];
@@ -137,7 +144,7 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
       total += capacity;
     }
     if (total < needed) {
-      decision.reason = "0/" + std::to_string(nodes.size()) + " nodes can take all " +
+      decision.reason = "0/" + std::to_string(count) + " nodes can take all " +
                         std::to_string(needed) + " workers of " + gang.key + " (room for " +
                         std::to_string(total) + ")" +
                         (reasons.empty() ? "" : "; " + summarize(reasons));
@@ -161,7 +168,8 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
       reasons.clear();
       double bestScore = -1;
       size_t best = nodes.size();
-      for (size_t i = 0; i < nodes.size(); ++i) {
+      for (size_t k = 0; k < count; ++k) {
+        const size_t i = at(k);
         const NodeInfo& node = nodes[i];
         std::string reason = checkStatic(node, pod);
         const double nodeLocality = locality.at(node.name);
@@ -179,8 +187,8 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
       if (best == nodes.size()) {
         decision.placements.clear();
         decision.locality = 0;
-        decision.reason = "0/" + std::to_string(nodes.size()) + " nodes can take worker " +
-                          pod.key + " of " + gang.key + ": " + summarize(reasons);
+        decision.reason = "0/" + std::to_string(count) + " nodes can take worker " + pod.key +
+                          " of " + gang.key + ": " + summarize(reasons);
         return decision;
       }
       extra[best] += pod.requests;
@@ -192,6 +200,63 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
   decision.placed = true;
   decision.locality /= needed;
   return decision;
+}
+
+// The positions a placement over the index scores: every node caching the gang's data, the
+// best-fitting nodes for its first worker, and a sample of the rest. Sorted, unique.
+std::vector<size_t> candidatesFor(const Gang& gang, const IndexedNodes& view,
+                                  const CandidateOptions& options) {
+  std::vector<size_t> out;
+  for (const auto& dataset : gang.datasets)
+    for (const auto& [name, bytes] : dataset.cachedBytesByNode)
+      if (const auto it = view.positions.find(name); it != view.positions.end())
+        out.push_back(it->second);
+  const PodInfo& pod = gang.pods.front();
+  const int64_t needed = static_cast<int64_t>(gang.pods.size());
+  if (const int64_t gpus = pod.requests.gpus(); gpus > 0) {
+    int64_t room = 0, visited = 0;
+    view.free.forEachFitting(gpus, [&](size_t position) {
+      const NodeInfo& node = view.nodes[position];
+      if (checkStatic(node, pod).empty()) {
+        room += copiesThatFit(pod.requests, node.free());
+        out.push_back(position);
+      }
+      return room < options.fitSlack * needed && ++visited < options.fitVisitLimit;
+    });
+  }
+  const size_t total = view.nodes.size();
+  const size_t sample = std::min(total, sampleSize(total, options));
+  const size_t start = std::hash<std::string>{}(gang.key) % total;
+  for (size_t k = 0; k < sample; ++k) out.push_back((start + k) % total);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace
+
+size_t sampleSize(size_t nodes, const CandidateOptions& options) {
+  const int64_t adaptive = std::max<int64_t>(5, 50 - static_cast<int64_t>(nodes) / 125);
+  const int64_t percent = options.samplePercent > 0 ? options.samplePercent : adaptive;
+  return std::max<size_t>(options.minSample, nodes * static_cast<size_t>(percent) / 100);
+}
+
+GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
+                       const ScoreWeights& weights) {
+  GangDecision decision = placeAmong(gang, nodes, nullptr, weights);
+  decision.scannedEveryNode = true;
+  return decision;
+}
+
+GangDecision placeGang(const Gang& gang, const IndexedNodes& view, const ScoreWeights& weights,
+                       const CandidateOptions& options) {
+  if (view.nodes.size() < options.scanBelow || gang.pods.empty() ||
+      static_cast<int>(gang.pods.size()) < gang.size)
+    return placeGang(gang, view.nodes, weights);
+  const std::vector<size_t> candidates = candidatesFor(gang, view, options);
+  GangDecision decision = placeAmong(gang, view.nodes, &candidates, weights);
+  if (decision.placed) return decision;
+  return placeGang(gang, view.nodes, weights);  // places what a scan places; a scan's reasons
 }
 
 }  // namespace granary::scheduler

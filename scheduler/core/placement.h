@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "scheduler/core/model.h"
+#include "scheduler/core/node_index.h"
 
 namespace granary::scheduler {
 
@@ -41,6 +42,9 @@ struct GangDecision {
   // ratio the scheduler reports).
   double locality = 0;
   double bestLocality = 0;
+  // Decided by scoring every node: an index's candidates could not take the gang (or the
+  // cluster is small enough to scan).
+  bool scannedEveryNode = false;
 };
 
 // The bytes-weighted fraction of a job's datasets cached on each node: computed once per job,
@@ -61,7 +65,34 @@ class DataLocality {
 // DataLocality(datasets).at(node), for one node.
 double localityOf(const std::string& node, const std::vector<DatasetCache>& datasets);
 
+// Scores every node: the reference, and what the extender does with the nodes it is sent.
 GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
                        const ScoreWeights& weights = {});
+
+// Which nodes a placement over the index (IndexedNodes) scores, so that no decision scans a large
+// cluster: every node caching the gang's data, the nodes that fit its workers best (fewest free
+// GPUs that suffice, nodes caching no dataset first), and a sample of the rest, as kube-scheduler
+// scores a share of the nodes (percentageOfNodesToScore).
+struct CandidateOptions {
+  // Clusters with fewer nodes are scanned whole. Default 1000.
+  size_t scanBelow = 1000;
+  // Best-fitting nodes are taken until they have room for this many times the gang's workers...
+  int64_t fitSlack = 2;
+  // ...or this many were looked at. Default 256.
+  int64_t fitVisitLimit = 256;
+  // The sample's share of the cluster in percent; 0: kube-scheduler's adaptive default,
+  // 50 - nodes/125 and at least 5. Never fewer than minSample nodes (default 100).
+  int samplePercent = 0;
+  size_t minSample = 100;
+};
+
+// How many nodes the sample of a cluster of `nodes` holds (before capping at `nodes`).
+size_t sampleSize(size_t nodes, const CandidateOptions& options);
+
+// Places the gang among its candidates; a gang they cannot take is placed by a scan of every
+// node. So it places every gang the scan places, with the scan's reasons when it cannot; the
+// caching nodes, which decide its locality, are always candidates.
+GangDecision placeGang(const Gang& gang, const IndexedNodes& view, const ScoreWeights& weights = {},
+                       const CandidateOptions& options = {});
 
 }  // namespace granary::scheduler
