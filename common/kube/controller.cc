@@ -63,6 +63,15 @@ void Controller::run(std::stop_token stop) {
 
 const char* Controller::settle(const std::string& key, const Result<ReconcileResult>& result) {
   static const Logger log("controller");
+  if (!result.isOk() && result.status().code() == StatusCode::kConflict) {
+    // A write raced another (the informer's copy was older than the server's): the next try
+    // reads the newer copy. Expected under load, so neither a warning nor an error.
+    log.debug("conflict; reconciling again from the newer copy",
+              {{"controller", options_.name}, {"key", key}, {"error", result.status()}});
+    queue_.addRateLimited(key);
+    if (metrics_) metrics_->queueRetries.with({options_.name}).increment();
+    return "requeue";
+  }
   if (!result.isOk()) {
     log.warn("reconcile failed; retrying with backoff",
              {{"controller", options_.name}, {"key", key}, {"error", result.status()}});

@@ -20,9 +20,11 @@ namespace granary::kube {
 //  - done():          nothing more until an event enqueues the key again (result="success");
 //  - after(d):        again after d, for progress polled or a deadline to check
 //                     (result="requeue");
-//  - a failed Result: a retryable error (the API server or a node unreachable, a conflict):
-//                     logged, and the key comes back with its per-key exponential backoff
-//                     (result="error", granary_workqueue_retries_total);
+//  - a failed Result: a retryable error (the API server or a node unreachable): logged, and
+//                     the key comes back with its per-key exponential backoff (result="error",
+//                     granary_workqueue_retries_total). A Conflict (a write raced another: the
+//                     informer's copy was older than the server's) comes back the same way but
+//                     is expected, not a failure: logged at debug, result="requeue";
 //  - terminal(error): an error retrying cannot fix (an invalid spec): logged, counted as
 //                     result="terminal", and not retried; the next event for the key (the
 //                     object changed) reconciles it again.

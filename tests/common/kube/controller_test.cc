@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/log.h"
 #include "tests/support/fake_clock.h"
 
 namespace granary::kube {
@@ -144,6 +145,39 @@ TEST_F(ControllerTest, ARetryableErrorComesBackWithBackoff) {
   settle();
   EXPECT_EQ(count("error"), 2);
   EXPECT_EQ(controller_->queue().failures("ns/object"), 0) << "forgotten after success";
+}
+
+// Lines logged at warn or above, kept for a test to read.
+class WarningLines final : public LogSink {
+ public:
+  void write(LogLevel level, std::string_view line) override {
+    if (level >= LogLevel::kWarn) lines += std::string(line) + "\n";
+  }
+  std::string lines;
+};
+
+// A write that raced another (409 Conflict: the informer's copy was older than the server's) is
+// tried again at once from the newer copy: a requeue, neither a warning nor an error.
+TEST_F(ControllerTest, AConflictIsTriedAgainAtOnceWithoutAWarningOrAnError) {
+  auto sink = std::make_shared<WarningLines>();
+  configureLogging({.sink = sink});
+  int attempts = 0;
+  start([&attempts]() -> Result<ReconcileResult> {
+    if (++attempts < 2)
+      return conflict("PUT .../trainingjobs/a/status: the object has been modified");
+    return ReconcileResult::done();
+  });
+  controller_->enqueue("ns/object");
+  waitForCalls("ns/object", 1);
+  settle();
+  clock_.waitForSleepers(1);
+  clock_.advance(5ms);  // the first backoff
+  waitForCalls("ns/object", 2);
+  settle();
+  configureLogging({});
+  EXPECT_EQ(count("error"), 0);
+  EXPECT_EQ(count("requeue"), 1);
+  EXPECT_EQ(sink->lines, "");
 }
 
 TEST_F(ControllerTest, ATerminalErrorIsCountedAndNotRetriedUntilTheObjectChanges) {
