@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/backoff.h"
 #include "common/log.h"
 #include "engine/core/placement.h"
 
@@ -142,8 +143,9 @@ void DatasetCache::setWarmPlan(WarmPlan plan) { warmer_.setPlan(std::move(plan))
 Status DatasetCache::waitListed() {
   {
     MutexLock lock(mutex_);
-    changed_.wait(
-        lock, [this]() GRANARY_REQUIRES(mutex_) { return listed_ || stopping_ || listFailed_; });
+    changed_.wait(lock, [this]() GRANARY_REQUIRES(mutex_) {
+      return listed_ || stopping_ || listFailed_ || listAwaited_;
+    });
     if (listed_) return Status::ok();
   }
   const std::string message = warmer_.standing().message;
@@ -433,15 +435,32 @@ Status DatasetCache::listOrigins(std::stop_token stop) {
 }
 
 void DatasetCache::run(std::stop_token stop) {
-  warmer_.setPhase(Phase::kListing, "listing the origin");
-  if (const Status listed = listOrigins(stop); !listed.isOk()) {
+  const Logger log = Logger("cache").with({{"dataset", key_.label()}});
+  // Only a spec that can never work ends the listing; an origin that cannot be reached yet (a
+  // directory not mounted, a server down, a bucket not made) is tried again with backoff.
+  Backoff backoff({.initial = std::chrono::seconds(1), .max = kListRetryMax});
+  for (;;) {
+    warmer_.setPhase(Phase::kListing, "listing the origin");
+    const Status listed = listOrigins(stop);
+    if (listed.isOk()) break;
     if (stop.stop_requested()) return;
-    Logger("cache").with({{"dataset", key_.label()}}).error("listing failed", {{"error", listed}});
-    warmer_.setPhase(Phase::kFailed, "listing the origin failed: " + listed.message());
-    MutexLock lock(mutex_);
-    listFailed_ = true;
-    changed_.notify_all();
-    return;
+    if (listed.code() == StatusCode::kInvalidArgument) {
+      log.error("listing failed", {{"error", listed}});
+      warmer_.setPhase(Phase::kFailed, "listing the origin failed: " + listed.message());
+      MutexLock lock(mutex_);
+      listFailed_ = true;
+      changed_.notify_all();
+      return;
+    }
+    const auto delay = backoff.next();
+    log.warn("listing failed; tried again", {{"error", listed}, {"retry_in", delay}});
+    warmer_.setPhase(Phase::kPending, "waiting for the origin: " + listed.message() + " (tried " +
+                                          std::to_string(backoff.attempts()) +
+                                          " times; again within " +
+                                          std::to_string(delay.count() / 1000 + 1) + " s)");
+    setListAwaited(true);
+    if (!node_.clock.sleepFor(delay, stop)) return;
+    setListAwaited(false);
   }
   {
     MutexLock lock(mutex_);
@@ -449,6 +468,12 @@ void DatasetCache::run(std::stop_token stop) {
     changed_.notify_all();
   }
   warmer_.start();
+}
+
+void DatasetCache::setListAwaited(bool awaited) {
+  MutexLock lock(mutex_);
+  listAwaited_ = awaited;
+  changed_.notify_all();
 }
 
 void DatasetCache::countOwnedShare(std::stop_token stop) {

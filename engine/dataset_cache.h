@@ -89,8 +89,13 @@ struct PieceRead {
 
 class DatasetCache final : private ChunkKeeper, private WarmHost {
  public:
+  // The longest wait between tries of a listing the origin failed (kPending meanwhile, with
+  // what is awaited). A listing that InvalidArgument ended is not tried again (kFailed).
+  static constexpr std::chrono::seconds kListRetryMax{60};
+
   // InvalidArgument for no sources, an empty node set without this node, replicas < 1 or a
-  // chunk size < 4 KiB. Starts listing (and warming) in the background.
+  // chunk size < 4 KiB. Starts listing (and warming) in the background: a listing the origin
+  // failed is tried again with backoff, up to kListRetryMax apart, until it succeeds.
   static Result<std::unique_ptr<DatasetCache>> create(NodeContext& node, DatasetKey key,
                                                       std::vector<DatasetSource> sources,
                                                       DatasetSettings settings);
@@ -182,6 +187,7 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   void countReaderRetry() override GRANARY_EXCLUDES(mutex_);
   // Removes chunks the eviction policy gave up.
   void dropEvicted(const std::vector<std::string>& evicted) GRANARY_EXCLUDES(mutex_);
+  void setListAwaited(bool awaited) GRANARY_EXCLUDES(mutex_);
   // Sets the progress's cached files and bytes from what is on disk.
   void refreshCachedLocked() GRANARY_REQUIRES(mutex_);
 
@@ -198,6 +204,8 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   DatasetSettings settings_ GRANARY_GUARDED_BY(mutex_);
   bool listed_ GRANARY_GUARDED_BY(mutex_) = false;
   bool listFailed_ GRANARY_GUARDED_BY(mutex_) = false;
+  // Between tries of a listing the origin failed: readers are answered Unavailable at once.
+  bool listAwaited_ GRANARY_GUARDED_BY(mutex_) = false;
   bool stopping_ GRANARY_GUARDED_BY(mutex_) = false;
   // What is on disk, and its accounting.
   std::unique_ptr<EvictionPolicy> policy_ GRANARY_GUARDED_BY(mutex_);

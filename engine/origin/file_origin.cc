@@ -53,6 +53,8 @@ class FileOrigin final : public Origin {
     const int dir = openBeneath(root.get(), relative_, O_RDONLY | O_DIRECTORY);
     if (dir < 0) {
       if (leadsOut(-dir)) return refused(source() + " now leads outside " + root_.string());
+      if (-dir == ENOENT)
+        return unavailable("file:// source " + source() + " does not exist on this node (yet)");
       return unavailable("cannot list " + source() + ": " + std::strerror(-dir));
     }
     Listing listing{root.get(), each, {}, 0};
@@ -205,6 +207,10 @@ Result<std::unique_ptr<Origin>> makeFileOrigin(const std::filesystem::path& root
   const int dir = rootFd.get() < 0
                       ? -errno
                       : openBeneath(rootFd.get(), below == "." ? "" : below, O_PATH | O_DIRECTORY);
+  // A directory that does not exist yet (an export mounted later) is awaited: list() says so
+  // until it appears. One that leads out, or is a file, can never be a source.
+  if (dir == -ENOENT)
+    return std::unique_ptr<Origin>(new FileOrigin(root, below == "." ? "" : below));
   if (dir < 0)
     return invalidArgument("file:// source " + shown + " is not a directory on this node");
   ::close(dir);

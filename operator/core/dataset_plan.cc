@@ -75,7 +75,11 @@ NodeReport planNode(const CacheNode& node, const NodeAnswer& answer, bool hasRea
   if (ensure) plan.ensure.push_back(node);
   // An ensure leaves the node without readers: tell it again when there are any.
   if (ensure ? hasReaders : !answer.readersAnnounced) plan.announceReaders.push_back(node);
-  report.progress = held ? *answer.status : NodeProgress{.message = "not ensured yet"};
+  // A node not holding it yet lists it once ensured (kPending with a message says what a node
+  // awaits).
+  report.progress =
+      held ? *answer.status
+           : NodeProgress{.phase = DatasetPhase::kListing, .message = "not ensured yet"};
   return report;
 }
 

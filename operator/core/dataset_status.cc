@@ -141,6 +141,9 @@ PhaseAndWhy phaseOf(const DatasetProgress& o, const std::vector<std::string>& lo
             "cache node(s) " + lost + " gone; their share is warming again" + where};
   }
   if (quotaFull) return {DatasetPhase::kQuotaFull, "CacheQuotaFull", quotaFullMessage(o, ofTotal)};
+  for (const auto& r : o.reports)  // a node says what it awaits before it lists again
+    if (r.progress->phase == DatasetPhase::kPending && !r.progress->message.empty())
+      return {DatasetPhase::kPending, "OriginUnavailable", r.nodeName + ": " + r.progress->message};
   if (listing) return {DatasetPhase::kListing, "Listing", "listing the origin" + where};
   if (warming) return {DatasetPhase::kWarming, "Warming", ofTotal + " cached" + where};
   return {DatasetPhase::kOnDemand, "NotWarmedByPolicy", onDemandMessage(o, ofTotal)};

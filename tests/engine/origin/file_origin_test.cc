@@ -180,6 +180,31 @@ TEST_F(FileOriginRootsTest, RefusesEveryFileSourceWhenNoRootIsConfigured) {
   EXPECT_NE(message.find("cacheNode.fileOriginRoots"), std::string::npos) << message;
 }
 
+// A directory within a root that is not there yet is a source to wait for, not a bad spec: its
+// listing is Unavailable, saying so, until it appears; then it lists what it holds.
+TEST_F(FileOriginRootsTest, ADirectoryNotThereYetIsAwaited) {
+  const auto later = root_ / "later" / "coco";
+  auto origin = open(uriOf(later));
+  ASSERT_TRUE(origin.isOk()) << origin.status();
+  std::vector<OriginObject> all;
+  const auto collect = [&](std::vector<OriginObject>&& batch) {
+    for (auto& object : batch) all.push_back(std::move(object));
+    return Status::ok();
+  };
+  const Status missing = (*origin)->list(collect);
+  EXPECT_EQ(missing.code(), StatusCode::kUnavailable);
+  EXPECT_NE(missing.message().find(later.string() + " does not exist on this node"),
+            std::string::npos)
+      << missing;
+  std::filesystem::create_directories(later);
+  write(later / "a.bin", "later-a");
+  ASSERT_TRUE((*origin)->list(collect).isOk());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(*(*origin)->read("a.bin", 0, 100, all[0].etag), "later-a");
+  // A file where the directory should be can never be a source.
+  EXPECT_EQ(open(uriOf(root_ / "ds" / "a.bin")).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(FileOriginRootsTest, RefusesDotDotOutOfARoot) {
   expectOutside("file://" + (root_ / "ds" / ".." / ".." / "outside").string() + "/");
   expectOutside("file://" + (root_ / ".." / "data2" / "ds").string() + "/");

@@ -279,5 +279,31 @@ TEST(DatasetPlan, FailedAndDegradedComeBeforeQuotaFull) {
   EXPECT_EQ(phase(plan), "Degraded");
 }
 
+// A node whose origin cannot be listed yet says what it awaits: the Dataset is Pending with
+// that reason (a Warning), polled again, never terminal; once the node lists, it is Listing.
+TEST(DatasetPlan, ANodeAwaitingItsOriginLeavesTheDatasetPendingWithWhatIsAwaited) {
+  NodeProgress awaiting = progress(DatasetPhase::kPending, 0, 0);
+  awaiting.message =
+      "waiting for the origin: file:// source /mnt/nfs/coco does not exist on this node (yet)";
+  DatasetPlan plan =
+      planDataset(twoNodes(progress(DatasetPhase::kListing, 0, 0), awaiting), kOptions);
+  EXPECT_EQ(phase(plan), "Pending");
+  const Condition ready = conditionOf(plan.status, "Ready");
+  EXPECT_EQ(ready.reason, "OriginUnavailable");
+  EXPECT_EQ(ready.message, "b: " + awaiting.message);
+  EXPECT_FALSE(plan.terminal);
+  EXPECT_GT(plan.requeueAfter, 0ms);
+  ASSERT_TRUE(plan.event);
+  EXPECT_TRUE(plan.event->warning);
+
+  plan = planDataset(
+      twoNodes(progress(DatasetPhase::kListing, 0, 0), progress(DatasetPhase::kPending, 0, 0)),
+      kOptions);
+  EXPECT_EQ(phase(plan), "Listing");
+  DatasetObservation fresh = twoNodes(progress(DatasetPhase::kListing, 0, 0), awaiting);
+  fresh.answers["b"] = {.status = notFound("not on this node")};  // ensured next, not awaiting
+  EXPECT_EQ(phase(planDataset(fresh, kOptions)), "Listing");
+}
+
 }  // namespace
 }  // namespace granary::op
