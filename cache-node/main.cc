@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache-node/csi/csi_server.h"
+#include "cache-node/csi/mount_propagation.h"
 #include "cache-node/csi/mount_table.h"
 #include "cache-node/grpc_service.h"
 #include "cache-node/options.h"
@@ -270,8 +271,16 @@ int main(int argc, char** argv) {
     log.info("mount recovery on: dataset mounts outlive a restart while the mount keeper runs",
              {{"keeper_socket", keeperSocket}});
   }
+  // Mounts that cannot reach the host leave pods with empty volumes: not ready, and say why.
+  const Status propagation = checkSharedMounts(options.sharedMounts);
+  if (!propagation.isOk())
+    log.error("dataset volumes would not reach the pods; not ready", {{"error", propagation}});
   auto mounts = std::make_unique<MountTable>(
-      **engine, MountTableOptions{options.mountRoot, keeperSocket}, readers);
+      **engine,
+      MountTableOptions{.root = options.mountRoot,
+                        .keeperSocket = keeperSocket,
+                        .keeperStartWait = std::chrono::seconds(options.mountKeeperWaitSeconds)},
+      readers);
   std::unique_ptr<CsiServer> csi;
   if (!options.csiSocket.empty()) {
     auto started = CsiServer::start(options.csiSocket, options.nodeName, *mounts);
@@ -281,7 +290,7 @@ int main(int argc, char** argv) {
     }
     csi = std::move(*started);
   }
-  if (metricsServer) metricsServer->addCheck("/readyz", [] { return Status::ok(); });
+  if (metricsServer) metricsServer->addCheck("/readyz", [propagation] { return propagation; });
   log.info("started", {{"node", options.nodeName},
                        {"listen", options.listen},
                        {"port", static_cast<int64_t>((*server)->port())},

@@ -64,6 +64,16 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
   f.optional("csiSocket", out.csiSocket);
   f.optional("mountKeeper", out.mountKeeper);
   f.optional("mountKeeperSocket", out.mountKeeperSocket);
+  f.optional(
+      "mountKeeperWaitSeconds", out.mountKeeperWaitSeconds,
+      [](int32_t s) { return s >= 0 && s <= 3600; }, "seconds from 0 to 3600");
+  f.optional(
+      "sharedMounts", out.sharedMounts,
+      [](const std::vector<std::string>& paths) {
+        return std::all_of(paths.begin(), paths.end(),
+                           [](const std::string& p) { return p.starts_with("/"); });
+      },
+      "a list of absolute directories");
   f.optional("logLevel", out.logLevel);
   f.optional("gpuTelemetry", out.gpuTelemetry);
   f.optional(

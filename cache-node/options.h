@@ -25,6 +25,12 @@
 //                                    # FUSE_NOTIFY_RESEND) the node runs without and says why
 //   mountKeeperSocket: ""            # where the keeper (granary-cache-node --serve-mount-keeper
 //                                    # SOCKET) listens; default <stateDirectory>/mount-keeper.sock
+//   mountKeeperWaitSeconds: 30       # how long a keeper not listening at start is waited for
+//                                    # (in a pod its container may start after this one's)
+//   sharedMounts: []                 # directories whose mounts must propagate (shared mounts),
+//                                    # checked at start: the chart lists the state directory and
+//                                    # the kubelet's pods directory. One on a private mount leaves
+//                                    # the node not ready, with the fix in the log and /readyz
 //   logLevel: info
 #pragma once
 
@@ -71,6 +77,10 @@ struct NodeOptions {
   // (readers wait instead of failing). On by default; off costs nothing but that.
   bool mountKeeper = true;
   std::string mountKeeperSocket;  // the keeper's unix socket; default <state>/mount-keeper.sock
+  int32_t mountKeeperWaitSeconds = 30;  // how long a keeper absent at start is waited for
+  // Directories on which mounts this node makes must reach the host and other containers
+  // (mountPropagation: Bidirectional needs the host's mount to be shared); empty checks none.
+  std::vector<std::string> sharedMounts;
   std::string logLevel = "info";
   bool gpuTelemetry = true;                       // sample the node's GPUs through NVML
   int32_t gpuSampleIntervalMs = 1000;             // how often

@@ -34,16 +34,16 @@ MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAcc
     : engine_(engine), options_(std::move(options)), accounting_(accounting) {
   const Logger log("mount");
   options_.root = normalRoot(options_.root);
+  bool awaitKeeper = false;
   if (!options_.keeperSocket.empty()) {
+    // A keeper listening now holds what a previous process of this node handed it; one that
+    // starts later (its container after this one) holds nothing yet.
     auto kept = keptMounts(options_.keeperSocket);
     if (kept.isOk()) {
       for (auto& [point, fd] : *kept) kept_[point] = std::move(fd);
+      log.info("mount keeper reached", {{"kept_mounts", kept_.size()}});
     } else {
-      // Recovery is on, but nothing holds the mounts: say how to have it, or to turn it off.
-      log.warn("no mount keeper: dataset mounts end with this process",
-               {{"error", kept.status()},
-                {"fix", "run granary-cache-node --serve-mount-keeper " +
-                            options_.keeperSocket.string() + ", or set mountKeeper: false"}});
+      awaitKeeper = true;
     }
   }
   // The dataset mounts under the root: the kept ones wait for their datasets; dead ones go.
@@ -77,9 +77,49 @@ MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAcc
   });
   MutexLock lock(mutex_);
   for (const auto& cache : engine_.datasets()) repairLocked(cache);
+  if (awaitKeeper) {
+    keeperAwaited_ = true;
+    keeperWait_ = std::jthread([this](std::stop_token stop) { this->awaitKeeper(stop); });
+  }
+}
+
+void MountTable::awaitKeeper(std::stop_token stop) {
+  const Logger log("mount");
+  Clock& clock = accounting_.clock();
+  const auto start = clock.monoNow();
+  while (!keeperListening(options_.keeperSocket)) {
+    if (clock.monoNow() - start >= options_.keeperStartWait) {
+      MutexLock lock(mutex_);
+      keeperAwaited_ = false;
+      // Recovery is on, but nothing holds the mounts: say how to have it, or to turn it off.
+      log.warn("no mount keeper: dataset mounts end with this process while none listens",
+               {{"keeper_socket", options_.keeperSocket.string()},
+                {"waited", options_.keeperStartWait},
+                {"fix", "run granary-cache-node --serve-mount-keeper " +
+                            options_.keeperSocket.string() + ", or set mountKeeper: false"}});
+      return;
+    }
+    if (!clock.sleepFor(std::chrono::milliseconds(100), stop)) return;
+  }
+  MutexLock lock(mutex_);
+  keeperAwaited_ = false;
+  int64_t handedOver = 0;
+  for (auto& [point, fs] : mounts_) {
+    if (fs->detached() || !fs->serving()) continue;
+    if (Status kept = keepMount(options_.keeperSocket, point, fs->fd()); kept.isOk()) {
+      fs->detach();
+      ++handedOver;
+    } else {
+      log.warn("the mount keeper did not take the mount: it ends with this process",
+               {{"mountpoint", point.string()}, {"error", kept}});
+    }
+  }
+  log.info("mount keeper reached",
+           {{"waited", clock.monoNow() - start}, {"mounts_handed_over", handedOver}});
 }
 
 MountTable::~MountTable() {
+  keeperWait_ = {};  // stopped and joined before the table goes
   engine_.onCreated(nullptr);
   MutexLock lock(mutex_);
   std::vector<std::filesystem::path> kept;
@@ -125,7 +165,7 @@ Result<std::filesystem::path> MountTable::datasetMountLocked(
   if (!options_.keeperSocket.empty()) {
     if (Status kept = keepMount(options_.keeperSocket, point, fs->fd()); kept.isOk()) {
       fs->detach();
-    } else {
+    } else if (!keeperAwaited_) {  // an awaited keeper takes it when it comes
       log.warn("the mount keeper did not take the mount: it ends with this process",
                {{"dataset", key.label()}, {"error", kept}});
     }

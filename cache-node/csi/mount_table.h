@@ -9,6 +9,11 @@
 // process left are dead; they are removed at start, and the pods' views, recorded under the root,
 // are bound again to fresh mounts once their datasets are ensured.
 //
+// The keeper at start. In a pod the keeper is a container that may start after the node's, so a
+// keeper not listening yet is waited for, up to keeperStartWait, without holding up the node:
+// mounts made meanwhile are handed to it when it comes. What is true is logged once: "mount
+// keeper reached", or, when the wait ends without one, that mounts end with this process.
+//
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -16,6 +21,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "cache-node/csi/publication.h"
 #include "common/thread_annotations.h"
@@ -28,6 +34,9 @@ namespace granary::cache {
 struct MountTableOptions {
   std::filesystem::path root;          // where dataset mounts go
   std::filesystem::path keeperSocket;  // the mount keeper's socket; empty: none
+  // How long a keeper that is not listening at start is waited for. Default 30 s: a pod's
+  // containers start one after another, each within seconds.
+  std::chrono::milliseconds keeperStartWait{30'000};
 };
 
 class MountTable {
@@ -59,6 +68,8 @@ class MountTable {
   // Adopts the dataset's kept connection and binds again the pods' views that died.
   void repairLocked(const std::shared_ptr<DatasetCache>& cache) GRANARY_REQUIRES(mutex_);
   void saveRecordsLocked() const GRANARY_REQUIRES(mutex_);
+  // Waits for a keeper that was not listening at start, then hands it the mounts made meanwhile.
+  void awaitKeeper(std::stop_token stop);
   std::filesystem::path mountpointOf(const DatasetKey& key) const {
     return options_.root / key.ns / key.name / std::to_string(key.generation);
   }
@@ -75,6 +86,9 @@ class MountTable {
   std::map<std::filesystem::path, OwnedFd> kept_ GRANARY_GUARDED_BY(mutex_);
   // By target path.
   std::map<std::filesystem::path, PublicationRecord> published_ GRANARY_GUARDED_BY(mutex_);
+  // Whether the keeper is still awaited (its absence is not yet worth a warning).
+  bool keeperAwaited_ GRANARY_GUARDED_BY(mutex_) = false;
+  std::jthread keeperWait_;  // runs awaitKeeper while the keeper is awaited
 };
 
 // True when `path` is the root of a mount (its device differs from its parent's).

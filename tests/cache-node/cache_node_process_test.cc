@@ -394,6 +394,36 @@ TEST_F(CacheNodeProcessTest, FileSourcesAreReadOnlyWithinTheConfiguredRoots) {
   for (const auto& [path, data] : files_) EXPECT_EQ(readFile(node, path), data) << path;
 }
 
+// A file:// source whose directory is not there yet (an export mounted after the Dataset is
+// made) is awaited, not failed: the node says what it waits for, and once the directory appears
+// it lists and warms on its own, every byte right.
+TEST_F(CacheNodeProcessTest, AFileSourceThatAppearsLaterWarmsOnItsOwn) {
+  nodes_.push_back(std::make_unique<NodeProcess>(root_ / "n1", "n1"));
+  NodeProcess& node = *nodes_.back();
+  std::filesystem::create_directories(root_ / "exports");
+  std::ofstream(root_ / "n1" / "config.yaml", std::ios::app)
+      << "fileOriginRoots: [" << (root_ / "exports") << "]\n";
+  node.start();
+  auto request = ensureRequest();
+  const auto source = root_ / "exports" / "coco";
+  request.mutable_mounts(0)->mutable_source()->set_uri("file://" + source.string() + "/");
+  v1::EnsureDatasetResponse response;
+  const grpc::Status ensured = node.api().EnsureDataset(authorized().get(), request, &response);
+  ASSERT_TRUE(ensured.ok()) << ensured.error_message();
+  const v1::DatasetStatus waiting = watchUntil(
+      node, [](const v1::DatasetStatus& s) { return s.message().starts_with("waiting"); });
+  EXPECT_EQ(waiting.phase(), v1::DATASET_PHASE_PENDING) << waiting.message();
+  EXPECT_NE(waiting.message().find("waiting for the origin: file:// source " + source.string() +
+                                   " does not exist on this node"),
+            std::string::npos)
+      << waiting.message();
+
+  std::filesystem::copy(root_ / "origin", source, std::filesystem::copy_options::recursive);
+  EXPECT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY) << node.log();
+  for (const auto& [path, data] : files_) EXPECT_EQ(readFile(node, path), data) << path;
+  EXPECT_EQ(node.log().find("level=error"), std::string::npos) << node.log();
+}
+
 TEST_F(CacheNodeProcessTest, ThreeNodesReadTheOriginOnceAndServeEveryByte) {
   addNode("n1");
   addNode("n2");
@@ -868,6 +898,91 @@ TEST_F(CacheNodeProcessTest, SaysAtStartWhetherDatasetMountsOutliveARestart) {
   EXPECT_NE(logLine(off, "mount recovery").find("mount recovery off"), std::string::npos)
       << off.log();
   EXPECT_NE(logLine(off, "mount recovery").find("mountKeeper: false"), std::string::npos);
+}
+
+// A pod's containers start one after another: the node's first, its keeper's after. The node
+// waits for the keeper without holding anything up, hands it the mount made meanwhile, says so
+// once, and a node killed later finds the mount there: the pod's view stays the same mount and
+// reads every byte.
+TEST_F(CacheNodeProcessTest, AKeeperStartingAfterTheNodeTakesTheMountsMadeBeforeIt) {
+  if (!canMount()) GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  const auto socket = root_ / "keeper.sock";
+  std::optional<KeeperProcess> keeper;  // stopped after the node
+  NodeProcess& node = addNode("n1", nullptr, socket.string());
+  if (logLine(node, "mount recovery").find("mount recovery on") == std::string::npos)
+    GTEST_SKIP() << "this kernel cannot keep mounts: " << logLine(node, "mount recovery");
+  ASSERT_TRUE(ensureReady(node));
+  const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
+  ASSERT_TRUE(publishVolume(node, target).ok()) << node.log();  // before the keeper runs
+  const int mountId = mountIdOf(target);
+  keeper.emplace(socket);
+  EXPECT_NE(logLine(node, "mount keeper reached").find("mounts_handed_over=1"), std::string::npos)
+      << node.log();
+
+  node.kill(SIGKILL);
+  node.start();
+  ASSERT_TRUE(ensureReady(node));
+  for (const auto& [path, data] : files_) {
+    std::ifstream in(target / path, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
+  }
+  EXPECT_EQ(mountIdOf(target), mountId) << "the pod kept the same mount";
+  EXPECT_NE(logLine(node, "dataset mount adopted"), "") << node.log();
+  for (const char* never : {"no mount keeper", "did not take the mount", "volume repaired"})
+    EXPECT_EQ(node.log().find(never), std::string::npos) << never << " in:\n" << node.log();
+}
+
+// A keeper that never comes is waited for mountKeeperWaitSeconds, then named once with the fix.
+TEST_F(CacheNodeProcessTest, AKeeperThatNeverComesIsReportedOnceAfterTheWait) {
+  NodeProcess node(root_ / "n1", "n1", nullptr, (root_ / "keeper.sock").string());
+  std::ofstream(root_ / "n1" / "config.yaml", std::ios::app) << "mountKeeperWaitSeconds: 1\n";
+  node.start();
+  if (logLine(node, "mount recovery").find("mount recovery on") == std::string::npos)
+    GTEST_SKIP() << "this kernel cannot keep mounts: " << logLine(node, "mount recovery");
+  const std::string line = logLine(node, "no mount keeper");
+  for (const char* needed : {"level=warn", "waited=1.000s", "fix=", "--serve-mount-keeper"})
+    EXPECT_NE(line.find(needed), std::string::npos) << needed << " in: " << line;
+  const std::string log = node.log();
+  EXPECT_EQ(log.find("no mount keeper"), log.rfind("no mount keeper")) << "once:\n" << log;
+  EXPECT_EQ(log.find("mount keeper reached"), std::string::npos) << log;
+}
+
+// The directories the chart mounts with mountPropagation: Bidirectional (sharedMounts): on a
+// private mount the node says at start what to do and is not ready; on a shared one it is.
+TEST_F(CacheNodeProcessTest, APrivateMountWhereMountsMustPropagateLeavesTheNodeNotReady) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  const auto host = root_ / "host";
+  std::filesystem::create_directories(host);
+  ASSERT_EQ(::mount("tmpfs", host.c_str(), "tmpfs", 0, "size=1m"), 0);
+  ASSERT_EQ(::mount(nullptr, host.c_str(), nullptr, MS_PRIVATE, nullptr), 0);
+  const auto readyz = [](const NodeProcess& node, std::string& body) {
+    return testing::httpGet("http://127.0.0.1:" + std::to_string(node.metricsPort()) + "/readyz",
+                            body);
+  };
+  const auto start = [&](const std::string& name) {
+    auto node = std::make_unique<NodeProcess>(root_ / name, name);
+    std::ofstream(root_ / name / "config.yaml", std::ios::app)
+        << "sharedMounts: [" << (host / "kubelet" / "pods") << "]\n";
+    node->start();
+    return node;
+  };
+
+  auto onPrivate = start("n1");
+  const std::string line = logLine(*onPrivate, "not ready");
+  for (const std::string& needed : std::vector<std::string>{(host / "kubelet" / "pods").string(), "private mount",
+                                   "mount --make-rshared", "docs/install.md"})
+    EXPECT_NE(line.find(needed), std::string::npos) << needed << " in: " << line;
+  std::string body;
+  eventually([&] { return readyz(*onPrivate, body = "") != 0; }, 10s);
+  EXPECT_EQ(readyz(*onPrivate, body = ""), 503);
+  EXPECT_NE(body.find("mount --make-rshared"), std::string::npos) << body;
+  onPrivate->kill(SIGTERM);
+
+  ASSERT_EQ(::mount(nullptr, host.c_str(), nullptr, MS_SHARED, nullptr), 0);
+  auto onShared = start("n2");
+  eventually([&] { return readyz(*onShared, body = "") == 200; }, 10s);
+  EXPECT_EQ(readyz(*onShared, body = ""), 200) << body << onShared->log();
+  EXPECT_EQ(onShared->log().find("not ready"), std::string::npos) << onShared->log();
 }
 
 TEST_F(CacheNodeProcessTest, HelpSaysWhatMountRecoveryNeeds) {

@@ -9,8 +9,11 @@
 // Dataset, and a TrainingJob's workers must be created, placed by the scheduler and succeed.
 #include <cpprest/asyncrt_utils.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -49,6 +52,12 @@ class ChartWorkloads : public ClusterTest {
     suffix_ = ns().substr(ns().rfind('-') + 1);
     root_ = std::filesystem::temp_directory_path() / ("granary-chart-" + suffix_);
     std::filesystem::create_directories(root_);
+    // The node's file systems are shared mounts (as systemd makes them), which the cache node's
+    // mountPropagation: Bidirectional volumes need: the test's directory, bound onto itself.
+    if (::mount(root_.c_str(), root_.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(nullptr, root_.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+      GTEST_SKIP() << "standing in for a node's shared mounts needs root: " << std::strerror(errno);
+    boundRoot_ = true;
     std::string error;
     // One node directory open to file:// sources (none by default), for the Dataset below.
     docs_ = renderChart(ns(), error, "--set 'cacheNode.fileOriginRoots={/srv/datasets}'");
@@ -65,6 +74,7 @@ class ChartWorkloads : public ClusterTest {
         (void)edit(client(), resources::datasets(), ns(), kube::nameOf(dataset),
                    [](Json& d) { d["metadata"].erase("finalizers"); });
     testNode_.reset();
+    if (boundRoot_) ::umount2(root_.c_str(), MNT_DETACH);
     std::filesystem::remove_all(root_);
     ClusterTest::TearDown();
   }
@@ -101,6 +111,8 @@ class ChartWorkloads : public ClusterTest {
     for (YAML::Node directory : options["cacheDirectories"])
       directory["path"] = onThisMachine(directory["path"].as<std::string>());
     for (YAML::Node root : options["fileOriginRoots"]) root = onThisMachine(root.as<std::string>());
+    for (YAML::Node shared : options["sharedMounts"])
+      shared = onThisMachine(shared.as<std::string>());
     std::filesystem::create_directories(onThisMachine("/etc/granary/config"));
     std::ofstream(onThisMachine("/etc/granary/config/cache-node.yaml")) << options << "\n";
     for (const char* dir : {"/csi", "/run/granary-keeper"})
@@ -213,6 +225,7 @@ status:
 
   std::string suffix_;
   std::filesystem::path root_;
+  bool boundRoot_ = false;  // root_ is a shared bind mount of itself
   std::vector<YAML::Node> docs_;
   std::string node_;
   std::unique_ptr<TestNode> testNode_;
