@@ -239,6 +239,11 @@ int run(int objects) {
                           "status")
               .status(),
           "node status");
+    // The node lifecycle controller's part: a Ready node loses the not-ready taint it was
+    // created with.
+    check(kubelet.mergePatch(resources::nodes(), "", name, parse(R"({"spec":{"taints":null}})"))
+              .status(),
+          "node taints");
     check(kubelet
               .create(resources::pods(), "bench",
                       parse(R"({"metadata":{"name":"agent-)" + name +
