@@ -454,10 +454,10 @@ void DatasetCache::run(std::stop_token stop) {
     }
     const auto delay = backoff.next();
     log.warn("listing failed; tried again", {{"error", listed}, {"retry_in", delay}});
-    warmer_.setPhase(Phase::kPending, "waiting for the origin: " + listed.message() + " (tried " +
-                                          std::to_string(backoff.attempts()) +
-                                          " times; again within " +
-                                          std::to_string(delay.count() / 1000 + 1) + " s)");
+    // The same words every try, so that the Dataset's status is not rewritten for each.
+    warmer_.setPhase(Phase::kPending, "waiting for the origin: " + listed.message() +
+                                          "; listed again with backoff, up to " +
+                                          std::to_string(kListRetryMax.count()) + " s apart");
     setListAwaited(true);
     if (!node_.clock.sleepFor(delay, stop)) return;
     setListAwaited(false);
