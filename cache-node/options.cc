@@ -31,6 +31,15 @@ Status decodeValue(const config::Node& node, TlsOptions& out) {
   return Status::ok();
 }
 
+namespace {
+
+bool allAbsolute(const std::vector<std::string>& paths) {
+  return std::all_of(paths.begin(), paths.end(),
+                     [](const std::string& p) { return p.starts_with("/"); });
+}
+
+}  // namespace
+
 Status decodeValue(const config::Node& node, NodeOptions& out) {
   config::Fields f(node);
   f.optional("nodeName", out.nodeName);
@@ -53,13 +62,7 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "bandwidthLimit", out.bandwidthLimit, [](const ByteSize& s) { return s.bytes >= 0; },
       "bytes per second, 0 unlimited");
   f.optional("verifyChecksumsAtStart", out.verifyChecksumsAtStart);
-  f.optional(
-      "fileOriginRoots", out.fileOriginRoots,
-      [](const std::vector<std::string>& roots) {
-        return std::all_of(roots.begin(), roots.end(),
-                           [](const std::string& p) { return p.starts_with("/"); });
-      },
-      "a list of absolute directories");
+  f.optional("fileOriginRoots", out.fileOriginRoots, allAbsolute, "a list of absolute directories");
   f.optional("mountRoot", out.mountRoot);
   f.optional("csiSocket", out.csiSocket);
   f.optional("mountKeeper", out.mountKeeper);
@@ -67,13 +70,7 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
   f.optional(
       "mountKeeperWaitSeconds", out.mountKeeperWaitSeconds,
       [](int32_t s) { return s >= 0 && s <= 3600; }, "seconds from 0 to 3600");
-  f.optional(
-      "sharedMounts", out.sharedMounts,
-      [](const std::vector<std::string>& paths) {
-        return std::all_of(paths.begin(), paths.end(),
-                           [](const std::string& p) { return p.starts_with("/"); });
-      },
-      "a list of absolute directories");
+  f.optional("sharedMounts", out.sharedMounts, allAbsolute, "a list of absolute directories");
   f.optional("logLevel", out.logLevel);
   f.optional("gpuTelemetry", out.gpuTelemetry);
   f.optional(
