@@ -250,7 +250,7 @@ GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
 
 GangDecision placeGang(const Gang& gang, const IndexedNodes& view, const ScoreWeights& weights,
                        const CandidateOptions& options) {
-  if (view.nodes.size() < options.scanBelow || gang.pods.empty() ||
+  if (view.nodes.empty() || view.nodes.size() < options.scanBelow || gang.pods.empty() ||
       static_cast<int>(gang.pods.size()) < gang.size)
     return placeGang(gang, view.nodes, weights);
   const std::vector<size_t> candidates = candidatesFor(gang, view, options);
