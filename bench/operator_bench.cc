@@ -8,13 +8,21 @@
 //      writes (target 0), next to the same runtime with a reconciler that only reads the
 //      object from its cache (the floor any controller pays);
 //   3. steady state for 60 s at the default poll intervals: reconciles and API writes per
-//      reconcile (target 0).
-// Usage: operator_bench [objects] (default 1000).
+//      reconcile (target 0);
+//   4. a 410 Gone in the middle of the watches (the double forgets its history and drops every
+//      watch): the informers relist, and the reconciles and API writes of the 60 s from then are
+//      printed next to those of the 60 s before (the relist should add neither).
+// Memory: the process's resident memory, and the heap the restarted operator holds once it has
+// reconciled every object (heap in use after, minus before: its informer caches and state; the
+// API-server double shares the process but does not grow while nothing is written).
+// Usage: operator_bench [objects] [--nodes N] (defaults 1000 and 4).
 #include <grpcpp/grpcpp.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -36,14 +44,12 @@ using kube::Json;
 using Steady = std::chrono::steady_clock;
 namespace resources = kube::resources;
 
-constexpr int kNodes = 4;
 constexpr const char* kSelector = names::kCacheNodeSelector;
 
-// A cache node that holds every dataset it is asked to hold, fully cached, at once.
+// Cache nodes that hold every dataset they are asked to hold, fully cached, at once: one service
+// answers for every node (each node's agent pod has its own loopback address).
 class InstantCacheNode final : public v1::CacheNode::Service {
  public:
-  explicit InstantCacheNode(std::string name) : name_(std::move(name)) {}
-
   grpc::Status EnsureDataset(grpc::ServerContext*, const v1::EnsureDatasetRequest* request,
                              v1::EnsureDatasetResponse* response) override {
     std::lock_guard lock(mutex_);
@@ -68,8 +74,7 @@ class InstantCacheNode final : public v1::CacheNode::Service {
     return grpc::Status::OK;
   }
   grpc::Status GetTelemetry(grpc::ServerContext*, const v1::GetTelemetryRequest*,
-                            v1::GetTelemetryResponse* response) override {
-    response->set_node_name(name_);
+                            v1::GetTelemetryResponse*) override {
     return grpc::Status::OK;
   }
 
@@ -81,7 +86,6 @@ class InstantCacheNode final : public v1::CacheNode::Service {
     v1::DatasetStatus status;
     *status.mutable_dataset() = ref;
     status.set_phase(v1::DATASET_PHASE_READY);
-    status.set_node_name(name_);
     auto& p = *status.mutable_progress();
     p.set_total_files(100);
     p.set_total_bytes(100 << 20);
@@ -93,7 +97,6 @@ class InstantCacheNode final : public v1::CacheNode::Service {
     return status;
   }
 
-  std::string name_;
   std::mutex mutex_;
   std::set<std::string> held_;
 };
@@ -106,17 +109,38 @@ void check(const Status& status, const char* what) {
   std::exit(1);
 }
 
-// Sum of granary_controller_reconciles_total for `controller` in `registry`.
-int64_t reconciles(const MetricsRegistry& registry, const std::string& controller) {
+// Sum of the series of counter `name` in `registry` whose labels hold `label`.
+int64_t counterSum(const MetricsRegistry& registry, const std::string& name,
+                   const std::string& label = "") {
   std::istringstream lines(registry.exposition());
-  const std::string prefix = "granary_controller_reconciles_total{";
-  const std::string label = "controller=\"" + controller + "\"";
   double total = 0;
   for (std::string line; std::getline(lines, line);)
-    if (line.starts_with(prefix) && line.find(label) != std::string::npos)
+    if (line.starts_with(name + "{") && line.find(label) != std::string::npos)
       total += std::stod(line.substr(line.rfind(' ') + 1));
   return static_cast<int64_t>(total);
 }
+
+// Sum of granary_controller_reconciles_total for `controller` in `registry`.
+int64_t reconciles(const MetricsRegistry& registry, const std::string& controller) {
+  return counterSum(registry, "granary_controller_reconciles_total",
+                    "controller=\"" + controller + "\"");
+}
+int64_t allReconciles(const MetricsRegistry& registry) {
+  return reconciles(registry, "dataset") + reconciles(registry, "trainingjob");
+}
+
+// This process's resident memory now and at its peak (VmRSS, VmHWM), in MiB.
+std::pair<double, double> residentMiB() {
+  std::ifstream status("/proc/self/status");
+  double rss = 0, peak = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("VmRSS:")) rss = std::atof(line.c_str() + 6) / 1024;
+    if (line.starts_with("VmHWM:")) peak = std::atof(line.c_str() + 6) / 1024;
+  }
+  return {rss, peak};
+}
+
+int64_t heapInUse() { return static_cast<int64_t>(::mallinfo2().uordblks); }
 
 struct Counts {
   std::atomic<int64_t> writes{0}, reads{0};
@@ -202,7 +226,7 @@ double waitReconciled(const MetricsRegistry& registry, int objects, Steady::time
   return secondsSince(start);
 }
 
-int run(int objects) {
+int run(int objects, int nodes) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   configureLogging({.level = LogLevel::kWarn});
   const std::filesystem::path source = GRANARY_SOURCE_DIR;
@@ -216,17 +240,18 @@ int run(int objects) {
             .status(),
         "namespace");
 
-  // Cache nodes: a Node, an agent pod and an in-process CacheNode service each.
-  std::vector<std::unique_ptr<InstantCacheNode>> services;
-  std::vector<std::unique_ptr<grpc::Server>> servers;
-  for (int n = 0; n < kNodes; ++n) {
+  // Cache nodes: a Node and an agent pod each, on its own loopback address; one in-process
+  // CacheNode service answers for all of them.
+  InstantCacheNode service;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("0.0.0.0:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  const std::unique_ptr<grpc::Server> cacheNodeServer = builder.BuildAndStart();
+  for (int n = 0; n < nodes; ++n) {
     const std::string name = "gpu-" + std::to_string(n);
-    services.push_back(std::make_unique<InstantCacheNode>(name));
-    int port = 0;
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(services.back().get());
-    servers.push_back(builder.BuildAndStart());
+    const std::string address =
+        "127.0." + std::to_string(n / 250) + "." + std::to_string(n % 250 + 1);
     check(kubelet
               .create(resources::nodes(), "",
                       parse(R"({"metadata":{"name":")" + name + R"(","labels":{"pool":")" + name +
@@ -257,8 +282,8 @@ int run(int objects) {
           "agent pod");
     check(kubelet
               .mergePatch(resources::pods(), "bench", "agent-" + name,
-                          parse(R"({"status":{"podIP":"127.0.0.1","conditions":)"
-                                R"([{"type":"Ready","status":"True"}]}})"),
+                          parse(R"({"status":{"podIP":")" + address +
+                                R"(","conditions":[{"type":"Ready","status":"True"}]}})"),
                           "status")
               .status(),
           "agent status");
@@ -267,7 +292,7 @@ int run(int objects) {
   std::printf(
       "granary-operator, %d Datasets and %d TrainingJobs (1 worker each), %d cache "
       "nodes\n\n",
-      objects, objects, kNodes);
+      objects, objects, nodes);
   Counts counts;
   const auto converge = Steady::now();
   auto first = std::make_unique<Operator>(config, counts);
@@ -279,7 +304,7 @@ int run(int objects) {
                             R"("metadata":{"name":"data-)" +
                             n + R"("},"spec":{"source":{"uri":"s3://bench/)" + n +
                             R"(/"},"cache":{"nodeSelector":{"pool":"gpu-)" +
-                            std::to_string(i % kNodes) + R"("}}}})"))
+                            std::to_string(i % nodes) + R"("}}}})"))
               .status(),
           "dataset");
     check(kubelet
@@ -303,7 +328,7 @@ int run(int objects) {
       const std::string name = kube::nameOf(pod);
       if (placed.count(name)) continue;
       const int i = std::atoi(name.c_str() + 4);  // job-<i>-worker-0
-      check(kubelet.bindPod("bench", name, kube::uidOf(pod), "gpu-" + std::to_string(i % kNodes)),
+      check(kubelet.bindPod("bench", name, kube::uidOf(pod), "gpu-" + std::to_string(i % nodes)),
             "bind");
       check(kubelet
                 .mergePatch(resources::pods(), "bench", name,
@@ -358,10 +383,12 @@ int run(int objects) {
     Floor floor(kubelet);
     floorSeconds = waitReconciled(floor.registry, objects, start);
   }
+  const int64_t heapBefore = heapInUse();
   const auto restart = Steady::now();
   Operator second(config, counts);
   const double restartSeconds = waitReconciled(second.registry, objects, restart);
   const int64_t restartWrites = counts.writes.load();
+  const int64_t operatorHeap = heapInUse() - heapBefore;
   std::printf(
       "2. restart on the converged state: every object reconciled once\n"
       "   granary-operator  %6.2f s  %7.0f reconciles/s  %lld API writes (target 0)\n"
@@ -369,14 +396,20 @@ int run(int objects) {
       "   ratio %.2f of the floor's rate\n\n",
       restartSeconds, 2 * objects / restartSeconds, static_cast<long long>(restartWrites),
       floorSeconds, 2 * objects / floorSeconds, floorSeconds / restartSeconds);
+  const auto [rss, peak] = residentMiB();
+  const int cached = 3 * objects + 2 * nodes;  // Datasets, jobs, workers; Nodes, agent pods
+  std::printf(
+      "   memory: the restarted operator's heap %.0f MiB (%.1f KB per cached object, %d objects);\n"
+      "   the bench process (the API-server double and the operator) resident %.0f MiB, peak %.0f "
+      "MiB\n\n",
+      static_cast<double>(operatorHeap) / (1 << 20),
+      static_cast<double>(operatorHeap) / cached / 1000, cached, rss, peak);
 
   // 3. Steady state at the default poll intervals.
-  const int64_t before =
-      reconciles(second.registry, "dataset") + reconciles(second.registry, "trainingjob");
+  const int64_t before = allReconciles(second.registry);
   const int64_t writesBefore = counts.writes.load();
   std::this_thread::sleep_for(std::chrono::seconds(60));
-  const int64_t steady =
-      reconciles(second.registry, "dataset") + reconciles(second.registry, "trainingjob") - before;
+  const int64_t steady = allReconciles(second.registry) - before;
   const int64_t steadyWrites = counts.writes.load() - writesBefore;
   std::printf(
       "3. steady state, 60 s (Datasets polled every 30 s, jobs' telemetry every 20 s)\n"
@@ -385,7 +418,42 @@ int run(int objects) {
       static_cast<long long>(steady), static_cast<double>(steady) / 60,
       static_cast<long long>(steadyWrites),
       steady ? static_cast<double>(steadyWrites) / static_cast<double>(steady) : 0.0);
-  for (auto& s : servers) s->Shutdown();
+
+  // 4. A 410 Gone in the middle of the watches: 60 s before it, then 60 s from it (the poll
+  // intervals, 20 s and 30 s, both fit a whole number of times). The watches are refused and
+  // dropped, the history moves on (Secrets elsewhere) and is forgotten, so each informer's
+  // resumed watch gets 410 Gone and relists.
+  const auto window = [&] {
+    const int64_t r = allReconciles(second.registry), w = counts.writes.load();
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return std::pair{allReconciles(second.registry) - r, counts.writes.load() - w};
+  };
+  const auto [quietReconciles, quietWrites] = window();
+  const int64_t relistsBefore = counterSum(second.registry, "granary_informer_relists_total");
+  (*server)->refuseWatches(true);
+  (*server)->dropWatches();
+  check(kubelet.create(resources::namespaces(), "", parse(R"({"metadata":{"name":"elsewhere"}})"))
+            .status(),
+        "namespace");
+  for (int i = 0; i < 10; ++i)
+    check(kubelet
+              .create(resources::secrets(), "elsewhere",
+                      parse(R"({"metadata":{"name":"c)" + std::to_string(i) + R"("}})"))
+              .status(),
+          "secret");
+  (*server)->compact();
+  (*server)->refuseWatches(false);
+  const auto [relistReconciles, relistWrites] = window();
+  const int64_t relists =
+      counterSum(second.registry, "granary_informer_relists_total") - relistsBefore;
+  std::printf(
+      "\n4. a 410 Gone in the middle of the watches (history forgotten, every watch dropped)\n"
+      "   %lld relists; in the 60 s from then %lld reconciles and %lld API writes,\n"
+      "   in the 60 s before %lld reconciles and %lld API writes\n",
+      static_cast<long long>(relists), static_cast<long long>(relistReconciles),
+      static_cast<long long>(relistWrites), static_cast<long long>(quietReconciles),
+      static_cast<long long>(quietWrites));
+  cacheNodeServer->Shutdown();
   return 0;
 }
 
@@ -401,6 +469,10 @@ int main(int argc, char** argv) {
   app.add_option("objects", objects, "Datasets, and as many TrainingJobs")
       ->capture_default_str()
       ->check(CLI::Range(1, 100'000));
+  int nodes = 4;
+  app.add_option("--nodes", nodes, "cache nodes (Datasets are spread over them)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 60'000));
   if (auto code = granary::parseCommandLine(app, argc, argv)) return *code;
-  return granary::run(objects);
+  return granary::run(objects, nodes);
 }
