@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "bench/bench_data.h"
+#include "bench/resident_memory.h"
 #include "cache-node/grpc_peers.h"
 #include "cache-node/grpc_service.h"
 #include "common/flags.h"
@@ -304,15 +305,10 @@ std::pair<int64_t, int64_t> nodeMemory(const Args& args, int files) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  int64_t rss = 0, hwm = 0;
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.starts_with("VmRSS:")) rss = std::atoll(line.c_str() + 6) * 1024;
-    if (line.starts_with("VmHWM:")) hwm = std::atoll(line.c_str() + 6) * 1024;
-  }
+  const ResidentMemory memory = residentMemory(std::to_string(pid));
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
-  return {rss, hwm};
+  return {memory.current, memory.peak};
 }
 
 void memorySection(const Args& args) {

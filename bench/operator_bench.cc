@@ -22,12 +22,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "bench/resident_memory.h"
 #include "common/flags.h"
 #include "common/kube/manager.h"
 #include "common/log.h"
@@ -127,17 +127,6 @@ int64_t reconciles(const MetricsRegistry& registry, const std::string& controlle
 }
 int64_t allReconciles(const MetricsRegistry& registry) {
   return reconciles(registry, "dataset") + reconciles(registry, "trainingjob");
-}
-
-// This process's resident memory now and at its peak (VmRSS, VmHWM), in MiB.
-std::pair<double, double> residentMiB() {
-  std::ifstream status("/proc/self/status");
-  double rss = 0, peak = 0;
-  for (std::string line; std::getline(status, line);) {
-    if (line.starts_with("VmRSS:")) rss = std::atof(line.c_str() + 6) / 1024;
-    if (line.starts_with("VmHWM:")) peak = std::atof(line.c_str() + 6) / 1024;
-  }
-  return {rss, peak};
 }
 
 int64_t heapInUse() { return static_cast<int64_t>(::mallinfo2().uordblks); }
@@ -396,14 +385,16 @@ int run(int objects, int nodes) {
       "   ratio %.2f of the floor's rate\n\n",
       restartSeconds, 2 * objects / restartSeconds, static_cast<long long>(restartWrites),
       floorSeconds, 2 * objects / floorSeconds, floorSeconds / restartSeconds);
-  const auto [rss, peak] = residentMiB();
+  const bench::ResidentMemory resident = bench::residentMemory();
   const int cached = 3 * objects + 2 * nodes;  // Datasets, jobs, workers; Nodes, agent pods
   std::printf(
       "   memory: the restarted operator's heap %.0f MiB (%.1f KB per cached object, %d objects);\n"
       "   the bench process (the API-server double and the operator) resident %.0f MiB, peak %.0f "
       "MiB\n\n",
       static_cast<double>(operatorHeap) / (1 << 20),
-      static_cast<double>(operatorHeap) / cached / 1000, cached, rss, peak);
+      static_cast<double>(operatorHeap) / cached / 1000, cached,
+      static_cast<double>(resident.current) / (1 << 20),
+      static_cast<double>(resident.peak) / (1 << 20));
 
   // 3. Steady state at the default poll intervals.
   const int64_t before = allReconciles(second.registry);

@@ -11,13 +11,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench/resident_memory.h"
 #include "common/flags.h"
 #include "scheduler/core/cluster_state.h"
 #include "scheduler/core/placement.h"
@@ -225,14 +224,6 @@ RunResult run(const Workload& w, const ScoreWeights& weights, Scan scan) {
   return r;
 }
 
-// The process's peak resident memory (VmHWM), in bytes; 0 where /proc cannot be read.
-int64_t peakResidentBytes() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.starts_with("VmHWM:")) return std::atoll(line.c_str() + 6) * 1024;
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -256,7 +247,7 @@ int main(int argc, char** argv) {
       nodes, w.pods, w.gangs.size());
 
   const RunResult granary = run(w, {}, Scan::kIndexed);
-  const int64_t granaryPeak = peakResidentBytes();
+  const int64_t granaryPeak = granary::bench::residentMemory().peak;
   const RunResult scan = run(w, {}, Scan::kEveryNode);
   const RunResult blind = run(w, {.locality = 0, .reserve = 0}, Scan::kIndexed);
   std::printf("placement throughput (in-process, one thread)\n");

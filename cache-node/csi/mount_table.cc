@@ -104,16 +104,8 @@ void MountTable::awaitKeeper(std::stop_token stop) {
   MutexLock lock(mutex_);
   keeperAwaited_ = false;
   int64_t handedOver = 0;
-  for (auto& [point, fs] : mounts_) {
-    if (fs->detached() || !fs->serving()) continue;
-    if (Status kept = keepMount(options_.keeperSocket, point, fs->fd()); kept.isOk()) {
-      fs->detach();
-      ++handedOver;
-    } else {
-      log.warn("the mount keeper did not take the mount: it ends with this process",
-               {{"mountpoint", point.string()}, {"error", kept}});
-    }
-  }
+  for (auto& [point, fs] : mounts_)
+    if (!fs->detached() && fs->serving() && handToKeeperLocked(point, *fs)) ++handedOver;
   log.info("mount keeper reached",
            {{"waited", clock.monoNow() - start}, {"mounts_handed_over", handedOver}});
 }
@@ -162,17 +154,22 @@ Result<std::filesystem::path> MountTable::datasetMountLocked(
   }
   cleanStaleMount(point);
   GRANARY_ASSIGN_OR_RETURN(auto fs, DatasetFilesystem::mount(cache, point, &accounting_));
-  if (!options_.keeperSocket.empty()) {
-    if (Status kept = keepMount(options_.keeperSocket, point, fs->fd()); kept.isOk()) {
-      fs->detach();
-    } else if (!keeperAwaited_) {  // an awaited keeper takes it when it comes
-      log.warn("the mount keeper did not take the mount: it ends with this process",
-               {{"dataset", key.label()}, {"error", kept}});
-    }
-  }
+  if (!options_.keeperSocket.empty()) handToKeeperLocked(point, *fs);
   log.info("dataset mounted", {{"dataset", key.label()}, {"mountpoint", point.string()}});
   mounts_[point] = std::move(fs);
   return point;
+}
+
+bool MountTable::handToKeeperLocked(const std::filesystem::path& point, DatasetFilesystem& fs) {
+  const Status kept = keepMount(options_.keeperSocket, point, fs.fd());
+  if (kept.isOk()) {
+    fs.detach();
+    return true;
+  }
+  if (!keeperAwaited_)  // an awaited keeper is handed the mount when it comes
+    Logger("mount").warn("the mount keeper did not take the mount: it ends with this process",
+                         {{"mountpoint", point.string()}, {"error", kept}});
+  return false;
 }
 
 Status MountTable::bindLocked(const std::filesystem::path& source, const Publication& p) {

@@ -65,6 +65,10 @@ class MountTable {
       GRANARY_REQUIRES(mutex_);
   Status bindLocked(const std::filesystem::path& source, const Publication& publication)
       GRANARY_REQUIRES(mutex_);
+  // Hands the mount's connection to the keeper (then the mount outlives this process); false,
+  // and a warning unless the keeper is still awaited, when the keeper does not take it.
+  bool handToKeeperLocked(const std::filesystem::path& point, DatasetFilesystem& fs)
+      GRANARY_REQUIRES(mutex_);
   // Adopts the dataset's kept connection and binds again the pods' views that died.
   void repairLocked(const std::shared_ptr<DatasetCache>& cache) GRANARY_REQUIRES(mutex_);
   void saveRecordsLocked() const GRANARY_REQUIRES(mutex_);

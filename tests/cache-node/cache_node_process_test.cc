@@ -969,8 +969,9 @@ TEST_F(CacheNodeProcessTest, APrivateMountWhereMountsMustPropagateLeavesTheNodeN
 
   auto onPrivate = start("n1");
   const std::string line = logLine(*onPrivate, "not ready");
-  for (const std::string& needed : std::vector<std::string>{(host / "kubelet" / "pods").string(), "private mount",
-                                   "mount --make-rshared", "docs/install.md"})
+  for (const std::string& needed :
+       std::vector<std::string>{(host / "kubelet" / "pods").string(), "private mount",
+                                "mount --make-rshared", "docs/install.md"})
     EXPECT_NE(line.find(needed), std::string::npos) << needed << " in: " << line;
   std::string body;
   eventually([&] { return readyz(*onPrivate, body = "") != 0; }, 10s);

@@ -54,10 +54,9 @@ class ChartWorkloads : public ClusterTest {
     std::filesystem::create_directories(root_);
     // The node's file systems are shared mounts (as systemd makes them), which the cache node's
     // mountPropagation: Bidirectional volumes need: the test's directory, bound onto itself.
-    if (::mount(root_.c_str(), root_.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
-        ::mount(nullptr, root_.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+    boundRoot_ = ::mount(root_.c_str(), root_.c_str(), nullptr, MS_BIND, nullptr) == 0;
+    if (!boundRoot_ || ::mount(nullptr, root_.c_str(), nullptr, MS_SHARED, nullptr) != 0)
       GTEST_SKIP() << "standing in for a node's shared mounts needs root: " << std::strerror(errno);
-    boundRoot_ = true;
     std::string error;
     // One node directory open to file:// sources (none by default), for the Dataset below.
     docs_ = renderChart(ns(), error, "--set 'cacheNode.fileOriginRoots={/srv/datasets}'");

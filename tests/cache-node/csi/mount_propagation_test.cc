@@ -49,8 +49,9 @@ TEST(MountPropagation, ChecksThisProcesssMountsAndNamesTheFix) {
   ASSERT_EQ(::mount(nullptr, dir.c_str(), nullptr, MS_PRIVATE, nullptr), 0);
   const Status private_ = checkSharedMounts({(dir / "state").string()});
   EXPECT_EQ(private_.code(), StatusCode::kFailedPrecondition);
-  for (const std::string& needed : std::vector<std::string>{(dir / "state").string() + " is on " + dir.string(), "private",
-                                   "mount --make-rshared", "docs/install.md"})
+  for (const std::string& needed :
+       std::vector<std::string>{(dir / "state").string() + " is on " + dir.string(), "private",
+                                "mount --make-rshared", "docs/install.md"})
     EXPECT_NE(private_.message().find(needed), std::string::npos) << needed << " in " << private_;
   ASSERT_EQ(::mount(nullptr, dir.c_str(), nullptr, MS_SHARED, nullptr), 0);
   EXPECT_TRUE(checkSharedMounts({(dir / "state").string()}).isOk());
