@@ -227,6 +227,22 @@ Result<PieceRead> DatasetCache::readPieceInto(const ManifestEntry& file, int64_t
   return PieceRead{static_cast<int64_t>(piece.data.size()), piece.source};
 }
 
+bool DatasetCache::heldInOneChunk(const ManifestEntry& file) const {
+  return !file.directory && chunkCount(file.size, chunkSize_) == 1;
+}
+
+Result<OwnedFd> DatasetCache::openCached(const ManifestEntry& file) {
+  if (!heldInOneChunk(file))
+    return failedPrecondition("\"" + file.path + "\" is not held in one chunk");
+  auto opened = node_.chunks.openVerified(chunkId(file.path, 0));
+  if (!opened.isOk()) {
+    forgetIfDamaged(file.path, 0, opened.status());
+    return opened.status();
+  }
+  countHit(file, 0, file.size);
+  return opened;
+}
+
 Result<std::string> DatasetCache::read(const std::string& path, int64_t offset, int64_t length) {
   std::string out;
   if (length < 0) length = INT64_MAX - offset;

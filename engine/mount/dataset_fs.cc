@@ -25,6 +25,7 @@
 
 #include "common/log.h"
 #include "common/thread_annotations.h"
+#include "engine/mount/passthrough.h"
 #include "engine/mount/read_buffers.h"
 
 namespace granary::cache {
@@ -145,12 +146,20 @@ class ServedDataset {
 };
 
 struct DatasetFilesystem::State {
+  State(bool passthrough, bool adoptedConnection)
+      : negotiation(passthrough), adopted(adoptedConnection) {}
+
   ServedDataset cache;
   ReaderAccounting* accounting = nullptr;
   std::string dataset;  // "namespace/name"
   InodeCache inodes;
   bool noOpen = false;  // the kernel sends no opens once one answered ENOSYS
   Handles<DirectoryHandle> directories;
+  passthrough::Negotiation negotiation;
+  passthrough::BackingFiles backings;
+  std::atomic<int64_t> passedThrough{0};  // opens
+  // A connection a previous process served: how it opened the files still open is not known.
+  const bool adopted;
 };
 
 namespace {
@@ -252,19 +261,83 @@ void onGetattr(fuse_req_t req, fuse_ino_t inode, fuse_file_info*) {
   fuse_reply_attr(req, &st, kForever);
 }
 
-// Files need no open state: where the kernel allows, opens are declined once with ENOSYS and
-// never sent again (nor their releases), and every open keeps the page cache. Reads name the
-// inode, which is all they need, also across an adopted connection.
-void onOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
-  if (stateOf(req).noOpen) return (void)fuse_reply_err(req, ENOSYS);
+// How an open file is read. Without passthrough, files need no open state: where the kernel
+// allows, opens are declined once with ENOSYS and never sent again (nor their releases), and
+// every open keeps the page cache; reads name the inode, which is all they need, also across an
+// adopted connection. With passthrough, a file held whole in one verified chunk is read by the
+// kernel from that chunk's file; one that spans chunks always through the page cache; one whose
+// chunk is not here yet by direct I/O (each read reaches the node, which fetches it, and the
+// reader's wait is counted), which conflicts with neither. A connection adopted from a previous
+// process passes nothing through: it cannot know which of its inodes are open that way.
+enum class ReadPath { kPageCache, kPassthrough, kAdopted };
+
+ReadPath readPathOf(const DatasetFilesystem::State& state) {
+  if (state.adopted) return ReadPath::kAdopted;
+  return state.negotiation.agreed() && !state.backings.refused() ? ReadPath::kPassthrough
+                                                                 : ReadPath::kPageCache;
+}
+
+constexpr uint64_t kPassedThrough = 1;  // the handle of a file the kernel reads directly
+
+void replyThroughPageCache(fuse_req_t req, fuse_file_info* fi) {
   fi->fh = 0;
   fi->keep_cache = 1;  // the file's pages stay valid across opens
   fi->noflush = 1;
   fuse_reply_open(req, fi);
 }
 
-void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+void replyDirect(fuse_req_t req, fuse_file_info* fi) {
+  fi->fh = 0;
+  fi->direct_io = 1;
+  fi->noflush = 1;
+  fuse_reply_open(req, fi);
+}
+
+// Opens `file` for the kernel to read from its verified chunk; else by direct I/O.
+void openPassedThrough(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi, DatasetCache& cache,
+                       const ManifestEntry& file) {
+  auto& state = stateOf(req);
+  auto chunk = cache.openCached(file);
+  if (!chunk.isOk()) return replyDirect(req, fi);  // a miss, or a damaged chunk: fetched
+  auto backing = state.backings.acquire(inode, chunk->get());
+  if (!backing.isOk()) {
+    Logger("mount").warn(
+        state.backings.refused() ? "no passthrough: every read goes through granary-cache-node"
+                                 : "a file is read through granary-cache-node",
+        {{"dataset", state.dataset}, {"path", file.path}, {"error", backing.status()}});
+    return replyDirect(req, fi);
+  }
+  if (!passthrough::replyOpen(req, *backing, kPassedThrough)) {
+    state.backings.release(inode);
+    return;
+  }
+  ++state.passedThrough;
+  if (state.accounting != nullptr) {
+    ReadRecord record;
+    record.localBytes = file.size;  // the kernel reads it without us: counted whole at open
+    state.accounting->record(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), record);
+  }
+}
+
+void onOpen(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
+  if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
+  auto& state = stateOf(req);
+  if (state.noOpen) return (void)fuse_reply_err(req, ENOSYS);
+  const ReadPath path = readPathOf(state);
+  if (path == ReadPath::kPageCache) return replyThroughPageCache(req, fi);
+  DatasetCache* cache = datasetOf(req);
+  if (cache == nullptr) return;
+  auto file = state.inodes.find(inode, *cache);
+  if (!file.isOk()) return (void)fuse_reply_err(req, errnoOf(file.status()));
+  if (!cache->heldInOneChunk(**file)) return replyThroughPageCache(req, fi);
+  if (path == ReadPath::kAdopted) return replyDirect(req, fi);
+  openPassedThrough(req, inode, fi, *cache, **file);
+}
+
+void onRelease(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
+  if (fi->fh == kPassedThrough) stateOf(req).backings.release(inode);
+  fuse_reply_err(req, 0);
+}
 
 // Reads land in one buffer the kernel takes from: a pooled one, which is the read's turn at the
 // disk. A read whose first chunk must be fetched gives that turn back and waits on the network
@@ -429,8 +502,10 @@ void onStatfs(fuse_req_t req, fuse_ino_t) {
 }
 
 void onInit(void* userdata, fuse_conn_info* conn) {
-  static_cast<DatasetFilesystem::State*>(userdata)->noOpen =
-      (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+  auto& state = *static_cast<DatasetFilesystem::State*>(userdata);
+  // Opens must reach the node where files may be passed through, or were before a restart.
+  state.noOpen = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0 && !state.negotiation.offered() &&
+                 !state.adopted;
   conn->max_readahead = kReadAheadBytes;
   // Reads ahead are background requests, 12 at once unless raised: too few to keep a window of
   // kReadAheadBytes in flight.
@@ -456,6 +531,21 @@ const fuse_lowlevel_ops kOperations = [] {
   ops.statfs = onStatfs;
   return ops;
 }();
+
+// The session's reads and writes of the connection, through its passthrough negotiation.
+ssize_t readRequest(int fd, void* buffer, size_t size, void* userdata) {
+  const ssize_t n = ::read(fd, buffer, size);
+  if (n > 0)
+    static_cast<DatasetFilesystem::State*>(userdata)->negotiation.sawRequest(
+        buffer, static_cast<size_t>(n));
+  return n;
+}
+
+ssize_t writeReply(int fd, iovec* iov, int count, void* userdata) {
+  return static_cast<DatasetFilesystem::State*>(userdata)->negotiation.writeReply(fd, iov, count);
+}
+
+const fuse_custom_io kNegotiatingIo{writeReply, readRequest, nullptr, nullptr};
 
 // Feeds the session the FUSE_INIT a kernel sends a new connection: an adopted connection was
 // initialised with the previous process, and libfuse answers nothing before an INIT. The reply
@@ -557,7 +647,7 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
     bool adopted) {
   std::unique_ptr<DatasetFilesystem> fs(new DatasetFilesystem());
   fs->mountpoint_ = mountpoint;
-  fs->state_ = std::make_unique<State>();
+  fs->state_ = std::make_unique<State>(options.passthrough, adopted);
   if (cache) fs->serve(std::move(cache));
   fs->state_->accounting = accounting;
   fs->state_->dataset = dataset;
@@ -575,6 +665,11 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
     return unavailable("cannot mount " + fs->state_->dataset + " at " + mountpoint.string() +
                        " (is /dev/fuse available, and are we root?)");
   }
+  fs->state_->backings.setConnection(fuse_session_fd(fs->session_));
+  if (!adopted && options.passthrough &&
+      fuse_session_custom_io(fs->session_, &kNegotiatingIo, fuse_session_fd(fs->session_)) != 0)
+    Logger("mount").warn("cannot offer passthrough: every read goes through granary-cache-node",
+                         {{"dataset", fs->state_->dataset}});
   if (adopted) {
     replayInit(fs->session_);
     if (!resendPending(fuse_session_fd(fs->session_))) {
@@ -606,6 +701,12 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
 int DatasetFilesystem::fd() const { return fuse_session_fd(session_); }
 
 bool DatasetFilesystem::serving() const { return !loop_->done; }
+
+bool DatasetFilesystem::passesThrough() const {
+  return readPathOf(*state_) == ReadPath::kPassthrough;
+}
+
+int64_t DatasetFilesystem::opensPassedThrough() const { return state_->passedThrough.load(); }
 
 DatasetFilesystem::~DatasetFilesystem() {
   if (session_ == nullptr) return;

@@ -2,7 +2,9 @@
 // API, multi-threaded) over a DatasetCache. Names and attributes come from the manifest, never
 // the origin; a generation never changes, so the kernel may keep entries, attributes and file
 // pages for as long as it likes. A read of a chunk that is not on this node blocks for that
-// chunk only (fetched from a peer or the origin), and is accounted to its reader.
+// chunk only (fetched from a peer or the origin), and is accounted to its reader. Where the
+// kernel allows, a file cached whole in one chunk is passed through: the kernel reads the
+// chunk's file itself (MountOptions::passthrough, engine/mount/passthrough.h).
 //
 // The FUSE connection can outlive the process: fd() is handed to a keeper, and a new process
 // adopts it (adopt()), so readers of the mount block during a restart instead of failing.
@@ -24,6 +26,10 @@ namespace granary::cache {
 struct MountOptions {
   int maxThreads = 64;     // FUSE request threads at most (reads block on misses)
   bool allowOther = true;  // other users (pods) may read the mount
+  // Where the kernel has FUSE passthrough (Linux 6.9+), files held whole in one cached chunk are
+  // read by the kernel from the chunk's file, verified when opened, not copied through this
+  // process. Without it (or with false), every read goes through this process.
+  bool passthrough = true;
 };
 
 class DatasetFilesystem {
@@ -59,6 +65,11 @@ class DatasetFilesystem {
   int fd() const;
   // False once the mount has gone (e.g. unmounted from outside).
   bool serving() const;
+  // Whether files cached whole are passed through on this connection (once it is initialised:
+  // the kernel has passthrough, it was wanted, and the kernel took the backing files so far).
+  bool passesThrough() const;
+  // How many opens were passed through so far.
+  int64_t opensPassedThrough() const;
   const std::filesystem::path& mountpoint() const { return mountpoint_; }
   const std::shared_ptr<DatasetCache>& cache() const { return cache_; }
   // On destruction, stop serving but leave the mount in place for a process that adopts it.

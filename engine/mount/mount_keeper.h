@@ -21,23 +21,10 @@
 #include <string>
 #include <utility>
 
+#include "common/owned_fd.h"
 #include "common/result.h"
 
 namespace granary::cache {
-
-// A descriptor with one owner: closed when destroyed.
-class OwnedFd {
- public:
-  explicit OwnedFd(int fd = -1) : fd_(fd) {}
-  OwnedFd(OwnedFd&& other) noexcept : fd_(other.release()) {}
-  OwnedFd& operator=(OwnedFd&& other) noexcept;
-  ~OwnedFd();
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 // The keeper process's side.
 class MountKeeper {

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "common/log.h"
+#include "common/owned_fd.h"
 #include "engine/origin/beneath.h"
 #include "engine/origin/origin.h"
 
@@ -27,28 +28,13 @@ bool leadsOut(int error) { return error == EXDEV || error == ELOOP; }
 
 Status refused(std::string message) { return {StatusCode::kPermissionDenied, std::move(message)}; }
 
-// A descriptor closed when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 class FileOrigin final : public Origin {
  public:
   FileOrigin(std::filesystem::path root, std::string relative)
       : root_(std::move(root)), relative_(std::move(relative)) {}
 
   Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
-    const Fd root(openRoot());
+    const OwnedFd root(openRoot());
     if (root.get() < 0) return unavailable("cannot open " + root_.string() + ": " + lastError());
     const int dir = openBeneath(root.get(), relative_, O_RDONLY | O_DIRECTORY);
     if (dir < 0) {
@@ -73,7 +59,7 @@ class FileOrigin final : public Origin {
     if (!isPlainRelativePath(path))
       return invalidArgument("\"" + path + "\" is not a path below the source");
     const std::string file = source() + "/" + path;
-    const Fd root(openRoot());
+    const OwnedFd root(openRoot());
     if (root.get() < 0) return unavailable("cannot open " + root_.string() + ": " + lastError());
     const int opened =
         openBeneath(root.get(), below(path), O_RDONLY | O_NONBLOCK | O_NOCTTY);  // FIFOs: no wait
@@ -84,7 +70,7 @@ class FileOrigin final : public Origin {
         return refused(file + " leads outside " + root_.string() + "; refused");
       return unavailable("cannot open " + file + ": " + std::strerror(-opened));
     }
-    const Fd fd(opened);
+    const OwnedFd fd(opened);
     struct stat before {};
     if (::fstat(fd.get(), &before) != 0 || !S_ISREG(before.st_mode))
       return failedPrecondition(path + " is no longer a file at the origin");
@@ -171,7 +157,7 @@ class FileOrigin final : public Origin {
           if (leadsOut(-target)) ++listing.leadingOut;
           continue;
         }
-        const Fd held(target);
+        const OwnedFd held(target);
         if (::fstat(target, &st) != 0) continue;
       }
       if (!S_ISREG(st.st_mode)) continue;
@@ -203,7 +189,7 @@ Result<std::unique_ptr<Origin>> makeFileOrigin(const std::filesystem::path& root
   if (!below.empty() && below != "." && !isPlainRelativePath(below))
     return invalidArgument("file:// source " + shown + " is not a plain path below " +
                            root.string());
-  const Fd rootFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  const OwnedFd rootFd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   const int dir = rootFd.get() < 0
                       ? -errno
                       : openBeneath(rootFd.get(), below == "." ? "" : below, O_PATH | O_DIRECTORY);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <rocksdb/db.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -24,6 +25,8 @@ namespace {
 constexpr const char* kSuffix = ".chunk";
 constexpr const char* kTemporarySuffix = ".tmp";
 constexpr int64_t kReadAhead = 8 << 20;
+// How much of a chunk openVerified() reads and checks at once: whole checksum blocks.
+constexpr int64_t kVerifyPiece = 16 * ChunkStore::kChecksumBlock;
 constexpr int64_t kChecksumBlock = ChunkStore::kChecksumBlock;
 
 std::string hex64(uint64_t value) {
@@ -461,6 +464,30 @@ Result<int64_t> ChunkStore::readInto(const ChunkId& id, int64_t offset, int64_t 
   if (into.data() != buffer.data() || blocks.start != offset)
     std::memmove(buffer.data(), into.data() + (offset - blocks.start), static_cast<size_t>(length));
   return length;
+}
+
+Result<OwnedFd> ChunkStore::openVerified(const ChunkId& id) {
+  const std::string key = id.key();
+  GRANARY_ASSIGN_OR_RETURN(const Record record, recordOf(key));
+  const std::filesystem::path path = fileOf(record.directory, key);
+  OwnedFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  Status opened = Status::ok();
+  if (!file)
+    opened = notFound(path.string() + " is missing");
+  else if (::fstat(file.get(), &st) != 0 || st.st_size != record.size)
+    opened = corruption(path.string() + " does not have its recorded size");
+  GRANARY_RETURN_IF_ERROR(verifyRead(id, key, record, opened, 0, {}));
+  std::string blocks(static_cast<size_t>(std::min<int64_t>(record.size, kVerifyPiece)), '\0');
+  for (int64_t start = 0; start < record.size; start += kVerifyPiece) {
+    const int64_t length = std::min<int64_t>(kVerifyPiece, record.size - start);
+    const int64_t done = readFully(file.get(), blocks.data(), length, start);
+    const Status read =
+        done == length ? Status::ok() : corruption(path.string() + " is unreadable");
+    GRANARY_RETURN_IF_ERROR(
+        verifyRead(id, key, record, read, start, {blocks.data(), static_cast<size_t>(length)}));
+  }
+  return file;
 }
 
 bool ChunkStore::contains(const ChunkId& id) const { return recordOf(id.key()).isOk(); }

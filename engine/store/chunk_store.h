@@ -15,7 +15,8 @@
 // writes to: a full disk is ResourceExhausted, never a failed index write. Each 64 KiB block of a
 // chunk has its own checksum, and every read checks the whole blocks it touches before it returns a
 // byte: a damaged chunk is dropped (to be fetched again), never served. reconcile(verifyChecksums)
-// checks whole chunks at start-up. Thread-safe.
+// checks whole chunks at start-up; openVerified() checks a whole chunk before handing its file
+// out. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -31,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/owned_fd.h"
 #include "common/result.h"
 #include "common/thread_annotations.h"
 #include "engine/store/store_guard.h"
@@ -98,6 +100,12 @@ class ChunkStore {
   // dropped after. Returns the bytes read. Callers bound how many run at once.
   Result<int64_t> readInto(const ChunkId& id, int64_t offset, int64_t length,
                            std::span<char> buffer);
+  // The chunk's file, open for reading, after every block of it was read and checked: for a
+  // reader the kernel serves from the file directly (FUSE passthrough), whose bytes this store
+  // never sees. Its pages stay in the page cache for that reader. NotFound when not cached;
+  // Corruption when the file no longer matches its record (the record is dropped). A file
+  // damaged after it was opened is not seen: callers check again at each open.
+  Result<OwnedFd> openVerified(const ChunkId& id);
   bool contains(const ChunkId& id) const;
   Status remove(const ChunkId& id);
   // Calls `each` with every recorded chunk of a generation and its size (to rebuild eviction

@@ -132,6 +132,44 @@ TEST_F(DatasetFilesystemTest, ServesEveryByteOfAWarmDataset) {
   EXPECT_EQ(reads.originBytes, 0) << "warm: every byte from local disk";
 }
 
+// Where the kernel has FUSE passthrough, files cached whole are read by the kernel from their
+// chunk files: opened through the node, read without it; files spanning chunks and files not yet
+// cached are read through the node, and both kinds stay open side by side.
+TEST_F(DatasetFilesystemTest, FilesCachedWholeArePassedThroughWhereTheKernelCan) {
+  mount(WarmMode::kNever);
+  EXPECT_EQ(readWhole(mountpoint_ / "labels.csv"), files_["labels.csv"]) << "a miss";
+  EXPECT_EQ(fs_->opensPassedThrough(), 0) << "not cached when opened";
+  if (!fs_->passesThrough()) GTEST_SKIP() << "this kernel has no FUSE passthrough (Linux 6.9+)";
+  EXPECT_EQ(readWhole(mountpoint_ / "labels.csv"), files_["labels.csv"]);
+  EXPECT_EQ(fs_->opensPassedThrough(), 1) << "cached by the miss";
+  const std::string sample = "train/part0/s0.bin";
+  EXPECT_TRUE(readWhole(mountpoint_ / sample) == files_[sample]);
+  const auto readBefore = cache_->state().reads;
+  const int first = ::open((mountpoint_ / sample).c_str(), O_RDONLY);
+  const int second = ::open((mountpoint_ / sample).c_str(), O_RDONLY);
+  const int big = ::open((mountpoint_ / "big/a.bin").c_str(), O_RDONLY);
+  ASSERT_GE(first, 0);
+  ASSERT_GE(second, 0) << "a second open of a file passed through shares its backing file";
+  ASSERT_GE(big, 0) << "a file spanning chunks, open beside them";
+  std::string piece(4000, '\0');
+  ASSERT_EQ(::pread(second, piece.data(), piece.size(), 1000), 4000);
+  EXPECT_EQ(piece, files_[sample].substr(1000, 4000));
+  ::close(second);
+  ASSERT_EQ(::pread(first, piece.data(), piece.size(), 0), 4000);
+  EXPECT_EQ(piece, files_[sample].substr(0, 4000));
+  ASSERT_EQ(::pread(big, piece.data(), piece.size(), 1'000'000), 4000);
+  EXPECT_EQ(piece, files_["big/a.bin"].substr(1'000'000, 4000));
+  ::close(first);
+  ::close(big);
+  EXPECT_EQ(fs_->opensPassedThrough(), 3);
+  const auto reads = cache_->state().reads;
+  EXPECT_GT(reads.originBytes, readBefore.originBytes) << "the big file's chunk was a miss";
+  EXPECT_EQ(reads.localBytes - readBefore.localBytes,
+            2 * static_cast<int64_t>(files_[sample].size()))
+      << "each open passed through counts the file as read from this node's disks";
+  expectEveryFileMatches();
+}
+
 TEST_F(DatasetFilesystemTest, DirectoriesAndAttributesComeFromTheManifest) {
   mount(WarmMode::kNever);
   std::set<std::string> top;

@@ -1,0 +1,83 @@
+// FUSE passthrough (Linux 6.9+): the kernel serves the reads of an open file from a backing file
+// the daemon named when it answered the open, with no request to the daemon and no copy through
+// user space. libfuse 3.14 has no API for it, so the part of the kernel's ABI it takes is here,
+// written from linux/fuse.h of Linux 6.9: the INIT flag and reply field by which a connection
+// agrees to it, the ioctls that register a backing file with the connection, and the open reply
+// that names one.
+//
+// The kernel's rules that shape its use: all open files of an inode read one backing file, and
+// an inode open with passthrough cannot also be open through the page cache (such an open fails
+// with EIO); a direct-I/O open that is not passed through conflicts with neither.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+
+#include "common/result.h"
+#include "common/thread_annotations.h"
+
+struct fuse_req;
+typedef struct fuse_req* fuse_req_t;  // as libfuse declares it
+
+namespace granary::cache::passthrough {
+
+// A connection's agreement, made as libfuse answers the kernel's INIT: the session's reads and
+// writes go through a Negotiation (a fuse_custom_io), which notes an INIT that offers
+// passthrough and takes the offer in libfuse's reply. Requests and replies other than INIT's go
+// through untouched.
+class Negotiation {
+ public:
+  explicit Negotiation(bool wanted) : wanted_(wanted) {}
+
+  // Notes an INIT request read from the connection (called with every request read).
+  void sawRequest(const void* message, size_t size);
+  // Writes one reply to the connection; INIT's with passthrough taken where it was offered.
+  ssize_t writeReply(int fuseFd, const iovec* iov, int count);
+  // Whether the kernel offered passthrough and this connection wants it (known once INIT was
+  // read, before it is answered).
+  bool offered() const { return initUnique_.load() != 0; }
+  // Whether the reply took the offer (known once INIT was answered).
+  bool agreed() const { return agreed_.load(); }
+
+ private:
+  const bool wanted_;
+  std::atomic<uint64_t> initUnique_{0};  // the INIT request whose reply takes passthrough
+  std::atomic<bool> agreed_{false};
+};
+
+// The backing files of a connection's open files, by inode: an inode's open files share one
+// registration with the kernel, closed when the last of them is released. A kernel that refuses
+// the first registration (no CAP_SYS_ADMIN, a cache directory stacked too deep) is taken to
+// refuse them all: refused() then holds for good, and the connection never passes a file
+// through, so that its opens may use the page cache. Thread-safe.
+class BackingFiles {
+ public:
+  void setConnection(int fuseFd) { fuseFd_ = fuseFd; }
+  // The backing id for one more open file of `inode`: the one its open files share, else
+  // `file` registered with the kernel. Unavailable, with the kernel's reason, when it refuses.
+  Result<int32_t> acquire(uint64_t inode, int file);
+  // One open file of `inode` was released.
+  void release(uint64_t inode);
+  bool refused() const { return refused_.load(); }
+
+ private:
+  struct Shared {
+    int32_t id = 0;
+    int64_t opens = 0;
+  };
+  int fuseFd_ = -1;
+  std::atomic<bool> refused_{false};
+  bool registered_ GRANARY_GUARDED_BY(mutex_) = false;  // the kernel took one
+  Mutex mutex_;
+  std::map<uint64_t, Shared> byInode_ GRANARY_GUARDED_BY(mutex_);
+};
+
+// Answers an open with the kernel reading `backingId` directly; the file's handle is `handle`.
+// False when the reply could not be sent (the request was interrupted).
+bool replyOpen(fuse_req_t req, int32_t backingId, uint64_t handle);
+
+}  // namespace granary::cache::passthrough
