@@ -1,6 +1,7 @@
 #define FUSE_USE_VERSION 314
 #include "engine/mount/dataset_fs.h"
 
+#include <fcntl.h>
 #include <fuse3/fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -146,18 +148,23 @@ class ServedDataset {
 };
 
 struct DatasetFilesystem::State {
-  State(bool passthrough, bool adoptedConnection)
-      : negotiation(passthrough), adopted(adoptedConnection) {}
+  State(const MountOptions& options, bool adoptedConnection)
+      : negotiation(options.passthrough),
+        passthroughMinAverageFileBytes(options.passthroughMinAverageFileBytes),
+        adopted(adoptedConnection) {}
 
   ServedDataset cache;
   ReaderAccounting* accounting = nullptr;
   std::string dataset;  // "namespace/name"
   InodeCache inodes;
-  bool noOpen = false;  // the kernel sends no opens once one answered ENOSYS
+  bool canDeclineOpens = false;  // an open answered ENOSYS: the kernel sends no more opens
   Handles<DirectoryHandle> directories;
   passthrough::Negotiation negotiation;
   passthrough::BackingFiles backings;
-  std::atomic<int64_t> passedThrough{0};  // opens
+  const int64_t passthroughMinAverageFileBytes;
+  std::once_flag sizesWeighed;             // at the first open, once the dataset is listed
+  std::atomic<bool> filesTooSmall{false};  // to be worth an open request each
+  std::atomic<int64_t> passedThrough{0};   // opens
   // A connection a previous process served: how it opened the files still open is not known.
   const bool adopted;
 };
@@ -261,20 +268,28 @@ void onGetattr(fuse_req_t req, fuse_ino_t inode, fuse_file_info*) {
   fuse_reply_attr(req, &st, kForever);
 }
 
-// How an open file is read. Without passthrough, files need no open state: where the kernel
-// allows, opens are declined once with ENOSYS and never sent again (nor their releases), and
-// every open keeps the page cache; reads name the inode, which is all they need, also across an
-// adopted connection. With passthrough, a file held whole in one verified chunk is read by the
-// kernel from that chunk's file; one that spans chunks always through the page cache; one whose
-// chunk is not here yet by direct I/O (each read reaches the node, which fetches it, and the
-// reader's wait is counted), which conflicts with neither. A connection adopted from a previous
-// process passes nothing through: it cannot know which of its inodes are open that way.
+// How an open file is read. Through the page cache, files need no open state: where the
+// kernel allows, opens are declined once with ENOSYS and never sent again (nor their releases);
+// reads name the inode, which is all they need, also across an adopted connection. With
+// passthrough, a file held whole in one verified chunk is read by the kernel from that chunk's
+// file; one that spans chunks always through the page cache; one whose chunk is not here yet by
+// direct I/O (each read reaches the node, which fetches it, and the reader's wait is counted),
+// which conflicts with neither. Passthrough costs every open a request to this process (and its
+// release another), which the page cache path never makes: a dataset whose files are small on
+// average reads faster through the page cache, and is read that way. A connection adopted from
+// a previous process passes nothing through: it cannot know which of its inodes are open that way.
 enum class ReadPath { kPageCache, kPassthrough, kAdopted };
 
-ReadPath readPathOf(const DatasetFilesystem::State& state) {
+// `cache` is listed.
+ReadPath readPathOf(DatasetFilesystem::State& state, DatasetCache& cache) {
   if (state.adopted) return ReadPath::kAdopted;
-  return state.negotiation.agreed() && !state.backings.refused() ? ReadPath::kPassthrough
-                                                                 : ReadPath::kPageCache;
+  if (!state.negotiation.agreed() || state.backings.refused()) return ReadPath::kPageCache;
+  std::call_once(state.sizesWeighed, [&] {
+    const WarmProgress files = cache.state().progress;
+    state.filesTooSmall = files.totalBytes < state.passthroughMinAverageFileBytes *
+                                                 std::max<int64_t>(files.totalFiles, 1);
+  });
+  return state.filesTooSmall ? ReadPath::kPageCache : ReadPath::kPassthrough;
 }
 
 constexpr uint64_t kPassedThrough = 1;  // the handle of a file the kernel reads directly
@@ -322,14 +337,15 @@ void openPassedThrough(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi, Dat
 void onOpen(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
   auto& state = stateOf(req);
-  if (state.noOpen) return (void)fuse_reply_err(req, ENOSYS);
-  const ReadPath path = readPathOf(state);
-  if (path == ReadPath::kPageCache) return replyThroughPageCache(req, fi);
   DatasetCache* cache = datasetOf(req);
   if (cache == nullptr) return;
-  auto file = state.inodes.find(inode, *cache);
+  auto file = state.inodes.find(inode, *cache);  // the dataset is listed from here on
   if (!file.isOk()) return (void)fuse_reply_err(req, errnoOf(file.status()));
-  if (!cache->heldInOneChunk(**file)) return replyThroughPageCache(req, fi);
+  const ReadPath path = readPathOf(state, *cache);
+  if (path == ReadPath::kPageCache && state.canDeclineOpens)
+    return (void)fuse_reply_err(req, ENOSYS);
+  if (path == ReadPath::kPageCache || !cache->heldInOneChunk(**file))
+    return replyThroughPageCache(req, fi);
   if (path == ReadPath::kAdopted) return replyDirect(req, fi);
   openPassedThrough(req, inode, fi, *cache, **file);
 }
@@ -503,9 +519,8 @@ void onStatfs(fuse_req_t req, fuse_ino_t) {
 
 void onInit(void* userdata, fuse_conn_info* conn) {
   auto& state = *static_cast<DatasetFilesystem::State*>(userdata);
-  // Opens must reach the node where files may be passed through, or were before a restart.
-  state.noOpen = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0 && !state.negotiation.offered() &&
-                 !state.adopted;
+  // Opens must reach the node where files may have been passed through before a restart.
+  state.canDeclineOpens = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0 && !state.adopted;
   conn->max_readahead = kReadAheadBytes;
   // Reads ahead are background requests, 12 at once unless raised: too few to keep a window of
   // kReadAheadBytes in flight.
@@ -647,7 +662,7 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
     bool adopted) {
   std::unique_ptr<DatasetFilesystem> fs(new DatasetFilesystem());
   fs->mountpoint_ = mountpoint;
-  fs->state_ = std::make_unique<State>(options.passthrough, adopted);
+  fs->state_ = std::make_unique<State>(options, adopted);
   if (cache) fs->serve(std::move(cache));
   fs->state_->accounting = accounting;
   fs->state_->dataset = dataset;
@@ -703,7 +718,8 @@ int DatasetFilesystem::fd() const { return fuse_session_fd(session_); }
 bool DatasetFilesystem::serving() const { return !loop_->done; }
 
 bool DatasetFilesystem::passesThrough() const {
-  return readPathOf(*state_) == ReadPath::kPassthrough;
+  return !state_->adopted && state_->negotiation.agreed() && !state_->backings.refused() &&
+         !state_->filesTooSmall;
 }
 
 int64_t DatasetFilesystem::opensPassedThrough() const { return state_->passedThrough.load(); }

@@ -27,9 +27,13 @@ struct MountOptions {
   int maxThreads = 64;     // FUSE request threads at most (reads block on misses)
   bool allowOther = true;  // other users (pods) may read the mount
   // Where the kernel has FUSE passthrough (Linux 6.9+), files held whole in one cached chunk are
-  // read by the kernel from the chunk's file, verified when opened, not copied through this
-  // process. Without it (or with false), every read goes through this process.
+  // read by the kernel from the chunk's file (verified, engine/mount/passthrough.h), not copied
+  // through this process. Without it (or with false), every read goes through this process.
   bool passthrough = true;
+  // ... if the dataset's files average at least this many bytes (weighed at the first open):
+  // passthrough costs each open a request to this process, which reads through the page cache
+  // do not make, and for small files that costs more than the copy it saves (mount_bench).
+  int64_t passthroughMinAverageFileBytes = 1 << 20;
 };
 
 class DatasetFilesystem {
@@ -65,8 +69,9 @@ class DatasetFilesystem {
   int fd() const;
   // False once the mount has gone (e.g. unmounted from outside).
   bool serving() const;
-  // Whether files cached whole are passed through on this connection (once it is initialised:
-  // the kernel has passthrough, it was wanted, and the kernel took the backing files so far).
+  // Whether files cached whole are passed through on this connection: the kernel has
+  // passthrough, it was wanted, the kernel took the backing files so far, and the dataset's
+  // files were not found too small at the first open.
   bool passesThrough() const;
   // How many opens were passed through so far.
   int64_t opensPassedThrough() const;

@@ -35,13 +35,20 @@ std::string hex64(uint64_t value) {
   return text;
 }
 
-// Record: directory, size, flush epoch, then one checksum per block (host byte order: it never
-// leaves the node). A record of any other length (an older format) is not trusted.
+// Record: directory, size, flush epoch, one checksum per block, then the file's sealed change
+// time (host byte order: it never leaves the node). Records without the change time (an older
+// format) are read as unsealed; a record of any other length is not trusted.
 constexpr size_t kRecordHeader = 4 + 8 + 8;
+constexpr size_t kRecordSeal = 8;
 
 int64_t blockCount(int64_t size) { return (size + kChecksumBlock - 1) / kChecksumBlock; }
-size_t recordSize(int64_t size) {
+size_t unsealedRecordSize(int64_t size) {
   return kRecordHeader + 4 * static_cast<size_t>(blockCount(size));
+}
+size_t recordSize(int64_t size) { return unsealedRecordSize(size) + kRecordSeal; }
+
+int64_t changeTimeOf(const struct stat& st) {
+  return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
 }
 
 // A block's checksum: the low half of its XXH3-64.
@@ -49,9 +56,11 @@ uint32_t blockChecksum(const char* data, int64_t length) {
   return static_cast<uint32_t>(XXH3_64bits(data, static_cast<size_t>(length)));
 }
 
-std::string encode(uint32_t directory, std::string_view data, uint64_t epoch) {
+std::string encode(uint32_t directory, std::string_view data, uint64_t epoch,
+                   int64_t sealedChangeTime) {
   const auto size = static_cast<int64_t>(data.size());
   std::string v(recordSize(size), '\0');
+  std::memcpy(v.data() + unsealedRecordSize(size), &sealedChangeTime, kRecordSeal);
   std::memcpy(v.data(), &directory, 4);
   std::memcpy(v.data() + 4, &size, 8);
   std::memcpy(v.data() + 12, &epoch, 8);
@@ -68,7 +77,9 @@ int64_t recordedSize(std::string_view value) {
   if (value.size() < kRecordHeader) return -1;
   int64_t size;
   std::memcpy(&size, value.data() + 4, 8);
-  return size >= 0 && value.size() == recordSize(size) ? size : -1;
+  return size >= 0 && (value.size() == recordSize(size) || value.size() == unsealedRecordSize(size))
+             ? size
+             : -1;
 }
 
 // The last epoch whose chunks are known to be on the disk. Chunk keys start with a generation,
@@ -303,6 +314,8 @@ Result<ChunkStore::Record> ChunkStore::recordOf(const std::string& key) const {
   std::memcpy(&r.epoch, value.data() + 12, 8);
   r.checksums.resize(static_cast<size_t>(blockCount(r.size)));
   std::memcpy(r.checksums.data(), value.data() + kRecordHeader, 4 * r.checksums.size());
+  if (value.size() == recordSize(r.size))
+    std::memcpy(&r.sealedChangeTime, value.data() + unsealedRecordSize(r.size), kRecordSeal);
   if (r.directory >= directories_.size())
     return corruption("chunk record names an unknown directory");
   return r;
@@ -374,8 +387,10 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
   if (written.isOk()) {
     // The epoch is read after the data is written: a flush that starts later covers it.
     const uint64_t epoch = epoch_.load();
+    struct stat st {};
+    const int64_t sealed = ::stat(target.c_str(), &st) == 0 ? changeTimeOf(st) : 0;
     written = writeIndex(256, [&] {
-      return index_->Put(rocksdb::WriteOptions(), key, encode(chosen, data, epoch));
+      return index_->Put(rocksdb::WriteOptions(), key, encode(chosen, data, epoch, sealed));
     });
     unflushed_ = true;
     if (!written.isOk()) std::filesystem::remove(target, error);
@@ -478,6 +493,7 @@ Result<OwnedFd> ChunkStore::openVerified(const ChunkId& id) {
   else if (::fstat(file.get(), &st) != 0 || st.st_size != record.size)
     opened = corruption(path.string() + " does not have its recorded size");
   GRANARY_RETURN_IF_ERROR(verifyRead(id, key, record, opened, 0, {}));
+  if (record.sealedChangeTime != 0 && changeTimeOf(st) == record.sealedChangeTime) return file;
   std::string blocks(static_cast<size_t>(std::min<int64_t>(record.size, kVerifyPiece)), '\0');
   for (int64_t start = 0; start < record.size; start += kVerifyPiece) {
     const int64_t length = std::min<int64_t>(kVerifyPiece, record.size - start);

@@ -100,9 +100,10 @@ class ChunkStore {
   // dropped after. Returns the bytes read. Callers bound how many run at once.
   Result<int64_t> readInto(const ChunkId& id, int64_t offset, int64_t length,
                            std::span<char> buffer);
-  // The chunk's file, open for reading, after every block of it was read and checked: for a
-  // reader the kernel serves from the file directly (FUSE passthrough), whose bytes this store
-  // never sees. Its pages stay in the page cache for that reader. NotFound when not cached;
+  // The chunk's file, open for reading, for a reader the kernel serves from the file directly
+  // (FUSE passthrough), whose bytes this store never sees: sealed (its size and inode change time
+  // as when it was put, so written by no one since), else read whole and checked block by block
+  // (its pages then stay in the page cache for that reader). NotFound when not cached;
   // Corruption when the file no longer matches its record (the record is dropped). A file
   // damaged after it was opened is not seen: callers check again at each open.
   Result<OwnedFd> openVerified(const ChunkId& id);
@@ -132,6 +133,10 @@ class ChunkStore {
     int64_t size = 0;
     uint64_t epoch = 0;
     std::vector<uint32_t> checksums;  // one per kChecksumBlock bytes
+    // The file's inode change time (ns) when it was put, its checksums computed from the very
+    // bytes written: a file whose change time is still this was not written since (the kernel
+    // gives a change after the time was read a newer one). 0: not known (an older record).
+    int64_t sealedChangeTime = 0;
 
     // Whether `blocks`, the chunk's bytes from `start` (a block boundary) on, are intact.
     bool matches(int64_t start, std::string_view blocks) const;

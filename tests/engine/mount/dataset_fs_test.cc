@@ -89,7 +89,7 @@ class DatasetFilesystemTest : public ::testing::Test {
                                       std::move(sources), settings);
     ASSERT_TRUE(cache.isOk()) << cache.status();
     cache_ = std::move(*cache);
-    auto fs = DatasetFilesystem::mount(cache_, mountpoint_, &accounting_);
+    auto fs = DatasetFilesystem::mount(cache_, mountpoint_, &accounting_, mountOptions_);
     ASSERT_TRUE(fs.isOk()) << fs.status();
     fs_ = std::move(*fs);
   }
@@ -102,6 +102,22 @@ class DatasetFilesystemTest : public ::testing::Test {
     ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kOnDemand);
   }
 
+  // Flips one byte in every cached chunk file; returns how many.
+  int damageEveryChunk() {
+    int damaged = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(node_->root / "data")) {
+      if (!e.is_regular_file()) continue;
+      std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+      const auto at = static_cast<std::streamoff>(std::min<uintmax_t>(e.file_size() - 1, 70'000));
+      f.seekg(at);
+      const char c = static_cast<char>(f.get());
+      f.seekp(at);
+      f.put(static_cast<char>(c ^ 0x01));
+      ++damaged;
+    }
+    return damaged;
+  }
+
   void expectEveryFileMatches() {
     for (const auto& [path, data] : files_) {
       EXPECT_TRUE(readWhole(mountpoint_ / path) == data) << path << " differs from the origin";
@@ -112,6 +128,7 @@ class DatasetFilesystemTest : public ::testing::Test {
   std::map<std::string, std::string> files_;
   std::unique_ptr<TestNode> node_;
   ReaderAccounting accounting_{nullptr};
+  MountOptions mountOptions_;
   std::shared_ptr<DatasetCache> cache_;
   std::unique_ptr<DatasetFilesystem> fs_;
 };
@@ -136,6 +153,7 @@ TEST_F(DatasetFilesystemTest, ServesEveryByteOfAWarmDataset) {
 // chunk files: opened through the node, read without it; files spanning chunks and files not yet
 // cached are read through the node, and both kinds stay open side by side.
 TEST_F(DatasetFilesystemTest, FilesCachedWholeArePassedThroughWhereTheKernelCan) {
+  mountOptions_.passthroughMinAverageFileBytes = 0;  // these files are small
   mount(WarmMode::kNever);
   EXPECT_EQ(readWhole(mountpoint_ / "labels.csv"), files_["labels.csv"]) << "a miss";
   EXPECT_EQ(fs_->opensPassedThrough(), 0) << "not cached when opened";
@@ -168,6 +186,17 @@ TEST_F(DatasetFilesystemTest, FilesCachedWholeArePassedThroughWhereTheKernelCan)
             2 * static_cast<int64_t>(files_[sample].size()))
       << "each open passed through counts the file as read from this node's disks";
   expectEveryFileMatches();
+}
+
+// Files this small (77 KB on average) cost less through the page cache, which needs no request
+// per open, than passed through: none is, and opens are declined so that the kernel sends no more.
+TEST_F(DatasetFilesystemTest, ADatasetOfSmallFilesIsReadThroughThePageCache) {
+  mount(WarmMode::kOnCreate);
+  ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kReady);
+  expectEveryFileMatches();
+  expectEveryFileMatches();
+  EXPECT_EQ(fs_->opensPassedThrough(), 0);
+  EXPECT_FALSE(fs_->passesThrough());
 }
 
 TEST_F(DatasetFilesystemTest, DirectoriesAndAttributesComeFromTheManifest) {
@@ -294,17 +323,7 @@ TEST_F(DatasetFilesystemTest, ADamagedChunkIsNeverServed) {
   node_->context->metrics = metrics->get();
   mount(WarmMode::kOnCreate);
   ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kReady);
-  int damaged = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(node_->root / "data")) {
-    if (!e.is_regular_file()) continue;
-    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
-    const auto at = static_cast<std::streamoff>(std::min<uintmax_t>(e.file_size() - 1, 70'000));
-    f.seekg(at);
-    const char c = static_cast<char>(f.get());
-    f.seekp(at);
-    f.put(static_cast<char>(c ^ 0x01));
-    ++damaged;
-  }
+  const int damaged = damageEveryChunk();
   ASSERT_GT(damaged, 40);
   expectEveryFileMatches();
   const std::string counted =
@@ -315,6 +334,24 @@ TEST_F(DatasetFilesystemTest, ADamagedChunkIsNeverServed) {
   ASSERT_EQ(::system(("echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; true")), 0);
   expectEveryFileMatches();  // the fetched copies are good: nothing more is found damaged
   EXPECT_NE(registry.exposition().find(counted), std::string::npos) << registry.exposition();
+}
+
+// The same through passthrough: a chunk written since it was put is checked when its file is
+// opened, and a damaged one is dropped and read through the node instead (fetched again); the
+// fetched copies are passed through at the next open.
+TEST_F(DatasetFilesystemTest, ADamagedChunkIsNeverPassedThrough) {
+  mountOptions_.passthroughMinAverageFileBytes = 0;
+  mount(WarmMode::kOnCreate);
+  ASSERT_EQ(cache_->waitSettled(30s).phase, Phase::kReady);
+  ASSERT_GT(damageEveryChunk(), 40);
+  expectEveryFileMatches();
+  if (!fs_->passesThrough()) GTEST_SKIP() << "this kernel has no FUSE passthrough (Linux 6.9+)";
+  EXPECT_EQ(fs_->opensPassedThrough(), 0) << "every small file's chunk was damaged";
+  EXPECT_GT(cache_->state().reads.originBytes, 0) << "the damaged chunks were fetched again";
+  ::sync();
+  ASSERT_EQ(::system("echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; true"), 0);
+  expectEveryFileMatches();
+  EXPECT_GE(fs_->opensPassedThrough(), 41) << "the fetched copies are sealed: passed through";
 }
 
 // An HTTP origin that answers ranges with whole but short bodies now and then: a reader's

@@ -303,6 +303,50 @@ TEST_F(ChunkStoreTest, NoReadServesAFlippedByte) {
   }
 }
 
+std::string readFd(int fd) {
+  std::string out(1 << 20, '\0');
+  const ssize_t n = ::pread(fd, out.data(), out.size(), 0);
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+// A chunk's file handed out for the kernel to read (FUSE passthrough): the file as put is handed
+// out without reading it again; one written since, in place or replaced (a flipped byte, another
+// size), is read whole and checked, so that damage is found before the file is handed out.
+TEST_F(ChunkStoreTest, AFileHandedOutIsTheOneThatWasPutOrItIsChecked) {
+  std::string data(200 << 10, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 % 253);
+  ASSERT_TRUE(store_->put(chunk("c"), data).isOk());
+  auto opened = store_->openVerified(chunk("c"));
+  ASSERT_TRUE(opened.isOk()) << opened.status();
+  EXPECT_TRUE(readFd(opened->get()) == data);
+
+  const auto files = chunkFiles();
+  ASSERT_EQ(files.size(), 1u);
+  {
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(150'000);
+    f.put(static_cast<char>(data[150'000] ^ 0x04));
+  }
+  EXPECT_EQ(store_->openVerified(chunk("c")).status().code(), StatusCode::kCorruption);
+  EXPECT_FALSE(store_->contains(chunk("c"))) << "dropped, to be fetched again";
+
+  ASSERT_TRUE(store_->put(chunk("c"), data).isOk());
+  for (const auto& f : chunkFiles()) std::ofstream(f, std::ios::app) << "more";
+  EXPECT_EQ(store_->openVerified(chunk("c")).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(store_->openVerified(chunk("missing")).status().code(), StatusCode::kNotFound);
+}
+
+// A file written again with its own bytes is not sealed any more, but checked and handed out.
+TEST_F(ChunkStoreTest, AFileWrittenWithTheSameBytesIsCheckedAndHandedOut) {
+  const std::string data(100 << 10, 'x');
+  ASSERT_TRUE(store_->put(chunk("c"), data).isOk());
+  for (const auto& f : chunkFiles()) std::ofstream(f, std::ios::binary) << data;
+  auto opened = store_->openVerified(chunk("c"));
+  ASSERT_TRUE(opened.isOk()) << opened.status();
+  EXPECT_TRUE(readFd(opened->get()) == data);
+}
+
 // Partial reads at any alignment return exactly the bytes asked for, through both paths.
 TEST_F(ChunkStoreTest, PartialReadsAtAnyAlignmentReturnTheRightBytes) {
   std::string data((256 << 10) + 777, '\0');
