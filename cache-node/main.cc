@@ -25,6 +25,7 @@
 #include "engine/cache_metrics.h"
 #include "engine/gpu/gpu_sampler.h"
 #include "engine/mount/mount_keeper.h"
+#include "engine/mount/passthrough.h"
 #include "engine/standalone.h"
 
 namespace {
@@ -271,15 +272,30 @@ int main(int argc, char** argv) {
     log.info("mount recovery on: dataset mounts outlive a restart while the mount keeper runs",
              {{"keeper_socket", keeperSocket}});
   }
+  // Passthrough: on unless turned off, where this kernel offers it; said once, either way.
+  bool passthrough = false;
+  if (!options.passthrough) {
+    log.info("passthrough off: every read goes through this node",
+             {{"reason", "passthrough: false"}});
+  } else if (const Status offered = cache::passthrough::probe(options.mountRoot); !offered.isOk()) {
+    log.info("passthrough off: every read goes through this node", {{"reason", offered.message()}});
+  } else {
+    passthrough = true;
+    log.info("passthrough on: the kernel reads files cached whole past this node",
+             {{"passthroughMinAverageFileSize", options.passthroughMinAverageFileSize.bytes}});
+  }
   // Mounts that cannot reach the host leave pods with empty volumes: not ready, and say why.
   const Status propagation = checkSharedMounts(options.sharedMounts);
   if (!propagation.isOk())
     log.error("dataset volumes would not reach the pods; not ready", {{"error", propagation}});
   auto mounts = std::make_unique<MountTable>(
       **engine,
-      MountTableOptions{.root = options.mountRoot,
-                        .keeperSocket = keeperSocket,
-                        .keeperStartWait = std::chrono::seconds(options.mountKeeperWaitSeconds)},
+      MountTableOptions{
+          .root = options.mountRoot,
+          .keeperSocket = keeperSocket,
+          .keeperStartWait = std::chrono::seconds(options.mountKeeperWaitSeconds),
+          .mount = {.passthrough = passthrough,
+                    .passthroughMinAverageFileBytes = options.passthroughMinAverageFileSize.bytes}},
       readers);
   std::unique_ptr<CsiServer> csi;
   if (!options.csiSocket.empty()) {

@@ -71,6 +71,10 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "mountKeeperWaitSeconds", out.mountKeeperWaitSeconds,
       [](int32_t s) { return s >= 0 && s <= 3600; }, "seconds from 0 to 3600");
   f.optional("sharedMounts", out.sharedMounts, allAbsolute, "a list of absolute directories");
+  f.optional("passthrough", out.passthrough);
+  f.optional(
+      "passthroughMinAverageFileSize", out.passthroughMinAverageFileSize,
+      [](const ByteSize& s) { return s.bytes >= 0; }, "a size, 0 for files of any size");
   f.optional("logLevel", out.logLevel);
   f.optional("gpuTelemetry", out.gpuTelemetry);
   f.optional(

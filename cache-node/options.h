@@ -31,6 +31,11 @@
 //                                    # checked at start: the chart lists the state directory and
 //                                    # the kubelet's pods directory. One on a private mount leaves
 //                                    # the node not ready, with the fix in the log and /readyz
+//   passthrough: true                # where the kernel has FUSE passthrough (Linux 6.9+), the
+//                                    # kernel reads files cached whole in one chunk from the
+//                                    # chunk's file, past the node ...
+//   passthroughMinAverageFileSize: 1Mi  # ... in datasets whose files average this or more
+//                                    # (smaller ones read faster through the page cache)
 //   logLevel: info
 #pragma once
 
@@ -81,6 +86,11 @@ struct NodeOptions {
   // Directories on which mounts this node makes must reach the host and other containers
   // (mountPropagation: Bidirectional needs the host's mount to be shared); empty checks none.
   std::vector<std::string> sharedMounts;
+  // Where the kernel has FUSE passthrough (Linux 6.9+), files cached whole in one chunk of a
+  // dataset whose files average passthroughMinAverageFileSize or more are read by the kernel
+  // from the chunk's file, not copied through the node.
+  bool passthrough = true;
+  ByteSize passthroughMinAverageFileSize{1 << 20};
   std::string logLevel = "info";
   bool gpuTelemetry = true;                       // sample the node's GPUs through NVML
   int32_t gpuSampleIntervalMs = 1000;             // how often

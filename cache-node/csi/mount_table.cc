@@ -140,7 +140,8 @@ Result<std::filesystem::path> MountTable::datasetMountLocked(
   const std::filesystem::path point = mountpointOf(key);
   if (auto it = mounts_.find(point); it != mounts_.end() && it->second->serving()) return point;
   if (auto kept = kept_.extract(point)) {
-    auto adopted = DatasetFilesystem::adopt(cache, kept.mapped().release(), point, &accounting_);
+    auto adopted = DatasetFilesystem::adopt(cache, kept.mapped().release(), point, &accounting_,
+                                            mountOptionsFor(point));
     if (adopted.isOk()) {
       (*adopted)->detach();  // the keeper still holds it
       log.info("dataset mount adopted", {{"dataset", key.label()}, {"mountpoint", point.string()}});
@@ -153,7 +154,8 @@ Result<std::filesystem::path> MountTable::datasetMountLocked(
     ::umount2(point.c_str(), MNT_DETACH);
   }
   cleanStaleMount(point);
-  GRANARY_ASSIGN_OR_RETURN(auto fs, DatasetFilesystem::mount(cache, point, &accounting_));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto fs, DatasetFilesystem::mount(cache, point, &accounting_, mountOptionsFor(point)));
   if (!options_.keeperSocket.empty()) handToKeeperLocked(point, *fs);
   log.info("dataset mounted", {{"dataset", key.label()}, {"mountpoint", point.string()}});
   mounts_[point] = std::move(fs);

@@ -37,6 +37,7 @@ struct MountTableOptions {
   // How long a keeper that is not listening at start is waited for. Default 30 s: a pod's
   // containers start one after another, each within seconds.
   std::chrono::milliseconds keeperStartWait{30'000};
+  MountOptions mount;  // how each dataset mount reads (passthrough)
 };
 
 class MountTable {
@@ -78,6 +79,13 @@ class MountTable {
     return options_.root / key.ns / key.name / std::to_string(key.generation);
   }
   std::filesystem::path recordsFile() const { return options_.root / ".publications"; }
+  // A dataset mount's options: where a keeper carries it across restarts, its table of files
+  // passed through beside it, for the process that adopts it.
+  MountOptions mountOptionsFor(const std::filesystem::path& point) const {
+    MountOptions options = options_.mount;
+    if (!options_.keeperSocket.empty()) options.passthroughTable = point.string() + ".passthrough";
+    return options;
+  }
 
   CacheEngine& engine_;
   MountTableOptions options_;

@@ -278,16 +278,23 @@ void onGetattr(fuse_req_t req, fuse_ino_t inode, fuse_file_info*) {
 // release another), which the page cache path never makes: a dataset whose files are small on
 // average reads faster through the page cache, and is read that way. A connection adopted from
 // a previous process passes nothing through: it cannot know which of its inodes are open that way.
-enum class ReadPath { kPageCache, kPassthrough, kAdopted };
+enum class ReadPath { kPageCache, kPassthrough };
 
 // `cache` is listed.
 ReadPath readPathOf(DatasetFilesystem::State& state, DatasetCache& cache) {
-  if (state.adopted) return ReadPath::kAdopted;
-  if (!state.negotiation.agreed() || state.backings.refused()) return ReadPath::kPageCache;
+  const bool agreed = state.adopted ? state.backings.agreedBefore() : state.negotiation.agreed();
+  if (!agreed || state.backings.refused()) return ReadPath::kPageCache;
   std::call_once(state.sizesWeighed, [&] {
+    state.backings.recordAgreed();
     const WarmProgress files = cache.state().progress;
-    state.filesTooSmall = files.totalBytes < state.passthroughMinAverageFileBytes *
-                                                 std::max<int64_t>(files.totalFiles, 1);
+    const int64_t average = files.totalBytes / std::max<int64_t>(files.totalFiles, 1);
+    state.filesTooSmall = average < state.passthroughMinAverageFileBytes;
+    Logger("mount").info(
+        state.filesTooSmall ? "files read through the page cache"
+                            : "files cached whole are passed through",
+        {{"dataset", state.dataset},
+         {"averageFileBytes", average},
+         {"passthroughMinAverageFileBytes", state.passthroughMinAverageFileBytes}});
   });
   return state.filesTooSmall ? ReadPath::kPageCache : ReadPath::kPassthrough;
 }
@@ -312,9 +319,15 @@ void replyDirect(fuse_req_t req, fuse_file_info* fi) {
 void openPassedThrough(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi, DatasetCache& cache,
                        const ManifestEntry& file) {
   auto& state = stateOf(req);
-  auto chunk = cache.openCached(file);
-  if (!chunk.isOk()) return replyDirect(req, fi);  // a miss, or a damaged chunk: fetched
-  auto backing = state.backings.acquire(inode, chunk->get());
+  // An inode with open files passed through is read from the same backing file: the kernel
+  // fails any other open of it.
+  std::optional<int32_t> shared = state.backings.share(inode);
+  Result<int32_t> backing = shared ? Result<int32_t>(*shared) : unavailable("not cached");
+  if (!shared) {
+    auto chunk = cache.openCached(file);
+    if (!chunk.isOk()) return replyDirect(req, fi);  // a miss, or a damaged chunk: fetched
+    backing = state.backings.acquire(inode, chunk->get());
+  }
   if (!backing.isOk()) {
     Logger("mount").warn(
         state.backings.refused() ? "no passthrough: every read goes through granary-cache-node"
@@ -346,7 +359,6 @@ void onOpen(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
     return (void)fuse_reply_err(req, ENOSYS);
   if (path == ReadPath::kPageCache || !cache->heldInOneChunk(**file))
     return replyThroughPageCache(req, fi);
-  if (path == ReadPath::kAdopted) return replyDirect(req, fi);
   openPassedThrough(req, inode, fi, *cache, **file);
 }
 
@@ -519,8 +531,7 @@ void onStatfs(fuse_req_t req, fuse_ino_t) {
 
 void onInit(void* userdata, fuse_conn_info* conn) {
   auto& state = *static_cast<DatasetFilesystem::State*>(userdata);
-  // Opens must reach the node where files may have been passed through before a restart.
-  state.canDeclineOpens = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0 && !state.adopted;
+  state.canDeclineOpens = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
   conn->max_readahead = kReadAheadBytes;
   // Reads ahead are background requests, 12 at once unless raised: too few to keep a window of
   // kReadAheadBytes in flight.
@@ -680,6 +691,11 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
     return unavailable("cannot mount " + fs->state_->dataset + " at " + mountpoint.string() +
                        " (is /dev/fuse available, and are we root?)");
   }
+  fs->passthroughTable_ = options.passthroughTable;
+  if (const Status kept = fs->state_->backings.open(options.passthroughTable, adopted);
+      !kept.isOk())
+    Logger("mount").warn("files passed through will not be known after a restart",
+                         {{"dataset", fs->state_->dataset}, {"error", kept}});
   fs->state_->backings.setConnection(fuse_session_fd(fs->session_));
   if (!adopted && options.passthrough &&
       fuse_session_custom_io(fs->session_, &kNegotiatingIo, fuse_session_fd(fs->session_)) != 0)
@@ -739,6 +755,10 @@ DatasetFilesystem::~DatasetFilesystem() {
   loop_->thread.join();
   if (!detached_) fuse_session_unmount(session_);  // frees what libfuse kept for the mount
   fuse_session_destroy(session_);
+  if (!detached_ && !passthroughTable_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(passthroughTable_, ignored);
+  }
 }
 
 std::vector<MountEntry> currentMounts() {

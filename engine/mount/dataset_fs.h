@@ -34,6 +34,10 @@ struct MountOptions {
   // passthrough costs each open a request to this process, which reads through the page cache
   // do not make, and for small files that costs more than the copy it saves (mount_bench).
   int64_t passthroughMinAverageFileBytes = 1 << 20;
+  // Where the mount keeps which of its files are passed through (passthrough::BackingFiles), for
+  // a process that adopts it after a restart; empty: in memory, for a mount no one adopts.
+  // Removed when the mount ends.
+  std::filesystem::path passthroughTable;
 };
 
 class DatasetFilesystem {
@@ -94,6 +98,7 @@ class DatasetFilesystem {
 
   std::shared_ptr<DatasetCache> cache_;
   std::filesystem::path mountpoint_;
+  std::filesystem::path passthroughTable_;
   std::unique_ptr<State> state_;
   fuse_session* session_ = nullptr;
   bool detached_ = false;

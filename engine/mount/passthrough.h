@@ -15,7 +15,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <map>
+#include <filesystem>
+#include <optional>
 
 #include "common/result.h"
 #include "common/thread_annotations.h"
@@ -50,31 +51,55 @@ class Negotiation {
 };
 
 // The backing files of a connection's open files, by inode: an inode's open files share one
-// registration with the kernel, closed when the last of them is released. A kernel that refuses
-// the first registration (no CAP_SYS_ADMIN, a cache directory stacked too deep) is taken to
-// refuse them all: refused() then holds for good, and the connection never passes a file
-// through, so that its opens may use the page cache. Thread-safe.
+// registration with the kernel, closed when the last of them is released. The kernel wants every
+// open of an inode that has a backing file passed through to that very registration, also after
+// a restart: the table lives in a file mapped shared (`open`), which a process that adopts the
+// connection maps again, so that it opens those inodes as before and counts their releases.
+// A kernel that refuses the first registration (no CAP_SYS_ADMIN, a cache directory stacked too
+// deep) is taken to refuse them all: refused() then holds for good, and the connection passes
+// nothing through, so that its opens may use the page cache. Thread-safe.
 class BackingFiles {
  public:
+  static constexpr uint32_t kSlots = 16384;  // inodes open at once with a backing file, at most
+
+  BackingFiles();
+  ~BackingFiles();
+  BackingFiles(const BackingFiles&) = delete;
+  BackingFiles& operator=(const BackingFiles&) = delete;
+
+  // Keeps the table in `file`: emptied for a new connection, as left for an `adopted` one (a
+  // table that is not there or not whole is empty). Without a file (or when it cannot be
+  // mapped: Unavailable) it is kept in memory, and a process that adopts the connection will
+  // not find it.
+  Status open(const std::filesystem::path& file, bool adopted);
   void setConnection(int fuseFd) { fuseFd_ = fuseFd; }
-  // The backing id for one more open file of `inode`: the one its open files share, else
-  // `file` registered with the kernel. Unavailable, with the kernel's reason, when it refuses.
+  // The backing id `inode`'s open files share, counted for one more open; none when it has none.
+  std::optional<int32_t> share(uint64_t inode);
+  // The same, else `file` registered with the kernel for `inode`, counted for one open.
+  // Unavailable, with the kernel's reason, when it refuses; ResourceExhausted when kSlots inodes
+  // have backing files.
   Result<int32_t> acquire(uint64_t inode, int file);
   // One open file of `inode` was released.
   void release(uint64_t inode);
   bool refused() const { return refused_.load(); }
+  // That the connection agreed to passthrough, for a process adopting it; and whether it had.
+  void recordAgreed();
+  bool agreedBefore() const;
 
  private:
-  struct Shared {
-    int32_t id = 0;
-    int64_t opens = 0;
-  };
+  struct Table;
   int fuseFd_ = -1;
   std::atomic<bool> refused_{false};
+  mutable Mutex mutex_;
+  Table* table_ GRANARY_GUARDED_BY(mutex_) = nullptr;   // mapped
   bool registered_ GRANARY_GUARDED_BY(mutex_) = false;  // the kernel took one
-  Mutex mutex_;
-  std::map<uint64_t, Shared> byInode_ GRANARY_GUARDED_BY(mutex_);
 };
+
+// Whether this kernel offers FUSE mounts passthrough, read from the FUSE_INIT of a scratch mount
+// in `scratchDirectory` (created if missing, removed after) through `device`. OK, or
+// FailedPrecondition saying why not. Takes milliseconds; touches nothing else.
+Status probe(const std::filesystem::path& scratchDirectory,
+             const std::filesystem::path& device = "/dev/fuse");
 
 // Answers an open with the kernel reading `backingId` directly; the file's handle is `handle`.
 // False when the reply could not be sent (the request was interrupted).

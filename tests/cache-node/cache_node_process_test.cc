@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <future>
+#include <map>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -930,6 +932,78 @@ TEST_F(CacheNodeProcessTest, AKeeperStartingAfterTheNodeTakesTheMountsMadeBefore
   EXPECT_NE(logLine(node, "dataset mount adopted"), "") << node.log();
   for (const char* never : {"no mount keeper", "did not take the mount", "volume repaired"})
     EXPECT_EQ(node.log().find(never), std::string::npos) << never << " in:\n" << node.log();
+}
+
+// The whole of an open file, read with pread.
+std::string preadWhole(int fd) {
+  std::string out;
+  char buffer[1 << 16];
+  for (ssize_t n; (n = ::pread(fd, buffer, sizeof buffer, static_cast<off_t>(out.size()))) > 0;)
+    out.append(buffer, static_cast<size_t>(n));
+  return out;
+}
+
+// Files passed through (the kernel reads their chunk files itself) across a kill -9 of the node:
+// the files a pod holds open read right while no node runs at all, and after the restart the
+// adopting node opens the very same files again beside them (the kernel refuses an open that
+// mixes the ways a file is read: the new opens take one that mixes with any) and reads right.
+TEST_F(CacheNodeProcessTest, FilesPassedThroughStayReadableAcrossARestart) {
+  if (!canMount()) GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  KeeperProcess keeper(root_ / "keeper.sock");
+  nodes_.push_back(
+      std::make_unique<NodeProcess>(root_ / "n1", "n1", nullptr, keeper.socket().string()));
+  NodeProcess& node = *nodes_.back();
+  std::ofstream(root_ / "n1" / "config.yaml", std::ios::app)
+      << "passthroughMinAverageFileSize: 0\n";  // these files are small
+  node.start();
+  if (logLine(node, "passthrough ").find("passthrough on") == std::string::npos)
+    GTEST_SKIP() << "no passthrough here: " << logLine(node, "passthrough ");
+  if (logLine(node, "mount recovery").find("mount recovery on") == std::string::npos)
+    GTEST_SKIP() << "this kernel cannot keep mounts: " << logLine(node, "mount recovery");
+  ASSERT_TRUE(ensureReady(node));
+  const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
+  ASSERT_TRUE(publishVolume(node, target).ok()) << node.log();
+  std::map<std::string, int> held;
+  for (const auto& [path, data] : files_) {
+    held[path] = ::open((target / path).c_str(), O_RDONLY);
+    ASSERT_GE(held[path], 0) << path;
+    EXPECT_TRUE(preadWhole(held[path]) == data) << path;
+  }
+  EXPECT_NE(logLine(node, "files cached whole are passed through"), "") << node.log();
+
+  node.kill(SIGKILL);
+  ::sync();
+  ASSERT_EQ(::system("echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; true"), 0);
+  // Read while no node runs: only the files passed through can be (not the big one, which spans
+  // chunks and is read through the page cache).
+  const auto readHeldFiles = [&] {
+    for (const auto& [path, data] : files_) {
+      if (path.starts_with("train/")) {
+        EXPECT_TRUE(preadWhole(held.at(path)) == data) << path;
+      }
+    }
+  };
+  auto whileDown = std::async(std::launch::async, readHeldFiles);
+  const bool readWhileDown = whileDown.wait_for(20s) == std::future_status::ready;
+  node.start();
+  v1::EnsureDatasetResponse ensured;
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
+  whileDown.wait();
+  EXPECT_TRUE(readWhileDown) << "files passed through read with no node running";
+
+  for (const auto& [path, data] : files_) {  // opened again beside the files still open
+    const int again = ::open((target / path).c_str(), O_RDONLY);
+    ASSERT_GE(again, 0) << path << ": " << std::strerror(errno) << node.log();
+    EXPECT_TRUE(preadWhole(again) == data) << path;
+    ::close(again);
+    EXPECT_TRUE(preadWhole(held[path]) == data) << path;
+    ::close(held[path]);
+  }
+  for (const auto& [path, data] : files_) {  // and once none is open from before
+    std::ifstream in(target / path, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
+  }
+  EXPECT_NE(logLine(node, "dataset mount adopted"), "") << node.log();
 }
 
 // A keeper that never comes is waited for mountKeeperWaitSeconds, then named once with the fix.
