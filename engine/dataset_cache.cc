@@ -239,9 +239,10 @@ Result<OwnedFd> DatasetCache::openCached(const ManifestEntry& file) {
     forgetIfDamaged(file.path, 0, opened.status());
     return opened.status();
   }
-  countHit(file, 0, file.size);
   return opened;
 }
+
+void DatasetCache::countPassedThrough(const ManifestEntry& file) { countHit(file, 0, file.size); }
 
 Result<std::string> DatasetCache::read(const std::string& path, int64_t offset, int64_t length) {
   std::string out;

@@ -126,14 +126,16 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Result<PieceRead> readPieceInto(const ManifestEntry& file, int64_t offset, int64_t maxLength,
                                   std::span<char> buffer, bool fetch = true);
   // The cached file holding all of `file`'s bytes, open and verified (ChunkStore::openVerified),
-  // for a reader the kernel serves from it directly; counted as a read of the whole file from
-  // this node's disks. FailedPrecondition for a file that is not one whole chunk (a directory,
+  // for a reader the kernel serves from it directly. FailedPrecondition for a file that is not one whole chunk (a directory,
   // an empty file, or one larger than a chunk): it never has such a file. NotFound while its
   // chunk is not on this node; Corruption when it was damaged (dropped, to be fetched again).
   Result<OwnedFd> openCached(const ManifestEntry& file);
   // Whether all of `file`'s bytes lie in one chunk: a file (not a directory) of 1 byte up to the
   // chunk size.
   bool heldInOneChunk(const ManifestEntry& file) const;
+  // A reader opened `file` to be served from its chunk's file by the kernel: counted as a read of
+  // the whole file from this node's disks (a hit for the eviction policy).
+  void countPassedThrough(const ManifestEntry& file);
   // Reads `length` bytes (-1: to the end) from `offset`, chunk by chunk.
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length) override;
   // For a peer: chunk `index` of `path`, whole and verified. With `fill`, fetched (and kept)

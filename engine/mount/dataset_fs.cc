@@ -274,10 +274,10 @@ void onGetattr(fuse_req_t req, fuse_ino_t inode, fuse_file_info*) {
 // passthrough, a file held whole in one verified chunk is read by the kernel from that chunk's
 // file; one that spans chunks always through the page cache; one whose chunk is not here yet by
 // direct I/O (each read reaches the node, which fetches it, and the reader's wait is counted),
-// which conflicts with neither. Passthrough costs every open a request to this process (and its
-// release another), which the page cache path never makes: a dataset whose files are small on
-// average reads faster through the page cache, and is read that way. A connection adopted from
-// a previous process passes nothing through: it cannot know which of its inodes are open that way.
+// which leaves it free to be passed through later. Passthrough costs every open a request to
+// this process (and its release another), which the page cache path never makes: a dataset
+// whose files are small on average reads faster through the page cache, and is read that way.
+// A connection adopted from a previous process goes on as that process agreed with the kernel.
 enum class ReadPath { kPageCache, kPassthrough };
 
 // `cache` is listed.
@@ -321,25 +321,28 @@ void openPassedThrough(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi, Dat
   auto& state = stateOf(req);
   // An inode with open files passed through is read from the same backing file: the kernel
   // fails any other open of it.
-  std::optional<int32_t> shared = state.backings.share(inode);
-  Result<int32_t> backing = shared ? Result<int32_t>(*shared) : unavailable("not cached");
-  if (!shared) {
+  std::optional<int32_t> backing = state.backings.share(inode);
+  if (!backing) {
     auto chunk = cache.openCached(file);
     if (!chunk.isOk()) return replyDirect(req, fi);  // a miss, or a damaged chunk: fetched
-    backing = state.backings.acquire(inode, chunk->get());
-  }
-  if (!backing.isOk()) {
-    Logger("mount").warn(
-        state.backings.refused() ? "no passthrough: every read goes through granary-cache-node"
-                                 : "a file is read through granary-cache-node",
-        {{"dataset", state.dataset}, {"path", file.path}, {"error", backing.status()}});
-    return replyDirect(req, fi);
+    auto registered = state.backings.acquire(inode, chunk->get());
+    if (!registered.isOk()) {
+      const bool refused = state.backings.refused();
+      Logger("mount").log(
+          refused ? LogLevel::kWarn : LogLevel::kDebug,
+          refused ? "no passthrough: every read goes through granary-cache-node"
+                  : "a file is read through granary-cache-node",
+          {{"dataset", state.dataset}, {"path", file.path}, {"error", registered.status()}});
+      return replyDirect(req, fi);
+    }
+    backing = *registered;
   }
   if (!passthrough::replyOpen(req, *backing, kPassedThrough)) {
     state.backings.release(inode);
     return;
   }
   ++state.passedThrough;
+  cache.countPassedThrough(file);
   if (state.accounting != nullptr) {
     ReadRecord record;
     record.localBytes = file.size;  // the kernel reads it without us: counted whole at open

@@ -893,6 +893,11 @@ TEST_F(CacheNodeProcessTest, SaysAtStartWhetherDatasetMountsOutliveARestart) {
     return n;
   };
   EXPECT_EQ(count("mount recovery"), 1) << "one line";
+  // Passthrough, said once either way: on where the kernel offers it (Linux 6.9+), else why not.
+  EXPECT_EQ(count("msg=\"passthrough o"), 1) << node.log();
+  if (!canMount()) {
+    EXPECT_NE(logLine(node, "passthrough off").find("reason="), std::string::npos) << node.log();
+  }
 
   NodeProcess off(root_ / "n2", "n2");
   std::ofstream(root_ / "n2" / "config.yaml", std::ios::app) << "mountKeeper: false\n";

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -158,10 +159,12 @@ TEST_F(DatasetFilesystemTest, FilesCachedWholeArePassedThroughWhereTheKernelCan)
   EXPECT_EQ(readWhole(mountpoint_ / "labels.csv"), files_["labels.csv"]) << "a miss";
   EXPECT_EQ(fs_->opensPassedThrough(), 0) << "not cached when opened";
   if (!fs_->passesThrough()) GTEST_SKIP() << "this kernel has no FUSE passthrough (Linux 6.9+)";
+  ASSERT_TRUE(granary::testing::eventually([&] { return cache_->hasChunk("labels.csv", 0); }));
   EXPECT_EQ(readWhole(mountpoint_ / "labels.csv"), files_["labels.csv"]);
   EXPECT_EQ(fs_->opensPassedThrough(), 1) << "cached by the miss";
   const std::string sample = "train/part0/s0.bin";
   EXPECT_TRUE(readWhole(mountpoint_ / sample) == files_[sample]);
+  ASSERT_TRUE(granary::testing::eventually([&] { return cache_->hasChunk(sample, 0); }));
   const auto readBefore = cache_->state().reads;
   const int first = ::open((mountpoint_ / sample).c_str(), O_RDONLY);
   const int second = ::open((mountpoint_ / sample).c_str(), O_RDONLY);
@@ -186,6 +189,27 @@ TEST_F(DatasetFilesystemTest, FilesCachedWholeArePassedThroughWhereTheKernelCan)
             2 * static_cast<int64_t>(files_[sample].size()))
       << "each open passed through counts the file as read from this node's disks";
   expectEveryFileMatches();
+
+  // Many files open at once, twice each, closed in another order, three times over: every open
+  // shares its inode's backing file, and the last release of each lets it go.
+  std::vector<std::string> samples;
+  for (const auto& [path, data] : files_)
+    if (path.starts_with("train/")) samples.push_back(path);
+  std::mt19937 random(3);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::pair<std::string, int>> open;
+    for (int twice = 0; twice < 2; ++twice)
+      for (const auto& path : samples)
+        open.emplace_back(path, ::open((mountpoint_ / path).c_str(), O_RDONLY));
+    std::shuffle(open.begin(), open.end(), random);
+    for (const auto& [path, fd] : open) {
+      ASSERT_GE(fd, 0) << path;
+      std::string whole(files_[path].size(), '\0');
+      ASSERT_EQ(::pread(fd, whole.data(), whole.size(), 0), static_cast<ssize_t>(whole.size()));
+      EXPECT_TRUE(whole == files_[path]) << path;
+      ::close(fd);
+    }
+  }
 }
 
 // Files this small (77 KB on average) cost less through the page cache, which needs no request
