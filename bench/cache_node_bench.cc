@@ -7,16 +7,23 @@
 //           (page cache dropped before each)                        target >= 0.9
 //   memory  resident memory of granary-cache-node holding a 1,000,000-file manifest, vs one
 //           holding a 1-file manifest                               target <= 256 MiB
+//   spread  --nodes granary-cache-node processes (32) warm one dataset, replicas 1: origin bytes
+//           ÷ dataset (<= 1.01), each node's share and peer reads vs the mean (±20 %), the warm
+//           rate ÷ the throttle (>= 0.9); then one node killed a third of the way: origin bytes,
+//           and every byte read through every node left compared with the origin
 // Usage: cache_node_bench [--scale F] [--throttle-mib N] [--dir D] [section...]
 // --scale shrinks the file counts and sizes (0.01 for a quick look); the data under --dir
 // (default /var/tmp/granary-bench) is reused between runs.
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -31,6 +38,8 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "engine/engine.h"
+#include "granary/v1/cache_node.grpc.pb.h"
+#include "tests/support/free_port.h"
 #include "tests/support/http_file_server.h"
 
 namespace granary::cache {
@@ -40,6 +49,7 @@ using namespace granary::bench;
 
 struct Args : DataArgs {
   int concurrency = 16;  // warm fetches in flight
+  int nodes = 32;        // the spread section's cache node processes
   std::set<std::string> sections;
 };
 
@@ -207,6 +217,235 @@ void originSection(const Args& args) {
       count, granary, independent);
 }
 
+// ---- spread: one dataset warmed by many granary-cache-node processes ----
+
+constexpr const char* kSpreadToken = "spread-bench-token";
+
+std::unique_ptr<grpc::ClientContext> authorized() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->AddMetadata("authorization", std::string("Bearer ") + kSpreadToken);
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  return context;
+}
+
+// A granary-cache-node process on a loopback port, talked to over its CacheNode API; killed
+// (SIGKILL) when it goes.
+class NodeChild {
+ public:
+  NodeChild(const fs::path& dir, std::string name, int64_t quota)
+      : name_(std::move(name)), port_(testing::freePort()) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir / "token") << kSpreadToken << "\n";
+    std::ofstream(dir / "config.yaml")
+        << "nodeName: " << name_ << "\nlisten: 127.0.0.1:" << port_
+        << "\nmetricsAddress: \"\"\ntokenFile: " << (dir / "token")
+        << "\nstateDirectory: " << (dir / "state")
+        << "\ncacheDirectories:\n  - path: " << (dir / "cache") << "\n    quota: " << quota
+        << "\nwarmConcurrency: 4\nmountKeeper: false\ngpuTelemetry: false\nlogLevel: warn\n";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::freopen((dir / "log").c_str(), "w", stderr);
+      ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--config",
+              (dir / "config.yaml").c_str(), nullptr);
+      ::_exit(127);
+    }
+    channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+    if (!channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60))) {
+      std::fprintf(stderr, "%s did not start (its log: %s)\n", name_.c_str(),
+                   (dir / "log").c_str());
+      std::exit(1);
+    }
+    stub_ = v1::CacheNode::NewStub(channel_);
+  }
+  ~NodeChild() { kill(); }
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  const std::string& name() const { return name_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  v1::CacheNode::Stub& api() { return *stub_; }
+
+ private:
+  std::string name_;
+  int port_;
+  pid_t pid_ = -1;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::CacheNode::Stub> stub_;
+};
+
+v1::DatasetRef spreadDataset() {
+  v1::DatasetRef ref;
+  ref.set_namespace_("bench");
+  ref.set_name("spread");
+  ref.set_generation(1);
+  ref.set_uid("u");
+  return ref;
+}
+
+void ensureOn(NodeChild& node, const std::string& url, const std::vector<NodeChild*>& nodeSet) {
+  v1::EnsureDatasetRequest request;
+  *request.mutable_dataset() = spreadDataset();
+  auto* source = request.add_mounts()->mutable_source();
+  source->set_uri(url);
+  (*source->mutable_options())["index"] = "index.json";
+  request.mutable_cache()->set_replicas(1);
+  request.mutable_cache()->set_chunk_size_bytes(16 << 20);
+  for (NodeChild* member : nodeSet) {
+    auto* endpoint = request.add_node_set();
+    endpoint->set_node_name(member->name());
+    endpoint->set_address(member->address());
+  }
+  v1::EnsureDatasetResponse response;
+  const grpc::Status status = node.api().EnsureDataset(authorized().get(), request, &response);
+  if (!status.ok()) {
+    std::fprintf(stderr, "ensure on %s: %s\n", node.name().c_str(), status.error_message().c_str());
+    std::exit(1);
+  }
+}
+
+v1::DatasetStatus statusOn(NodeChild& node) {
+  v1::GetDatasetStatusRequest request;
+  *request.mutable_dataset() = spreadDataset();
+  v1::DatasetStatus status;
+  (void)node.api().GetDatasetStatus(authorized().get(), request, &status);
+  return status;
+}
+
+// Waits until every node of `nodes` is Ready; their statuses then.
+std::vector<v1::DatasetStatus> waitAllReady(const std::vector<NodeChild*>& nodes) {
+  while (true) {
+    std::vector<v1::DatasetStatus> statuses;
+    for (NodeChild* node : nodes) statuses.push_back(statusOn(*node));
+    if (std::all_of(statuses.begin(), statuses.end(), [](const v1::DatasetStatus& s) {
+          return s.phase() == v1::DATASET_PHASE_READY;
+        }))
+      return statuses;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Reads `path` whole through `node`; whether it is the origin's copy.
+bool readsRight(NodeChild& node, const fs::path& origin, const std::string& path) {
+  v1::ReadRequest request;
+  *request.mutable_dataset() = spreadDataset();
+  request.set_path(path);
+  request.set_length(-1);
+  auto context = authorized();
+  auto reader = node.api().Read(context.get(), request);
+  std::string data;
+  for (v1::ReadResponse piece; reader->Read(&piece);) data += piece.data();
+  std::ifstream in(origin / path, std::ios::binary);
+  const std::string expected(std::istreambuf_iterator<char>(in), {});
+  return reader->Finish().ok() && data == expected;
+}
+
+// Reads every file once, each through the next node in turn (4 readers); the files that differ.
+int wrongFiles(const std::vector<NodeChild*>& nodes, const fs::path& origin,
+               const std::vector<std::string>& files) {
+  std::atomic<size_t> next{0};
+  std::atomic<int> wrong{0};
+  {
+    std::vector<std::jthread> readers;
+    for (int t = 0; t < 4; ++t) {
+      readers.emplace_back([&] {
+        for (size_t i; (i = next++) < files.size();)
+          if (!readsRight(*nodes[i % nodes.size()], origin, files[i])) ++wrong;
+      });
+    }
+  }
+  return wrong;
+}
+
+// The spread of `values` around their mean: the largest deviation, as a fraction of the mean.
+double spreadOf(const std::vector<double>& values) {
+  double mean = 0;
+  for (double v : values) mean += v / static_cast<double>(values.size());
+  double worst = 0;
+  for (double v : values) worst = std::max(worst, std::abs(v - mean) / std::max(mean, 1.0));
+  return worst;
+}
+
+// `--nodes` processes warm one dataset of 100 KB files from a throttled web server, replicas
+// 1: the origin's bytes ÷ the dataset, each node's share and what it fetched from peers against
+// the mean, and the warm rate against the throttle. Then again with one node killed (SIGKILL)
+// a third of the way through and the others given the smaller node set: the origin's bytes
+// then, and every byte read through every node left, compared with the origin.
+void spreadSection(const Args& args) {
+  const int count = std::max(500, static_cast<int>(50'000 * args.scale));
+  const std::string name = "spread-" + std::to_string(count);
+  const int64_t total = makeDataset(args.dir / "origin", name, count, 100 * 1024);
+  const fs::path origin = args.dir / "origin" / name;
+  auto server = testing::HttpFileServer::start(origin);
+  if (!server.isOk()) std::exit(1);
+  (*server)->throttle(args.throttle);
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(origin))
+    if (e.is_regular_file() && e.path().filename() != "index.json")
+      files.push_back(fs::relative(e.path(), origin).string());
+
+  for (const bool killOne : {false, true}) {
+    std::vector<std::unique_ptr<NodeChild>> children;
+    std::vector<NodeChild*> nodes;
+    for (int i = 0; i < args.nodes; ++i) {
+      children.push_back(std::make_unique<NodeChild>(
+          args.dir / ("spread-node-" + std::to_string(i)), "n" + std::to_string(i), total));
+      nodes.push_back(children.back().get());
+    }
+    const int64_t before = (*server)->bytesServed();
+    const auto start = Clock_::now();
+    for (NodeChild* node : nodes) ensureOn(*node, (*server)->url(), nodes);
+    std::string killed;
+    if (killOne) {
+      // A third of the way: the origin has served a third of the dataset.
+      while ((*server)->bytesServed() - before < total / 3)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      killed = nodes.back()->name();
+      nodes.back()->kill();
+      nodes.pop_back();
+      for (NodeChild* node : nodes) ensureOn(*node, (*server)->url(), nodes);
+    }
+    waitAllReady(nodes);
+    const double took = seconds(start);
+    const int64_t served = (*server)->bytesServed() - before;
+    const int wrong = wrongFiles(nodes, origin, files);
+    std::vector<double> shares, peerReads;
+    for (NodeChild* node : nodes) {
+      const v1::DatasetStatus status = statusOn(*node);
+      shares.push_back(static_cast<double>(status.progress().owned_bytes()));
+      peerReads.push_back(static_cast<double>(status.reads().peer_bytes()));
+    }
+    // Every node lists the origin itself: its index is read once per node.
+    const double listings = static_cast<double>(args.nodes * fs::file_size(origin / "index.json"));
+    const double originRatio = static_cast<double>(served) / static_cast<double>(total);
+    const double dataRatio = (static_cast<double>(served) - listings) / static_cast<double>(total);
+    if (!killOne) {
+      std::printf(
+          "spread %d nodes (processes), %d x 100 KB, replicas 1: origin bytes / dataset %.4f "
+          "(target <= 1.01), of which the %d listings of the origin's index %.4f: the files "
+          "%.4f\n"
+          "  each node's share within %.1f %% of the mean (target <= 20 %%); reading every file "
+          "once, each through the next node, each node's peer reads within %.1f %%\n"
+          "  warmed in %.1f s: %.1f MiB/s = %.3f x the origin's throttle of %.0f MiB/s (target >= "
+          "0.9); %d of %zu files read wrong\n",
+          args.nodes, count, originRatio, args.nodes, listings / static_cast<double>(total),
+          dataRatio, 100 * spreadOf(shares), 100 * spreadOf(peerReads), took, mib(total) / took,
+          static_cast<double>(total) / took / static_cast<double>(args.throttle),
+          mib(args.throttle), wrong, files.size());
+      continue;
+    }
+    std::printf(
+        "  %s killed a third of the way: origin bytes / dataset %.4f, the files %.4f (at most 1 + "
+        "its share, %.4f); the %zu nodes left re-owned its share and were Ready in %.1f s; %d "
+        "of %zu files read wrong through them\n",
+        killed.c_str(), originRatio, dataRatio, 1.0 + 1.0 / args.nodes, nodes.size(), took, wrong,
+        files.size());
+  }
+}
+
 // Reads every file in 1 MiB pieces with `threads` readers through `read`.
 double readRate(const std::vector<std::string>& files, int64_t size, int threads,
                 const std::function<int64_t(const std::string&, int64_t, int64_t)>& read) {
@@ -326,9 +565,14 @@ void addFlags(CLI::App& app, Args& args) {
   app.add_option("--concurrency", args.concurrency, "warm fetches in flight")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  app.add_option("--nodes", args.nodes, "the spread section's cache node processes")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 256));
   app.add_option("section", args.sections,
-                 "warm (warm-small, warm-big), origin, read, memory (default: all four)")
-      ->check(CLI::IsMember({"warm", "warm-small", "warm-big", "origin", "read", "memory"}));
+                 "warm (warm-small, warm-big), origin, read, memory, spread (default: all but "
+                 "spread)")
+      ->check(
+          CLI::IsMember({"warm", "warm-small", "warm-big", "origin", "read", "memory", "spread"}));
 }
 
 }  // namespace
@@ -358,5 +602,6 @@ int main(int argc, char** argv) {
     readSection(args, "small-" + std::to_string(small), small, 100 * 1024);
   }
   if (args.sections.contains("memory")) memorySection(args);
+  if (args.sections.contains("spread")) spreadSection(args);
   return 0;
 }
