@@ -360,10 +360,15 @@ int wrongFiles(const std::vector<NodeChild*>& nodes, const fs::path& origin,
   return wrong;
 }
 
-// The spread of `values` around their mean: the largest deviation, as a fraction of the mean.
-double spreadOf(const std::vector<double>& values) {
+double meanOf(const std::vector<double>& values) {
   double mean = 0;
   for (double v : values) mean += v / static_cast<double>(values.size());
+  return mean;
+}
+
+// The spread of `values` around their mean: the largest deviation, as a fraction of the mean.
+double spreadOf(const std::vector<double>& values) {
+  const double mean = meanOf(values);
   double worst = 0;
   for (double v : values) worst = std::max(worst, std::abs(v - mean) / std::max(mean, 1.0));
   return worst;
@@ -412,6 +417,7 @@ void spreadSection(const Args& args) {
     const double took = seconds(start);
     const int64_t served = (*server)->bytesServed() - before;
     const int wrong = wrongFiles(nodes, origin, files);
+    const int64_t servedToReaders = (*server)->bytesServed() - before - served;
     std::vector<double> shares, peerReads;
     for (NodeChild* node : nodes) {
       const v1::DatasetStatus status = statusOn(*node);
@@ -427,14 +433,16 @@ void spreadSection(const Args& args) {
           "spread %d nodes (processes), %d x 100 KB, replicas 1: origin bytes / dataset %.4f "
           "(target <= 1.01), of which the %d listings of the origin's index %.4f: the files "
           "%.4f\n"
-          "  each node's share within %.1f %% of the mean (target <= 20 %%); reading every file "
-          "once, each through the next node, each node's peer reads within %.1f %%\n"
+          "  each node's share within %.1f %% of the mean, %.1f MiB (target <= 20 %%); reading "
+          "every file once, each through the next node: each node's peer reads within %.1f %% of "
+          "the mean, %.1f MiB\n"
           "  warmed in %.1f s: %.1f MiB/s = %.3f x the origin's throttle of %.0f MiB/s (target >= "
-          "0.9); %d of %zu files read wrong\n",
+          "0.9); %d of %zu files read wrong (the origin served %.1f MiB of those reads)\n",
           args.nodes, count, originRatio, args.nodes, listings / static_cast<double>(total),
-          dataRatio, 100 * spreadOf(shares), 100 * spreadOf(peerReads), took, mib(total) / took,
-          static_cast<double>(total) / took / static_cast<double>(args.throttle),
-          mib(args.throttle), wrong, files.size());
+          dataRatio, 100 * spreadOf(shares), mib(static_cast<int64_t>(meanOf(shares))),
+          100 * spreadOf(peerReads), mib(static_cast<int64_t>(meanOf(peerReads))), took,
+          mib(total) / took, static_cast<double>(total) / took / static_cast<double>(args.throttle),
+          mib(args.throttle), wrong, files.size(), mib(servedToReaders));
       continue;
     }
     std::printf(
