@@ -34,7 +34,7 @@
 //   passthrough: true                # where the kernel has FUSE passthrough (Linux 6.9+), the
 //                                    # kernel reads files cached whole in one chunk from the
 //                                    # chunk's file, past the node ...
-//   passthroughMinAverageFileSize: 1Mi  # ... in datasets whose files average this or more
+//   passthroughMinAverageFileSize: 4Mi  # ... in datasets whose files average this or more
 //                                    # (smaller ones read faster through the page cache)
 //   logLevel: info
 #pragma once
@@ -90,7 +90,7 @@ struct NodeOptions {
   // dataset whose files average passthroughMinAverageFileSize or more are read by the kernel
   // from the chunk's file, not copied through the node.
   bool passthrough = true;
-  ByteSize passthroughMinAverageFileSize{1 << 20};
+  ByteSize passthroughMinAverageFileSize{4 << 20};
   std::string logLevel = "info";
   bool gpuTelemetry = true;                       // sample the node's GPUs through NVML
   int32_t gpuSampleIntervalMs = 1000;             // how often

@@ -33,7 +33,7 @@ struct MountOptions {
   // ... if the dataset's files average at least this many bytes (weighed at the first open):
   // passthrough costs each open a request to this process, which reads through the page cache
   // do not make, and for small files that costs more than the copy it saves (mount_bench).
-  int64_t passthroughMinAverageFileBytes = 1 << 20;
+  int64_t passthroughMinAverageFileBytes = 4 << 20;
   // Where the mount keeps which of its files are passed through (passthrough::BackingFiles), for
   // a process that adopts it after a restart; empty: in memory, for a mount no one adopts.
   // Removed when the mount ends.
