@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -220,6 +221,7 @@ void originSection(const Args& args) {
 // ---- spread: one dataset warmed by many granary-cache-node processes ----
 
 constexpr const char* kSpreadToken = "spread-bench-token";
+constexpr const char* kVersionedIndex = "index-versions.json";
 
 std::unique_ptr<grpc::ClientContext> authorized() {
   auto context = std::make_unique<grpc::ClientContext>();
@@ -291,7 +293,7 @@ void ensureOn(NodeChild& node, const std::string& url, const std::vector<NodeChi
   *request.mutable_dataset() = spreadDataset();
   auto* source = request.add_mounts()->mutable_source();
   source->set_uri(url);
-  (*source->mutable_options())["index"] = "index.json";
+  (*source->mutable_options())["index"] = kVersionedIndex;
   request.mutable_cache()->set_replicas(1);
   request.mutable_cache()->set_chunk_size_bytes(16 << 20);
   for (NodeChild* member : nodeSet) {
@@ -387,10 +389,23 @@ void spreadSection(const Args& args) {
   auto server = testing::HttpFileServer::start(origin);
   if (!server.isOk()) std::exit(1);
   (*server)->throttle(args.throttle);
+  // An index that names each file's version as the server heads it (civetweb's ETag: mtime and
+  // size), so that nodes may take files from each other: a file pinned by its size alone is
+  // only ever read whole from the origin.
   std::vector<std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(origin))
-    if (e.is_regular_file() && e.path().filename() != "index.json")
-      files.push_back(fs::relative(e.path(), origin).string());
+  std::string index = "{\"files\":[";
+  for (const auto& e : fs::recursive_directory_iterator(origin)) {
+    if (!e.is_regular_file() || e.path().extension() == ".json") continue;
+    files.push_back(fs::relative(e.path(), origin).string());
+    struct stat st {};
+    ::stat(e.path().c_str(), &st);
+    char etag[64];
+    std::snprintf(etag, sizeof etag, "\\\"%lx.%lld\\\"", static_cast<unsigned long>(st.st_mtime),
+                  static_cast<long long>(st.st_size));
+    index += std::string(files.size() > 1 ? "," : "") + "{\"path\":\"" + files.back() +
+             "\",\"size\":" + std::to_string(st.st_size) + ",\"etag\":\"" + etag + "\"}";
+  }
+  std::ofstream(origin / kVersionedIndex) << index << "]}";
 
   for (const bool killOne : {false, true}) {
     std::vector<std::unique_ptr<NodeChild>> children;
@@ -425,7 +440,8 @@ void spreadSection(const Args& args) {
       peerReads.push_back(static_cast<double>(status.reads().peer_bytes()));
     }
     // Every node lists the origin itself: its index is read once per node.
-    const double listings = static_cast<double>(args.nodes * fs::file_size(origin / "index.json"));
+    const double listings =
+        static_cast<double>(args.nodes * fs::file_size(origin / kVersionedIndex));
     const double originRatio = static_cast<double>(served) / static_cast<double>(total);
     const double dataRatio = (static_cast<double>(served) - listings) / static_cast<double>(total);
     if (!killOne) {
