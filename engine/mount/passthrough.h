@@ -5,9 +5,10 @@
 // agrees to it, the ioctls that register a backing file with the connection, and the open reply
 // that names one.
 //
-// The kernel's rules that shape its use: all open files of an inode read one backing file, and
-// an inode open with passthrough cannot also be open through the page cache (such an open fails
-// with EIO); a direct-I/O open that is not passed through conflicts with neither.
+// The kernel's rules that shape its use (Linux 6.18): while an inode is open with passthrough,
+// every open of it must name that same backing file (any other open fails with EIO, also after
+// the daemon restarted); an inode open through the page cache cannot be passed through; a
+// direct-I/O open of an inode with no backing file conflicts with neither.
 #pragma once
 
 #include <sys/uio.h>
