@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/cpu_time.h"
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/gpu/nvml.h"
@@ -54,6 +55,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Steady = std::chrono::steady_clock;
+using bench::cpuTime;
 
 constexpr int kGpus = 8;
 constexpr int kProcessesPerGpu = 3;
@@ -122,12 +124,6 @@ class ReaderWaits {
   const Steady::time_point start_ = Steady::now();
   std::vector<std::string> names_;
 };
-
-std::chrono::nanoseconds cpuTime(clockid_t clock) {
-  timespec t{};
-  if (::clock_gettime(clock, &t) != 0) return std::chrono::nanoseconds{-1};
-  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
-}
 
 // The fake kubelet, in a child process forked before this one starts any thread.
 class KubeletProcess {

@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "bench/bench_data.h"
+#include "bench/cpu_time.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "engine/engine.h"
@@ -119,12 +120,6 @@ struct ReadRun {
   int64_t bytes = 0;
 };
 
-double cpuSeconds(clockid_t clock) {
-  timespec t{};
-  ::clock_gettime(clock, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
-
 // Reads every file under `root` whole, in 1 MiB reads, with `threads` readers taking files in
 // turn; `pause` runs after each file (a training step).
 ReadRun readAll(const fs::path& root, const std::vector<std::string>& files, int threads,
@@ -132,7 +127,7 @@ ReadRun readAll(const fs::path& root, const std::vector<std::string>& files, int
   std::atomic<size_t> next{0};
   std::atomic<int64_t> bytes{0};
   std::atomic<int64_t> readerCpuNanos{0};
-  const double cpuBefore = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+  const auto cpuBefore = cpuTime(CLOCK_PROCESS_CPUTIME_ID);
   const auto start = Clock_::now();
   {
     std::vector<std::jthread> readers;
@@ -146,14 +141,15 @@ ReadRun readAll(const fs::path& root, const std::vector<std::string>& files, int
           ::close(fd);
           if (pause) pause();
         }
-        readerCpuNanos += static_cast<int64_t>(cpuSeconds(CLOCK_THREAD_CPUTIME_ID) * 1e9);
+        readerCpuNanos += cpuTime(CLOCK_THREAD_CPUTIME_ID).count();
       });
     }
   }
   const double elapsed = seconds(start);
-  const double nodeCpu = cpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - cpuBefore -
-                         static_cast<double>(readerCpuNanos.load()) / 1e9;
-  return {static_cast<double>(bytes) / elapsed, std::max(0.0, nodeCpu), bytes};
+  const auto nodeCpu = cpuTime(CLOCK_PROCESS_CPUTIME_ID) - cpuBefore -
+                       std::chrono::nanoseconds(readerCpuNanos.load());
+  return {static_cast<double>(bytes) / elapsed,
+          std::max(0.0, std::chrono::duration<double>(nodeCpu).count()), bytes};
 }
 
 // The sides of a read comparison, in the order compareReads() takes them.

@@ -126,9 +126,10 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Result<PieceRead> readPieceInto(const ManifestEntry& file, int64_t offset, int64_t maxLength,
                                   std::span<char> buffer, bool fetch = true);
   // The cached file holding all of `file`'s bytes, open and verified (ChunkStore::openVerified),
-  // for a reader the kernel serves from it directly. FailedPrecondition for a file that is not one whole chunk (a directory,
-  // an empty file, or one larger than a chunk): it never has such a file. NotFound while its
-  // chunk is not on this node; Corruption when it was damaged (dropped, to be fetched again).
+  // for a reader the kernel serves from it directly. FailedPrecondition for a file that is not one
+  // whole chunk (a directory, an empty file, or one larger than a chunk): it never has such a file.
+  // NotFound while its chunk is not on this node; Corruption when it was damaged (dropped, to be
+  // fetched again).
   Result<OwnedFd> openCached(const ManifestEntry& file);
   // Whether all of `file`'s bytes lie in one chunk: a file (not a directory) of 1 byte up to the
   // chunk size.

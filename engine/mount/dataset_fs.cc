@@ -280,10 +280,16 @@ void onGetattr(fuse_req_t req, fuse_ino_t inode, fuse_file_info*) {
 // A connection adopted from a previous process goes on as that process agreed with the kernel.
 enum class ReadPath { kPageCache, kPassthrough };
 
+// Whether the connection passes files through: agreed with the kernel (by this process, or by
+// the one it adopted the connection from), and the kernel took the backing files so far.
+bool passthroughAgreed(const DatasetFilesystem::State& state) {
+  const bool agreed = state.adopted ? state.backings.agreedBefore() : state.negotiation.agreed();
+  return agreed && !state.backings.refused();
+}
+
 // `cache` is listed.
 ReadPath readPathOf(DatasetFilesystem::State& state, DatasetCache& cache) {
-  const bool agreed = state.adopted ? state.backings.agreedBefore() : state.negotiation.agreed();
-  if (!agreed || state.backings.refused()) return ReadPath::kPageCache;
+  if (!passthroughAgreed(state)) return ReadPath::kPageCache;
   std::call_once(state.sizesWeighed, [&] {
     state.backings.recordAgreed();
     const WarmProgress files = cache.state().progress;
@@ -337,16 +343,18 @@ void openPassedThrough(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi, Dat
     }
     backing = *registered;
   }
-  if (!passthrough::replyOpen(req, *backing, kPassedThrough)) {
-    state.backings.release(inode);
-    return;
-  }
+  // Counted before the answer, which lets the reader go on (and read, and look at the counts)
+  // at once.
   ++state.passedThrough;
   cache.countPassedThrough(file);
   if (state.accounting != nullptr) {
     ReadRecord record;
     record.localBytes = file.size;  // the kernel reads it without us: counted whole at open
     state.accounting->record(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), record);
+  }
+  if (!passthrough::replyOpen(req, *backing, kPassedThrough)) {  // interrupted: no open
+    --state.passedThrough;
+    state.backings.release(inode);
   }
 }
 
@@ -695,10 +703,12 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
                        " (is /dev/fuse available, and are we root?)");
   }
   fs->passthroughTable_ = options.passthroughTable;
-  if (const Status kept = fs->state_->backings.open(options.passthroughTable, adopted);
-      !kept.isOk())
-    Logger("mount").warn("files passed through will not be known after a restart",
-                         {{"dataset", fs->state_->dataset}, {"error", kept}});
+  if (!options.passthroughTable.empty()) {  // else the table stays in memory, as it starts
+    if (const Status kept = fs->state_->backings.open(options.passthroughTable, adopted);
+        !kept.isOk())
+      Logger("mount").warn("files passed through will not be known after a restart",
+                           {{"dataset", fs->state_->dataset}, {"error", kept}});
+  }
   fs->state_->backings.setConnection(fuse_session_fd(fs->session_));
   if (!adopted && options.passthrough &&
       fuse_session_custom_io(fs->session_, &kNegotiatingIo, fuse_session_fd(fs->session_)) != 0)
@@ -737,8 +747,7 @@ int DatasetFilesystem::fd() const { return fuse_session_fd(session_); }
 bool DatasetFilesystem::serving() const { return !loop_->done; }
 
 bool DatasetFilesystem::passesThrough() const {
-  return !state_->adopted && state_->negotiation.agreed() && !state_->backings.refused() &&
-         !state_->filesTooSmall;
+  return passthroughAgreed(*state_) && !state_->filesTooSmall;
 }
 
 int64_t DatasetFilesystem::opensPassedThrough() const { return state_->passedThrough.load(); }

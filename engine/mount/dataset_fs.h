@@ -74,8 +74,9 @@ class DatasetFilesystem {
   // False once the mount has gone (e.g. unmounted from outside).
   bool serving() const;
   // Whether files cached whole are passed through on this connection: the kernel has
-  // passthrough, it was wanted, the kernel took the backing files so far, and the dataset's
-  // files were not found too small at the first open.
+  // passthrough, it was wanted (by this process or the one it adopted the connection from), the
+  // kernel took the backing files so far, and the dataset's files were not found too small at
+  // the first open.
   bool passesThrough() const;
   // How many opens were passed through so far.
   int64_t opensPassedThrough() const;

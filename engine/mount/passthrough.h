@@ -68,10 +68,10 @@ class BackingFiles {
   BackingFiles(const BackingFiles&) = delete;
   BackingFiles& operator=(const BackingFiles&) = delete;
 
-  // Keeps the table in `file`: emptied for a new connection, as left for an `adopted` one (a
-  // table that is not there or not whole is empty). Without a file (or when it cannot be
-  // mapped: Unavailable) it is kept in memory, and a process that adopts the connection will
-  // not find it.
+  // The table starts in memory, where a process that adopts the connection will not find it.
+  // open() keeps it in `file` instead: emptied for a new connection, as left for an `adopted`
+  // one (a table that is not there or not whole is empty). Without a file (or when it cannot be
+  // mapped: Unavailable) it stays in memory, emptied.
   Status open(const std::filesystem::path& file, bool adopted);
   void setConnection(int fuseFd) { fuseFd_ = fuseFd; }
   // The backing id `inode`'s open files share, counted for one more open; none when it has none.
