@@ -3,6 +3,7 @@
 #include "common/cluster/kube_model.h"
 #include "common/names.h"
 #include "common/quantity.h"
+#include "operator/object_views.h"
 
 namespace granary::op {
 
@@ -62,6 +63,34 @@ std::vector<CacheNode> discoverCacheNodes(const std::vector<kube::ObjectPtr>& ag
     out.push_back(std::move(node));
   }
   return out;
+}
+
+CacheNodeDirectory::CacheNodeDirectory(kube::Manager& manager, const std::string& ns,
+                                       const std::string& selector)
+    : agents_(&manager.informer({.type = kube::resources::pods(),
+                                 .ns = ns,
+                                 .labelSelector = selector,
+                                 .transform = agentPodView})),
+      kubeNodes_(&manager.informer({.type = kube::resources::nodes(), .transform = nodeView})) {
+  // Handlers run after the store changed: a discovery that began before the bump runs again.
+  const auto changed = [this] { changes_.fetch_add(1); };
+  const kube::EventHandler bump{
+      .onAdd = [changed](const kube::ObjectPtr&) { changed(); },
+      .onUpdate = [changed](const kube::ObjectPtr&, const kube::ObjectPtr&) { changed(); },
+      .onDelete = [changed](const kube::ObjectPtr&) { changed(); }};
+  agents_->addHandler(bump);
+  kubeNodes_->addHandler(bump);
+}
+
+CacheNodes CacheNodeDirectory::nodes() {
+  MutexLock lock(mutex_);
+  const uint64_t changes = changes_.load();
+  if (discoveredAt_ != changes) {
+    nodes_ = std::make_shared<const std::vector<CacheNode>>(
+        discoverCacheNodes(agents_->store().list(), kubeNodes_->store()));
+    discoveredAt_ = changes;
+  }
+  return nodes_;
 }
 
 }  // namespace granary::op

@@ -9,6 +9,7 @@
 #include "common/names.h"
 #include "operator/cache_node_discovery.h"
 #include "operator/core/workers.h"
+#include "operator/object_views.h"
 
 namespace granary::op {
 
@@ -93,16 +94,21 @@ Json statusOf(const Json& object) {
 DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& nodes,
                                      const std::string& agentSelector,
                                      DatasetControllerOptions options, Clock& clock)
-    : manager_(manager), nodes_(nodes), options_(options), clock_(clock) {
-  datasets_ = &manager.informer({.type = kube::resources::datasets(), .ns = options_.ns});
-  agents_ = &manager.informer({.type = kube::resources::pods(),
-                               .ns = options_.cacheNodeNamespace,
-                               .labelSelector = agentSelector});
-  kubeNodes_ = &manager.informer({.type = kube::resources::nodes()});
-  workers_ = &manager.informer(
-      {.type = kube::resources::pods(), .ns = options_.ns, .labelSelector = names::kJobNameLabel});
+    : manager_(manager),
+      nodes_(nodes),
+      options_(options),
+      clock_(clock),
+      cacheNodes_(manager, options_.cacheNodeNamespace, agentSelector) {
+  datasets_ = &manager.informer(
+      {.type = kube::resources::datasets(), .ns = options_.ns, .transform = withoutManagedFields});
+  workers_ = &manager.informer({.type = kube::resources::pods(),
+                                .ns = options_.ns,
+                                .labelSelector = names::kJobNameLabel,
+                                .transform = workerPodView});
   workers_->store().addIndex("dataset", datasetKeysOf);
-  jobs_ = &manager.informer({.type = kube::resources::trainingJobs(), .ns = options_.ns});
+  jobs_ = &manager.informer({.type = kube::resources::trainingJobs(),
+                             .ns = options_.ns,
+                             .transform = withoutManagedFields});
   jobs_->store().addIndex(kJobsByDataset, datasetKeysNamedBy);
   auto& controller = manager.controller(
       {.name = "dataset", .workers = options_.workers},
@@ -112,15 +118,11 @@ DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& no
   // A cache node coming or going re-plans every Dataset.
   auto everyDataset =
       controller.enqueueMapped([this](const Json&) { return datasets_->store().keys(); });
-  agents_->addHandler(everyDataset);
+  cacheNodes_.agents().addHandler(everyDataset);
   // A worker placed or gone changes the readers of the datasets it mounts.
   workers_->addHandler(controller.enqueueMapped(datasetKeysOf));
   // A job starting or ending its wait for its datasets (BeforeStart) changes their readers.
   jobs_->addHandler(controller.enqueueMapped(datasetKeysNamedBy));
-}
-
-std::vector<CacheNode> DatasetController::cacheNodes() {
-  return discoverCacheNodes(agents_->store().list(), kubeNodes_->store());
 }
 
 Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& key) {
@@ -141,7 +143,7 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
   if (!decoded.isOk())
     return apply(*object, planDataset(observe(*object, decoded, nullptr), planning), {});
   const api::Dataset& dataset = *decoded;
-  const Requests requests = requestsFor(dataset, key);
+  const Requests requests = requestsFor(*object, dataset);
   DatasetObservation observation = observe(*object, decoded, &requests);
   DatasetPlan plan = planDataset(observation, planning);
   std::map<std::string, OriginCredentials> credentials;
@@ -152,10 +154,11 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
   return apply(*object, plan, {&dataset, &requests, &credentials});
 }
 
-DatasetController::Requests DatasetController::requestsFor(const api::Dataset& dataset,
-                                                           const std::string& key) {
-  Requests r{.candidates = cacheNodes()};
-  r.set = planNodeSet(dataset.spec.cache, r.candidates);
+DatasetController::Requests DatasetController::requestsFor(const Json& object,
+                                                           const api::Dataset& dataset) {
+  const std::string key = kube::objectKey(object);
+  Requests r{.set = planNodeSet(dataset.spec.cache, *cacheNodes_.nodes(),
+                                nodesListedIn(statusOf(object)))};
   r.bare = ensureRequestOf(dataset, {}, r.set);
   r.fingerprint = fingerprintOf(r.bare);
   std::vector<DatasetReader> readers =
@@ -177,7 +180,7 @@ DatasetObservation DatasetController::observe(const Json& object,
                        .previousStatus = statusOf(object),
                        .now = clock_.wallNow()};
   if (!requests) return o;
-  o.candidates = requests->candidates;
+  o.set = requests->set;
   o.hasReaders = requests->warmPlan.readers_size() > 0;
   const std::string uid = kube::uidOf(object);
   for (const auto& node : requests->set.nodes) {
@@ -337,7 +340,7 @@ Result<kube::ReconcileResult> DatasetController::finalize(const Json& dataset) {
     for (const auto& n : nodes.as_array())
       if (n.has_string_field("name")) holders.insert(n.at("name").as_string());
   std::vector<std::string> unreachable;
-  for (const auto& node : cacheNodes()) {
+  for (const auto& node : *cacheNodes_.nodes()) {
     auto purged = nodes_.purge(node.address, ref, true);
     if (purged.isOk() || purged.status().code() == StatusCode::kNotFound) {
       holders.erase(node.node.name);

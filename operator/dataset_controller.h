@@ -23,6 +23,7 @@
 #include "common/kube/manager.h"
 #include "common/thread_annotations.h"
 #include "operator/cache_node_client.h"
+#include "operator/cache_node_discovery.h"
 #include "operator/core/dataset_plan.h"
 #include "operator/core/node_set.h"
 #include "operator/ensure_request.h"
@@ -65,15 +66,14 @@ class DatasetController {
   // What the nodes of a dataset's set are asked this reconcile, and the fingerprints that tell
   // whether a node already has it.
   struct Requests {
-    std::vector<CacheNode> candidates;  // every cache node, as the informers saw them
-    NodeSetPlan set;
+    NodeSetPlan set;                // of every cache node, as the informers saw them
     v1::EnsureDatasetRequest bare;  // without credentials
     size_t fingerprint = 0;
     v1::SetWarmPlanRequest warmPlan;
     size_t warmPlanFingerprint = 0, noReaders = 0;
   };
 
-  Requests requestsFor(const api::Dataset& dataset, const std::string& key);
+  Requests requestsFor(const kube::Json& object, const api::Dataset& dataset);
   // Everything planDataset reads; the nodes of the set are asked only with `requests`.
   DatasetObservation observe(const kube::Json& object, const Result<api::Dataset>& dataset,
                              const Requests* requests);
@@ -97,7 +97,6 @@ class DatasetController {
   // Writes `status` when it differs from the object's; then records `event`.
   Status writeStatus(const kube::Json& dataset, const kube::Json& status,
                      const std::optional<DatasetEvent>& event);
-  std::vector<CacheNode> cacheNodes();
   // Sends `plan` (the dataset's readers) to the node at `address` unless it already has it.
   void announceReaders(const std::string& memo, const std::string& address,
                        const v1::SetWarmPlanRequest& plan, size_t fingerprint);
@@ -110,11 +109,10 @@ class DatasetController {
   CacheNodeClient& nodes_;
   DatasetControllerOptions options_;
   Clock& clock_;
+  CacheNodeDirectory cacheNodes_;
   kube::Informer* datasets_;
-  kube::Informer* agents_;
   kube::Informer* workers_;  // TrainingJob worker pods, indexed by the datasets they mount
   kube::Informer* jobs_;     // TrainingJobs, indexed by the datasets they name
-  kube::Informer* kubeNodes_;
   Mutex mutex_;
   // By uid + "/" + node address.
   std::map<std::string, Ensured> ensured_ GRANARY_GUARDED_BY(mutex_);

@@ -11,6 +11,7 @@
 #include "operator/cache_node_discovery.h"
 #include "operator/core/conditions.h"
 #include "operator/core/workers.h"
+#include "operator/object_views.h"
 
 namespace granary::op {
 
@@ -109,19 +110,21 @@ DatasetState datasetOf(const std::string& name, const kube::ObjectPtr& object) {
 TrainingJobController::TrainingJobController(kube::Manager& manager,
                                              TrainingJobControllerOptions options, Clock& clock)
     : manager_(manager), options_(std::move(options)), clock_(clock) {
-  if (options_.cacheNodes) {
-    agents_ = &manager.informer({.type = kube::resources::pods(),
-                                 .ns = options_.cacheNodeNamespace,
-                                 .labelSelector = options_.cacheNodeSelector});
-    kubeNodes_ = &manager.informer({.type = kube::resources::nodes()});
-  }
+  if (options_.cacheNodes)
+    directory_.emplace(manager, options_.cacheNodeNamespace, options_.cacheNodeSelector);
   const std::string& scope = options_.ns;
-  jobs_ = &manager.informer({.type = kube::resources::trainingJobs(), .ns = scope});
-  pods_ = &manager.informer(
-      {.type = kube::resources::pods(), .ns = scope, .labelSelector = names::kJobNameLabel});
-  services_ = &manager.informer(
-      {.type = kube::resources::services(), .ns = scope, .labelSelector = names::kJobNameLabel});
-  datasets_ = &manager.informer({.type = kube::resources::datasets(), .ns = scope});
+  jobs_ = &manager.informer(
+      {.type = kube::resources::trainingJobs(), .ns = scope, .transform = withoutManagedFields});
+  pods_ = &manager.informer({.type = kube::resources::pods(),
+                             .ns = scope,
+                             .labelSelector = names::kJobNameLabel,
+                             .transform = workerPodView});
+  services_ = &manager.informer({.type = kube::resources::services(),
+                                 .ns = scope,
+                                 .labelSelector = names::kJobNameLabel,
+                                 .transform = serviceView});
+  datasets_ = &manager.informer(
+      {.type = kube::resources::datasets(), .ns = scope, .transform = withoutManagedFields});
   pods_->store().addIndex("job", kube::indexByLabel(names::kJobNameLabel));
   auto& controller = manager.controller(
       {.name = "trainingjob", .workers = options_.workers},
@@ -290,7 +293,7 @@ std::optional<TrainingJobController::Summaries> TrainingJobController::sampleTel
     ref.set_name(d.name);
   }
   JobSample sample{.at = clock_.monoNow()};
-  for (const auto& cacheNode : discoverCacheNodes(agents_->store().list(), kubeNodes_->store())) {
+  for (const auto& cacheNode : *directory_->nodes()) {
     const auto onNode = uidsByNode.find(cacheNode.node.name);
     if (onNode == uidsByNode.end()) continue;
     auto reply = options_.cacheNodes->telemetry(cacheNode.address, request);

@@ -15,6 +15,7 @@
 #include "common/names.h"
 #include "common/thread_annotations.h"
 #include "operator/cache_node_client.h"
+#include "operator/cache_node_discovery.h"
 #include "operator/core/job_data.h"
 #include "operator/core/job_lifecycle.h"
 #include "operator/job_series.h"
@@ -53,8 +54,7 @@ class TrainingJobController {
   kube::Manager& manager_;
   TrainingJobControllerOptions options_;
   Clock& clock_;
-  kube::Informer* agents_ = nullptr;
-  kube::Informer* kubeNodes_ = nullptr;
+  std::optional<CacheNodeDirectory> directory_;  // set with options_.cacheNodes
   kube::Informer* jobs_;
   kube::Informer* pods_;
   kube::Informer* services_;

@@ -75,6 +75,31 @@ Json pathValue(const Json& object, const std::string& dottedPath) {
   return *node;
 }
 
+Json projection(const Json& object, std::initializer_list<const char*> dottedPaths) {
+  Json kept = Json::object();
+  for (const char* field : {"apiVersion", "kind"})
+    if (object.has_field(field)) kept[field] = object.at(field);
+  for (const std::string path : dottedPaths) {
+    const Json* from = &object;
+    Json* to = &kept;
+    for (size_t start = 0;;) {
+      const size_t dot = path.find('.', start);
+      const std::string part = path.substr(start, dot - start);
+      if (!from->has_field(part)) break;
+      from = &from->at(part);
+      if (dot == std::string::npos) {
+        (*to)[part] = *from;
+        break;
+      }
+      if (!from->is_object()) break;  // the path goes on through an array or a value
+      if (!to->has_object_field(part)) (*to)[part] = Json::object();
+      to = &(*to)[part];
+      start = dot + 1;
+    }
+  }
+  return kept;
+}
+
 bool sameJson(const Json& a, const Json& b) {
   if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
   if (a.type() != b.type()) return false;

@@ -4,6 +4,7 @@
 #include <cpprest/json.h>
 
 #include <chrono>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -44,6 +45,10 @@ std::optional<std::chrono::system_clock::time_point> parseMetav1Time(const std::
 
 // Follows a dotted path ("spec.nodeName"); null Json when any step is missing.
 Json pathValue(const Json& object, const std::string& dottedPath);
+
+// `object` with only the fields at `dottedPaths` ("metadata.labels", "status.conditions"), and
+// its apiVersion and kind: what an informer keeps of objects it reads a few fields of.
+Json projection(const Json& object, std::initializer_list<const char*> dottedPaths);
 
 // Whether two values mean the same JSON: numbers compare by value (2 and 2.0 are equal, as
 // after a round trip through an API server), objects regardless of key order.

@@ -42,9 +42,14 @@ void WorkQueue::addAfter(const std::string& key, Clock::Duration delay) {
   if (shuttingDown_) return;
   const auto due = clock_.monoNow() + delay;
   const auto it = waiting_.find(key);
-  if (it != waiting_.end() && it->second <= due) return;
+  if (it != waiting_.end()) {
+    if (it->second <= due) return;
+    dueOrder_.erase({it->second, key});
+  }
   waiting_[key] = due;
-  wake_.request_stop();  // the delay thread recomputes its next deadline
+  dueOrder_.emplace(due, key);
+  // The delay thread sleeps until the earliest key: only a new earliest one wakes it.
+  if (dueOrder_.begin()->second == key) wake_.request_stop();
 }
 
 Clock::Duration WorkQueue::rateLimitDelayLocked(const std::string& key) {
@@ -117,6 +122,7 @@ void WorkQueue::shutDown() {
   MutexLock lock(mutex_);
   shuttingDown_ = true;
   waiting_.clear();
+  dueOrder_.clear();
   changed_.notify_all();
 }
 
@@ -148,15 +154,12 @@ void WorkQueue::delayLoop(std::stop_token stop) {
     {
       MutexLock lock(mutex_);
       const auto now = clock_.monoNow();
-      for (auto it = waiting_.begin(); it != waiting_.end();) {
-        if (it->second <= now) {
-          addLocked(it->first);
-          it = waiting_.erase(it);
-        } else {
-          if (!next || it->second < *next) next = it->second;
-          ++it;
-        }
+      while (!dueOrder_.empty() && dueOrder_.begin()->first <= now) {
+        auto node = dueOrder_.extract(dueOrder_.begin());
+        waiting_.erase(node.value().second);
+        addLocked(node.value().second);
       }
+      if (!dueOrder_.empty()) next = dueOrder_.begin()->first;
       if (wake_.stop_requested()) wake_ = std::stop_source();
       wake = wake_.get_token();
     }

@@ -81,8 +81,10 @@ class WorkQueue {
   // Handed out by get(), not yet done().
   std::set<std::string> processing_ GRANARY_GUARDED_BY(mutex_);
   std::map<std::string, Clock::MonoTime> readySince_ GRANARY_GUARDED_BY(mutex_);
-  // Key → when it is due.
+  // Key → when it is due, and the same keys by when they are due (the delay thread takes the
+  // earliest without looking at the rest).
   std::map<std::string, Clock::MonoTime> waiting_ GRANARY_GUARDED_BY(mutex_);
+  std::set<std::pair<Clock::MonoTime, std::string>> dueOrder_ GRANARY_GUARDED_BY(mutex_);
   std::map<std::string, int> failures_ GRANARY_GUARDED_BY(mutex_);
   double tokens_ GRANARY_GUARDED_BY(mutex_);
   Clock::MonoTime tokensAt_ GRANARY_GUARDED_BY(mutex_);

@@ -16,19 +16,6 @@ bool namesSecrets(const api::Dataset& dataset) {
   return false;
 }
 
-// The unfit nodes that the previous status lists: the dataset left them.
-std::vector<CacheNode> departed(const NodeSetPlan& set, const Json& previous) {
-  std::set<std::string> listed;
-  const Json nodes = kube::pathValue(previous, "nodes");
-  if (nodes.is_array())
-    for (const auto& n : nodes.as_array())
-      if (n.has_string_field("name")) listed.insert(n.at("name").as_string());
-  std::vector<CacheNode> out;
-  for (const auto& node : set.unfit)
-    if (listed.count(node.node.name)) out.push_back(node);
-  return out;
-}
-
 // A Warning for phases that need someone (or a setting) to act.
 bool isWarning(DatasetPhase phase, const std::string& reason) {
   return phase == DatasetPhase::kFailed || phase == DatasetPhase::kDegraded ||
@@ -96,8 +83,8 @@ DatasetPlan planDataset(const DatasetObservation& o, const DatasetPlanOptions& o
     return plan;
   }
   const api::Dataset& dataset = *o.dataset;
-  const NodeSetPlan set = planNodeSet(dataset.spec.cache, o.candidates);
-  plan.purge = departed(set, o.previousStatus);
+  const NodeSetPlan& set = o.set;
+  plan.purge = set.departed;
   if (set.nodes.empty()) {
     std::string why;
     for (const auto& [node, reason] : set.excluded) why += "; " + node + ": " + reason;

@@ -1,5 +1,5 @@
 // The Dataset reconcile's pure core (planDataset): from what the controller observed — the
-// decoded Dataset, the cache nodes, what each node of the dataset's set reports and what the
+// decoded Dataset, its node set, what each node of the dataset's set reports and what the
 // controller last told it — to what it does next: which nodes to ensure, tell the readers or
 // purge, the status to write, the Event that goes with it and when to look again. The controller
 // (operator/dataset_controller.h) observes and applies; nothing here does I/O.
@@ -35,8 +35,10 @@ struct DatasetObservation {
   int64_t generation = 0;  // metadata.generation
   // Decoded once, by the adapter; an error names the invalid field.
   Result<api::Dataset> dataset = invalidArgument("spec: not decoded");
-  kube::Json previousStatus;                  // the object's status (null when none)
-  std::vector<CacheNode> candidates;          // every cache node discovered
+  kube::Json previousStatus;  // the object's status (null when none)
+  // The dataset's cache nodes: planNodeSet over every cache node discovered (unused when the
+  // dataset could not be decoded).
+  NodeSetPlan set;
   std::map<std::string, NodeAnswer> answers;  // by node name, for the nodes of the set
   // The dataset's Secrets: unset while not read (read only when a node is to be ensured),
   // OK once read, otherwise why they could not be (NotFound: a Secret is missing).

@@ -221,6 +221,14 @@ Json problemStatus(const Json& previous, int64_t generation, DatasetPhase phase,
   return status;
 }
 
+std::set<std::string> nodesListedIn(const Json& status) {
+  std::set<std::string> listed;
+  if (!status.has_array_field("nodes")) return listed;
+  for (const auto& n : status.at("nodes").as_array())
+    if (n.has_string_field("name")) listed.insert(n.at("name").as_string());
+  return listed;
+}
+
 std::optional<DatasetPhase> phaseOfStatus(const Json& status) {
   const Json phase = kube::pathValue(status, "phase");
   return phase.is_string() ? api::datasetPhaseOf(phase.as_string()) : std::nullopt;

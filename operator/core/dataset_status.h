@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,9 @@ kube::Json datasetStatus(const DatasetProgress& progress, const kube::Json& prev
 kube::Json problemStatus(const kube::Json& previous, int64_t generation, DatasetPhase phase,
                          const std::string& reason, const std::string& message,
                          std::chrono::system_clock::time_point now);
+
+// The node names status.nodes lists.
+std::set<std::string> nodesListedIn(const kube::Json& status);
 
 // status.phase of a status; nullopt when it has none (never written) or an unknown one.
 std::optional<DatasetPhase> phaseOfStatus(const kube::Json& status);

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,14 +24,18 @@ struct CacheNode {
 };
 
 struct NodeSetPlan {
-  std::vector<CacheNode> nodes;                 // chosen, by node name
-  std::map<std::string, std::string> excluded;  // node name → why not
-  // The excluded nodes that are healthy (node Ready and schedulable, agent Ready): the
-  // dataset's own rules or its capacity keep them out, so nothing of it belongs there. A node
-  // out only for its health is not listed: it may come back with its cache.
-  std::vector<CacheNode> unfit;
+  std::vector<CacheNode> nodes;  // chosen, by node name
+  // Node name → why not; kept only when no node is chosen (the status then says why).
+  std::map<std::string, std::string> excluded;
+  // The nodes named in `listed` (those the dataset's status lists) that are healthy (node
+  // Ready and schedulable, agent Ready) yet excluded: the dataset's own rules or its capacity
+  // keep them out, so nothing of it belongs there. A node out only for its health is not one:
+  // it may come back with its cache.
+  std::vector<CacheNode> departed;
 };
 
-NodeSetPlan planNodeSet(const api::CacheSpec& spec, const std::vector<CacheNode>& candidates);
+// Linear in the candidates; allocates only for the nodes chosen or departed.
+NodeSetPlan planNodeSet(const api::CacheSpec& spec, const std::vector<CacheNode>& candidates,
+                        const std::set<std::string>& listed = {});
 
 }  // namespace granary::op

@@ -48,7 +48,7 @@ NodeAnswer settled(NodeProgress p) {
 // Nodes a and b, both answering `pa` and `pb`.
 DatasetObservation twoNodes(NodeProgress pa, NodeProgress pb, api::Dataset d = coco()) {
   DatasetObservation o{.generation = 1, .dataset = std::move(d)};
-  o.candidates = {cacheNode("a"), cacheNode("b")};
+  o.set = planNodeSet(o.dataset->spec.cache, {cacheNode("a"), cacheNode("b")});
   o.answers["a"] = settled(std::move(pa));
   o.answers["b"] = settled(std::move(pb));
   o.now = std::chrono::system_clock::now();
@@ -86,7 +86,7 @@ TEST(DatasetPlan, NoCacheNodeIsPendingAndSaysWhy) {
   DatasetObservation o{.generation = 1, .dataset = coco()};
   CacheNode down = cacheNode("a");
   down.agentReady = false;
-  o.candidates = {down};
+  o.set = planNodeSet(o.dataset->spec.cache, {down});
   const DatasetPlan plan = planDataset(o, kOptions);
   EXPECT_EQ(phase(plan), "Pending");
   EXPECT_EQ(conditionOf(plan.status, "Ready").reason, "NoCacheNodes");
@@ -98,7 +98,7 @@ TEST(DatasetPlan, NoCacheNodeIsPendingAndSaysWhy) {
 
 TEST(DatasetPlan, NodesThatDoNotHoldItAreEnsuredAndItIsListing) {
   DatasetObservation o{.generation = 1, .dataset = coco(), .hasReaders = false};
-  o.candidates = {cacheNode("b"), cacheNode("a")};
+  o.set = planNodeSet(o.dataset->spec.cache, {cacheNode("b"), cacheNode("a")});
   // a never heard of it; b holds it but the request changed since (no ensuredAgo).
   o.answers["a"] = {.status = notFound("no such dataset")};
   o.answers["b"] = {.status = progress(DatasetPhase::kReady, 500, 500)};
@@ -188,10 +188,10 @@ TEST(DatasetPlan, NodesTheDatasetLeftArePurgedButNotNodesThatAreOnlyDown) {
   CacheNode a = cacheNode("a"), b = cacheNode("b"), c = cacheNode("c");
   a.node.labels = {{"gpu", "h100"}};
   c.node.ready = false;  // down, excluded for its health: it keeps its cache
-  o.candidates = {a, b, c};
-  o.answers["a"] = settled(progress(DatasetPhase::kReady, 1000, 1000));
   o.previousStatus = Json::parse(
       R"({"observedGeneration": 1, "nodes": [{"name": "a"}, {"name": "b"}, {"name": "c"}]})");
+  o.set = planNodeSet(o.dataset->spec.cache, {a, b, c}, nodesListedIn(o.previousStatus));
+  o.answers["a"] = settled(progress(DatasetPhase::kReady, 1000, 1000));
   const DatasetPlan plan = planDataset(o, kOptions);
   EXPECT_EQ(names(plan.purge), std::vector<std::string>{"b"});
   EXPECT_EQ(phase(plan), "Ready");
