@@ -34,6 +34,7 @@
 #include "common/names.h"
 #include "operator/core/workers.h"
 #include "operator/dataset_controller.h"
+#include "operator/object_views.h"
 #include "operator/training_job_controller.h"
 #include "tests/support/api_server_double.h"
 
@@ -203,6 +204,43 @@ struct Floor {
   }
 };
 
+// The operator's informers alone (no controller), whole objects or its views of them
+// (operator/object_views.h): the heap their caches hold once synced, per object cached.
+double informerBytesPerObject(kube::Client& client, bool views) {
+  const auto view = [views](std::function<Json(Json)> transform) {
+    return views ? transform : std::function<Json(Json)>();
+  };
+  const int64_t before = heapInUse();
+  MetricsRegistry registry;
+  auto m = kube::Manager::create(client, {.metricsAddress = ""}, registry);
+  check(m.status(), "manager");
+  std::vector<kube::Informer*> informers{
+      &(*m)->informer({.type = resources::datasets(), .transform = view(op::withoutManagedFields)}),
+      &(*m)->informer(
+          {.type = resources::trainingJobs(), .transform = view(op::withoutManagedFields)}),
+      &(*m)->informer({.type = resources::pods(),
+                       .labelSelector = names::kJobNameLabel,
+                       .transform = view(op::workerPodView)}),
+      &(*m)->informer({.type = resources::services(),
+                       .labelSelector = names::kJobNameLabel,
+                       .transform = view(op::serviceView)}),
+      &(*m)->informer({.type = resources::pods(),
+                       .labelSelector = kSelector,
+                       .transform = view(op::agentPodView)}),
+      &(*m)->informer({.type = resources::nodes(), .transform = view(op::nodeView)})};
+  std::stop_source stop;
+  std::thread thread([&] { (void)(*m)->run(stop.get_token()); });
+  size_t objects = 0;
+  for (auto* informer : informers) {
+    (void)informer->waitForSync(stop.get_token());
+    objects += informer->store().keys().size();
+  }
+  const int64_t held = heapInUse() - before;
+  stop.request_stop();
+  thread.join();
+  return static_cast<double>(held) / static_cast<double>(std::max<size_t>(objects, 1));
+}
+
 double secondsSince(Steady::time_point start) {
   return std::chrono::duration<double>(Steady::now() - start).count();
 }
@@ -306,6 +344,7 @@ int run(int objects, int nodes) {
               .status(),
           "job");
   }
+  const double createdSeconds = secondsSince(converge);
   // The scheduler and the kubelet: bind every worker to its dataset's node and run it; until
   // all converged.
   std::set<std::string> placed;
@@ -356,11 +395,17 @@ int run(int objects, int nodes) {
   const int64_t convergeReconciles =
       reconciles(first->registry, "dataset") + reconciles(first->registry, "trainingjob");
   std::printf(
-      "1. convergence (Datasets Ready, jobs Running with data figures)\n"
-      "   %.1f s, %lld reconciles (%.0f/s), %lld API writes, %lld API reads\n\n",
-      convergeSeconds, static_cast<long long>(convergeReconciles),
+      "1. convergence (Datasets Ready, jobs Running with data figures; all created in the first "
+      "%.1f s)\n"
+      "   %.1f s, %lld reconciles (%.0f/s), %lld API writes (%.1f per Dataset or job), %lld API "
+      "reads;\n"
+      "   %lld retried (a conflict or an error)\n\n",
+      createdSeconds, convergeSeconds, static_cast<long long>(convergeReconciles),
       static_cast<double>(convergeReconciles) / convergeSeconds,
-      static_cast<long long>(counts.writes.load()), static_cast<long long>(counts.reads.load()));
+      static_cast<long long>(counts.writes.load()),
+      static_cast<double>(counts.writes.load()) / (2.0 * objects),
+      static_cast<long long>(counts.reads.load()),
+      static_cast<long long>(counterSum(first->registry, "granary_workqueue_retries_total")));
   first.reset();
 
   // 2. A restart on the converged state, next to the floor.
@@ -385,15 +430,18 @@ int run(int objects, int nodes) {
       "   ratio %.2f of the floor's rate\n\n",
       restartSeconds, 2 * objects / restartSeconds, static_cast<long long>(restartWrites),
       floorSeconds, 2 * objects / floorSeconds, floorSeconds / restartSeconds);
+  const double wholeBytes = informerBytesPerObject(kubelet, false);
+  const double viewBytes = informerBytesPerObject(kubelet, true);
   const bench::ResidentMemory resident = bench::residentMemory();
   const int cached = 3 * objects + 2 * nodes;  // Datasets, jobs, workers; Nodes, agent pods
   std::printf(
       "   memory: the restarted operator's heap %.0f MiB (%.1f KB per cached object, %d objects);\n"
+      "   its informers' caches alone %.1f KB per object, next to %.1f KB keeping whole objects;\n"
       "   the bench process (the API-server double and the operator) resident %.0f MiB, peak %.0f "
       "MiB\n\n",
       static_cast<double>(operatorHeap) / (1 << 20),
-      static_cast<double>(operatorHeap) / cached / 1000, cached,
-      static_cast<double>(resident.current) / (1 << 20),
+      static_cast<double>(operatorHeap) / cached / 1000, cached, viewBytes / 1000,
+      wholeBytes / 1000, static_cast<double>(resident.current) / (1 << 20),
       static_cast<double>(resident.peak) / (1 << 20));
 
   // 3. Steady state at the default poll intervals.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <thread>
 
 #include "tests/support/fake_clock.h"
@@ -69,6 +70,33 @@ TEST(WorkQueue, AddAfterWaitsForTheClockAndEarliestWins) {
   auto slow = queue.get();
   ASSERT_TRUE(slow);
   EXPECT_EQ(slow->key, "slow");
+}
+
+TEST(WorkQueue, ManyDelayedKeysComeOutInTheOrderTheyAreDueAndAMovedKeyOnce) {
+  FakeClock clock;
+  WorkQueue queue(clock);
+  // Key i is due after 1 + (37 i mod 100) s: every second from 1 to 100 has one key.
+  const auto delayOf = [](int i) { return std::chrono::seconds(1 + i * 37 % 100); };
+  for (int i = 0; i < 100; ++i) queue.addAfter("k" + std::to_string(i), delayOf(i));
+  queue.addAfter("k99", 500ms);  // moved from 64 s
+  clock.waitForSleepers(1);
+  EXPECT_EQ(queue.delayed(), 100u);
+  clock.advance(500ms);
+  EXPECT_EQ(queue.get()->key, "k99");
+  queue.done("k99");
+  std::map<std::chrono::seconds, std::string> due;
+  for (int i = 0; i < 99; ++i) due[delayOf(i)] = "k" + std::to_string(i);
+  auto now = std::chrono::milliseconds(500);
+  for (const auto& [at, key] : due) {
+    clock.advance(at - now);
+    now = at;
+    auto item = queue.get();  // k99's first deadline (64 s) would come out here, before k65's
+    ASSERT_TRUE(item);
+    EXPECT_EQ(item->key, key) << "at " << at.count() << " s";
+    queue.done(item->key);
+  }
+  EXPECT_EQ(queue.delayed(), 0u);
+  EXPECT_EQ(queue.length(), 0u);
 }
 
 TEST(WorkQueue, PerKeyBackoffDoublesAndForgetResets) {
