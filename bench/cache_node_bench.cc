@@ -5,8 +5,9 @@
 //           ÷ dataset size, vs 4 nodes that each read the origin     target <= 1.01
 //   read    reading the warm cache through the engine ÷ reading the same bytes from disk
 //           (page cache dropped before each)                        target >= 0.9
-//   memory  resident memory of granary-cache-node holding a 1,000,000-file manifest, vs one
-//           holding a 1-file manifest                               target <= 256 MiB
+//   memory  resident memory of granary-cache-node holding a 1,000,000-file manifest (--scale 10:
+//           10 M), vs one holding a 1-file manifest                 target <= 128 MiB at 10 M;
+//           and how long it took to list the origin until Ready, vs walking its tree alone
 //   spread  --nodes granary-cache-node processes (32) warm one dataset, replicas 1: origin bytes
 //           ÷ dataset (<= 1.01), each node's share and peer reads vs the mean (±20 %), the warm
 //           rate ÷ the throttle (>= 0.9); then one node killed a third of the way: origin bytes,
@@ -80,11 +81,46 @@ struct BenchNode {
   std::unique_ptr<CacheNodeServer> server;
 };
 
+constexpr const char* kVersionedIndex = "index-versions.json";
+
+// makeDataset, and beside it an index that names each file's version as the server heads it
+// (civetweb's ETag: mtime and size): files pinned by their size alone are only ever read whole,
+// from the origin, and only up to 64 MiB.
+int64_t makeVersionedDataset(const fs::path& root, const std::string& name, int count,
+                             int64_t size) {
+  const int64_t total = makeDataset(root, name, count, size);
+  std::string index = "{\"files\":[";
+  bool first = true;
+  for (const auto& e : fs::recursive_directory_iterator(root / name)) {
+    if (!e.is_regular_file() || e.path().extension() == ".json") continue;
+    struct stat st {};
+    ::stat(e.path().c_str(), &st);
+    char etag[64];
+    std::snprintf(etag, sizeof etag, "\\\"%lx.%lld\\\"", static_cast<unsigned long>(st.st_mtime),
+                  static_cast<long long>(st.st_size));
+    index += std::string(first ? "" : ",") + "{\"path\":\"" +
+             fs::relative(e.path(), root / name).string() +
+             "\",\"size\":" + std::to_string(st.st_size) + ",\"etag\":\"" + etag + "\"}";
+    first = false;
+  }
+  std::ofstream(root / name / kVersionedIndex) << index << "]}";
+  return total;
+}
+
+// The dataset's files, relative to `dir` (its indexes left out).
+std::vector<std::string> filesOf(const fs::path& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() != ".json")
+      files.push_back(fs::relative(e.path(), dir).string());
+  return files;
+}
+
 EnsureSpec specFor(const std::string& url, const std::string& name, std::vector<std::string> nodes,
                    int replicas) {
   EnsureSpec spec;
   spec.key = {"bench", name, 1, "u"};
-  spec.mounts.push_back({"", SourceSpec{.uri = url, .options = {{"index", "index.json"}}}});
+  spec.mounts.push_back({"", SourceSpec{.uri = url, .options = {{"index", kVersionedIndex}}}});
   spec.settings.nodeSet = std::move(nodes);
   spec.settings.replicas = replicas;
   spec.settings.chunkSize = 16 << 20;
@@ -115,10 +151,7 @@ DatasetState settle(DatasetCache& cache) {
 // file and writes it to disk, as a copy tool would (the whole dataset, the warm's own bytes).
 double plainDownloadRate(const std::string& url, const fs::path& dir, int threads,
                          const fs::path& copyTo = {}) {
-  std::vector<std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename() != "index.json")
-      files.push_back(fs::relative(e.path(), dir).string());
+  const std::vector<std::string> files = filesOf(dir);
   std::atomic<size_t> next{0};
   std::atomic<int64_t> bytes{0};
   const auto start = Clock_::now();
@@ -147,7 +180,7 @@ double plainDownloadRate(const std::string& url, const fs::path& dir, int thread
 }
 
 void warmSection(const Args& args, const std::string& name, int count, int64_t size) {
-  const int64_t total = makeDataset(args.dir / "origin", name, count, size);
+  const int64_t total = makeVersionedDataset(args.dir / "origin", name, count, size);
   auto server = testing::HttpFileServer::start(args.dir / "origin" / name);
   if (!server.isOk()) std::exit(1);
   (*server)->throttle(args.throttle);
@@ -185,7 +218,7 @@ void warmSection(const Args& args, const std::string& name, int count, int64_t s
 
 void originSection(const Args& args) {
   const int count = std::max(200, static_cast<int>(20000 * args.scale));
-  const int64_t total = makeDataset(args.dir / "origin", "spread", count, 100 * 1024);
+  const int64_t total = makeVersionedDataset(args.dir / "origin", "spread", count, 100 * 1024);
   auto server = testing::HttpFileServer::start(args.dir / "origin" / "spread");
   if (!server.isOk()) std::exit(1);
   const auto run = [&](bool placement) {
@@ -221,7 +254,6 @@ void originSection(const Args& args) {
 // ---- spread: one dataset warmed by many granary-cache-node processes ----
 
 constexpr const char* kSpreadToken = "spread-bench-token";
-constexpr const char* kVersionedIndex = "index-versions.json";
 
 std::unique_ptr<grpc::ClientContext> authorized() {
   auto context = std::make_unique<grpc::ClientContext>();
@@ -384,28 +416,12 @@ double spreadOf(const std::vector<double>& values) {
 void spreadSection(const Args& args) {
   const int count = std::max(500, static_cast<int>(50'000 * args.scale));
   const std::string name = "spread-" + std::to_string(count);
-  const int64_t total = makeDataset(args.dir / "origin", name, count, 100 * 1024);
+  const int64_t total = makeVersionedDataset(args.dir / "origin", name, count, 100 * 1024);
   const fs::path origin = args.dir / "origin" / name;
   auto server = testing::HttpFileServer::start(origin);
   if (!server.isOk()) std::exit(1);
   (*server)->throttle(args.throttle);
-  // An index that names each file's version as the server heads it (civetweb's ETag: mtime and
-  // size), so that nodes may take files from each other: a file pinned by its size alone is
-  // only ever read whole from the origin.
-  std::vector<std::string> files;
-  std::string index = "{\"files\":[";
-  for (const auto& e : fs::recursive_directory_iterator(origin)) {
-    if (!e.is_regular_file() || e.path().extension() == ".json") continue;
-    files.push_back(fs::relative(e.path(), origin).string());
-    struct stat st {};
-    ::stat(e.path().c_str(), &st);
-    char etag[64];
-    std::snprintf(etag, sizeof etag, "\\\"%lx.%lld\\\"", static_cast<unsigned long>(st.st_mtime),
-                  static_cast<long long>(st.st_size));
-    index += std::string(files.size() > 1 ? "," : "") + "{\"path\":\"" + files.back() +
-             "\",\"size\":" + std::to_string(st.st_size) + ",\"etag\":\"" + etag + "\"}";
-  }
-  std::ofstream(origin / kVersionedIndex) << index << "]}";
+  const std::vector<std::string> files = filesOf(origin);
 
   for (const bool killOne : {false, true}) {
     std::vector<std::unique_ptr<NodeChild>> children;
@@ -491,7 +507,7 @@ double readRate(const std::vector<std::string>& files, int64_t size, int threads
 }
 
 void readSection(const Args& args, const std::string& name, int count, int64_t size) {
-  const int64_t total = makeDataset(args.dir / "origin", name, count, size);
+  const int64_t total = makeVersionedDataset(args.dir / "origin", name, count, size);
   const fs::path origin = args.dir / "origin" / name;
   auto server = testing::HttpFileServer::start(origin);
   if (!server.isOk()) std::exit(1);
@@ -530,9 +546,14 @@ void readSection(const Args& args, const std::string& name, int count, int64_t s
               std::max<int64_t>(1, state.reads.localBytes + state.reads.originBytes)));
 }
 
+struct NodeHolding {
+  ResidentMemory memory;
+  double readySeconds = 0;  // from the process's start until the dataset was Ready
+};
+
 // Resident memory (VmRSS, VmHWM) of a granary-cache-node holding `files` files (file origin,
-// warm Never) once it is Ready.
-std::pair<int64_t, int64_t> nodeMemory(const Args& args, int files) {
+// warm Never) once it is Ready, and how long it took to be Ready (listing the origin).
+NodeHolding nodeMemory(const Args& args, int files) {
   const fs::path tree = args.dir / "origin" / ("tree-" + std::to_string(files));
   if (!fs::exists(tree.string() + ".done")) {
     fs::remove_all(tree);
@@ -552,6 +573,7 @@ std::pair<int64_t, int64_t> nodeMemory(const Args& args, int files) {
       << "apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: tree, namespace: "
          "bench}\nspec:\n  source: {uri: \"file://"
       << tree.string() << "/\"}\n  cache: {warm: Never}\n";
+  const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid == 0) {
     std::freopen((state / "log").c_str(), "w", stderr);
@@ -567,21 +589,43 @@ std::pair<int64_t, int64_t> nodeMemory(const Args& args, int files) {
     if (text.find("bench/tree Ready") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  const double ready =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const ResidentMemory memory = residentMemory(std::to_string(pid));
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
-  return {memory.current, memory.peak};
+  return {memory, ready};
+}
+
+// Seconds to walk the origin's tree alone, reading each entry's size (what listing a file://
+// origin reads), its metadata cached as the node's listing left it.
+double walkSeconds(const Args& args, int files) {
+  const fs::path tree = args.dir / "origin" / ("tree-" + std::to_string(files));
+  const auto start = std::chrono::steady_clock::now();
+  int64_t found = 0, bytes = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(tree))
+    if (entry.is_regular_file()) ++found, bytes += static_cast<int64_t>(entry.file_size());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (found != files)
+    std::fprintf(stderr, "cache_node_bench: the tree holds %lld files, %d expected (%lld bytes)\n",
+                 static_cast<long long>(found), files, static_cast<long long>(bytes));
+  return seconds;
 }
 
 void memorySection(const Args& args) {
   const int files = std::max(1000, static_cast<int>(1'000'000 * args.scale));
-  const auto [baseRss, baseHwm] = nodeMemory(args, 1);
-  const auto [rss, hwm] = nodeMemory(args, files);
+  const NodeHolding one = nodeMemory(args, 1);
+  const NodeHolding many = nodeMemory(args, files);
+  const double walk = walkSeconds(args, files);
   std::printf(
       "memory granary-cache-node holding %d files: RSS %.1f MiB (peak %.1f)   holding 1 file: "
-      "RSS %.1f MiB (peak %.1f)   (target <= 256 MiB)\n",
-      files, mib(rss), mib(hwm), mib(baseRss), mib(baseHwm));
+      "RSS %.1f MiB (peak %.1f)   (target <= 128 MiB at 10 M files)\n"
+      "memory listing: Ready %.1f s after start, %.0f files/s   walking the origin's tree alone "
+      "%.1f s, %.0f files/s\n",
+      files, mib(many.memory.current), mib(many.memory.peak), mib(one.memory.current),
+      mib(one.memory.peak), many.readySeconds, files / many.readySeconds, walk, files / walk);
 }
 
 void addFlags(CLI::App& app, Args& args) {

@@ -266,7 +266,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::open(const std::filesystem::path
   }
   uint64_t newest = store->flushedEpoch_;
   std::vector<int64_t> used(store->directories_.size(), 0);
-  std::unique_ptr<rocksdb::Iterator> it(store->index_->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(store->index_->NewIterator(scanOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const auto value = it->value().ToStringView();
     const int64_t size = recordedSize(value);
@@ -519,7 +519,7 @@ Status ChunkStore::forEachChunk(std::string_view generation,
                                 const std::function<void(ChunkId&&, int64_t)>& each) const {
   std::string prefix(generation);
   prefix += '\0';
-  std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(scanOptions()));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     const std::string_view rest = it->key().ToStringView().substr(prefix.size());
     const size_t nul = rest.rfind('\0');
@@ -537,7 +537,7 @@ Result<int64_t> ChunkStore::dropGeneration(std::string_view generation) {
   prefix += '\0';
   std::vector<std::pair<std::string, Record>> doomed;
   {
-    std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(rocksdb::ReadOptions()));
+    std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(scanOptions()));
     for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
       auto record = recordOf(it->key().ToString());
       if (record.isOk()) doomed.emplace_back(it->key().ToString(), *record);
@@ -558,7 +558,7 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
   std::set<std::filesystem::path> expected;
   std::vector<std::pair<std::string, Record>> bad;
   {
-    std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(rocksdb::ReadOptions()));
+    std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(scanOptions()));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       const std::string key = it->key().ToString();
       if (!isChunkKey(key)) continue;

@@ -231,7 +231,7 @@ Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generati
 Result<std::vector<ManifestEntry>> ManifestStore::files(std::string_view generation,
                                                         std::string& cursor, size_t limit) const {
   const std::string prefix = generationPrefix('m', generation);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scanOptions()));
   std::vector<ManifestEntry> out;
   it->Seek(cursor.empty() ? prefix : cursor);
   if (!cursor.empty() && it->Valid() && it->key().ToStringView() == cursor) it->Next();
