@@ -34,7 +34,7 @@ struct NodeSetPlan {
   std::vector<CacheNode> departed;
 };
 
-// Linear in the candidates; allocates only for the nodes chosen or departed.
+// One pass over the candidates; copies only the nodes chosen or departed.
 NodeSetPlan planNodeSet(const api::CacheSpec& spec, const std::vector<CacheNode>& candidates,
                         const std::set<std::string>& listed = {});
 
