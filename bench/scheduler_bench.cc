@@ -6,7 +6,9 @@
 //     same placement with the locality weight at zero). Locality is counted per GPU, relative
 //     to the best node of each job (1 = on a node holding the most of the job's data). The
 //     best possible is a max-flow bound: GPUs of each dataset's jobs routed to nodes that cache
-//     it, within every node's GPUs; it ignores fragmentation, so it can only flatter the bound.
+//     it, within every node's GPUs; it ignores fragmentation, so it can only flatter the bound;
+//   - the GPUs placed off their data, by what the dataset's caching nodes had free when the
+//     gang came (too few GPUs; GPUs enough but not room for every worker; room for all).
 // Usage: scheduler_bench [nodes] [pods] (defaults 5000 10000).
 #include <algorithm>
 #include <chrono>
@@ -186,7 +188,28 @@ struct RunResult {
   int unplaced = 0;
   double p99Micros = 0;
   double localGpus = 0;  // GPUs placed, weighted by relative locality (1 on the best node)
+  // GPUs placed off their data, by what the dataset's caching nodes (untainted) had free when
+  // the gang came: fewer GPUs than it needed; enough GPUs but not room for every worker whole;
+  // room for every worker.
+  double offFull = 0, offFragmented = 0, offChosen = 0;
 };
+
+// What a gang's dataset's untainted caching nodes have free: GPUs, and workers of the gang.
+struct CachingRoom {
+  int64_t gpus = 0, workers = 0;
+};
+CachingRoom cachingRoom(const Gang& gang, const std::vector<NodeInfo>& nodes,
+                        const std::map<std::string, size_t>& positions) {
+  CachingRoom room;
+  const int64_t perWorker = gang.pods.front().requests.gpus();
+  for (const auto& [name, bytes] : gang.datasets.front().cachedBytesByNode) {
+    const NodeInfo& node = nodes[positions.at(name)];
+    if (!node.taints.empty()) continue;
+    room.gpus += node.free().gpus();
+    if (perWorker > 0) room.workers += node.free().gpus() / perWorker;
+  }
+  return room;
+}
 
 // Whether each decision scores candidates from the index (the scheduler's way) or every node.
 enum class Scan { kIndexed, kEveryNode };
@@ -194,10 +217,17 @@ enum class Scan { kIndexed, kEveryNode };
 RunResult run(const Workload& w, const ScoreWeights& weights, Scan scan) {
   ClusterState state;
   for (const auto& node : w.nodes) state.upsertNode(node);
+  std::map<std::string, size_t> positions;
+  state.read([&](const std::vector<NodeInfo>& nodes) {
+    for (size_t i = 0; i < nodes.size(); ++i) positions[nodes[i].name] = i;
+  });
   RunResult r;
   std::vector<double> perPodMicros;
   const auto start = Steady::now();
   for (const auto& gang : w.gangs) {
+    CachingRoom room;
+    state.read(
+        [&](const std::vector<NodeInfo>& nodes) { room = cachingRoom(gang, nodes, positions); });
     const auto began = Steady::now();
     GangDecision d;
     if (scan == Scan::kIndexed) {
@@ -211,8 +241,13 @@ RunResult run(const Workload& w, const ScoreWeights& weights, Scan scan) {
     if (d.placed) {
       r.placed += static_cast<int>(gang.pods.size());
       if (d.bestLocality > 0) {
-        r.localGpus += d.locality / d.bestLocality * static_cast<double>(gang.pods.size()) *
-                       static_cast<double>(gang.pods.front().requests.gpus());
+        const double gpus = static_cast<double>(gang.pods.size()) *
+                            static_cast<double>(gang.pods.front().requests.gpus());
+        const double local = d.locality / d.bestLocality * gpus;
+        r.localGpus += local;
+        const bool full = static_cast<double>(room.gpus) < gpus;
+        const bool fragmented = static_cast<size_t>(room.workers) < gang.pods.size();
+        (full ? r.offFull : fragmented ? r.offFragmented : r.offChosen) += gpus - local;
       }
     } else {
       r.unplaced += static_cast<int>(gang.pods.size());
@@ -271,7 +306,16 @@ int main(int argc, char** argv) {
       bound);
   std::printf("  granary   %10.3f\n", granary.localGpus / bound);
   std::printf("  full scan %10.3f\n", scan.localGpus / bound);
-  std::printf("  blind     %10.3f   (locality weight 0)\n\n", blind.localGpus / bound);
+  std::printf("  blind     %10.3f   (locality weight 0)\n", blind.localGpus / bound);
+  std::printf(
+      "GPUs placed off their data, by what the dataset's caching nodes had free when the gang "
+      "came:\n  %-9s %10s %12s %12s\n",
+      "", "too few", "fragmented", "room for all");
+  for (const auto& [name, r] : {std::pair<const char*, const RunResult&>{"granary", granary},
+                                {"full scan", scan},
+                                {"blind", blind}})
+    std::printf("  %-9s %10.0f %12.0f %12.0f\n", name, r.offFull, r.offFragmented, r.offChosen);
+  std::printf("\n");
   std::printf(
       "resident memory of this process after granary's run (the workload, the cluster state and "
       "its index): peak %.0f MiB\n",
