@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -77,6 +78,16 @@ inline int64_t makeDataset(const fs::path& root, const std::string& name, int co
     std::ofstream(done) << "ok";
   }
   return static_cast<int64_t>(count) * size;
+}
+
+// The dataset's files under `dir`, relative to it and sorted; its JSON indexes left out.
+inline std::vector<std::string> filesUnder(const fs::path& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() != ".json")
+      files.push_back(fs::relative(e.path(), dir).string());
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 // Drops the page cache and, unless `keepNames`, the kernel's cached directory entries and

@@ -107,15 +107,6 @@ int64_t makeVersionedDataset(const fs::path& root, const std::string& name, int 
   return total;
 }
 
-// The dataset's files, relative to `dir` (its indexes left out).
-std::vector<std::string> filesOf(const fs::path& dir) {
-  std::vector<std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file() && e.path().extension() != ".json")
-      files.push_back(fs::relative(e.path(), dir).string());
-  return files;
-}
-
 EnsureSpec specFor(const std::string& url, const std::string& name, std::vector<std::string> nodes,
                    int replicas) {
   EnsureSpec spec;
@@ -151,7 +142,7 @@ DatasetState settle(DatasetCache& cache) {
 // file and writes it to disk, as a copy tool would (the whole dataset, the warm's own bytes).
 double plainDownloadRate(const std::string& url, const fs::path& dir, int threads,
                          const fs::path& copyTo = {}) {
-  const std::vector<std::string> files = filesOf(dir);
+  const std::vector<std::string> files = filesUnder(dir);
   std::atomic<size_t> next{0};
   std::atomic<int64_t> bytes{0};
   const auto start = Clock_::now();
@@ -421,7 +412,7 @@ void spreadSection(const Args& args) {
   auto server = testing::HttpFileServer::start(origin);
   if (!server.isOk()) std::exit(1);
   (*server)->throttle(args.throttle);
-  const std::vector<std::string> files = filesOf(origin);
+  const std::vector<std::string> files = filesUnder(origin);
 
   for (const bool killOne : {false, true}) {
     std::vector<std::unique_ptr<NodeChild>> children;

@@ -98,15 +98,6 @@ struct MountedDataset {
   std::unique_ptr<DatasetFilesystem> fs;
 };
 
-std::vector<std::string> filesUnder(const fs::path& dir) {
-  std::vector<std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename() != "index.json")
-      files.push_back(fs::relative(e.path(), dir).string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
