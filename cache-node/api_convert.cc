@@ -17,6 +17,10 @@ v1::DatasetRef refOf(const DatasetKey& key) {
   return ref;
 }
 
+ViewSpec viewSpecOf(const v1::EnsureDatasetRequest& request) {
+  return {keyOf(request.dataset()), keyOf(request.view().source()), request.view().path()};
+}
+
 Result<EnsureSpec> ensureSpecOf(const v1::EnsureDatasetRequest& request) {
   EnsureSpec spec;
   spec.key = keyOf(request.dataset());

@@ -15,6 +15,8 @@ v1::DatasetRef refOf(const DatasetKey& key);
 
 // InvalidArgument naming the request field (dataset.name, cache.policy, ...).
 Result<EnsureSpec> ensureSpecOf(const v1::EnsureDatasetRequest& request);
+// The view of a request with `view` set (its mounts, cache and node set unused).
+ViewSpec viewSpecOf(const v1::EnsureDatasetRequest& request);
 WarmPlan warmPlanOf(const v1::SetWarmPlanRequest& request);
 
 v1::DatasetStatus statusOf(const DatasetKey& key, const DatasetState& state,

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <xxhash.h>
 
+#include <set>
 #include <thread>
 
 #include "cache-node/api_convert.h"
@@ -49,6 +50,11 @@ class CacheNodeService final : public v1::CacheNode::Service {
   grpc::Status EnsureDataset(grpc::ServerContext* context, const v1::EnsureDatasetRequest* request,
                              v1::EnsureDatasetResponse* response) override {
     GRANARY_AUTHORIZE(context);
+    if (request->has_view()) {
+      if (Status viewed = engine_.ensureView(viewSpecOf(*request)); !viewed.isOk())
+        return toGrpc(viewed);
+      return statusOfDataset(request->dataset(), *response->mutable_status());
+    }
     auto spec = ensureSpecOf(*request);
     if (!spec.isOk()) return toGrpc(spec.status());
     for (const auto& node : request->node_set()) {
@@ -73,10 +79,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
                                 const v1::GetDatasetStatusRequest* request,
                                 v1::DatasetStatus* response) override {
     GRANARY_AUTHORIZE(context);
-    auto cache = engine_.find(keyOf(request->dataset()));
-    if (!cache.isOk()) return toGrpc(cache.status());
-    *response = statusOf((*cache)->key(), (*cache)->state(), engine_.nodeName());
-    return grpc::Status::OK;
+    return statusOfDataset(request->dataset(), *response);
   }
 
   grpc::Status ListDatasets(grpc::ServerContext* context, const v1::ListDatasetsRequest*,
@@ -95,10 +98,10 @@ class CacheNodeService final : public v1::CacheNode::Service {
         request->has_interval() ? TimeUtil::DurationToMilliseconds(request->interval()) : 1000);
     interval = std::max(interval, std::chrono::milliseconds(100));
     while (!context->IsCancelled()) {
-      auto cache = engine_.find(keyOf(request->dataset()));
-      if (!cache.isOk()) return toGrpc(cache.status());  // purged: the stream ends
-      if (!writer->Write(statusOf((*cache)->key(), (*cache)->state(), engine_.nodeName()))) break;
-      cache->reset();
+      v1::DatasetStatus status;
+      const grpc::Status found = statusOfDataset(request->dataset(), status);
+      if (!found.ok()) return found;  // purged: the stream ends
+      if (!writer->Write(status)) break;
       for (auto waited = std::chrono::milliseconds(0); waited < interval && !context->IsCancelled();
            waited += std::chrono::milliseconds(50)) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -124,24 +127,28 @@ class CacheNodeService final : public v1::CacheNode::Service {
   grpc::Status Stat(grpc::ServerContext* context, const v1::StatRequest* request,
                     v1::FileInfo* response) override {
     GRANARY_AUTHORIZE(context);
-    auto cache = engine_.find(keyOf(request->dataset()));
-    if (!cache.isOk()) return toGrpc(cache.status());
-    auto entry = (*cache)->stat(request->path());
+    auto served = engine_.resolve(keyOf(request->dataset()));
+    if (!served.isOk()) return toGrpc(served.status());
+    auto entry = served->cache->stat(served->pathOf(request->path()));
     if (!entry.isOk()) return toGrpc(entry.status());
     *response = fileInfoOf(*entry);
+    response->set_path(served->relativePath(response->path()));
     return grpc::Status::OK;
   }
 
   grpc::Status ListDirectory(grpc::ServerContext* context, const v1::ListDirectoryRequest* request,
                              v1::ListDirectoryResponse* response) override {
     GRANARY_AUTHORIZE(context);
-    auto cache = engine_.find(keyOf(request->dataset()));
-    if (!cache.isOk()) return toGrpc(cache.status());
+    auto served = engine_.resolve(keyOf(request->dataset()));
+    if (!served.isOk()) return toGrpc(served.status());
     const int pageSize = request->page_size() <= 0 ? 1000 : std::min(request->page_size(), 10000);
-    auto entries =
-        (*cache)->list(request->path(), request->page_token(), static_cast<size_t>(pageSize));
+    auto entries = served->cache->list(served->pathOf(request->path()), request->page_token(),
+                                       static_cast<size_t>(pageSize));
     if (!entries.isOk()) return toGrpc(entries.status());
-    for (const auto& entry : *entries) *response->add_entries() = fileInfoOf(entry);
+    for (const auto& entry : *entries) {
+      v1::FileInfo& info = *response->add_entries() = fileInfoOf(entry);
+      info.set_path(served->relativePath(info.path()));
+    }
     if (static_cast<int>(entries->size()) == pageSize) {
       const std::string& last = entries->back().path;
       response->set_next_page_token(last.substr(last.rfind('/') + 1));
@@ -155,12 +162,13 @@ class CacheNodeService final : public v1::CacheNode::Service {
     if (request->offset() < 0) return {grpc::StatusCode::INVALID_ARGUMENT, "offset: must be >= 0"};
     if (request->length() < -1)
       return {grpc::StatusCode::INVALID_ARGUMENT, "length: must be >= 0, or -1 for the rest"};
-    auto cache = engine_.find(keyOf(request->dataset()));
-    if (!cache.isOk()) return toGrpc(cache.status());
+    auto served = engine_.resolve(keyOf(request->dataset()));
+    if (!served.isOk()) return toGrpc(served.status());
+    const std::string path = served->pathOf(request->path());
     int64_t offset = request->offset();
     int64_t left = request->length() < 0 ? INT64_MAX : request->length();
     while (left > 0 && !context->IsCancelled()) {
-      auto piece = (*cache)->readPiece(request->path(), offset, std::min(left, kMessageBytes));
+      auto piece = served->cache->readPiece(path, offset, std::min(left, kMessageBytes));
       if (!piece.isOk()) return toGrpc(piece.status());
       if (piece->data.empty()) break;
       v1::ReadResponse response;
@@ -179,10 +187,14 @@ class CacheNodeService final : public v1::CacheNode::Service {
     GRANARY_AUTHORIZE(context);
     *response->mutable_sample_time() = google::protobuf::util::TimeUtil::GetCurrentTime();
     response->set_node_name(engine_.nodeName());
+    // A view's readers read its source: they are counted there.
+    std::set<std::string> labels;
+    for (const auto& ref : request->datasets()) {
+      auto served = engine_.resolve(keyOf(ref));
+      labels.insert(served.isOk() ? served->cache->key().label() : keyOf(ref).label());
+    }
     const auto wanted = [&](const std::string& ns, const std::string& name) {
-      return request->datasets().empty() ||
-             std::any_of(request->datasets().begin(), request->datasets().end(),
-                         [&](const auto& r) { return r.namespace_() == ns && r.name() == name; });
+      return request->datasets().empty() || labels.contains(ns + "/" + name);
     };
     for (const auto& cache : engine_.datasets()) {
       if (wanted(cache->key().ns, cache->key().name))
@@ -222,6 +234,14 @@ class CacheNodeService final : public v1::CacheNode::Service {
   }
 
  private:
+  // The status of the dataset `ref` names, or of a view's source.
+  grpc::Status statusOfDataset(const v1::DatasetRef& ref, v1::DatasetStatus& out) const {
+    auto served = engine_.resolve(keyOf(ref));
+    if (!served.isOk()) return toGrpc(served.status());
+    out = statusOf(served->cache->key(), served->cache->state(), engine_.nodeName());
+    return grpc::Status::OK;
+  }
+
   CacheEngine& engine_;
   GrpcPeers& peers_;
   const Secret& token_;

@@ -6,6 +6,21 @@
 #include "engine/origin/beneath.h"
 
 namespace granary::cache {
+namespace {
+
+// Both name directories of the node's mounts (<mountRoot>/<namespace>/<name>/<generation>).
+Status checkName(const DatasetKey& key, const std::string& field) {
+  if (key.ns.empty()) return invalidArgument(field + ".namespace: must be set");
+  if (key.name.empty()) return invalidArgument(field + ".name: must be set");
+  for (const auto& [part, value] : {std::pair{".namespace", &key.ns}, std::pair{".name", &key.name}}) {
+    if (!isPlainRelativePath(*value) || value->find('/') != std::string::npos)
+      return invalidArgument(field + part + ": \"" + *value +
+                             "\" is not a name: no \"/\", \".\" or \"..\"");
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 CacheEngine::CacheEngine(EngineOptions options, Clock& clock)
     : options_(std::move(options)), bandwidth_(clock, options_.bandwidthLimit) {}
@@ -65,15 +80,7 @@ void CacheEngine::onCreated(std::function<void(const std::shared_ptr<DatasetCach
 
 Result<std::shared_ptr<DatasetCache>> CacheEngine::createOrUpdate(EnsureSpec spec, bool& created) {
   const DatasetKey& key = spec.key;
-  if (key.ns.empty()) return invalidArgument("dataset.namespace: must be set");
-  if (key.name.empty()) return invalidArgument("dataset.name: must be set");
-  // Both name directories of the node's mounts (<mountRoot>/<namespace>/<name>/<generation>).
-  for (const auto& [field, value] :
-       {std::pair{"dataset.namespace", &key.ns}, std::pair{"dataset.name", &key.name}}) {
-    if (!isPlainRelativePath(*value) || value->find('/') != std::string::npos)
-      return invalidArgument(std::string(field) + ": \"" + *value +
-                             "\" is not a name: no \"/\", \".\" or \"..\"");
-  }
+  GRANARY_RETURN_IF_ERROR(checkName(key, "dataset"));
   if (key.generation < 1) return invalidArgument("dataset.generation: must be at least 1");
   if (spec.mounts.empty()) return invalidArgument("mounts: a dataset needs at least one source");
   DatasetSettings& settings = spec.settings;
@@ -85,6 +92,9 @@ Result<std::shared_ptr<DatasetCache>> CacheEngine::createOrUpdate(EnsureSpec spe
   if (settings.nodeSet.empty()) settings.nodeSet = {options_.nodeName};
 
   MutexLock lock(mutex_);
+  if (views_.contains(key.label()))
+    return failedPrecondition("dataset " + key.label() +
+                              " is a view of another dataset on this node; purge it first");
   if (auto it = datasets_.find(key.id()); it != datasets_.end()) {
     GRANARY_RETURN_IF_ERROR(it->second->update(settings));
     return it->second;
@@ -117,10 +127,55 @@ Result<std::shared_ptr<DatasetCache>> CacheEngine::createOrUpdate(EnsureSpec spe
   return shared;
 }
 
+Status CacheEngine::ensureView(ViewSpec spec) {
+  GRANARY_RETURN_IF_ERROR(checkName(spec.key, "dataset"));
+  GRANARY_RETURN_IF_ERROR(checkName(spec.source, "view.source"));
+  if (!spec.path.empty()) {
+    if (Status valid = validateManifestPath(spec.path); !valid.isOk())
+      return invalidArgument("view.path: " + valid.message());
+  }
+  MutexLock lock(mutex_);
+  for (const auto& [_, cache] : datasets_) {
+    if (cache->key().label() == spec.key.label())
+      return failedPrecondition("dataset " + spec.key.label() +
+                                " holds data on this node; it cannot become a view");
+  }
+  GRANARY_RETURN_IF_ERROR(findLocked({spec.source.ns, spec.source.name, 0, ""}).status());
+  const auto [it, created] = views_.insert_or_assign(spec.key.label(), spec);
+  if (created)
+    Logger("cache").info("view ensured", {{"dataset", spec.key.label()},
+                                          {"source", spec.source.label()},
+                                          {"path", spec.path}});
+  return Status::ok();
+}
+
+Result<Resolved> CacheEngine::resolve(const DatasetKey& key) const {
+  MutexLock lock(mutex_);
+  const auto view = views_.find(key.label());
+  if (view == views_.end()) {
+    GRANARY_ASSIGN_OR_RETURN(auto cache, findLocked(key));
+    return Resolved{std::move(cache), ""};
+  }
+  const ViewSpec& spec = view->second;
+  auto source = findLocked({spec.source.ns, spec.source.name, 0, ""});
+  if (!source.isOk()) {
+    return notFound("dataset " + key.label() + " is a view of " + spec.source.label() +
+                    ", which is not on this node");
+  }
+  return Resolved{std::move(*source), spec.path};
+}
+
 Result<int64_t> CacheEngine::purge(const DatasetKey& key, bool allGenerations) {
   std::vector<std::shared_ptr<DatasetCache>> doomed;
   {
     MutexLock lock(mutex_);
+    if (const auto view = views_.find(key.label()); view != views_.end()) {
+      if (allGenerations || view->second.key.generation == key.generation) {
+        views_.erase(view);
+        Logger("cache").info("view purged", {{"dataset", key.label()}});
+        return int64_t{0};
+      }
+    }
     for (auto it = datasets_.begin(); it != datasets_.end();) {
       const DatasetKey& k = it->second->key();
       const bool match = k.ns == key.ns && k.name == key.name &&
@@ -154,6 +209,10 @@ Result<int64_t> CacheEngine::purge(const DatasetKey& key, bool allGenerations) {
 
 Result<std::shared_ptr<DatasetCache>> CacheEngine::find(const DatasetKey& key) const {
   MutexLock lock(mutex_);
+  return findLocked(key);
+}
+
+Result<std::shared_ptr<DatasetCache>> CacheEngine::findLocked(const DatasetKey& key) const {
   std::shared_ptr<DatasetCache> best;
   for (const auto& [_, cache] : datasets_) {
     const DatasetKey& k = cache->key();

@@ -55,6 +55,29 @@ struct EnsureSpec {
   DatasetSettings settings;
 };
 
+// A view: the newest generation of another dataset on this node (`source`, namespace and name),
+// or one directory of it, under a second name. It holds no bytes and no settings of its own.
+struct ViewSpec {
+  DatasetKey key;
+  DatasetKey source;
+  std::string path;  // "" for the whole dataset
+};
+
+// What a dataset's name serves: the dataset itself at path "", or a view's source and directory.
+struct Resolved {
+  std::shared_ptr<DatasetCache> cache;
+  std::string path;
+
+  // `relative` of the view as a path of the served dataset.
+  std::string pathOf(const std::string& relative) const {
+    return path.empty() ? relative : relative.empty() ? path : path + "/" + relative;
+  }
+  // A path of the served dataset, under `path`, as a path of the view.
+  std::string relativePath(const std::string& served) const {
+    return path.empty() ? served : served == path ? "" : served.substr(path.size() + 1);
+  }
+};
+
 class CacheEngine {
  public:
   // Opens the stores and reconciles the chunk index with the disks. InvalidArgument for a
@@ -69,8 +92,15 @@ class CacheEngine {
   // Calls `listener` with each dataset generation ensure() creates from now on, on the ensuring
   // thread; an empty function ends the calls (and waits for one in progress). One at a time.
   void onCreated(std::function<void(const std::shared_ptr<DatasetCache>&)> listener);
+  // Records a view (replacing the view of that name). InvalidArgument for a bad name or path;
+  // NotFound while this node does not hold the source; FailedPrecondition when a dataset of
+  // this node has the view's name.
+  Status ensureView(ViewSpec spec);
+  // The dataset `key` names (as find()), or the view's source and directory. NotFound when
+  // neither is here, or a view's source is not.
+  Result<Resolved> resolve(const DatasetKey& key) const;
   // Purges one generation, or every generation of namespace/name. Returns the bytes freed;
-  // NotFound when nothing matched.
+  // NotFound when nothing matched. Purging a view frees nothing: its source keeps its bytes.
   Result<int64_t> purge(const DatasetKey& key, bool allGenerations);
   // The generation named by `key`; generation 0 finds the newest one of namespace/name.
   Result<std::shared_ptr<DatasetCache>> find(const DatasetKey& key) const;
@@ -83,6 +113,8 @@ class CacheEngine {
  private:
   CacheEngine(EngineOptions options, Clock& clock);
   Result<std::shared_ptr<DatasetCache>> createOrUpdate(EnsureSpec spec, bool& created);
+  Result<std::shared_ptr<DatasetCache>> findLocked(const DatasetKey& key) const
+      GRANARY_REQUIRES(mutex_);
 
   EngineOptions options_;
   std::unique_ptr<ManifestStore> manifests_;
@@ -93,7 +125,8 @@ class CacheEngine {
   ReconcileReport startup_;
   mutable Mutex mutex_;
   std::map<std::string, std::shared_ptr<DatasetCache>> datasets_
-      GRANARY_GUARDED_BY(mutex_);  // by DatasetKey::id()
+      GRANARY_GUARDED_BY(mutex_);                                  // by DatasetKey::id()
+  std::map<std::string, ViewSpec> views_ GRANARY_GUARDED_BY(mutex_);  // by DatasetKey::label()
   Mutex listenerMutex_;            // held while onCreated_ runs
   std::function<void(const std::shared_ptr<DatasetCache>&)> onCreated_
       GRANARY_GUARDED_BY(listenerMutex_);

@@ -19,8 +19,15 @@ Result<std::vector<api::Dataset>> loadDatasets(const std::filesystem::path& path
   GRANARY_ASSIGN_OR_RETURN(auto documents, api::loadManifests(path));
   std::vector<api::Dataset> datasets;
   for (auto& document : documents) {
-    if (auto* dataset = std::get_if<api::Dataset>(&document.object))
-      datasets.push_back(std::move(*dataset));
+    auto* dataset = std::get_if<api::Dataset>(&document.object);
+    if (!dataset) continue;
+    if (dataset->spec.reference) {
+      return invalidArgument(path.string() + ": Dataset " + dataset->metadata.name +
+                             ": spec.source.uri: a dataset:// reference is served by "
+                             "granary-operator in a cluster; here, name the origin itself "
+                             "(s3://, http(s):// or file://)");
+    }
+    datasets.push_back(std::move(*dataset));
   }
   if (datasets.empty()) return invalidArgument(path.string() + ": holds no Dataset");
   return datasets;

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "operator/cache_node_discovery.h"
+#include "operator/core/dataset_reference.h"
 #include "operator/core/workers.h"
 #include "operator/object_views.h"
 
@@ -44,23 +45,6 @@ Json withFinalizer(const Json& object, bool present) {
   return next;
 }
 
-// The Dataset as granary reads it: metadata and a spec with defaults and every rule checked,
-// decoded from the object as the API server sent it. Errors name the field ("spec.cache...").
-Result<api::Dataset> decodeDataset(const Json& object) {
-  Json parts = Json::object();
-  parts["metadata"] = kube::pathValue(object, "metadata");
-  parts["spec"] = kube::pathValue(object, "spec");
-  const config::Node root = kube::toConfig(parts);
-  api::Dataset dataset;
-  if (const config::Node* metadata = root.find("metadata"); metadata && !metadata->isNull())
-    GRANARY_RETURN_IF_ERROR(decodeValue(*metadata, dataset.metadata));
-  const config::Node* spec = root.find("spec");
-  if (spec == nullptr || spec->isNull()) return invalidArgument("spec: required; name a source");
-  GRANARY_RETURN_IF_ERROR(decodeValue(*spec, dataset.spec));
-  if (dataset.metadata.generation == 0) dataset.metadata.generation = kube::generationOf(object);
-  return dataset;
-}
-
 // "namespace/name" of each Dataset `pod` mounts.
 std::vector<std::string> datasetKeysOf(const Json& pod) {
   std::vector<std::string> keys;
@@ -89,6 +73,33 @@ Json statusOf(const Json& object) {
   return object.has_object_field("status") ? object.at("status") : Json();
 }
 
+// The index of Datasets by the Dataset they refer to.
+constexpr const char* kBySource = "source";
+
+std::vector<std::string> sourceKeysOf(const Json& dataset) {
+  std::string key = sourceKeyOf(dataset);
+  return key.empty() ? std::vector<std::string>{} : std::vector<std::string>{std::move(key)};
+}
+
+// `status` listing `referrers` in referredBy (none: no field).
+Json withReferrers(Json status, const std::vector<std::string>& referrers) {
+  if (!status.is_object()) return status;
+  if (referrers.empty()) {
+    if (status.has_field("referredBy")) status.erase("referredBy");
+    return status;
+  }
+  Json list = Json::array();
+  for (const auto& r : referrers) list[list.size()] = Json::string(r);
+  status["referredBy"] = std::move(list);
+  return status;
+}
+
+bool isSettled(const Json& status) {
+  const auto phase = phaseOfStatus(status);
+  return phase == DatasetPhase::kReady || phase == DatasetPhase::kOnDemand ||
+         phase == DatasetPhase::kQuotaFull || phase == DatasetPhase::kFailed;
+}
+
 }  // namespace
 
 DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& nodes,
@@ -106,6 +117,7 @@ DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& no
                                 .labelSelector = names::kJobNameLabel,
                                 .transform = workerPodView});
   workers_->store().addIndex("dataset", datasetKeysOf);
+  datasets_->store().addIndex(kBySource, sourceKeysOf);
   jobs_ = &manager.informer({.type = kube::resources::trainingJobs(),
                              .ns = options_.ns,
                              .transform = withoutManagedFields});
@@ -115,14 +127,24 @@ DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& no
       [this](const std::string& key, std::stop_token) { return reconcile(key); });
   // Its own status writes do not come back: warming progress is polled (pollWarming).
   datasets_->addHandler(controller.enqueueOnChange());
+  // A reference mirrors its source, and a source lists its references and their readers.
+  datasets_->addHandler(controller.enqueueMapped([this](const Json& dataset) {
+    std::vector<std::string> keys = sourceKeysOf(dataset);
+    for (const auto& r : datasets_->store().byIndex(kBySource, kube::objectKey(dataset)))
+      keys.push_back(kube::objectKey(*r));
+    return keys;
+  }));
   // A cache node coming or going re-plans every Dataset.
   auto everyDataset =
       controller.enqueueMapped([this](const Json&) { return datasets_->store().keys(); });
   cacheNodes_.agents().addHandler(everyDataset);
-  // A worker placed or gone changes the readers of the datasets it mounts.
-  workers_->addHandler(controller.enqueueMapped(datasetKeysOf));
+  // A worker placed or gone changes the readers of the datasets it mounts (and of their
+  // sources).
+  workers_->addHandler(
+      controller.enqueueMapped([this](const Json& pod) { return withSources(datasetKeysOf(pod)); }));
   // A job starting or ending its wait for its datasets (BeforeStart) changes their readers.
-  jobs_->addHandler(controller.enqueueMapped(datasetKeysNamedBy));
+  jobs_->addHandler(controller.enqueueMapped(
+      [this](const Json& job) { return withSources(datasetKeysNamedBy(job)); }));
 }
 
 Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& key) {
@@ -140,10 +162,15 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
                                     .pollReady = options_.pollReady,
                                     .reensureInterval = options_.reensureInterval};
   const Result<api::Dataset> decoded = decodeDataset(*object);
-  if (!decoded.isOk())
-    return apply(*object, planDataset(observe(*object, decoded, nullptr), planning), {});
+  if (decoded.isOk() && decoded->spec.reference) return reconcileReference(*object, *decoded);
+  const std::vector<std::string> referrers = referrersOf(*object);
+  if (!decoded.isOk()) {
+    DatasetPlan plan = planDataset(observe(*object, decoded, nullptr), planning);
+    plan.status = withReferrers(std::move(plan.status), referrers);
+    return apply(*object, plan, {});
+  }
   const api::Dataset& dataset = *decoded;
-  const Requests requests = requestsFor(*object, dataset);
+  const Requests requests = requestsFor(*object, dataset, referrers);
   DatasetObservation observation = observe(*object, decoded, &requests);
   DatasetPlan plan = planDataset(observation, planning);
   std::map<std::string, OriginCredentials> credentials;
@@ -151,21 +178,94 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
     observation.credentials = readCredentials(dataset, credentials);
     plan = planDataset(observation, planning);
   }
+  plan.status = withReferrers(std::move(plan.status), referrers);
   return apply(*object, plan, {&dataset, &requests, &credentials});
 }
 
-DatasetController::Requests DatasetController::requestsFor(const Json& object,
-                                                           const api::Dataset& dataset) {
-  const std::string key = kube::objectKey(object);
+std::vector<std::string> DatasetController::withSources(std::vector<std::string> keys) const {
+  const size_t own = keys.size();
+  for (size_t i = 0; i < own; ++i) {
+    const kube::ObjectPtr dataset = datasets_->store().get(keys[i]);
+    if (!dataset) continue;
+    if (std::string source = sourceKeyOf(*dataset); !source.empty())
+      keys.push_back(std::move(source));
+  }
+  return keys;
+}
+
+std::vector<std::string> DatasetController::referrersOf(const Json& source) const {
+  return referrersOffered(source, datasets_->store().byIndex(kBySource, kube::objectKey(source)));
+}
+
+Result<kube::ReconcileResult> DatasetController::reconcileReference(const Json& object,
+                                                                    const api::Dataset& dataset) {
+  const api::DatasetReference& reference = *dataset.spec.reference;
+  const kube::ObjectPtr source = datasets_->store().get(reference.key());
+  const bool live =
+      source && kube::pathValue(*source, "metadata.deletionTimestamp").is_null();
+  const Json previous = statusOf(object);
+  const ReferencePlan plan = planReference({.ns = dataset.metadata.namespace_,
+                                            .generation = kube::generationOf(object),
+                                            .reference = reference,
+                                            .source = live ? source.get() : nullptr,
+                                            .previousStatus = previous,
+                                            .now = clock_.wallNow()});
+  const v1::DatasetRef ref = refOf(dataset.metadata);
+  const std::set<std::string> serving(plan.nodes.begin(), plan.nodes.end());
+  const bool wasOnNodes = !nodesListedIn(previous).empty();
+  for (const auto& node : *cacheNodes_.nodes()) {
+    if (plan.serve && serving.contains(node.node.name)) {
+      ensureView(node, ref, reference);
+    } else if (wasOnNodes) {
+      // No new mount of a reference that is no longer served, nor where its source left.
+      auto purged = nodes_.purge(node.address, ref, true);
+      forget(dataset.metadata.uid + "/" + node.address);
+      if (!purged.isOk() && purged.status().code() != StatusCode::kNotFound)
+        log().info("cannot drop a view from a node; tried again at the next poll",
+                   {{"dataset", kube::objectKey(object)},
+                    {"node", node.node.name},
+                    {"error", purged.status()}});
+    }
+  }
+  GRANARY_RETURN_IF_ERROR(writeStatus(object, plan.status, plan.event));
+  return kube::ReconcileResult::after(isSettled(plan.status) ? options_.pollReady
+                                                             : options_.pollWarming);
+}
+
+void DatasetController::ensureView(const CacheNode& node, const v1::DatasetRef& ref,
+                                   const api::DatasetReference& reference) {
+  const auto held = nodes_.status(node.address, ref);
+  if (held.isOk()) return;  // the node has the view (its answer is the source's status)
+  if (held.status().code() != StatusCode::kNotFound) return;  // unreachable: the next poll
+  v1::EnsureDatasetRequest request;
+  *request.mutable_dataset() = ref;
+  request.mutable_view()->mutable_source()->set_namespace_(reference.ns);
+  request.mutable_view()->mutable_source()->set_name(reference.name);
+  request.mutable_view()->set_path(reference.path);
+  auto ensured = nodes_.ensure(node.address, request);
+  log().info("view ensured", {{"dataset", ref.namespace_() + "/" + ref.name()},
+                              {"source", reference.key()},
+                              {"node", node.node.name},
+                              {"result", ensured.isOk() ? Status::ok() : ensured.status()}});
+}
+
+DatasetController::Requests DatasetController::requestsFor(
+    const Json& object, const api::Dataset& dataset, const std::vector<std::string>& referrers) {
   Requests r{.set = planNodeSet(dataset.spec.cache, *cacheNodes_.nodes(),
                                 nodesListedIn(statusOf(object)))};
   r.bare = ensureRequestOf(dataset, {}, r.set);
   r.fingerprint = fingerprintOf(r.bare);
-  std::vector<DatasetReader> readers =
-      readersOf(workers_->store().byIndex("dataset", key), dataset.metadata.name);
-  for (auto& waiting :
-       waitingReadersOf(jobs_->store().byIndex(kJobsByDataset, key), dataset.metadata.name))
-    readers.push_back(std::move(waiting));
+  // Its readers, and those of the Datasets that refer to it: they read its bytes.
+  std::vector<DatasetReader> readers;
+  std::vector<std::string> keys = referrers;
+  keys.push_back(kube::objectKey(object));
+  for (const auto& key : keys) {
+    const std::string name = key.substr(key.find('/') + 1);
+    for (auto& worker : readersOf(workers_->store().byIndex("dataset", key), name))
+      readers.push_back(std::move(worker));
+    for (auto& waiting : waitingReadersOf(jobs_->store().byIndex(kJobsByDataset, key), name))
+      readers.push_back(std::move(waiting));
+  }
   r.warmPlan = warmPlanRequestOf(r.bare.dataset(), readers);
   r.warmPlanFingerprint = fingerprintOf(r.warmPlan);
   r.noReaders = fingerprintOf(warmPlanRequestOf(r.bare.dataset(), {}));

@@ -73,7 +73,20 @@ class DatasetController {
     size_t warmPlanFingerprint = 0, noReaders = 0;
   };
 
-  Requests requestsFor(const kube::Json& object, const api::Dataset& dataset);
+  // `referrers`: the Datasets that refer to it and are offered to (their readers are its).
+  Requests requestsFor(const kube::Json& object, const api::Dataset& dataset,
+                       const std::vector<std::string>& referrers);
+  // A Dataset that refers to another: planReference (operator/core/dataset_reference.h), then
+  // the view ensured on its source's nodes, or dropped from every node when it is refused.
+  Result<kube::ReconcileResult> reconcileReference(const kube::Json& object,
+                                                   const api::Dataset& dataset);
+  // Ensures the view on `node` unless the node holds it.
+  void ensureView(const CacheNode& node, const v1::DatasetRef& ref,
+                  const api::DatasetReference& reference);
+  // The referrers (offered to) of Dataset `source`, by key.
+  std::vector<std::string> referrersOf(const kube::Json& source) const;
+  // `keys` (of Datasets) and the keys of the Datasets those refer to.
+  std::vector<std::string> withSources(std::vector<std::string> keys) const;
   // Everything planDataset reads; the nodes of the set are asked only with `requests`.
   DatasetObservation observe(const kube::Json& object, const Result<api::Dataset>& dataset,
                              const Requests* requests);

@@ -10,6 +10,7 @@
 #include "common/names.h"
 #include "operator/cache_node_discovery.h"
 #include "operator/core/conditions.h"
+#include "operator/core/dataset_reference.h"
 #include "operator/core/workers.h"
 #include "operator/object_views.h"
 
@@ -84,7 +85,10 @@ WorkerState workerOf(const Json& pod) {
   return w;
 }
 
-DatasetState datasetOf(const std::string& name, const kube::ObjectPtr& object) {
+// `object`'s state; `cachedBy` is the Dataset whose cache settings hold for it: its source when
+// it refers to another, itself otherwise.
+DatasetState datasetOf(const std::string& name, const kube::ObjectPtr& object,
+                       const kube::ObjectPtr& cachedBy) {
   DatasetState d{.name = name};
   if (!object) return d;
   d.exists = true;
@@ -92,7 +96,7 @@ DatasetState datasetOf(const std::string& name, const kube::ObjectPtr& object) {
   if (phase.is_string()) d.phase = api::datasetPhaseOf(phase.as_string());
   // The raw spec, as the API server validated it (the CRD's enum): an unknown value is the
   // default, OnCreate.
-  const Json warm = kube::pathValue(*object, "spec.cache.warm");
+  const Json warm = cachedBy ? kube::pathValue(*cachedBy, "spec.cache.warm") : Json();
   for (const auto policy : {api::WarmPolicy::kOnJob, api::WarmPolicy::kNever})
     if (warm.is_string() && warm.as_string() == api::warmPolicyName(policy)) d.warm = policy;
   const Json total = kube::pathValue(*object, "status.totalBytes");
@@ -207,8 +211,12 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     o.created = *created;
   for (const auto& pod : pods_->store().byIndex("job", name))
     if (kube::namespaceOf(*pod) == ns) o.workers.push_back(workerOf(*pod));
-  for (const auto& d : o.spec.datasets)
-    o.datasets.push_back(datasetOf(d.name, datasets_->store().get(kube::objectKey(ns, d.name))));
+  for (const auto& d : o.spec.datasets) {
+    const kube::ObjectPtr dataset = datasets_->store().get(kube::objectKey(ns, d.name));
+    const std::string source = dataset ? sourceKeyOf(*dataset) : "";
+    o.datasets.push_back(
+        datasetOf(d.name, dataset, source.empty() ? dataset : datasets_->store().get(source)));
+  }
 
   JobPlan plan = planJob(o);
   auto& client = manager_.client();

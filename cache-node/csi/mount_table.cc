@@ -194,8 +194,8 @@ Status MountTable::bindLocked(const std::filesystem::path& source, const Publica
 void MountTable::repairLocked(const std::shared_ptr<DatasetCache>& cache) {
   const DatasetKey& key = cache->key();
   const auto isOfCache = [&](const PublicationRecord& record) {
-    return record.publication.datasetNamespace == key.ns &&
-           record.publication.datasetName == key.name && record.generation == key.generation;
+    return record.servedNamespace == key.ns && record.servedName == key.name &&
+           record.generation == key.generation;
   };
   bool wanted = kept_.contains(mountpointOf(key));
   for (const auto& [_, record] : published_) wanted = wanted || isOfCache(record);
@@ -211,7 +211,7 @@ void MountTable::repairLocked(const std::shared_ptr<DatasetCache>& cache) {
     const Publication& p = it->second.publication;
     if (!isOfCache(it->second) || !isStaleMount(p.targetPath)) {
       ++it;
-    } else if (Status bound = bindLocked(*source, p); bound.isOk()) {
+    } else if (Status bound = bindLocked(*source / it->second.path, p); bound.isOk()) {
       log.info("volume repaired", {{"dataset", key.label()},
                                    {"pod", p.podNamespace + "/" + p.podName},
                                    {"target", p.targetPath.string()}});
@@ -239,19 +239,28 @@ void MountTable::saveRecordsLocked() const {
 }
 
 Status MountTable::publish(const Publication& p) {
-  auto cache = engine_.find({p.datasetNamespace, p.datasetName, 0, ""});
-  if (!cache.isOk()) {
+  auto served = engine_.resolve({p.datasetNamespace, p.datasetName, 0, ""});
+  if (!served.isOk()) {
     return notFound("Dataset " + p.datasetNamespace + "/" + p.datasetName + " is not on node " +
-                    engine_.nodeName() + " yet; the operator ensures it where a job's workers run");
+                    engine_.nodeName() + " yet (" + served.status().message() +
+                    "); the operator ensures it where a job's workers run, and the Dataset's "
+                    "status says why it is not");
   }
+  const DatasetKey& key = served->cache->key();
   accounting_.namePod(p.podUid, p.podNamespace, p.podName);
   MutexLock lock(mutex_);
-  GRANARY_ASSIGN_OR_RETURN(const auto source, datasetMountLocked(*cache));
+  GRANARY_ASSIGN_OR_RETURN(const auto point, datasetMountLocked(served->cache));
+  // The dataset's file system has no symbolic links: a directory of it stays within it.
+  const std::filesystem::path source = point / served->path;
+  if (std::error_code error; !std::filesystem::is_directory(source, error)) {
+    return notFound("Dataset " + p.datasetNamespace + "/" + p.datasetName + ": \"" +
+                    served->path + "\" is not a directory of " + key.label());
+  }
   GRANARY_RETURN_IF_ERROR(bindLocked(source, p));
   if (!published_.contains(p.targetPath)) {
-    published_[p.targetPath] = {p, (*cache)->key().generation};
+    published_[p.targetPath] = {p, key.generation, key.ns, key.name, served->path};
     saveRecordsLocked();
-    Logger("mount").info("volume published", {{"dataset", (*cache)->key().label()},
+    Logger("mount").info("volume published", {{"dataset", key.label()},
                                               {"pod", p.podNamespace + "/" + p.podName},
                                               {"target", p.targetPath.string()}});
   }
@@ -272,8 +281,10 @@ Status MountTable::unpublish(const std::filesystem::path& targetPath) {
     return unavailable("cannot remove " + targetPath.string() + ": " + error.message());
   const auto published = published_.find(targetPath);
   if (published == published_.end()) return Status::ok();
-  const Publication& p = published->second.publication;
-  accounting_.endPod(p.datasetNamespace + "/" + p.datasetName, p.podUid);  // the pod ended
+  const PublicationRecord& record = published->second;
+  // The pod ended.
+  accounting_.endPod(record.servedNamespace + "/" + record.servedName,
+                     record.publication.podUid);
   published_.erase(published);
   saveRecordsLocked();
   return Status::ok();

@@ -83,7 +83,8 @@ std::string formatRecord(const PublicationRecord& record) {
   std::string line;
   for (const std::string& field :
        {p.targetPath.string(), p.volumeId, p.datasetNamespace, p.datasetName,
-        std::to_string(record.generation), p.podNamespace, p.podName, p.podUid}) {
+        std::to_string(record.generation), p.podNamespace, p.podName, p.podUid,
+        record.servedNamespace, record.servedName, record.path}) {
     line += (line.empty() ? "" : "\t") + field;
   }
   return line;
@@ -99,7 +100,7 @@ std::optional<PublicationRecord> parseRecord(const std::string& line) {
     if (tab == std::string::npos) break;
     start = tab + 1;
   }
-  if (fields.size() != 8 || fields[0].empty() || fields[0].front() != '/') return std::nullopt;
+  if ((fields.size() != 8 && fields.size() != 11) || fields[0].empty() || fields[0].front() != '/') return std::nullopt;
   PublicationRecord record;
   Publication& p = record.publication;
   p.targetPath = fields[0];
@@ -114,6 +115,10 @@ std::optional<PublicationRecord> parseRecord(const std::string& line) {
   p.podNamespace = fields[5];
   p.podName = fields[6];
   p.podUid = fields[7];
+  const bool served = fields.size() == 11;
+  record.servedNamespace = served ? fields[8] : p.datasetNamespace;
+  record.servedName = served ? fields[9] : p.datasetName;
+  record.path = served ? fields[10] : "";
   return record;
 }
 

@@ -34,13 +34,17 @@ struct PublishFields {
 Result<Publication> parsePublication(const PublishFields& fields);
 
 // A publication as the node records it (one line, tab-separated), with the dataset generation
-// its pod sees, so that a restarted node can repair the pod's view.
+// its pod sees, so that a restarted node can repair the pod's view. For a view (a Dataset that
+// refers to another) the dataset served is the view's source, at the view's directory.
 struct PublicationRecord {
   Publication publication;
   int64_t generation = 0;
+  std::string servedNamespace, servedName;  // the publication's own dataset unless a view
+  std::string path;                         // the directory of it bound; "" for its root
 };
 std::string formatRecord(const PublicationRecord& record);
-// Nullopt for a line that is not a record.
+// Nullopt for a line that is not a record. A record without the served dataset (written before
+// views existed) serves the publication's own.
 std::optional<PublicationRecord> parseRecord(const std::string& line);
 
 }  // namespace granary::cache

@@ -1,5 +1,6 @@
 #include "common/api/dataset.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -69,7 +70,93 @@ void readSource(config::Fields& f, Source& out) {
   }
 }
 
+// A dataset:// source names another Dataset; everything else about its origin is that
+// Dataset's.
+Status decodeReference(const config::Node& source, std::optional<DatasetReference>& out) {
+  config::Fields f(source);
+  std::string uri;
+  const config::Node* node = f.required("uri", uri);
+  for (const char* field : {"endpoint", "region", "secretRef", "options"}) {
+    if (const config::Node* set = source.find(field)) {
+      f.fail(config::expected(*set, std::string("no ") + field +
+                                        ": a dataset:// source takes its origin, settings and "
+                                        "credentials from the Dataset it names"));
+    }
+  }
+  f.allow({"endpoint", "region", "secretRef", "options"});
+  if (node) {
+    auto reference = parseDatasetUri(uri);
+    if (reference.isOk()) {
+      out = std::move(*reference);
+    } else {
+      f.fail(config::expected(*node, reference.status().message()));
+    }
+  }
+  return f.finish();
+}
+
+// Whether `cache` is what the CRD's defaults make of an empty spec.cache.
+bool isDefaultCache(const CacheSpec& cache) {
+  const CacheSpec none;
+  return cache.replicas == none.replicas && !cache.capacityPerNode &&
+         cache.nodeSelector.empty() && !cache.nodeAffinity && cache.tolerations.empty() &&
+         cache.policy == none.policy && cache.warm == none.warm && !cache.bandwidthLimit &&
+         cache.chunkSize.bytes == none.chunkSize.bytes;
+}
+
 }  // namespace
+
+bool isDatasetUri(std::string_view uri) { return startsWith(uri, "dataset://"); }
+
+Result<DatasetReference> parseDatasetUri(std::string_view uri) {
+  const auto invalid = [] {
+    return invalidArgument(
+        "dataset://<namespace>/<name>, or dataset://<namespace>/<name>/<directory>: a Dataset "
+        "that offers itself to this namespace, and a path in it without \".\" or \"..\"");
+  };
+  if (!isDatasetUri(uri)) return invalid();
+  std::vector<std::string> segments;
+  std::string_view rest = uri.substr(std::string_view("dataset://").size());
+  while (!rest.empty()) {
+    const size_t slash = rest.find('/');
+    segments.emplace_back(rest.substr(0, slash));
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  }
+  if (segments.size() < 2 || !isDnsLabel(segments[0]) || !isDnsSubdomain(segments[1]))
+    return invalid();
+  DatasetReference reference{segments[0], segments[1], ""};
+  for (size_t i = 2; i < segments.size(); ++i) {
+    const std::string& segment = segments[i];
+    if (segment.empty() && i + 1 == segments.size()) break;  // a trailing "/"
+    if (segment.empty() || segment == "." || segment == ".." ||
+        segment.find('\0') != std::string::npos)
+      return invalid();
+    reference.path += (reference.path.empty() ? "" : "/") + segment;
+  }
+  return reference;
+}
+
+bool offersTo(const DatasetSpec& spec, std::string_view ns) {
+  return std::find(spec.sharing.namespaces.begin(), spec.sharing.namespaces.end(), ns) !=
+         spec.sharing.namespaces.end();
+}
+
+Status decodeValue(const config::Node& node, Sharing& out) {
+  config::Fields f(node);
+  const config::Node* namespaces = f.optional(
+      "namespaces", out.namespaces,
+      [](const std::vector<std::string>& list) {
+        return list.size() <= 256 &&
+               std::all_of(list.begin(), list.end(), [](const auto& n) { return isDnsLabel(n); });
+      },
+      "a list of at most 256 namespace names");
+  std::set<std::string> seen;
+  for (size_t i = 0; namespaces && i < out.namespaces.size(); ++i) {
+    if (!seen.insert(out.namespaces[i]).second)
+      f.fail(config::expected(namespaces->items()[i], "a namespace listed once"));
+  }
+  return f.finish();
+}
 
 Status decodeValue(const config::Node& node, SecretRef& out) {
   config::Fields f(node);
@@ -139,7 +226,12 @@ Status decodeValue(const config::Node& node, DatasetSpec& out) {
   config::Fields f(node);
   const config::Node* source = node.find("source");
   const config::Node* mounts = node.find("mounts");
-  if (source && !source->isNull()) {
+  const config::Node* uri = source && !source->isNull() ? source->find("uri") : nullptr;
+  const bool reference = uri && uri->isScalar() && isDatasetUri(uri->scalar());
+  if (reference) {
+    if (Status decoded = decodeReference(*source, out.reference); !decoded.isOk()) f.fail(decoded);
+    f.allow({"source"});
+  } else if (source && !source->isNull()) {
     Mount root;
     f.optional("source", root.source);
     out.mounts = {root};
@@ -165,6 +257,17 @@ Status decodeValue(const config::Node& node, DatasetSpec& out) {
     f.fail(invalidArgument(node.where() + ": set source (one origin) or mounts (several)"));
   }
   f.optional("cache", out.cache);
+  const config::Node* sharing = f.optional("sharing", out.sharing);
+  if (reference && sharing && !out.sharing.namespaces.empty()) {
+    f.fail(config::expected(*sharing,
+                            "no sharing: a Dataset that refers to another cannot offer it again; "
+                            "the source Dataset offers itself"));
+  }
+  if (reference && !isDefaultCache(out.cache)) {
+    f.fail(config::expected(*node.find("cache"),
+                            "no cache settings: a Dataset that refers to another (dataset://) is "
+                            "cached by its source's; remove spec.cache"));
+  }
   return f.finish();
 }
 

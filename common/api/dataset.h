@@ -56,11 +56,40 @@ struct CacheSpec {
   ByteSize chunkSize{16 << 20};            // 1Mi..1Gi
 };
 
+// spec.source.uri dataset://<namespace>/<name>[/<path>]: a read-only view of another
+// Dataset's cached bytes (the whole dataset, or one directory of it), which that Dataset offers
+// to this namespace in its spec.sharing.
+struct DatasetReference {
+  std::string ns, name;
+  std::string path;  // "" for the whole dataset; else relative, without "", "." or ".." segments
+
+  std::string key() const { return ns + "/" + name; }  // the source's "namespace/name"
+  bool operator==(const DatasetReference&) const = default;
+};
+
+// True for a URI of the dataset:// scheme.
+bool isDatasetUri(std::string_view uri);
+// The reference a dataset:// URI names; InvalidArgument saying the expected form otherwise.
+Result<DatasetReference> parseDatasetUri(std::string_view uri);
+
+// spec.sharing: the namespaces whose Datasets may refer to this one.
+struct Sharing {
+  std::vector<std::string> namespaces;
+};
+
 struct DatasetSpec {
-  // spec.source becomes the single mount named ""; spec.mounts[] are taken as they are.
+  // spec.source becomes the single mount named ""; spec.mounts[] are taken as they are. Empty
+  // for a reference.
   std::vector<Mount> mounts;
+  // Set when spec.source.uri is dataset://: the Dataset is cached by its source's settings, so
+  // its spec.cache keeps its defaults.
+  std::optional<DatasetReference> reference;
+  Sharing sharing;
   CacheSpec cache;
 };
+
+// Whether `spec` offers its cached bytes to Datasets of namespace `ns`.
+bool offersTo(const DatasetSpec& spec, std::string_view ns);
 
 struct Dataset {
   ObjectMeta metadata;
@@ -100,6 +129,7 @@ Status decodeValue(const config::Node& node, Mount& out);
 Status decodeValue(const config::Node& node, EvictionPolicy& out);
 Status decodeValue(const config::Node& node, WarmPolicy& out);
 Status decodeValue(const config::Node& node, CacheSpec& out);
+Status decodeValue(const config::Node& node, Sharing& out);
 Status decodeValue(const config::Node& node, DatasetSpec& out);
 
 std::string_view sourceKindName(SourceKind kind);

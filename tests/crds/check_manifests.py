@@ -385,7 +385,7 @@ def main():
                 sources = [spec["source"]] if "source" in spec else spec.get("mounts", [])
                 source_kinds.update(s["uri"].split("://")[0].replace("https", "http") for s in sources)
                 warm_policies.add(spec.get("cache", {}).get("warm", "OnCreate"))
-    checks.expect(source_kinds == {"s3", "http", "file"},
+    checks.expect(source_kinds == {"s3", "http", "file", "dataset"},
                   f"examples cover every source kind (found {sorted(source_kinds)})")
     checks.expect(warm_policies == {"OnCreate", "OnJob", "Never"},
                   f"examples cover every warm policy (found {sorted(warm_policies)})")
