@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/names.h"
 #include "operator/cache_node_discovery.h"
+#include "operator/core/cache_generation.h"
 #include "operator/core/dataset_reference.h"
 #include "operator/core/workers.h"
 #include "operator/object_views.h"
@@ -161,7 +162,7 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
   const DatasetPlanOptions planning{.pollWarming = options_.pollWarming,
                                     .pollReady = options_.pollReady,
                                     .reensureInterval = options_.reensureInterval};
-  const Result<api::Dataset> decoded = decodeDataset(*object);
+  Result<api::Dataset> decoded = decodeDataset(*object);
   if (decoded.isOk() && decoded->spec.reference) return reconcileReference(*object, *decoded);
   const std::vector<std::string> referrers = referrersOf(*object);
   if (!decoded.isOk()) {
@@ -169,6 +170,10 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
     plan.status = withReferrers(std::move(plan.status), referrers);
     return apply(*object, plan, {});
   }
+  // The nodes hold it under the generation of what is cached (a change of spec.sharing alone
+  // caches nothing again).
+  const CacheGeneration cache = cacheGenerationOf(*object);
+  decoded->metadata.generation = cache.generation;
   const api::Dataset& dataset = *decoded;
   const Requests requests = requestsFor(*object, dataset, referrers);
   DatasetObservation observation = observe(*object, decoded, &requests);
@@ -178,7 +183,7 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
     observation.credentials = readCredentials(dataset, credentials);
     plan = planDataset(observation, planning);
   }
-  plan.status = withReferrers(std::move(plan.status), referrers);
+  plan.status = withCacheGeneration(withReferrers(std::move(plan.status), referrers), cache);
   return apply(*object, plan, {&dataset, &requests, &credentials});
 }
 

@@ -40,7 +40,8 @@ Json servedStatus(const ReferenceObservation& o) {
   status["observedGeneration"] = Json::number(o.generation);
   Condition ready = conditionOf(source, "Ready");
   const std::string from = "Dataset " + o.reference.key();
-  if (ready.reason.empty()) ready = {"Ready", false, "SourcePending", from + " has no status yet"};
+  if (!phaseOfStatus(source))
+    ready = {"Ready", false, "SourcePending", "no status yet; it is being planned"};
   ready.message = from + ": " + ready.message;
   Json conditions = kube::pathValue(o.previousStatus, "conditions");
   setCondition(conditions, ready, o.generation, o.now);
@@ -91,13 +92,13 @@ ReferencePlan planReference(const ReferenceObservation& o) {
   if (!o.source) {
     refuse(api::DatasetPhase::kPending, kSourceNotFound,
            source + " does not exist (or is being deleted); create it, or name one that exists");
+  } else if (const std::string further = sourceKeyOf(*o.source); !further.empty()) {
+    refuse(api::DatasetPhase::kFailed, kSourceIsReference,
+           source + " refers to another Dataset itself; refer to the Dataset that names the "
+                    "origin, dataset://" + further);
   } else if (!decoded.isOk()) {
     refuse(api::DatasetPhase::kFailed, kSourceInvalid,
            source + " is invalid: " + decoded.status().message());
-  } else if (decoded->spec.reference) {
-    refuse(api::DatasetPhase::kFailed, kSourceIsReference,
-           source + " refers to another Dataset itself; refer to the Dataset that names the "
-                    "origin, dataset://" + decoded->spec.reference->key());
   } else if (!api::offersTo(decoded->spec, o.ns)) {
     const std::string fix = "its owner lists \"" + o.ns + "\" in spec.sharing.namespaces";
     if (withdrawn) {

@@ -299,6 +299,72 @@ class CacheNodeProcessTest : public ::testing::Test {
   std::vector<std::unique_ptr<NodeProcess>> nodes_;
 };
 
+TEST_F(CacheNodeProcessTest, AViewServesItsSourcesBytesAndPurgingItKeepsThem) {
+  write("views/a.bin", std::string(3000, 'a'));
+  write("views/b.bin", std::string(5000, 'b'));
+  write("other/c.bin", std::string(700, 'c'));
+  NodeProcess& node = addNode("n1");
+  const auto viewOf = [](const std::string& name, const std::string& path) {
+    v1::EnsureDatasetRequest request;
+    request.mutable_dataset()->set_namespace_("team");
+    request.mutable_dataset()->set_name(name);
+    request.mutable_dataset()->set_generation(1);
+    request.mutable_view()->mutable_source()->set_namespace_("ml");
+    request.mutable_view()->mutable_source()->set_name("coco");
+    request.mutable_view()->set_path(path);
+    return request;
+  };
+  v1::EnsureDatasetResponse response;
+  EXPECT_EQ(node.api().EnsureDataset(authorized().get(), viewOf("train", "views"), &response)
+                .error_code(),
+            grpc::StatusCode::NOT_FOUND)
+      << "no view of a dataset the node does not hold";
+  ASSERT_TRUE(ensureReady(node));
+  const int64_t originBytes = origin_->bytesServed();
+  ASSERT_TRUE(
+      node.api().EnsureDataset(authorized().get(), viewOf("train", "views"), &response).ok());
+  EXPECT_EQ(response.status().dataset().name(), "coco") << "a view answers with its source";
+  const grpc::Status escapes =
+      node.api().EnsureDataset(authorized().get(), viewOf("up", "views/../.."), &response);
+  EXPECT_EQ(escapes.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(escapes.error_message().find("view.path"), std::string::npos);
+
+  v1::ListDirectoryRequest list;
+  list.mutable_dataset()->set_namespace_("team");
+  list.mutable_dataset()->set_name("train");
+  v1::ListDirectoryResponse listed;
+  ASSERT_TRUE(node.api().ListDirectory(authorized().get(), list, &listed).ok());
+  std::vector<std::string> names;
+  for (const auto& e : listed.entries()) names.push_back(e.path());
+  EXPECT_EQ(names, (std::vector<std::string>{"a.bin", "b.bin"}));
+  v1::ReadRequest read;
+  read.mutable_dataset()->set_namespace_("team");
+  read.mutable_dataset()->set_name("train");
+  read.set_path("b.bin");
+  read.set_length(-1);
+  auto context = authorized();
+  auto reader = node.api().Read(context.get(), read);
+  std::string data;
+  for (v1::ReadResponse piece; reader->Read(&piece);) data += piece.data();
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(data, files_["views/b.bin"]);
+  read.set_path("../other/c.bin");
+  auto outsideContext = authorized();
+  auto outside = node.api().Read(outsideContext.get(), read);
+  for (v1::ReadResponse piece; outside->Read(&piece);) ADD_FAILURE() << "read outside the view";
+  EXPECT_FALSE(outside->Finish().ok());
+
+  v1::PurgeDatasetRequest purge;
+  *purge.mutable_dataset() = viewOf("train", "").dataset();
+  purge.set_all_generations(true);
+  v1::PurgeDatasetResponse purged;
+  ASSERT_TRUE(node.api().PurgeDataset(authorized().get(), purge, &purged).ok());
+  EXPECT_EQ(purged.freed_bytes(), 0);
+  EXPECT_EQ(statusOf(node).progress().cached_bytes(), datasetBytes()) << "the source keeps its bytes";
+  EXPECT_EQ(readFile(node, "views/a.bin"), files_["views/a.bin"]);
+  EXPECT_EQ(origin_->bytesServed(), originBytes) << "a view reads nothing from the origin";
+}
+
 TEST_F(CacheNodeProcessTest, RefusesCallsWithoutTheToken) {
   NodeProcess& node = addNode("n1");
   v1::ListDatasetsRequest request;

@@ -58,6 +58,7 @@ class DatasetControllerTest : public ClusterTest {
         << "the chart must grant granary-operator every request it made";
     for (auto& [name, process] : processes_) process->kill(SIGTERM);  // unmounts its datasets
     processes_.clear();
+    for (const auto& other : otherNamespaces_) cluster_->deleteNamespace(other);
     nodes_.clear();
     origin_.reset();
     std::filesystem::remove_all(root_);
@@ -194,6 +195,91 @@ class DatasetControllerTest : public ClusterTest {
     return v.is_integer() ? v.as_number().to_int64() : -1;
   }
 
+  // A second namespace, deleted with the test's.
+  std::string otherNamespace() {
+    auto created = cluster_->createNamespace();
+    EXPECT_TRUE(created.isOk()) << created.status();
+    if (!created.isOk()) return "";
+    otherNamespaces_.push_back(*created);
+    return *created;
+  }
+  // A Dataset in `ns` whose source is `uri` (dataset://...), with `extra` in its spec.
+  Status createReference(const std::string& ns, const std::string& name, const std::string& uri,
+                         const std::string& extra = "") {
+    return client()
+        .create(resources::datasets(), ns,
+                yaml("apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: " + name +
+                     "}\nspec:\n  source: {uri: \"" + uri + "\"}\n" + extra))
+        .status();
+  }
+  Json datasetIn(const std::string& ns, const std::string& name) {
+    auto got = client().get(resources::datasets(), ns, name);
+    return got.isOk() ? *got : Json();
+  }
+  std::string phaseIn(const std::string& ns, const std::string& name) {
+    const Json p = kube::pathValue(datasetIn(ns, name), "status.phase");
+    return p.is_string() ? p.as_string() : "";
+  }
+  op::Condition readyIn(const std::string& ns, const std::string& name) {
+    return op::conditionOf(kube::pathValue(datasetIn(ns, name), "status"), "Ready");
+  }
+  std::vector<std::string> referredBy(const std::string& name = "coco") {
+    std::vector<std::string> out;
+    const Json list = kube::pathValue(dataset(name), "status.referredBy");
+    if (list.is_array())
+      for (const auto& r : list.as_array()) out.push_back(r.as_string());
+    return out;
+  }
+  // The kubelet's NodePublishVolume of Dataset `name` for a pod of `podNs` (uid `uid`), at
+  // root_/kubelet/<uid>/data.
+  grpc::Status publishVolume(NodeProcess& node, const std::string& podNs, const std::string& name,
+                             const std::string& uid) {
+    auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + 10s))
+      return {grpc::StatusCode::UNAVAILABLE, "no CSI socket"};
+    csi::v1::NodePublishVolumeRequest publish;
+    publish.set_volume_id("csi-" + uid);
+    publish.set_target_path((root_ / "kubelet" / uid / "data").string());
+    publish.set_readonly(true);
+    publish.mutable_volume_capability()->mutable_mount();
+    publish.mutable_volume_context()->insert({{"dataset", name},
+                                              {"csi.storage.k8s.io/ephemeral", "true"},
+                                              {"csi.storage.k8s.io/pod.namespace", podNs},
+                                              {"csi.storage.k8s.io/pod.name", "reader-" + uid},
+                                              {"csi.storage.k8s.io/pod.uid", uid}});
+    grpc::ClientContext context;
+    csi::v1::NodePublishVolumeResponse response;
+    return csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, publish, &response);
+  }
+  void unpublishVolume(NodeProcess& node, const std::string& uid) {
+    auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
+    csi::v1::NodeUnpublishVolumeRequest unpublish;
+    unpublish.set_volume_id("csi-" + uid);
+    unpublish.set_target_path((root_ / "kubelet" / uid / "data").string());
+    grpc::ClientContext context;
+    csi::v1::NodeUnpublishVolumeResponse response;
+    EXPECT_TRUE(csi::v1::Node::NewStub(channel)->NodeUnpublishVolume(&context, unpublish, &response).ok());
+  }
+  // Every file under the volume of pod `uid`, compared byte for byte with the origin's files
+  // under `originDirectory`; the number of files that matched.
+  int filesMatchingOrigin(const std::string& uid, const std::filesystem::path& originDirectory) {
+    const auto volume = root_ / "kubelet" / uid / "data";
+    int matched = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(originDirectory)) {
+      if (!entry.is_regular_file()) continue;
+      const auto relative = std::filesystem::relative(entry.path(), originDirectory);
+      const auto slurp = [](const std::filesystem::path& path) {
+        std::ifstream in(path, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+      };
+      const std::string want = slurp(entry.path());
+      EXPECT_EQ(slurp(volume / relative), want) << relative;
+      if (slurp(volume / relative) == want) ++matched;
+    }
+    return matched;
+  }
+
+  std::vector<std::string> otherNamespaces_;
   std::string suffix_;
   std::filesystem::path root_;
   std::unique_ptr<HttpFileServer> origin_;
@@ -580,6 +666,122 @@ TEST_F(DatasetControllerTest, OnJobWarmsForPlacedWorkersWhoseReadsShowInTheJobSt
   EXPECT_TRUE(
       eventually([&] { return registry_.exposition().find(waitSeries) == std::string::npos; }, 20s))
       << registry_.exposition();
+}
+
+TEST_F(DatasetControllerTest, AReferenceInAnotherNamespaceReadsTheOwnersCacheWithNoOriginRead) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  NodeProcess& node = cacheNode("a");
+  const std::string team = otherNamespace();
+  ASSERT_FALSE(team.empty());
+  startOperator();
+  createDataset("", "coco", "}\n  sharing: {namespaces: [" + team + "]");
+  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  const int64_t originBytes = origin_->bytesServed();
+  EXPECT_EQ(originBytes, totalBytes_);
+
+  // The whole dataset, and one directory of it; neither names a Secret.
+  ASSERT_TRUE(createReference(team, "coco", "dataset://" + ns() + "/coco").isOk());
+  ASSERT_TRUE(createReference(team, "train", "dataset://" + ns() + "/coco/train/").isOk());
+  for (const char* name : {"coco", "train"}) {
+    ASSERT_TRUE(eventually([&] { return phaseIn(team, name) == "Ready"; }, 30s))
+        << datasetIn(team, name).serialize();
+    const Json status = datasetIn(team, name).at("status");
+    EXPECT_EQ(status.at("totalBytes").as_number().to_int64(), totalBytes_);
+    EXPECT_EQ(status.at("cachedBytes").as_number().to_int64(), totalBytes_);
+    ASSERT_EQ(status.at("nodes").size(), 1u) << "placed where the source's cache lives";
+    EXPECT_EQ(status.at("nodes").at(0).at("name").as_string(), "a-" + suffix_);
+    EXPECT_EQ(readyIn(team, name).reason, "Cached");
+  }
+  ASSERT_TRUE(eventually(
+      [&] {
+        return referredBy() == std::vector<std::string>{team + "/coco", team + "/train"};
+      },
+      20s))
+      << dataset().serialize();
+
+  // A pod of the team mounts each through CSI, as a Dataset of its own namespace.
+  ASSERT_TRUE(publishVolume(node, team, "coco", "pod-whole").ok());
+  ASSERT_TRUE(publishVolume(node, team, "train", "pod-train").ok());
+  EXPECT_EQ(filesMatchingOrigin("pod-whole", root_ / "origin"), 12);
+  EXPECT_EQ(filesMatchingOrigin("pod-train", root_ / "origin" / "train"), 12);
+  EXPECT_FALSE(std::filesystem::exists(root_ / "kubelet" / "pod-train" / "data" / "train"))
+      << "a view of a directory shows that directory at its root";
+  unpublishVolume(node, "pod-whole");
+  unpublishVolume(node, "pod-train");
+  EXPECT_EQ(origin_->bytesServed(), originBytes) << "no byte read from the origin again";
+  EXPECT_EQ(heldGenerations(node), std::vector<int64_t>{1}) << "one copy on the node";
+
+  // A namespace the owner does not offer it to is refused; it cannot mount it either.
+  const std::string stranger = otherNamespace();
+  ASSERT_TRUE(createReference(stranger, "coco", "dataset://" + ns() + "/coco").isOk());
+  ASSERT_TRUE(eventually([&] { return readyIn(stranger, "coco").reason == "NotOffered"; }, 20s))
+      << datasetIn(stranger, "coco").serialize();
+  EXPECT_EQ(phaseIn(stranger, "coco"), "Failed");
+  EXPECT_NE(readyIn(stranger, "coco").message.find("spec.sharing.namespaces"), std::string::npos)
+      << readyIn(stranger, "coco").message;
+  EXPECT_EQ(publishVolume(node, stranger, "coco", "pod-stranger").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  // Nor may a reference be the source of another.
+  ASSERT_TRUE(createReference(stranger, "chain", "dataset://" + team + "/coco").isOk());
+  ASSERT_TRUE(
+      eventually([&] { return readyIn(stranger, "chain").reason == "SourceIsReference"; }, 20s))
+      << datasetIn(stranger, "chain").serialize();
+  EXPECT_NE(readyIn(stranger, "chain").message.find("dataset://" + ns() + "/coco"),
+            std::string::npos);
+
+  // The owner withdraws the offer: the references say so and no new pod mounts them.
+  ASSERT_TRUE(client()
+                  .mergePatch(resources::datasets(), ns(), "coco",
+                              yaml("spec: {sharing: {namespaces: []}}"))
+                  .isOk());
+  ASSERT_TRUE(eventually([&] { return readyIn(team, "coco").reason == "OfferWithdrawn"; }, 20s))
+      << datasetIn(team, "coco").serialize();
+  EXPECT_EQ(phaseIn(team, "coco"), "Failed");
+  EXPECT_TRUE(eventually(
+      [&] { return publishVolume(node, team, "coco", "pod-late").error_code() == grpc::StatusCode::NOT_FOUND; },
+      20s));
+  EXPECT_TRUE(eventually([&] { return referredBy().empty(); }, 20s)) << dataset().serialize();
+  EXPECT_EQ(phase(), "Ready") << "the owner's cache is untouched";
+  EXPECT_EQ(statusInt("cacheGeneration"), 1) << "a change of sharing alone caches nothing again";
+  EXPECT_EQ(heldGenerations(node), std::vector<int64_t>{1});
+  EXPECT_EQ(origin_->bytesServed(), originBytes);
+}
+
+TEST_F(DatasetControllerTest, EitherDeletionOrderLeavesTheOtherDatasetWhole) {
+  NodeProcess& node = cacheNode("a");
+  const std::string team = otherNamespace();
+  ASSERT_FALSE(team.empty());
+  startOperator();
+  // The reference first: it waits for its source, which comes after it.
+  ASSERT_TRUE(createReference(team, "coco", "dataset://" + ns() + "/coco").isOk());
+  ASSERT_TRUE(eventually([&] { return readyIn(team, "coco").reason == "SourceNotFound"; }, 20s))
+      << datasetIn(team, "coco").serialize();
+  EXPECT_EQ(phaseIn(team, "coco"), "Pending");
+  createDataset("", "coco", "}\n  sharing: {namespaces: [" + team + "]");
+  ASSERT_TRUE(eventually([&] { return phaseIn(team, "coco") == "Ready"; }, 30s))
+      << datasetIn(team, "coco").serialize();
+  const int64_t originBytes = origin_->bytesServed();
+
+  // The reference deleted: the owner keeps every byte, and lists it no more.
+  ASSERT_TRUE(client().remove(resources::datasets(), team, "coco").isOk());
+  ASSERT_TRUE(eventually([&] { return datasetIn(team, "coco").is_null(); }, 20s));
+  ASSERT_TRUE(eventually([&] { return referredBy().empty(); }, 20s)) << dataset().serialize();
+  EXPECT_EQ(phase(), "Ready");
+  EXPECT_EQ(statusInt("cachedBytes"), totalBytes_);
+  EXPECT_EQ(heldGenerations(node), std::vector<int64_t>{1});
+
+  // Referred to again, then the owner deleted: its cache goes, and the reference says why.
+  ASSERT_TRUE(createReference(team, "coco", "dataset://" + ns() + "/coco").isOk());
+  ASSERT_TRUE(eventually([&] { return phaseIn(team, "coco") == "Ready"; }, 30s));
+  EXPECT_EQ(origin_->bytesServed(), originBytes);
+  ASSERT_TRUE(client().remove(resources::datasets(), ns(), "coco").isOk());
+  ASSERT_TRUE(eventually([&] { return dataset().is_null(); }, 20s));
+  ASSERT_TRUE(eventually([&] { return readyIn(team, "coco").reason == "SourceNotFound"; }, 20s))
+      << datasetIn(team, "coco").serialize();
+  EXPECT_TRUE(heldGenerations(node).empty());
+  EXPECT_TRUE(kube::pathValue(datasetIn(team, "coco"), "status.nodes").is_null())
+      << "a refused reference lists no node, so no job is placed by it";
 }
 
 }  // namespace

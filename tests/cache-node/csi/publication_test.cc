@@ -79,5 +79,22 @@ TEST(Publication, ARecordReadsBackAsWrittenWhateverItsLastField) {
   EXPECT_FALSE(parseRecord(formatRecord({*parsePublication(request()), 7}) + "\t"));
 }
 
+TEST(Publication, ARecordKeepsTheDatasetItServesAndOldRecordsServeTheirOwn) {
+  PublicationRecord view{*parsePublication(request()), 3, "datasets", "imagenet", "train"};
+  const auto again = parseRecord(formatRecord(view));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->servedNamespace, "datasets");
+  EXPECT_EQ(again->servedName, "imagenet");
+  EXPECT_EQ(again->path, "train");
+  // A record of eight fields, as written before views: its own dataset, at its root.
+  std::string line = formatRecord(view);
+  for (int i = 0; i < 3; ++i) line.erase(line.rfind('\t'));
+  const auto old = parseRecord(line);
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->servedNamespace, old->publication.datasetNamespace);
+  EXPECT_EQ(old->servedName, "coco");
+  EXPECT_EQ(old->path, "");
+}
+
 }  // namespace
 }  // namespace granary::cache

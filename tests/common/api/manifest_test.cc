@@ -175,6 +175,47 @@ TEST(Manifest, ErrorsOfEveryDocumentAreReportedTogether) {
 }
 
 // A PersistentVolumeClaim is no origin: the error names the field and the ways that work.
+TEST(Manifest, AReferenceNamesADatasetAndNothingOfAnOrigin) {
+  auto object = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: Dataset
+metadata: {name: imagenet, namespace: team-b}
+spec:
+  source: {uri: "dataset://datasets/imagenet/train/"}
+)");
+  ASSERT_TRUE(object.isOk()) << object.status();
+  const auto& spec = std::get<Dataset>(*object).spec;
+  ASSERT_TRUE(spec.reference);
+  EXPECT_EQ(spec.reference->key(), "datasets/imagenet");
+  EXPECT_EQ(spec.reference->path, "train");
+  EXPECT_TRUE(spec.mounts.empty());
+  for (const char* bad : {"dataset://datasets", "dataset://Datasets/imagenet",
+                          "dataset://datasets/imagenet/../x", "dataset://datasets/imagenet//x"})
+    EXPECT_FALSE(parseDatasetUri(bad).isOk()) << bad;
+
+  auto cached = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: Dataset
+metadata: {name: imagenet, namespace: team-b}
+spec:
+  source: {uri: "dataset://datasets/imagenet"}
+  cache: {replicas: 2}
+)");
+  ASSERT_FALSE(cached.isOk());
+  EXPECT_NE(cached.status().message().find("spec.cache"), std::string::npos) << cached.status();
+  auto offered = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: Dataset
+metadata: {name: imagenet, namespace: datasets}
+spec:
+  source: {uri: "s3://corp/imagenet/"}
+  sharing: {namespaces: [team-b, team-b]}
+)");
+  ASSERT_FALSE(offered.isOk());
+  EXPECT_NE(offered.status().message().find("spec.sharing.namespaces[1]"), std::string::npos)
+      << offered.status();
+}
+
 TEST(Manifest, PvcSourcesAreRefusedWithTheWayToServeAClaim) {
   auto object = decodeText(R"(
 apiVersion: granary.io/v1alpha1
