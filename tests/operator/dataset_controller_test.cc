@@ -748,6 +748,33 @@ TEST_F(DatasetControllerTest, AReferenceInAnotherNamespaceReadsTheOwnersCacheWit
   EXPECT_EQ(origin_->bytesServed(), originBytes);
 }
 
+TEST_F(DatasetControllerTest, AJobWaitingOnAReferenceWarmsItsSourceAndThenStarts) {
+  cacheNode("a");
+  const std::string team = otherNamespace();
+  ASSERT_FALSE(team.empty());
+  startOperator({}, true);
+  createDataset("", "coco", ", warm: OnJob}\n  sharing: {namespaces: [" + team + "]");
+  ASSERT_TRUE(waitPhase("OnDemand")) << dataset().serialize();
+  ASSERT_TRUE(createReference(team, "coco", "dataset://" + ns() + "/coco").isOk());
+  ASSERT_TRUE(eventually([&] { return phaseIn(team, "coco") == "OnDemand"; }, 20s))
+      << datasetIn(team, "coco").serialize();
+  // The other team's job names its reference and waits for it (BeforeStart): it is a reader of
+  // the source, which warms for it.
+  ASSERT_TRUE(client()
+                  .create(resources::trainingJobs(), team,
+                          yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: "
+                               "{name: bert}\nspec:\n  warmPolicy: BeforeStart\n  datasets: "
+                               "[{name: coco, mountPath: /data}]\n  template: {spec: "
+                               "{containers: [{name: trainer, image: pytorch}]}}"))
+                  .isOk());
+  ASSERT_TRUE(waitPhase("Ready")) << "the job of the reference is its reader: "
+                                  << dataset().serialize();
+  EXPECT_EQ(statusInt("cachedBytes"), totalBytes_);
+  EXPECT_TRUE(eventually(
+      [&] { return client().get(resources::pods(), team, "bert-worker-0").isOk(); }, 20s))
+      << "the job starts once the reference is Ready";
+}
+
 TEST_F(DatasetControllerTest, EitherDeletionOrderLeavesTheOtherDatasetWhole) {
   NodeProcess& node = cacheNode("a");
   const std::string team = otherNamespace();
