@@ -109,6 +109,7 @@ Result<Piece> ChunkFetcher::fetchUncached(const ManifestEntry& file, int64_t ind
   const std::vector<std::string> owners = keeper_.ownersOf(file.path);
   const int64_t length = chunkLength(file, index);
   const bool selfOwns = std::find(owners.begin(), owners.end(), node_.nodeName) != owners.end();
+  if (auto shared = fromSameSource(file, index, kind, selfOwns)) return std::move(*shared);
   Piece piece;
   bool fetched = false;
   if (node_.peers != nullptr && owners.front() != node_.nodeName) {
@@ -136,6 +137,25 @@ Result<Piece> ChunkFetcher::fetchUncached(const ManifestEntry& file, int64_t ind
     if (kept.isOk()) countWarmed(kind, length);
   }
   return piece;
+}
+
+std::optional<Piece> ChunkFetcher::fromSameSource(const ManifestEntry& file, int64_t index,
+                                                  FetchKind kind, bool selfOwns) {
+  if (node_.sameSource == nullptr) return std::nullopt;
+  const std::optional<ChunkId> from = node_.sameSource->holderOf(key_, file, index);
+  if (!from) return std::nullopt;
+  const int64_t length = chunkLength(file, index);
+  const ChunkId to = chunkId(file.path, index);
+  if (selfOwns &&
+      keeper_.keepShared(*from, to, length, chunkCount(file.size, chunkSize_)).isOk()) {
+    keeper_.countFetched(length);
+    countWarmed(kind, length);
+    if (auto kept = node_.chunks.read(to); kept.isOk()) return Piece{std::move(*kept), Source::kLocal};
+  }
+  // Not kept (the quota is full, or the other dataset's chunk went meanwhile): read it there.
+  auto data = node_.chunks.read(*from);
+  if (!data.isOk() || static_cast<int64_t>(data->size()) != length) return std::nullopt;
+  return Piece{std::move(*data), Source::kLocal};
 }
 
 Result<Piece> ChunkFetcher::fetchFromWholeFile(const ManifestEntry& file, int64_t index,

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -64,6 +65,18 @@ class PeerReader {
                                         const std::string& etag, bool fill) = 0;
 };
 
+// Chunks that another dataset of this node holds for the same object at the same version: a
+// dataset with the same sources and chunk size whose listing found the file with the same ETag
+// and size (each listed with its own credentials). The engine answers.
+class SameSourceChunks {
+ public:
+  virtual ~SameSourceChunks() = default;
+  // A chunk of another dataset holding chunk `index` of `file` as dataset `asking` lists it;
+  // nullopt when none does.
+  virtual std::optional<ChunkId> holderOf(const DatasetKey& asking, const ManifestEntry& file,
+                                          int64_t index) = 0;
+};
+
 // The node-wide parts every dataset shares. They outlive the datasets.
 struct NodeContext {
   std::string nodeName;
@@ -76,6 +89,8 @@ struct NodeContext {
   // Which dataset's warm fetches go first; null: datasets warm side by side whatever their
   // priority.
   WarmPriorities* priorities = nullptr;
+  // Chunks other datasets hold of the same objects; null: none is shared.
+  SameSourceChunks* sameSource = nullptr;
 };
 
 enum class Source { kLocal, kPeer, kOrigin };
@@ -101,6 +116,11 @@ class ChunkKeeper {
   // Keeps a fetched chunk of a file of `fileChunks` chunks, as the eviction policy allows:
   // ResourceExhausted when the quota or the disk refuse it.
   virtual Status keep(const ChunkId& id, const std::string& data, int64_t fileChunks) = 0;
+  // Keeps chunk `to` as a second name of `from`, another dataset's chunk of the same object at
+  // the same version (one copy on disk), as the eviction policy allows: ResourceExhausted when
+  // the quota refuses it; another error when the link fails.
+  virtual Status keepShared(const ChunkId& from, const ChunkId& to, int64_t size,
+                            int64_t fileChunks) = 0;
   // A local read of a chunk failed with `local`: whether the chunk was damaged (then dropped and
   // forgotten, so that it is fetched again).
   virtual bool forgetIfDamaged(const std::string& path, int64_t index, const Status& local) = 0;
@@ -150,6 +170,10 @@ class ChunkFetcher {
  private:
   Result<Piece> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind,
                               std::stop_token stop);
+  // The chunk from another dataset of this node with the same object at the same version:
+  // kept as a second name of its file when this node owns the chunk, else read from it.
+  std::optional<Piece> fromSameSource(const ManifestEntry& file, int64_t index, FetchKind kind,
+                                      bool selfOwns);
   // Chunk `index` of a file pinned only by its size, from one origin read of the whole file
   // shared by every chunk asked for meanwhile.
   Result<Piece> fetchFromWholeFile(const ManifestEntry& file, int64_t index, FetchKind kind,

@@ -340,8 +340,18 @@ void DatasetCache::countReaderRetry() {
 }
 
 Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fileChunks) {
+  return keepWith(id, static_cast<int64_t>(data.size()), fileChunks,
+                  [&] { return node_.chunks.put(id, data); });
+}
+
+Status DatasetCache::keepShared(const ChunkId& from, const ChunkId& to, int64_t size,
+                                int64_t fileChunks) {
+  return keepWith(to, size, fileChunks, [&] { return node_.chunks.link(from, to); });
+}
+
+Status DatasetCache::keepWith(const ChunkId& id, int64_t size, int64_t fileChunks,
+                              const std::function<Status()>& store) {
   const std::string pid = policyId(id.path, id.index);
-  const auto size = static_cast<int64_t>(data.size());
   const bool replacing = node_.chunks.contains(id);
   std::vector<std::string> evict;
   bool admitted;
@@ -355,7 +365,7 @@ Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fi
     return resourceExhausted("the dataset's cache quota is full");
   }
   dropEvicted(evict);
-  Status put = node_.chunks.put(id, data);
+  Status put = store();
   // The disk filled before the quota did: the policy gives up chunks (LRU: its least recently
   // used) until this one fits, or gives up nothing (Pin).
   while (put.code() == StatusCode::kResourceExhausted) {
@@ -366,7 +376,7 @@ Status DatasetCache::keep(const ChunkId& id, const std::string& data, int64_t fi
     if (evict.empty()) break;
     warmer_.evictedForRoom();
     dropEvicted(evict);
-    put = node_.chunks.put(id, data);
+    put = store();
   }
   {
     MutexLock lock(mutex_);

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -192,6 +193,12 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   std::vector<std::string> ownersOf(const std::string& path) override GRANARY_EXCLUDES(mutex_);
   Status keep(const ChunkId& id, const std::string& data, int64_t fileChunks) override
       GRANARY_EXCLUDES(mutex_);
+  Status keepShared(const ChunkId& from, const ChunkId& to, int64_t size,
+                    int64_t fileChunks) override GRANARY_EXCLUDES(mutex_);
+  // Admits `size` bytes of chunk `id` under the eviction policy, then `store`s it (retried after
+  // the policy gives up chunks while the disk is full).
+  Status keepWith(const ChunkId& id, int64_t size, int64_t fileChunks,
+                  const std::function<Status()>& store) GRANARY_EXCLUDES(mutex_);
   bool forgetIfDamaged(const std::string& path, int64_t index, const Status& local) override
       GRANARY_EXCLUDES(mutex_);
   void countFetched(int64_t bytes) override GRANARY_EXCLUDES(mutex_);

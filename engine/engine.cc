@@ -20,14 +20,32 @@ Status checkName(const DatasetKey& key, const std::string& field) {
   return Status::ok();
 }
 
+// What a dataset's chunks are made from: its mounts' names and sources (credentials aside:
+// each dataset lists with its own) and its chunk size.
+std::string sourcesOf(const EnsureSpec& spec) {
+  std::string text = std::to_string(spec.settings.chunkSize);
+  for (const auto& mount : spec.mounts) {
+    const SourceSpec& s = mount.source;
+    text += '\n' + mount.name + '\t' + s.uri + '\t' + s.endpoint + '\t' + s.region;
+    for (const auto& [key, value] : s.options) text += '\t' + key + '=' + value;
+  }
+  return text;
+}
+
 }  // namespace
 
 CacheEngine::CacheEngine(EngineOptions options, Clock& clock)
     : options_(std::move(options)), bandwidth_(clock, options_.bandwidthLimit) {}
 
 CacheEngine::~CacheEngine() {
-  MutexLock lock(mutex_);
-  datasets_.clear();  // stops every warmer before the stores close
+  std::map<std::string, std::shared_ptr<DatasetCache>> doomed;
+  {
+    MutexLock lock(mutex_);
+    doomed.swap(datasets_);
+    sourcesOf_.clear();
+  }
+  // Stops every warmer before the stores close, unlocked: a fetch in flight may ask holderOf().
+  doomed.clear();
 }
 
 Result<std::unique_ptr<CacheEngine>> CacheEngine::open(EngineOptions options, Clock& clock,
@@ -54,7 +72,7 @@ Result<std::unique_ptr<CacheEngine>> CacheEngine::open(EngineOptions options, Cl
   }
   engine->context_ = std::make_unique<NodeContext>(
       NodeContext{options.nodeName, *engine->manifests_, *engine->chunks_, engine->bandwidth_,
-                  clock, peers, metrics, &engine->priorities_});
+                  clock, peers, metrics, &engine->priorities_, engine.get()});
   Logger("cache").info("chunk store reconciled",
                        {{"kept", engine->startup_.kept},
                         {"dropped_records", engine->startup_.droppedRecords},
@@ -119,6 +137,7 @@ Result<std::shared_ptr<DatasetCache>> CacheEngine::createOrUpdate(EnsureSpec spe
                            DatasetCache::create(*context_, key, std::move(sources), settings));
   std::shared_ptr<DatasetCache> shared = std::move(cache);
   datasets_[key.id()] = shared;
+  sourcesOf_[key.id()] = sourcesOf(spec);
   created = true;
   Logger("cache").info("dataset ensured",
                        {{"dataset", key.label()},
@@ -183,6 +202,7 @@ Result<int64_t> CacheEngine::purge(const DatasetKey& key, bool allGenerations) {
                                              (key.uid.empty() || k.uid == key.uid)));
       if (match) {
         doomed.push_back(it->second);
+        sourcesOf_.erase(it->first);
         it = datasets_.erase(it);
       } else {
         ++it;
@@ -205,6 +225,21 @@ Result<int64_t> CacheEngine::purge(const DatasetKey& key, bool allGenerations) {
   }
   Logger("cache").info("dataset purged", {{"dataset", key.label()}, {"freed_bytes", freed}});
   return freed;
+}
+
+std::optional<ChunkId> CacheEngine::holderOf(const DatasetKey& asking, const ManifestEntry& file,
+                                             int64_t index) {
+  MutexLock lock(mutex_);
+  const auto own = sourcesOf_.find(asking.id());
+  if (own == sourcesOf_.end()) return std::nullopt;
+  for (const auto& [id, sources] : sourcesOf_) {
+    if (id == own->first || sources != own->second) continue;
+    const auto listed = manifests_->stat(id, file.path);
+    if (!listed.isOk() || listed->etag != file.etag || listed->size != file.size) continue;
+    ChunkId chunk{id, file.path, index};
+    if (chunks_->contains(chunk)) return chunk;
+  }
+  return std::nullopt;
 }
 
 Result<std::shared_ptr<DatasetCache>> CacheEngine::find(const DatasetKey& key) const {

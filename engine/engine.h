@@ -78,7 +78,7 @@ struct Resolved {
   }
 };
 
-class CacheEngine {
+class CacheEngine final : public SameSourceChunks {
  public:
   // Opens the stores and reconciles the chunk index with the disks. InvalidArgument for a
   // missing node name or cache directory; Unavailable when a store cannot be opened.
@@ -106,6 +106,11 @@ class CacheEngine {
   Result<std::shared_ptr<DatasetCache>> find(const DatasetKey& key) const;
   std::vector<std::shared_ptr<DatasetCache>> datasets() const;
 
+  // Datasets with the same sources and chunk size share the chunks of the objects both listed
+  // at the same version: a chunk one holds is linked into the other's name.
+  std::optional<ChunkId> holderOf(const DatasetKey& asking, const ManifestEntry& file,
+                                  int64_t index) override;
+
   const std::string& nodeName() const { return options_.nodeName; }
   const ReconcileReport& startupReport() const { return startup_; }
   std::vector<DirectoryUsage> usage() const { return chunks_->usage(); }
@@ -127,6 +132,8 @@ class CacheEngine {
   std::map<std::string, std::shared_ptr<DatasetCache>> datasets_
       GRANARY_GUARDED_BY(mutex_);                                  // by DatasetKey::id()
   std::map<std::string, ViewSpec> views_ GRANARY_GUARDED_BY(mutex_);  // by DatasetKey::label()
+  // What each dataset's chunks are made from (its sources and chunk size), by DatasetKey::id().
+  std::map<std::string, std::string> sourcesOf_ GRANARY_GUARDED_BY(mutex_);
   Mutex listenerMutex_;            // held while onCreated_ runs
   std::function<void(const std::shared_ptr<DatasetCache>&)> onCreated_
       GRANARY_GUARDED_BY(listenerMutex_);

@@ -402,6 +402,46 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
   return written;
 }
 
+Status ChunkStore::link(const ChunkId& from, const ChunkId& to) {
+  GRANARY_ASSIGN_OR_RETURN(const std::string data, read(from));
+  const std::string fromKey = from.key(), toKey = to.key();
+  const auto size = static_cast<int64_t>(data.size());
+  MutexLock lock(mutex_);
+  GRANARY_ASSIGN_OR_RETURN(const Record source, recordOf(fromKey));  // evicted since: NotFound
+  if (source.size != size) return notFound("chunk " + fromKey + " was replaced");
+  if (auto old = recordOf(toKey); old.isOk()) GRANARY_RETURN_IF_ERROR(dropLocked(toKey, *old));
+  const uint32_t directory = source.directory;  // a link stays on its file system
+  if (directories_[directory].quotaBytes - used_[directory] < size) {
+    return {StatusCode::kResourceExhausted,
+            "cache directory " + directories_[directory].path.string() + " has no room for " +
+                std::to_string(size) + " bytes; evict first"};
+  }
+  const std::filesystem::path original = fileOf(directory, fromKey);
+  const std::filesystem::path target = fileOf(directory, toKey);
+  std::error_code error;
+  std::filesystem::create_directories(target.parent_path(), error);
+  if (error || ::link(original.c_str(), target.c_str()) != 0)
+    return unavailable("cannot link " + original.string() + " to " + target.string());
+  // A link changes the inode's change time: both records are sealed anew, with the checksums
+  // of the bytes just checked.
+  const uint64_t epoch = epoch_.load();
+  struct stat st {};
+  const int64_t sealed = ::stat(target.c_str(), &st) == 0 ? changeTimeOf(st) : 0;
+  Status written = writeIndex(512, [&] {
+    rocksdb::WriteBatch batch;
+    batch.Put(toKey, encode(directory, data, epoch, sealed));
+    batch.Put(fromKey, encode(directory, data, epoch, sealed));
+    return index_->Write(rocksdb::WriteOptions(), &batch);
+  });
+  if (!written.isOk()) {
+    std::filesystem::remove(target, error);
+    return written;
+  }
+  used_[directory] += size;
+  unflushed_ = true;
+  return Status::ok();
+}
+
 Result<ChunkStore::Record> ChunkStore::recordForRead(const std::string& key, int64_t offset,
                                                      int64_t& length) const {
   GRANARY_ASSIGN_OR_RETURN(Record record, recordOf(key));

@@ -90,6 +90,12 @@ class ChunkStore {
   // Unavailable on I/O errors (nothing is recorded then). Different chunks are written in
   // parallel; callers do not put the same chunk twice at once (they share one fetch).
   Status put(const ChunkId& id, std::string_view data);
+  // Records `to` as a second name of chunk `from`'s file (a hard link): the disk holds the bytes
+  // once, for as long as either is recorded, and each name counts against its directory's quota
+  // (so removing one never frees what the other still holds). `from` is read and checked first.
+  // NotFound when `from` is not recorded; Corruption when it fails its checksums (then dropped);
+  // ResourceExhausted when its directory's quota has no room; Unavailable when the link fails.
+  Status link(const ChunkId& from, const ChunkId& to);
   // Reads `length` bytes from `offset` of a recorded chunk (-1 to its end). NotFound when not
   // cached; Corruption when the file no longer matches its record (the record is dropped).
   Result<std::string> read(const ChunkId& id, int64_t offset = 0, int64_t length = -1);

@@ -365,6 +365,64 @@ TEST_F(CacheNodeProcessTest, AViewServesItsSourcesBytesAndPurgingItKeepsThem) {
   EXPECT_EQ(origin_->bytesServed(), originBytes) << "a view reads nothing from the origin";
 }
 
+TEST_F(CacheNodeProcessTest, TwoDatasetsOfTheSameSourceHoldOneCopyAndEitherMayGo) {
+  NodeProcess& node = addNode("n1");
+  ASSERT_TRUE(ensureReady(node));
+  const int64_t originBytes = origin_->bytesServed();
+  // Another team's Dataset of the same origin, listed with its own request.
+  auto request = ensureRequest();
+  request.mutable_dataset()->set_namespace_("team");
+  request.mutable_dataset()->set_uid("uid-2");
+  v1::EnsureDatasetResponse response;
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), request, &response).ok());
+  v1::GetDatasetStatusRequest other;
+  *other.mutable_dataset() = request.dataset();
+  v1::DatasetStatus status;
+  ASSERT_TRUE(eventually([&] {
+    return node.api().GetDatasetStatus(authorized().get(), other, &status).ok() &&
+           status.phase() == v1::DATASET_PHASE_READY;
+  }));
+  EXPECT_EQ(status.progress().cached_bytes(), datasetBytes()) << "its own share, all of it";
+  EXPECT_EQ(origin_->bytesServed(), originBytes) << "the origin is not read again";
+  // Every chunk file is one inode with two names: one copy on disk.
+  int64_t names = 0, onDisk = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root_ / "n1" / "cache")) {
+    if (!entry.is_regular_file()) continue;
+    ++names;
+    EXPECT_EQ(entry.hard_link_count(), 2u) << entry.path();
+    onDisk += static_cast<int64_t>(entry.file_size());
+  }
+  EXPECT_GT(names, 0);
+  EXPECT_EQ(onDisk, 2 * datasetBytes()) << "each name's size; the blocks are shared";
+
+  // The first Dataset goes: the other still reads every byte, from its own names.
+  v1::PurgeDatasetRequest purge;
+  *purge.mutable_dataset() = ensureRequest().dataset();
+  purge.set_all_generations(true);
+  v1::PurgeDatasetResponse purged;
+  ASSERT_TRUE(node.api().PurgeDataset(authorized().get(), purge, &purged).ok());
+  for (const auto& [path, data] : files_) {
+    v1::ReadRequest read;
+    *read.mutable_dataset() = request.dataset();
+    read.set_path(path);
+    read.set_length(-1);
+    auto context = authorized();
+    auto reader = node.api().Read(context.get(), read);
+    std::string got;
+    for (v1::ReadResponse piece; reader->Read(&piece);) {
+      EXPECT_EQ(piece.source(), v1::READ_SOURCE_LOCAL) << path;
+      got += piece.data();
+    }
+    ASSERT_TRUE(reader->Finish().ok()) << path;
+    EXPECT_EQ(got, data) << path;
+  }
+  EXPECT_EQ(origin_->bytesServed(), originBytes);
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root_ / "n1" / "cache")) {
+    if (!entry.is_regular_file()) continue;
+    EXPECT_EQ(entry.hard_link_count(), 1u) << entry.path();
+  }
+}
+
 TEST_F(CacheNodeProcessTest, RefusesCallsWithoutTheToken) {
   NodeProcess& node = addNode("n1");
   v1::ListDatasetsRequest request;

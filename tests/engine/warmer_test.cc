@@ -57,6 +57,9 @@ class TestDataset final : public ChunkKeeper, public WarmHost {
     warmer->capacityReached();
     return resourceExhausted("the dataset's cache quota is full");
   }
+  Status keepShared(const ChunkId&, const ChunkId&, int64_t, int64_t) override {
+    return unavailable("no other dataset on this test node");
+  }
   bool forgetIfDamaged(const std::string&, int64_t, const Status&) override { return false; }
   void countFetched(int64_t) override {}
   void changedAtOrigin(const std::string& path) override { warmer->changedAtOrigin(path); }

@@ -254,6 +254,33 @@ TEST_F(ChunkStoreTest, ChunksWrittenAfterTheLastFlushAreReReadAfterACrash) {
   EXPECT_EQ(*(*reopened)->read(chunk("again")), "new bytes");
 }
 
+TEST_F(ChunkStoreTest, ALinkedChunkIsOneFileThatEitherNameKeepsAndADamagedByteFailsBoth) {
+  const ChunkId theirs{"team/ds/1", "c", 0};
+  EXPECT_EQ(store_->link(chunk("c"), theirs).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->put(chunk("c"), "shared bytes").isOk());
+  ASSERT_TRUE(store_->link(chunk("c"), theirs).isOk());
+  ASSERT_EQ(chunkFiles().size(), 2u);
+  EXPECT_EQ(std::filesystem::hard_link_count(chunkFiles()[0]), 2u) << "one copy on disk";
+  int64_t used = 0;
+  for (const auto& d : store_->usage()) used += d.usedBytes;
+  EXPECT_EQ(used, 24) << "each name counts against its directory's quota";
+  // One name dropped: the other still reads, from the same bytes.
+  ASSERT_TRUE(store_->remove(chunk("c")).isOk());
+  EXPECT_EQ(*store_->read(theirs), "shared bytes");
+  // Linked again, then damaged: neither name serves the flipped byte.
+  ASSERT_TRUE(store_->link(theirs, chunk("c")).isOk());
+  for (const auto& f : chunkFiles()) {
+    std::fstream file(f, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(3);
+    file.put('X');
+  }
+  EXPECT_EQ(store_->read(chunk("c")).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(store_->link(theirs, {"other/ds/1", "c", 0}).code(), StatusCode::kCorruption)
+      << "a damaged chunk is never linked";
+  EXPECT_FALSE(store_->contains({"other/ds/1", "c", 0}));
+  EXPECT_FALSE(store_->contains(theirs)) << "nor kept: dropped, to be fetched again";
+}
+
 TEST_F(ChunkStoreTest, AWholeReadNeverServesDamagedBytes) {
   ASSERT_TRUE(store_->put(chunk("c"), "original").isOk());
   for (const auto& f : chunkFiles()) std::ofstream(f) << "ORIGINAL";
