@@ -20,13 +20,18 @@ void describe(const api::Dataset& ds) {
     sources += mount.source.uri;
   }
   if (const auto& reference = ds.spec.reference) {
-    sources = "dataset://" + reference->key() + (reference->path.empty() ? "" : "/" + reference->path);
+    sources =
+        "dataset://" + reference->key() + (reference->path.empty() ? "" : "/" + reference->path);
   }
   for (size_t i = 0; i < ds.spec.sharing.namespaces.size(); ++i)
     sources += (i ? ", " : " (offered to ") + ds.spec.sharing.namespaces[i];
   if (!ds.spec.sharing.namespaces.empty()) sources += ")";
   const auto& cache = ds.spec.cache;
   std::printf("  Dataset      %-28s %s\n", qualifiedName(ds.metadata).c_str(), sources.c_str());
+  if (ds.spec.reference) {
+    std::printf("               a read-only view, cached by its source's settings\n");
+    return;
+  }
   std::printf(
       "               policy=%s warm=%s replicas=%d chunk=%s capacity/node=%s "
       "bandwidth=%s\n",

@@ -146,11 +146,11 @@ std::optional<Piece> ChunkFetcher::fromSameSource(const ManifestEntry& file, int
   if (!from) return std::nullopt;
   const int64_t length = chunkLength(file, index);
   const ChunkId to = chunkId(file.path, index);
-  if (selfOwns &&
-      keeper_.keepShared(*from, to, length, chunkCount(file.size, chunkSize_)).isOk()) {
+  if (selfOwns && keeper_.keepShared(*from, to, length, chunkCount(file.size, chunkSize_)).isOk()) {
     keeper_.countFetched(length);
     countWarmed(kind, length);
-    if (auto kept = node_.chunks.read(to); kept.isOk()) return Piece{std::move(*kept), Source::kLocal};
+    if (auto kept = node_.chunks.read(to); kept.isOk())
+      return Piece{std::move(*kept), Source::kLocal};
   }
   // Not kept (the quota is full, or the other dataset's chunk went meanwhile): read it there.
   auto data = node_.chunks.read(*from);

@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <functional>
 #include <set>
 
 #include "common/log.h"
@@ -12,7 +13,8 @@ namespace {
 Status checkName(const DatasetKey& key, const std::string& field) {
   if (key.ns.empty()) return invalidArgument(field + ".namespace: must be set");
   if (key.name.empty()) return invalidArgument(field + ".name: must be set");
-  for (const auto& [part, value] : {std::pair{".namespace", &key.ns}, std::pair{".name", &key.name}}) {
+  for (const auto& [part, value] :
+       {std::pair{".namespace", &key.ns}, std::pair{".name", &key.name}}) {
     if (!isPlainRelativePath(*value) || value->find('/') != std::string::npos)
       return invalidArgument(field + part + ": \"" + *value +
                              "\" is not a name: no \"/\", \".\" or \"..\"");
@@ -20,13 +22,19 @@ Status checkName(const DatasetKey& key, const std::string& field) {
   return Status::ok();
 }
 
-// What a dataset's chunks are made from: its mounts' names and sources (credentials aside:
-// each dataset lists with its own) and its chunk size.
+// What a dataset's chunks are made from: its mounts' names, sources and credentials, and its
+// chunk size. The credentials go in as a digest (this stays in memory, and is never logged):
+// datasets share bytes only when they read them with the same credentials, so that one whose
+// credentials may list an object but not read it is never handed its bytes.
 std::string sourcesOf(const EnsureSpec& spec) {
   std::string text = std::to_string(spec.settings.chunkSize);
   for (const auto& mount : spec.mounts) {
     const SourceSpec& s = mount.source;
-    text += '\n' + mount.name + '\t' + s.uri + '\t' + s.endpoint + '\t' + s.region;
+    const size_t credentials =
+        std::hash<std::string>()(s.accessKeyId.reveal() + '\n' + s.secretAccessKey.reveal() + '\n' +
+                                 s.sessionToken.reveal() + '\n' + s.bearerToken.reveal());
+    text += '\n' + mount.name + '\t' + s.uri + '\t' + s.endpoint + '\t' + s.region + '\t' +
+            std::to_string(credentials);
     for (const auto& [key, value] : s.options) text += '\t' + key + '=' + value;
   }
   return text;
@@ -162,9 +170,9 @@ Status CacheEngine::ensureView(ViewSpec spec) {
   GRANARY_RETURN_IF_ERROR(findLocked({spec.source.ns, spec.source.name, 0, ""}).status());
   const auto [it, created] = views_.insert_or_assign(spec.key.label(), spec);
   if (created)
-    Logger("cache").info("view ensured", {{"dataset", spec.key.label()},
-                                          {"source", spec.source.label()},
-                                          {"path", spec.path}});
+    Logger("cache").info(
+        "view ensured",
+        {{"dataset", spec.key.label()}, {"source", spec.source.label()}, {"path", spec.path}});
   return Status::ok();
 }
 

@@ -130,11 +130,11 @@ class CacheEngine final : public SameSourceChunks {
   ReconcileReport startup_;
   mutable Mutex mutex_;
   std::map<std::string, std::shared_ptr<DatasetCache>> datasets_
-      GRANARY_GUARDED_BY(mutex_);                                  // by DatasetKey::id()
+      GRANARY_GUARDED_BY(mutex_);                                     // by DatasetKey::id()
   std::map<std::string, ViewSpec> views_ GRANARY_GUARDED_BY(mutex_);  // by DatasetKey::label()
   // What each dataset's chunks are made from (its sources and chunk size), by DatasetKey::id().
   std::map<std::string, std::string> sourcesOf_ GRANARY_GUARDED_BY(mutex_);
-  Mutex listenerMutex_;            // held while onCreated_ runs
+  Mutex listenerMutex_;  // held while onCreated_ runs
   std::function<void(const std::shared_ptr<DatasetCache>&)> onCreated_
       GRANARY_GUARDED_BY(listenerMutex_);
 };

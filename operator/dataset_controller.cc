@@ -141,8 +141,8 @@ DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& no
   cacheNodes_.agents().addHandler(everyDataset);
   // A worker placed or gone changes the readers of the datasets it mounts (and of their
   // sources).
-  workers_->addHandler(
-      controller.enqueueMapped([this](const Json& pod) { return withSources(datasetKeysOf(pod)); }));
+  workers_->addHandler(controller.enqueueMapped(
+      [this](const Json& pod) { return withSources(datasetKeysOf(pod)); }));
   // A job starting or ending its wait for its datasets (BeforeStart) changes their readers.
   jobs_->addHandler(controller.enqueueMapped(
       [this](const Json& job) { return withSources(datasetKeysNamedBy(job)); }));
@@ -206,8 +206,7 @@ Result<kube::ReconcileResult> DatasetController::reconcileReference(const Json& 
                                                                     const api::Dataset& dataset) {
   const api::DatasetReference& reference = *dataset.spec.reference;
   const kube::ObjectPtr source = datasets_->store().get(reference.key());
-  const bool live =
-      source && kube::pathValue(*source, "metadata.deletionTimestamp").is_null();
+  const bool live = source && kube::pathValue(*source, "metadata.deletionTimestamp").is_null();
   const Json previous = statusOf(object);
   const ReferencePlan plan = planReference({.ns = dataset.metadata.namespace_,
                                             .generation = kube::generationOf(object),
@@ -224,7 +223,6 @@ Result<kube::ReconcileResult> DatasetController::reconcileReference(const Json& 
     } else if (wasOnNodes) {
       // No new mount of a reference that is no longer served, nor where its source left.
       auto purged = nodes_.purge(node.address, ref, true);
-      forget(dataset.metadata.uid + "/" + node.address);
       if (!purged.isOk() && purged.status().code() != StatusCode::kNotFound)
         log().info("cannot drop a view from a node; tried again at the next poll",
                    {{"dataset", kube::objectKey(object)},

@@ -253,8 +253,8 @@ Status MountTable::publish(const Publication& p) {
   // The dataset's file system has no symbolic links: a directory of it stays within it.
   const std::filesystem::path source = point / served->path;
   if (std::error_code error; !std::filesystem::is_directory(source, error)) {
-    return notFound("Dataset " + p.datasetNamespace + "/" + p.datasetName + ": \"" +
-                    served->path + "\" is not a directory of " + key.label());
+    return notFound("Dataset " + p.datasetNamespace + "/" + p.datasetName + ": \"" + served->path +
+                    "\" is not a directory of " + key.label());
   }
   GRANARY_RETURN_IF_ERROR(bindLocked(source, p));
   if (!published_.contains(p.targetPath)) {
@@ -283,8 +283,7 @@ Status MountTable::unpublish(const std::filesystem::path& targetPath) {
   if (published == published_.end()) return Status::ok();
   const PublicationRecord& record = published->second;
   // The pod ended.
-  accounting_.endPod(record.servedNamespace + "/" + record.servedName,
-                     record.publication.podUid);
+  accounting_.endPod(record.servedNamespace + "/" + record.servedName, record.publication.podUid);
   published_.erase(published);
   saveRecordsLocked();
   return Status::ok();

@@ -100,7 +100,8 @@ std::optional<PublicationRecord> parseRecord(const std::string& line) {
     if (tab == std::string::npos) break;
     start = tab + 1;
   }
-  if ((fields.size() != 8 && fields.size() != 11) || fields[0].empty() || fields[0].front() != '/') return std::nullopt;
+  if ((fields.size() != 8 && fields.size() != 11) || fields[0].empty() || fields[0].front() != '/')
+    return std::nullopt;
   PublicationRecord record;
   Publication& p = record.publication;
   p.targetPath = fields[0];

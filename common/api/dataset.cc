@@ -98,9 +98,9 @@ Status decodeReference(const config::Node& source, std::optional<DatasetReferenc
 // Whether `cache` is what the CRD's defaults make of an empty spec.cache.
 bool isDefaultCache(const CacheSpec& cache) {
   const CacheSpec none;
-  return cache.replicas == none.replicas && !cache.capacityPerNode &&
-         cache.nodeSelector.empty() && !cache.nodeAffinity && cache.tolerations.empty() &&
-         cache.policy == none.policy && cache.warm == none.warm && !cache.bandwidthLimit &&
+  return cache.replicas == none.replicas && !cache.capacityPerNode && cache.nodeSelector.empty() &&
+         !cache.nodeAffinity && cache.tolerations.empty() && cache.policy == none.policy &&
+         cache.warm == none.warm && !cache.bandwidthLimit &&
          cache.chunkSize.bytes == none.chunkSize.bytes;
 }
 

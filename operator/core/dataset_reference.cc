@@ -12,9 +12,9 @@ using kube::Json;
 namespace {
 
 // The figures a reference shows: its source's, which are its own bytes too.
-constexpr const char* kMirrored[] = {"phase",        "totalBytes",  "totalSize",
-                                     "totalFiles",   "cachedBytes", "cachedFiles",
-                                     "cachedPercentage", "warm",    "nodes"};
+constexpr const char* kMirrored[] = {"phase",       "totalBytes",  "totalSize",        "totalFiles",
+                                     "cachedBytes", "cachedFiles", "cachedPercentage", "warm",
+                                     "nodes"};
 
 bool isRefusal(const std::string& reason) {
   for (const char* refusal :
@@ -94,8 +94,10 @@ ReferencePlan planReference(const ReferenceObservation& o) {
            source + " does not exist (or is being deleted); create it, or name one that exists");
   } else if (const std::string further = sourceKeyOf(*o.source); !further.empty()) {
     refuse(api::DatasetPhase::kFailed, kSourceIsReference,
-           source + " refers to another Dataset itself; refer to the Dataset that names the "
-                    "origin, dataset://" + further);
+           source +
+               " refers to another Dataset itself; refer to the Dataset that names the "
+               "origin, dataset://" +
+               further);
   } else if (!decoded.isOk()) {
     refuse(api::DatasetPhase::kFailed, kSourceInvalid,
            source + " is invalid: " + decoded.status().message());
@@ -104,8 +106,8 @@ ReferencePlan planReference(const ReferenceObservation& o) {
     if (withdrawn) {
       refuse(api::DatasetPhase::kFailed, kOfferWithdrawn,
              source + " is no longer offered to namespace \"" + o.ns +
-                 "\": new mounts are refused, pods that mounted it read on until they end; " +
-                 fix + " to offer it again");
+                 "\": new mounts are refused, pods that mounted it read on until they end; " + fix +
+                 " to offer it again");
     } else {
       refuse(api::DatasetPhase::kFailed, kNotOffered,
              source + " is not offered to namespace \"" + o.ns + "\"; " + fix);

@@ -315,7 +315,8 @@ TEST_F(CacheNodeProcessTest, AViewServesItsSourcesBytesAndPurgingItKeepsThem) {
     return request;
   };
   v1::EnsureDatasetResponse response;
-  EXPECT_EQ(node.api().EnsureDataset(authorized().get(), viewOf("train", "views"), &response)
+  EXPECT_EQ(node.api()
+                .EnsureDataset(authorized().get(), viewOf("train", "views"), &response)
                 .error_code(),
             grpc::StatusCode::NOT_FOUND)
       << "no view of a dataset the node does not hold";
@@ -360,7 +361,8 @@ TEST_F(CacheNodeProcessTest, AViewServesItsSourcesBytesAndPurgingItKeepsThem) {
   v1::PurgeDatasetResponse purged;
   ASSERT_TRUE(node.api().PurgeDataset(authorized().get(), purge, &purged).ok());
   EXPECT_EQ(purged.freed_bytes(), 0);
-  EXPECT_EQ(statusOf(node).progress().cached_bytes(), datasetBytes()) << "the source keeps its bytes";
+  EXPECT_EQ(statusOf(node).progress().cached_bytes(), datasetBytes())
+      << "the source keeps its bytes";
   EXPECT_EQ(readFile(node, "views/a.bin"), files_["views/a.bin"]);
   EXPECT_EQ(origin_->bytesServed(), originBytes) << "a view reads nothing from the origin";
 }
@@ -394,12 +396,26 @@ TEST_F(CacheNodeProcessTest, TwoDatasetsOfTheSameSourceHoldOneCopyAndEitherMayGo
   }
   EXPECT_GT(names, 0);
   EXPECT_EQ(onDisk, 2 * datasetBytes()) << "each name's size; the blocks are shared";
-
-  // The first Dataset goes: the other still reads every byte, from its own names.
+  // Other credentials for the same origin share nothing: they read the origin themselves.
+  auto stranger = ensureRequest();
+  stranger.mutable_dataset()->set_namespace_("stranger");
+  stranger.mutable_dataset()->set_uid("uid-3");
+  stranger.mutable_mounts(0)->mutable_credentials()->set_bearer_token("another-token");
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), stranger, &response).ok());
+  *other.mutable_dataset() = stranger.dataset();
+  ASSERT_TRUE(eventually([&] {
+    return node.api().GetDatasetStatus(authorized().get(), other, &status).ok() &&
+           status.phase() == v1::DATASET_PHASE_READY;
+  }));
+  EXPECT_EQ(origin_->bytesServed(), originBytes + datasetBytes());
   v1::PurgeDatasetRequest purge;
-  *purge.mutable_dataset() = ensureRequest().dataset();
+  *purge.mutable_dataset() = stranger.dataset();
   purge.set_all_generations(true);
   v1::PurgeDatasetResponse purged;
+  ASSERT_TRUE(node.api().PurgeDataset(authorized().get(), purge, &purged).ok());
+
+  // The first Dataset goes: the other still reads every byte, from its own names.
+  *purge.mutable_dataset() = ensureRequest().dataset();
   ASSERT_TRUE(node.api().PurgeDataset(authorized().get(), purge, &purged).ok());
   for (const auto& [path, data] : files_) {
     v1::ReadRequest read;
@@ -416,7 +432,7 @@ TEST_F(CacheNodeProcessTest, TwoDatasetsOfTheSameSourceHoldOneCopyAndEitherMayGo
     ASSERT_TRUE(reader->Finish().ok()) << path;
     EXPECT_EQ(got, data) << path;
   }
-  EXPECT_EQ(origin_->bytesServed(), originBytes);
+  EXPECT_EQ(origin_->bytesServed(), originBytes + datasetBytes()) << "the stranger's read only";
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root_ / "n1" / "cache")) {
     if (!entry.is_regular_file()) continue;
     EXPECT_EQ(entry.hard_link_count(), 1u) << entry.path();

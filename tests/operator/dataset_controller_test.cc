@@ -258,7 +258,8 @@ class DatasetControllerTest : public ClusterTest {
     unpublish.set_target_path((root_ / "kubelet" / uid / "data").string());
     grpc::ClientContext context;
     csi::v1::NodeUnpublishVolumeResponse response;
-    EXPECT_TRUE(csi::v1::Node::NewStub(channel)->NodeUnpublishVolume(&context, unpublish, &response).ok());
+    EXPECT_TRUE(
+        csi::v1::Node::NewStub(channel)->NodeUnpublishVolume(&context, unpublish, &response).ok());
   }
   // Every file under the volume of pod `uid`, compared byte for byte with the origin's files
   // under `originDirectory`; the number of files that matched.
@@ -739,7 +740,10 @@ TEST_F(DatasetControllerTest, AReferenceInAnotherNamespaceReadsTheOwnersCacheWit
       << datasetIn(team, "coco").serialize();
   EXPECT_EQ(phaseIn(team, "coco"), "Failed");
   EXPECT_TRUE(eventually(
-      [&] { return publishVolume(node, team, "coco", "pod-late").error_code() == grpc::StatusCode::NOT_FOUND; },
+      [&] {
+        return publishVolume(node, team, "coco", "pod-late").error_code() ==
+               grpc::StatusCode::NOT_FOUND;
+      },
       20s));
   EXPECT_TRUE(eventually([&] { return referredBy().empty(); }, 20s)) << dataset().serialize();
   EXPECT_EQ(phase(), "Ready") << "the owner's cache is untouched";

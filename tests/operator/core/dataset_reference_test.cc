@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/cluster.h"
 #include "operator/core/cache_generation.h"
 #include "operator/core/conditions.h"
+#include "tests/support/cluster.h"
 
 namespace granary::op {
 namespace {
@@ -17,14 +17,15 @@ const auto kNow = std::chrono::system_clock::time_point(std::chrono::seconds(1'8
 
 Json source(const std::string& sharing, const std::string& uri = "s3://corp/imagenet/") {
   return testing::yaml(
-                          "metadata: {name: imagenet, namespace: datasets, generation: 4}\n"
-                          "spec: {source: {uri: \"" + uri + "\"}, sharing: {namespaces: [" +
-                          sharing + "]}}\n"
-                          "status: {phase: Ready, totalBytes: 900, cachedBytes: 900, "
-                          "originBytesRead: 900, nodes: [{name: gpu-1, cachedBytes: 900}], "
-                          "conditions: [{type: Ready, status: \"True\", reason: Cached, "
-                          "message: every node holds its share, lastTransitionTime: "
-                          "\"2026-11-27T10:00:00Z\"}]}\n");
+      "metadata: {name: imagenet, namespace: datasets, generation: 4}\n"
+      "spec: {source: {uri: \"" +
+      uri + "\"}, sharing: {namespaces: [" + sharing +
+      "]}}\n"
+      "status: {phase: Ready, totalBytes: 900, cachedBytes: 900, "
+      "originBytesRead: 900, nodes: [{name: gpu-1, cachedBytes: 900}], "
+      "conditions: [{type: Ready, status: \"True\", reason: Cached, "
+      "message: every node holds its share, lastTransitionTime: "
+      "\"2026-11-27T10:00:00Z\"}]}\n");
 }
 
 ReferenceObservation observation(const Json* from, Json previous = Json()) {
@@ -88,8 +89,9 @@ TEST(DatasetReference, RefusalsNameTheFieldAndTheFixAndListNoNode) {
   EXPECT_EQ(conditionOf(withdrawn.status, "Ready").reason, kOfferWithdrawn);
   EXPECT_FALSE(withdrawn.status.has_field("nodes"));
   EXPECT_FALSE(withdrawn.status.has_field("totalBytes"));
-  EXPECT_EQ(conditionOf(planReference(observation(&closed, withdrawn.status)).status, "Ready").reason,
-            kOfferWithdrawn)
+  EXPECT_EQ(
+      conditionOf(planReference(observation(&closed, withdrawn.status)).status, "Ready").reason,
+      kOfferWithdrawn)
       << "it stays withdrawn, not merely not offered";
   // Offered again: served again.
   EXPECT_TRUE(planReference(observation(&offered, withdrawn.status)).serve);
