@@ -7,7 +7,8 @@
 //           (page cache dropped before each)                        target >= 0.9
 //   memory  resident memory of granary-cache-node holding a 1,000,000-file manifest (--scale 10:
 //           10 M), vs one holding a 1-file manifest                 target <= 128 MiB at 10 M;
-//           and how long it took to list the origin until Ready, vs walking its tree alone
+//           and how long it took to list the origin until Ready, vs walking its tree alone;
+//           and when the first file listed was served, vs Ready (where readers used to wait)
 //   spread  --nodes granary-cache-node processes (32) warm one dataset, replicas 1: origin bytes
 //           ÷ dataset (<= 1.01), each node's share and peer reads vs the mean (±20 %), the warm
 //           rate ÷ the throttle (>= 0.9); then one node killed a third of the way: origin bytes,
@@ -15,6 +16,7 @@
 // Usage: cache_node_bench [--scale F] [--throttle-mib N] [--dir D] [section...]
 // --scale shrinks the file counts and sizes (0.01 for a quick look); the data under --dir
 // (default /var/tmp/granary-bench) is reused between runs.
+#include <dirent.h>
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -540,7 +542,48 @@ void readSection(const Args& args, const std::string& name, int count, int64_t s
 struct NodeHolding {
   ResidentMemory memory;
   double readySeconds = 0;  // from the process's start until the dataset was Ready
+  // From the process's start until the first file the listing found could be looked up (-1:
+  // never seen before Ready).
+  double firstFileSeconds = -1;
 };
+
+// The first file a file:// origin's listing hands over: its walk follows readdir's order, and
+// so does this.
+std::string firstListedFile(const fs::path& directory, const std::string& prefix = "") {
+  DIR* dir = ::opendir(directory.c_str());
+  if (dir == nullptr) return "";
+  std::string found;
+  for (const dirent* entry = ::readdir(dir); entry != nullptr && found.empty();
+       entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string path = prefix.empty() ? name : prefix + "/" + name;
+    if (fs::is_directory(directory / name)) {
+      found = firstListedFile(directory / name, path);
+    } else if (fs::is_regular_file(directory / name)) {
+      found = path;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+// Whether `node` serves `path` of bench/tree yet. Asked only once the listing has stored some
+// files (status), so that the Stat never waits for the listing's end.
+bool fileServed(v1::CacheNode::Stub& node, const std::string& path) {
+  v1::GetDatasetStatusRequest request;
+  request.mutable_dataset()->set_namespace_("bench");
+  request.mutable_dataset()->set_name("tree");
+  v1::DatasetStatus status;
+  if (!node.GetDatasetStatus(authorized().get(), request, &status).ok() ||
+      status.progress().total_files() == 0)
+    return false;
+  v1::StatRequest stat;
+  *stat.mutable_dataset() = request.dataset();
+  stat.set_path(path);
+  v1::FileInfo info;
+  return node.Stat(authorized().get(), stat, &info).ok();
+}
 
 // Resident memory (VmRSS, VmHWM) of a granary-cache-node holding `files` files (file origin,
 // warm Never) once it is Ready, and how long it took to be Ready (listing the origin).
@@ -564,29 +607,39 @@ NodeHolding nodeMemory(const Args& args, int files) {
       << "apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: tree, namespace: "
          "bench}\nspec:\n  source: {uri: \"file://"
       << tree.string() << "/\"}\n  cache: {warm: Never}\n";
+  std::ofstream(state / "token") << kSpreadToken << "\n";
+  const std::string first = firstListedFile(tree);
+  const std::string listen = "127.0.0.1:" + std::to_string(testing::freePort());
   const auto start = std::chrono::steady_clock::now();
+  const auto since = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   const pid_t pid = ::fork();
   if (pid == 0) {
     std::freopen((state / "log").c_str(), "w", stderr);
     ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--state-dir", state.c_str(),
-            "--listen", "127.0.0.1:0", "--metrics-address", "", "--dataset",
+            "--listen", listen.c_str(), "--metrics-address", "", "--dataset",
             (state / "dataset.yaml").c_str(), nullptr);
     ::_exit(127);
   }
-  // Ready: the standalone progress line says so.
-  for (int i = 0; i < 6000; ++i) {
+  auto node =
+      v1::CacheNode::NewStub(grpc::CreateChannel(listen, grpc::InsecureChannelCredentials()));
+  // Ready: the standalone progress line says so. Until then, whether the first file listed is
+  // served yet.
+  double firstFile = -1;
+  for (int i = 0; i < 60'000; ++i) {
     std::ifstream log(state / "log");
     const std::string text(std::istreambuf_iterator<char>(log), {});
     if (text.find("bench/tree Ready") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (firstFile < 0 && fileServed(*node, first)) firstFile = since();
+    std::this_thread::sleep_for(std::chrono::milliseconds(firstFile < 0 ? 10 : 100));
   }
-  const double ready =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double ready = since();
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const ResidentMemory memory = residentMemory(std::to_string(pid));
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
-  return {memory, ready};
+  return {memory, ready, firstFile};
 }
 
 // Seconds to walk the origin's tree alone, reading each entry's size (what listing a file://
@@ -614,9 +667,12 @@ void memorySection(const Args& args) {
       "memory granary-cache-node holding %d files: RSS %.1f MiB (peak %.1f)   holding 1 file: "
       "RSS %.1f MiB (peak %.1f)   (target <= 128 MiB at 10 M files)\n"
       "memory listing: Ready %.1f s after start, %.0f files/s   walking the origin's tree alone "
-      "%.1f s, %.0f files/s\n",
+      "%.1f s, %.0f files/s\n"
+      "memory first file: served %.2f s after start, while the listing went on   (a reader that "
+      "waited for the listing: %.1f s)\n",
       files, mib(many.memory.current), mib(many.memory.peak), mib(one.memory.current),
-      mib(one.memory.peak), many.readySeconds, files / many.readySeconds, walk, files / walk);
+      mib(one.memory.peak), many.readySeconds, files / many.readySeconds, walk, files / walk,
+      many.firstFileSeconds, many.readySeconds);
 }
 
 void addFlags(CLI::App& app, Args& args) {

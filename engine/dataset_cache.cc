@@ -153,12 +153,23 @@ Status DatasetCache::waitListed() {
                      (message.empty() ? std::string() : ": " + message));
 }
 
+bool DatasetCache::listed() const {
+  MutexLock lock(mutex_);
+  return listed_;
+}
+
 Result<ManifestEntry> DatasetCache::stat(const std::string& path) {
+  if (!listed()) {  // what the listing has found so far is served at once
+    if (auto early = node_.manifests.stat(id_, path); early.isOk()) return early;
+  }
   GRANARY_RETURN_IF_ERROR(waitListed());
   return node_.manifests.stat(id_, path);
 }
 
 Result<ManifestEntry> DatasetCache::statInode(uint64_t inode) {
+  if (!listed()) {
+    if (auto early = node_.manifests.statInode(id_, inode); early.isOk()) return early;
+  }
   GRANARY_RETURN_IF_ERROR(waitListed());
   return node_.manifests.statInode(id_, inode);
 }
@@ -467,7 +478,8 @@ void DatasetCache::run(std::stop_token stop) {
   // directory not mounted, a server down, a bucket not made) is tried again with backoff.
   Backoff backoff({.initial = std::chrono::seconds(1), .max = kListRetryMax});
   for (;;) {
-    warmer_.setPhase(Phase::kListing, "listing the origin");
+    warmer_.setPhase(Phase::kListing,
+                     "listing the origin; files listed so far can be read, the rest as they are");
     const Status listed = listOrigins(stop);
     if (listed.isOk()) break;
     if (stop.stop_requested()) return;

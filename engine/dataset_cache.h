@@ -111,9 +111,11 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Status update(DatasetSettings settings);
   void setWarmPlan(WarmPlan plan);
 
-  // Waits for the listing. NotFound for paths not in the manifest.
+  // An entry the listing has found is served at once, while the listing goes on; one not found
+  // yet waits for the listing to end: NotFound only for what the whole listing did not find.
   Result<ManifestEntry> stat(const std::string& path) override;
-  Result<ManifestEntry> statInode(uint64_t inode);  // NotFound for inodes not in the manifest
+  Result<ManifestEntry> statInode(uint64_t inode);
+  // Waits for the listing: a directory is listed whole (the kernel keeps what readdir returns).
   Result<std::vector<ManifestEntry>> list(const std::string& directory, const std::string& after,
                                           size_t limit);
   // Reads from `offset` of a file to the end of the chunk holding it, at most `maxLength`
@@ -161,6 +163,7 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // Ends the listing and the warmer; readers waiting for the listing return.
   void stopWarming() GRANARY_EXCLUDES(mutex_);
   Status waitListed() GRANARY_EXCLUDES(mutex_);  // Unavailable when listing failed or stopping
+  bool listed() const GRANARY_EXCLUDES(mutex_);
 
   // ---- listing (the background thread), then the warmer's share accounting ----
   void run(std::stop_token stop) GRANARY_EXCLUDES(mutex_);

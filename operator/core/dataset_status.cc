@@ -144,7 +144,9 @@ PhaseAndWhy phaseOf(const DatasetProgress& o, const std::vector<std::string>& lo
   for (const auto& r : o.reports)  // a node says what it awaits before it lists again
     if (r.progress->phase == DatasetPhase::kPending && !r.progress->message.empty())
       return {DatasetPhase::kPending, "OriginUnavailable", r.nodeName + ": " + r.progress->message};
-  if (listing) return {DatasetPhase::kListing, "Listing", "listing the origin" + where};
+  if (listing)
+    return {DatasetPhase::kListing, "Listing",
+            "listing the origin" + where + "; the files listed so far can be read"};
   if (warming) return {DatasetPhase::kWarming, "Warming", ofTotal + " cached" + where};
   return {DatasetPhase::kOnDemand, "NotWarmedByPolicy", onDemandMessage(o, ofTotal)};
 }

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -148,6 +149,57 @@ TEST_F(DatasetCacheTest, ListsWarmsAndServesEveryByteLocally) {
   ASSERT_TRUE(listing.isOk());
   ASSERT_EQ(listing->size(), 2u);
   EXPECT_EQ((*listing)[0].path, "big/a.bin");
+}
+
+// A listing that takes long does not hold back what it has listed: a file listed is stat'ed
+// and read at once; a path not listed yet waits for the listing (a name is absent only once it
+// ended), and so does a directory's listing (the kernel keeps what readdir returns).
+TEST_F(DatasetCacheTest, FilesListedAreServedBeforeTheListingEnds) {
+  writeTree(3);
+  TestNode node(root_, "n1");
+  std::promise<std::string> firstListed;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto file = makeFileOrigin(origin_.string());
+  ASSERT_TRUE(file.isOk());
+  auto recording = std::make_unique<RecordingOrigin>(std::move(*file));
+  int listed = 0;
+  recording->afterListed = [&](const std::string& path) {
+    if (++listed == 1) {
+      firstListed.set_value(path);
+      released.wait();
+    }
+  };
+  std::vector<DatasetSource> sources;
+  sources.push_back({"", std::move(recording)});
+  DatasetSettings s = neverWarmed();
+  s.nodeSet = {node.context->nodeName};
+  auto cache = DatasetCache::create(*node.context, key_, std::move(sources), s);
+  ASSERT_TRUE(cache.isOk()) << cache.status();
+  const std::string first = firstListed.get_future().get();
+  EXPECT_EQ((*cache)->state().phase, Phase::kListing);
+  auto early = std::async(std::launch::async, [&] { return (*cache)->read(first, 0, -1); });
+  const bool servedEarly = early.wait_for(5s) == std::future_status::ready;
+  if (!servedEarly) release.set_value();  // the listing ends, and so does the test
+  ASSERT_TRUE(servedEarly) << "a file listed is served while the listing goes on";
+  const auto read = early.get();
+  ASSERT_TRUE(read.isOk()) << read.status();
+  EXPECT_EQ(*read, files_[first]);
+  std::string later;
+  for (const auto& [path, _] : files_)
+    if (path != first) later = path;
+  auto waiting = std::async(std::launch::async, [&] { return (*cache)->stat(later); });
+  auto absent = std::async(std::launch::async, [&] { return (*cache)->stat("absent.bin"); });
+  auto directory = std::async(std::launch::async, [&] { return (*cache)->list("", "", 100); });
+  EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout) << "not listed yet: it waits";
+  EXPECT_EQ(absent.wait_for(0ms), std::future_status::timeout);
+  EXPECT_EQ(directory.wait_for(0ms), std::future_status::timeout);
+  release.set_value();
+  EXPECT_TRUE(waiting.get().isOk());
+  EXPECT_EQ(absent.get().status().code(), StatusCode::kNotFound);
+  auto entries = directory.get();
+  ASSERT_TRUE(entries.isOk());
+  EXPECT_EQ(entries->size(), 3u) << "train, big and empty.txt: the whole root";
 }
 
 // warm: Never is on demand, never Ready while the share is not cached: its progress is true

@@ -25,8 +25,22 @@ class RecordingOrigin final : public Origin {
 
   Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
     ++lists;
-    return inner_->list(each);
+    if (!afterListed) return inner_->list(each);
+    // One object a batch, and afterListed after each has been handed over.
+    return inner_->list([&](std::vector<OriginObject>&& batch) {
+      for (auto& object : batch) {
+        const std::string path = object.path;
+        std::vector<OriginObject> one;
+        one.push_back(std::move(object));
+        GRANARY_RETURN_IF_ERROR(each(std::move(one)));
+        afterListed(path);
+      }
+      return Status::ok();
+    });
   }
+  // Called on the listing thread after each object the listing handed over. Set before it
+  // starts.
+  std::function<void(const std::string& path)> afterListed;
 
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
                            const std::string& etag) override {
