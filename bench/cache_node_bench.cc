@@ -622,15 +622,20 @@ NodeHolding nodeMemory(const Args& args, int files) {
             (state / "dataset.yaml").c_str(), nullptr);
     ::_exit(127);
   }
+  // Connected once the node listens (gRPC's reconnect backoff would otherwise add seconds).
+  const auto logText = [&] {
+    std::ifstream log(state / "log");
+    return std::string(std::istreambuf_iterator<char>(log), {});
+  };
+  for (int i = 0; i < 6000 && logText().find("msg=started") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   auto node =
       v1::CacheNode::NewStub(grpc::CreateChannel(listen, grpc::InsecureChannelCredentials()));
   // Ready: the standalone progress line says so. Until then, whether the first file listed is
   // served yet.
   double firstFile = -1;
   for (int i = 0; i < 60'000; ++i) {
-    std::ifstream log(state / "log");
-    const std::string text(std::istreambuf_iterator<char>(log), {});
-    if (text.find("bench/tree Ready") != std::string::npos) break;
+    if (logText().find("bench/tree Ready") != std::string::npos) break;
     if (firstFile < 0 && fileServed(*node, first)) firstFile = since();
     std::this_thread::sleep_for(std::chrono::milliseconds(firstFile < 0 ? 10 : 100));
   }
