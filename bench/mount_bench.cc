@@ -303,9 +303,11 @@ int64_t readNames(const fs::path& directory, int64_t& entries) {
   for (ssize_t n; (n = ::getdents64(fd, buffer.data(), buffer.size())) > 0;) {
     for (ssize_t at = 0; at < n;) {
       const auto* entry = reinterpret_cast<const dirent64*>(buffer.data() + at);
-      bytes += static_cast<int64_t>(std::strlen(entry->d_name));
-      ++entries;
       at += entry->d_reclen;
+      const std::string_view name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      bytes += static_cast<int64_t>(name.size());
+      ++entries;
     }
   }
   ::close(fd);

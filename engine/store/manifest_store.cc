@@ -203,7 +203,9 @@ Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generati
                                                        std::string_view after, size_t limit) const {
   if (!directory.empty()) GRANARY_RETURN_IF_ERROR(validateManifestPath(directory));
   const std::string prefix = key(generation, directory, "");
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  // Around the block cache: a mount asks for each directory once (the kernel keeps what readdir
+  // returns), so a directory of millions of entries would only push out what lookups use.
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scanOptions()));
   std::vector<ManifestEntry> out;
   it->Seek(after.empty() ? prefix : key(generation, directory, after));
   if (!after.empty() && it->Valid() &&
