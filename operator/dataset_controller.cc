@@ -82,25 +82,6 @@ std::vector<std::string> sourceKeysOf(const Json& dataset) {
   return key.empty() ? std::vector<std::string>{} : std::vector<std::string>{std::move(key)};
 }
 
-// `status` listing `referrers` in referredBy (none: no field).
-Json withReferrers(Json status, const std::vector<std::string>& referrers) {
-  if (!status.is_object()) return status;
-  if (referrers.empty()) {
-    if (status.has_field("referredBy")) status.erase("referredBy");
-    return status;
-  }
-  Json list = Json::array();
-  for (const auto& r : referrers) list[list.size()] = Json::string(r);
-  status["referredBy"] = std::move(list);
-  return status;
-}
-
-bool isSettled(const Json& status) {
-  const auto phase = phaseOfStatus(status);
-  return phase == DatasetPhase::kReady || phase == DatasetPhase::kOnDemand ||
-         phase == DatasetPhase::kQuotaFull || phase == DatasetPhase::kFailed;
-}
-
 }  // namespace
 
 DatasetController::DatasetController(kube::Manager& manager, CacheNodeClient& nodes,
@@ -208,12 +189,14 @@ Result<kube::ReconcileResult> DatasetController::reconcileReference(const Json& 
   const kube::ObjectPtr source = datasets_->store().get(reference.key());
   const bool live = source && kube::pathValue(*source, "metadata.deletionTimestamp").is_null();
   const Json previous = statusOf(object);
-  const ReferencePlan plan = planReference({.ns = dataset.metadata.namespace_,
-                                            .generation = kube::generationOf(object),
-                                            .reference = reference,
-                                            .source = live ? source.get() : nullptr,
-                                            .previousStatus = previous,
-                                            .now = clock_.wallNow()});
+  const ReferencePlan plan =
+      planReference({.ns = dataset.metadata.namespace_,
+                     .generation = kube::generationOf(object),
+                     .reference = reference,
+                     .source = live ? source.get() : nullptr,
+                     .previousStatus = previous,
+                     .now = clock_.wallNow()},
+                    {.pollWarming = options_.pollWarming, .pollReady = options_.pollReady});
   const v1::DatasetRef ref = refOf(dataset.metadata);
   const std::set<std::string> serving(plan.nodes.begin(), plan.nodes.end());
   const bool wasOnNodes = !nodesListedIn(previous).empty();
@@ -231,8 +214,7 @@ Result<kube::ReconcileResult> DatasetController::reconcileReference(const Json& 
     }
   }
   GRANARY_RETURN_IF_ERROR(writeStatus(object, plan.status, plan.event));
-  return kube::ReconcileResult::after(isSettled(plan.status) ? options_.pollReady
-                                                             : options_.pollWarming);
+  return kube::ReconcileResult::after(plan.requeueAfter);
 }
 
 void DatasetController::ensureView(const CacheNode& node, const v1::DatasetRef& ref,

@@ -241,9 +241,9 @@ void MountTable::saveRecordsLocked() const {
 Status MountTable::publish(const Publication& p) {
   auto served = engine_.resolve({p.datasetNamespace, p.datasetName, 0, ""});
   if (!served.isOk()) {
-    return notFound("Dataset " + p.datasetNamespace + "/" + p.datasetName + " is not on node " +
-                    engine_.nodeName() + " yet (" + served.status().message() +
-                    "); the operator ensures it where a job's workers run, and the Dataset's "
+    // "dataset <ns>/<name> is not on this node", or which source a view lacks.
+    return notFound(served.status().message() + " (" + engine_.nodeName() +
+                    ") yet; the operator ensures it where a job's workers run, and the Dataset's "
                     "status says why it is not");
   }
   const DatasetKey& key = served->cache->key();

@@ -23,8 +23,9 @@ bool isWarning(DatasetPhase phase, const std::string& reason) {
          (phase == DatasetPhase::kPending && reason != "Pending");
 }
 
-// An Event when the phase or the Ready condition's reason changes.
-std::optional<DatasetEvent> eventFor(const Json& previous, const Json& status) {
+}  // namespace
+
+std::optional<DatasetEvent> datasetEventFor(const Json& previous, const Json& status) {
   const std::optional<DatasetPhase> before = phaseOfStatus(previous);
   const std::optional<DatasetPhase> after = phaseOfStatus(status);
   const Condition was = conditionOf(previous, "Ready");
@@ -33,10 +34,12 @@ std::optional<DatasetEvent> eventFor(const Json& previous, const Json& status) {
   return DatasetEvent{isWarning(*after, ready.reason), ready.reason, ready.message};
 }
 
-bool settled(DatasetPhase phase) {
+bool isSettled(DatasetPhase phase) {
   return phase == DatasetPhase::kReady || phase == DatasetPhase::kOnDemand ||
          phase == DatasetPhase::kQuotaFull;
 }
+
+namespace {
 
 // A status the nodes could not give (bad spec, no node, a Secret): polled three times slower.
 DatasetPlan problem(DatasetPlan plan, const DatasetObservation& o, DatasetPhase phase,
@@ -79,7 +82,7 @@ DatasetPlan planDataset(const DatasetObservation& o, const DatasetPlanOptions& o
                    o.dataset.status().message(), options);
     plan.requeueAfter = {};
     plan.terminal = o.dataset.status();
-    plan.event = eventFor(o.previousStatus, plan.status);
+    plan.event = datasetEventFor(o.previousStatus, plan.status);
     return plan;
   }
   const api::Dataset& dataset = *o.dataset;
@@ -90,7 +93,7 @@ DatasetPlan planDataset(const DatasetObservation& o, const DatasetPlanOptions& o
     for (const auto& [node, reason] : set.excluded) why += "; " + node + ": " + reason;
     plan = problem(std::move(plan), o, DatasetPhase::kPending, "NoCacheNodes",
                    "no granary-cache-node may hold this dataset" + why, options);
-    plan.event = eventFor(o.previousStatus, plan.status);
+    plan.event = datasetEventFor(o.previousStatus, plan.status);
     return plan;
   }
 
@@ -120,8 +123,8 @@ DatasetPlan planDataset(const DatasetObservation& o, const DatasetPlanOptions& o
 
   plan.status = datasetStatus(progress, o.previousStatus, o.now);
   const std::optional<DatasetPhase> phase = phaseOfStatus(plan.status);
-  plan.requeueAfter = phase && settled(*phase) ? options.pollReady : options.pollWarming;
-  plan.event = eventFor(o.previousStatus, plan.status);
+  plan.requeueAfter = phase && isSettled(*phase) ? options.pollReady : options.pollWarming;
+  plan.event = datasetEventFor(o.previousStatus, plan.status);
   return plan;
 }
 

@@ -85,4 +85,10 @@ struct DatasetPlan {
 DatasetPlan planDataset(const DatasetObservation& observation,
                         const DatasetPlanOptions& options = {});
 
+// Whether a Dataset in `phase` has settled (Ready, OnDemand, QuotaFull): polled every pollReady.
+bool isSettled(DatasetPhase phase);
+// The Event when `status` changes the phase or the Ready condition's reason of `previous`: a
+// Warning for phases that need someone, or a setting, to act.
+std::optional<DatasetEvent> datasetEventFor(const kube::Json& previous, const kube::Json& status);
+
 }  // namespace granary::op

@@ -41,23 +41,12 @@ Json servedStatus(const ReferenceObservation& o) {
   Condition ready = conditionOf(source, "Ready");
   const std::string from = "Dataset " + o.reference.key();
   if (!phaseOfStatus(source))
-    ready = {"Ready", false, "SourcePending", "no status yet; it is being planned"};
+    ready = {"Ready", false, "Pending", "no status yet; it is being planned"};
   ready.message = from + ": " + ready.message;
   Json conditions = kube::pathValue(o.previousStatus, "conditions");
   setCondition(conditions, ready, o.generation, o.now);
   status["conditions"] = std::move(conditions);
   return status;
-}
-
-std::optional<DatasetEvent> eventFor(const Json& previous, const Json& status) {
-  const Condition before = conditionOf(previous, "Ready");
-  const Condition now = conditionOf(status, "Ready");
-  if (phaseOfStatus(previous) == phaseOfStatus(status) && before.reason == now.reason)
-    return std::nullopt;
-  const auto phase = phaseOfStatus(status);
-  const bool warning = isRefusal(now.reason) || phase == api::DatasetPhase::kFailed ||
-                       phase == api::DatasetPhase::kDegraded;
-  return DatasetEvent{warning, now.reason, now.message};
 }
 
 }  // namespace
@@ -77,7 +66,7 @@ Result<api::Dataset> decodeDataset(const Json& object) {
   return dataset;
 }
 
-ReferencePlan planReference(const ReferenceObservation& o) {
+ReferencePlan planReference(const ReferenceObservation& o, const DatasetPlanOptions& options) {
   ReferencePlan plan;
   const std::string source = "spec.source.uri: Dataset " + o.reference.key();
   const auto refuse = [&](api::DatasetPhase phase, const char* reason, const std::string& why) {
@@ -118,8 +107,25 @@ ReferencePlan planReference(const ReferenceObservation& o) {
     plan.nodes.assign(listed.begin(), listed.end());
     plan.status = servedStatus(o);
   }
-  plan.event = eventFor(o.previousStatus, plan.status);
+  plan.event = datasetEventFor(o.previousStatus, plan.status);
+  // A Failed reference waits for its source to change, which wakes it anyway.
+  const auto phase = phaseOfStatus(plan.status);
+  plan.requeueAfter = phase && (isSettled(*phase) || *phase == api::DatasetPhase::kFailed)
+                          ? options.pollReady
+                          : options.pollWarming;
   return plan;
+}
+
+Json withReferrers(Json status, const std::vector<std::string>& referrers) {
+  if (!status.is_object()) return status;
+  if (referrers.empty()) {
+    if (status.has_field("referredBy")) status.erase("referredBy");
+    return status;
+  }
+  Json list = Json::array();
+  for (const auto& r : referrers) list[list.size()] = Json::string(r);
+  status["referredBy"] = std::move(list);
+  return status;
 }
 
 std::string sourceKeyOf(const Json& dataset) {

@@ -34,9 +34,13 @@ struct ReferencePlan {
   std::vector<std::string> nodes;
   kube::Json status;
   std::optional<DatasetEvent> event;  // when the phase or the Ready reason changes
+  // When to look again: pollReady once settled or Failed (a change of the source wakes it
+  // sooner), pollWarming otherwise.
+  std::chrono::milliseconds requeueAfter{0};
 };
 
-ReferencePlan planReference(const ReferenceObservation& observation);
+ReferencePlan planReference(const ReferenceObservation& observation,
+                            const DatasetPlanOptions& options = {});
 
 // The reasons a reference is refused (its Ready condition's reason).
 inline constexpr const char* kSourceNotFound = "SourceNotFound";
@@ -56,5 +60,8 @@ std::string sourceKeyOf(const kube::Json& dataset);
 // sorted: what the source's status.referredBy lists.
 std::vector<std::string> referrersOffered(const kube::Json& source,
                                           const std::vector<kube::ObjectPtr>& datasets);
+
+// `status` listing `referrers` in status.referredBy (none: no field).
+kube::Json withReferrers(kube::Json status, const std::vector<std::string>& referrers);
 
 }  // namespace granary::op
