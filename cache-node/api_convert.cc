@@ -181,6 +181,16 @@ v1::FileInfo fileInfoOf(const ManifestEntry& entry) {
   return info;
 }
 
+ManifestEntry manifestEntryOf(const v1::FileInfo& info) {
+  return {.path = info.path(),
+          .size = info.size(),
+          .etag = info.etag(),
+          .modifiedUnixNanos =
+              google::protobuf::util::TimeUtil::TimestampToNanoseconds(info.modified()),
+          .mode = info.mode(),
+          .directory = info.is_directory()};
+}
+
 v1::ReadSource readSourceOf(Source source) {
   switch (source) {
     case Source::kLocal:

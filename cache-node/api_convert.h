@@ -22,6 +22,8 @@ WarmPlan warmPlanOf(const v1::SetWarmPlanRequest& request);
 v1::DatasetStatus statusOf(const DatasetKey& key, const DatasetState& state,
                            const std::string& nodeName);
 v1::FileInfo fileInfoOf(const ManifestEntry& entry);
+// A file as a peer's manifest holds it (its inode is this node's to give).
+ManifestEntry manifestEntryOf(const v1::FileInfo& info);
 v1::ReadCounters readCountersOf(const ReadTotals& reads);
 v1::ReaderTelemetry readerTelemetryOf(const ReaderTotals& reader);
 v1::ReadSource readSourceOf(Source source);

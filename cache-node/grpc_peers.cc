@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <xxhash.h>
 
+#include <optional>
+
 #include "cache-node/api_convert.h"
 #include "common/files.h"
 #include "granary/v1/peer.grpc.pb.h"
@@ -78,6 +80,41 @@ Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetK
   if (XXH3_64bits(data.data(), data.size()) != checksum)
     return corruption("chunk from cache node " + node + " failed its checksum");
   return data;
+}
+
+
+Result<ManifestTotals> GrpcPeers::followListing(
+    const std::string& node, const DatasetKey& dataset,
+    const std::function<Status(std::vector<ManifestEntry>&&)>& each) {
+  const auto connection = connectionTo(node);
+  if (!connection) return unavailable("no address known for cache node " + node);
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  v1::FollowListingRequest request;
+  *request.mutable_dataset() = refOf(dataset);
+  auto reader = connection->stub->FollowListing(&context, request);
+  v1::ListingPage page;
+  std::optional<ManifestTotals> totals;
+  Status handed = Status::ok();
+  while (handed.isOk() && reader->Read(&page)) {
+    if (page.complete()) {
+      totals = ManifestTotals{.files = page.total_files(), .bytes = page.total_bytes()};
+      continue;
+    }
+    std::vector<ManifestEntry> files;
+    files.reserve(static_cast<size_t>(page.files_size()));
+    for (const auto& file : page.files()) files.push_back(manifestEntryOf(file));
+    handed = each(std::move(files));
+  }
+  if (!handed.isOk()) context.TryCancel();
+  const grpc::Status status = reader->Finish();
+  GRANARY_RETURN_IF_ERROR(handed);
+  if (!status.ok()) {
+    Status mapped = fromGrpc(status);
+    return Status(mapped.code(), "cache node " + node + ": " + mapped.message());
+  }
+  if (!totals) return unavailable("cache node " + node + " ended its listing early");
+  return *totals;
 }
 
 }  // namespace granary::cache

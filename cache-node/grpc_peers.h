@@ -34,6 +34,10 @@ class GrpcPeers final : public PeerReader {
   Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
                                 const std::string& path, int64_t index, const std::string& etag,
                                 bool fill) override;
+  // No deadline: the lister sends a page at least every second while its listing goes on.
+  Result<ManifestTotals> followListing(
+      const std::string& node, const DatasetKey& dataset,
+      const std::function<Status(std::vector<ManifestEntry>&&)>& each) override;
 
  private:
   struct Connection;  // a channel and its stub, reused by every call to one address

@@ -280,6 +280,26 @@ class PeerService final : public v1::Peer::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status FollowListing(grpc::ServerContext* context, const v1::FollowListingRequest* request,
+                             grpc::ServerWriter<v1::ListingPage>* writer) override {
+    GRANARY_AUTHORIZE(context);
+    auto cache = engine_.find(keyOf(request->dataset()));
+    if (!cache.isOk()) return toGrpc(cache.status());
+    auto totals = (*cache)->shareListing([&](std::vector<ManifestEntry>&& files) {
+      v1::ListingPage page;
+      for (const auto& file : files) *page.add_files() = fileInfoOf(file);
+      if (context->IsCancelled() || !writer->Write(page)) return cancelled("the follower left");
+      return Status::ok();
+    });
+    if (!totals.isOk()) return toGrpc(totals.status());
+    v1::ListingPage last;
+    last.set_complete(true);
+    last.set_total_files(totals->files);
+    last.set_total_bytes(totals->bytes);
+    writer->Write(last);
+    return grpc::Status::OK;
+  }
+
   grpc::Status HasChunks(grpc::ServerContext* context, const v1::HasChunksRequest* request,
                          v1::HasChunksResponse* response) override {
     GRANARY_AUTHORIZE(context);

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/backoff.h"
 #include "common/log.h"
 #include "engine/core/placement.h"
 
@@ -33,10 +32,6 @@ std::unique_ptr<EvictionPolicy> makePolicy(const DatasetSettings& settings) {
 }
 
 int64_t chunkCount(int64_t size, int64_t chunkSize) { return (size + chunkSize - 1) / chunkSize; }
-
-std::string joinPath(const std::string& mount, const std::string& path) {
-  return mount.empty() ? path : mount + "/" + path;
-}
 
 }  // namespace
 
@@ -436,84 +431,7 @@ void DatasetCache::countRead(Source source, int64_t bytes, bool hit) {
   (hit ? metrics_->chunkHits : metrics_->chunkMisses).increment();
 }
 
-// ---- listing, and the owned share for the warmer ----
-
-Status DatasetCache::listOrigins(std::stop_token stop) {
-  if (auto totals = node_.manifests.totals(id_); totals.isOk()) {
-    MutexLock lock(mutex_);
-    progress_.totalFiles = totals->files;
-    progress_.totalBytes = totals->bytes;
-    return Status::ok();
-  }
-  GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));  // a listing cut short: start over
-  ManifestTotals totals;
-  for (const auto& source : fetcher_.sources()) {
-    const Status listed = source.origin->list([&](std::vector<OriginObject>&& batch) {
-      if (stop.stop_requested()) return cancelled("stopping");
-      std::vector<ManifestEntry> entries;
-      entries.reserve(batch.size());
-      for (auto& object : batch) {
-        entries.push_back({.path = joinPath(source.mount, object.path),
-                           .size = object.size,
-                           .etag = std::move(object.etag),
-                           .modifiedUnixNanos = object.modifiedUnixNanos,
-                           .mode = object.mode});
-        totals.files += 1;
-        totals.bytes += object.size;
-      }
-      GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, entries));
-      MutexLock lock(mutex_);
-      progress_.totalFiles = totals.files;
-      progress_.totalBytes = totals.bytes;
-      return Status::ok();
-    });
-    GRANARY_RETURN_IF_ERROR(listed);
-  }
-  return node_.manifests.markComplete(id_, totals);
-}
-
-void DatasetCache::run(std::stop_token stop) {
-  const Logger log = Logger("cache").with({{"dataset", key_.label()}});
-  // Only a spec that can never work ends the listing; an origin that cannot be reached yet (a
-  // directory not mounted, a server down, a bucket not made) is tried again with backoff.
-  Backoff backoff({.initial = std::chrono::seconds(1), .max = kListRetryMax});
-  for (;;) {
-    warmer_.setPhase(Phase::kListing,
-                     "listing the origin; files listed so far can be read, the rest as they are");
-    const Status listed = listOrigins(stop);
-    if (listed.isOk()) break;
-    if (stop.stop_requested()) return;
-    if (listed.code() == StatusCode::kInvalidArgument) {
-      log.error("listing failed", {{"error", listed}});
-      warmer_.setPhase(Phase::kFailed, "listing the origin failed: " + listed.message());
-      MutexLock lock(mutex_);
-      listFailed_ = true;
-      changed_.notify_all();
-      return;
-    }
-    const auto delay = backoff.next();
-    log.warn("listing failed; tried again", {{"error", listed}, {"retry_in", delay}});
-    // The same words every try, so that the Dataset's status is not rewritten for each.
-    warmer_.setPhase(Phase::kPending, "waiting for the origin: " + listed.message() +
-                                          "; listed again with backoff, up to " +
-                                          std::to_string(kListRetryMax.count()) + " s apart");
-    setListAwaited(true);
-    if (!node_.clock.sleepFor(delay, stop)) return;
-    setListAwaited(false);
-  }
-  {
-    MutexLock lock(mutex_);
-    listed_ = true;
-    changed_.notify_all();
-  }
-  warmer_.start();
-}
-
-void DatasetCache::setListAwaited(bool awaited) {
-  MutexLock lock(mutex_);
-  listAwaited_ = awaited;
-  changed_.notify_all();
-}
+// ---- the owned share, for the warmer ----
 
 void DatasetCache::countOwnedShare(std::stop_token stop) {
   std::vector<std::string> nodes;

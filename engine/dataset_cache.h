@@ -6,7 +6,10 @@
 // (once per generation: a completed listing survives restarts), then hands over to the dataset's
 // Warmer (engine/warmer.h), which warms the chunks this node owns under rendezvous placement, as
 // the warm mode and plan allow, and keeps the phase. Chunks already on disk (verified at start-up
-// by the chunk store) are counted, not fetched again.
+// by the chunk store) are counted, not fetched again. One node of the set lists the origins (the
+// highest rendezvous weight for the dataset); the others follow its listing as it goes
+// (PeerReader::followListing), so the origin's index is read once per dataset, and list the
+// origins themselves when it cannot be followed.
 //
 // A read that misses while warming puts the rest of its file first in the warm order. Demand
 // reads never wait for warming; under a bandwidth limit they also go first (warm fetches wait
@@ -41,6 +44,7 @@
 #include "engine/core/eviction.h"
 #include "engine/core/rate_meter.h"
 #include "engine/dataset_settings.h"
+#include "engine/listing_feed.h"
 #include "engine/origin/origin.h"
 #include "engine/store/chunk_store.h"
 #include "engine/store/manifest_store.h"
@@ -93,6 +97,9 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // The longest wait between tries of a listing the origin failed (kPending meanwhile, with
   // what is awaited). A listing that InvalidArgument ended is not tried again (kFailed).
   static constexpr std::chrono::seconds kListRetryMax{60};
+  // How long a node waits for the node that lists the dataset (the first of its set by
+  // rendezvous weight) to hold it, before it lists the origins itself.
+  static constexpr std::chrono::seconds kListerWait{30};
 
   // InvalidArgument for no sources, an empty node set without this node, replicas < 1 or a
   // chunk size < 4 KiB. Starts listing (and warming) in the background: a listing the origin
@@ -148,6 +155,12 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Result<std::string> readChunkForPeer(const std::string& path, int64_t index,
                                        const std::string& etag, bool fill);
   bool hasChunk(const std::string& path, int64_t index) const;
+  // For a peer that follows this node's listing (PeerReader::followListing): `send` gets the
+  // files listed so far, then the rest as they are listed (an empty batch while none came for a
+  // second); returns the totals once the listing is complete. FailedPrecondition while this node
+  // neither lists the dataset nor has listed it. Stops at the first error `send` returns.
+  Result<ManifestTotals> shareListing(
+      const std::function<Status(std::vector<ManifestEntry>&&)>& send);
 
   DatasetState state();
   // Waits until warming has nothing left to do (Ready, Degraded or Failed) or `timeout`
@@ -165,9 +178,19 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Status waitListed() GRANARY_EXCLUDES(mutex_);  // Unavailable when listing failed or stopping
   bool listed() const GRANARY_EXCLUDES(mutex_);
 
-  // ---- listing (the background thread), then the warmer's share accounting ----
+  // ---- listing (the background thread; engine/dataset_listing.cc) ----
   void run(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
-  Status listOrigins(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  // One try at the manifest: kept from a completed listing, else taken from the node that lists
+  // the dataset (listerOf), else listed from the origins. What is stored is fed to followers.
+  Status listOnce(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  Status listFromOrigins(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  // Waits up to kListerWait for `lister` to hold the dataset.
+  Status followLister(const std::string& lister, std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  // The node of the set that lists the origins: the highest rendezvous weight for the dataset.
+  std::string listerOf() const GRANARY_EXCLUDES(mutex_);
+  void setTotals(const ManifestTotals& totals) GRANARY_EXCLUDES(mutex_);
+
+  // ---- the warmer's share accounting ----
   // WarmHost: counts the files and bytes this node owns under the current node set into the
   // progress; the owned share against the quota (capacityReached left to the warmer).
   void countOwnedShare(std::stop_token stop) override GRANARY_EXCLUDES(mutex_);
@@ -242,6 +265,7 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   int64_t reportedRetries_ GRANARY_GUARDED_BY(mutex_) = 0;
   RateMeter fetchRate_ GRANARY_GUARDED_BY(mutex_);  // countFetched(): the warm rate
 
+  ListingFeed feed_;      // the listing, to peers that follow it
   Warmer warmer_;        // the warm passes and the phase; after what it calls
   std::jthread thread_;  // the listing; last: stops first
 };

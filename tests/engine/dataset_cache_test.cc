@@ -10,6 +10,7 @@
 #include <future>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "engine/core/placement.h"
@@ -27,18 +28,51 @@ using testing::randomBytes;
 using testing::RecordingOrigin;
 using testing::TestNode;
 
-// Routes peer reads to DatasetCaches in this process.
+// Routes peer reads to DatasetCaches in this process. A node not added is up but does not hold
+// the dataset (yet): its chunks are Unavailable and its listing NotFound; a node marked down is
+// Unavailable for both.
 class LoopbackPeers final : public PeerReader {
  public:
   Result<std::string> readChunk(const std::string& node, const DatasetKey&, const std::string& path,
                                 int64_t index, const std::string& etag, bool fill) override {
     ++calls;
-    auto it = caches.find(node);
-    if (it == caches.end()) return unavailable(node + " is down");
-    return it->second->readChunkForPeer(path, index, etag, fill);
+    DatasetCache* cache = find(node);
+    if (!cache) return unavailable(node + " is down");
+    return cache->readChunkForPeer(path, index, etag, fill);
   }
-  std::map<std::string, DatasetCache*> caches;
+  Result<ManifestTotals> followListing(
+      const std::string& node, const DatasetKey&,
+      const std::function<Status(std::vector<ManifestEntry>&&)>& each) override {
+    ++follows;
+    DatasetCache* cache = find(node);
+    if (!cache) {
+      std::lock_guard lock(mutex_);
+      if (down_.contains(node)) return unavailable(node + " is down");
+      return notFound(node + " does not hold the dataset");
+    }
+    return cache->shareListing(each);
+  }
+  void add(const std::string& node, DatasetCache* cache) {
+    std::lock_guard lock(mutex_);
+    caches_[node] = cache;
+  }
+  void markDown(const std::string& node) {
+    std::lock_guard lock(mutex_);
+    caches_.erase(node);
+    down_.insert(node);
+  }
   std::atomic<int> calls{0};
+  std::atomic<int> follows{0};
+
+ private:
+  DatasetCache* find(const std::string& node) {
+    std::lock_guard lock(mutex_);
+    const auto it = caches_.find(node);
+    return it == caches_.end() ? nullptr : it->second;
+  }
+  std::mutex mutex_;
+  std::map<std::string, DatasetCache*> caches_;
+  std::set<std::string> down_;
 };
 
 class DatasetCacheTest : public ::testing::Test {
@@ -67,11 +101,14 @@ class DatasetCacheTest : public ::testing::Test {
     writeOrigin("empty.txt", "");
   }
 
+  // `afterListed`: RecordingOrigin::afterListed.
   std::unique_ptr<DatasetCache> open(TestNode& node, DatasetSettings settings,
-                                     RecordingOrigin** origin = nullptr) {
+                                     RecordingOrigin** origin = nullptr,
+                                     std::function<void(const std::string&)> afterListed = {}) {
     auto file = makeFileOrigin(origin_.string());
     EXPECT_TRUE(file.isOk()) << file.status();
     auto recording = std::make_unique<RecordingOrigin>(std::move(*file));
+    recording->afterListed = std::move(afterListed);
     if (origin) *origin = recording.get();
     std::vector<DatasetSource> sources;
     sources.push_back({"", std::move(recording)});
@@ -310,7 +347,7 @@ TEST_F(DatasetCacheTest, FourNodesReadTheOriginOnceAndServeEachOther) {
     auto s = settings();
     s.nodeSet = names;
     caches.push_back(open(*nodes.back(), s, &origins[i]));
-    peers.caches[names[i]] = caches.back().get();
+    peers.add(names[i], caches.back().get());
   }
   int64_t owned = 0, originBytes = 0;
   for (int i = 0; i < 4; ++i) {
@@ -334,9 +371,89 @@ TEST_F(DatasetCacheTest, FourNodesReadTheOriginOnceAndServeEachOther) {
   EXPECT_EQ(after, datasetBytes());
 
   // An owner down: reads fall back to the origin, still correct.
-  peers.caches.erase("n2");
+  peers.markDown("n2");
   expectAllFilesRead(*caches[0]);
   EXPECT_GT(caches[0]->state().reads.originBytes, 0);
+}
+
+// One node of the set lists the origin; the others follow its listing as it goes: a file it has
+// listed is served on every node before its listing ends, and the origin's index is read once.
+TEST_F(DatasetCacheTest, OneNodeListsTheOriginAndTheOthersFollowItsListing) {
+  writeTree(40);
+  const std::vector<std::string> names = {"n1", "n2", "n3", "n4"};
+  const std::string lister = ownersOf(key_.id(), names, 1).front();
+  LoopbackPeers peers;
+  std::promise<std::string> firstListed;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  int listed = 0;
+  const auto holdAfterFirst = [&](const std::string& path) {
+    if (++listed > 1) return;
+    firstListed.set_value(path);
+    released.wait();
+  };
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  std::vector<RecordingOrigin*> origins(4);
+  std::vector<std::unique_ptr<DatasetCache>> caches;
+  for (size_t i = 0; i < names.size(); ++i) {  // the lister last: the others wait for it
+    nodes.push_back(std::make_unique<TestNode>(root_, names[i]));
+    nodes.back()->context->peers = &peers;
+    auto s = settings();
+    s.nodeSet = names;
+    caches.push_back(open(*nodes.back(), s, &origins[i],
+                          names[i] == lister ? holdAfterFirst : std::function<void(const std::string&)>()));
+  }
+  for (size_t i = 0; i < names.size(); ++i) peers.add(names[i], caches[i].get());
+  const std::string first = firstListed.get_future().get();
+  for (size_t i = 0; i < names.size(); ++i) {
+    // A follower serves what it has taken: the lister's first file, once it has come.
+    const bool taken = granary::testing::eventually(
+        [&] { return caches[i]->state().progress.totalFiles >= 1; }, 5s);
+    auto early = std::async(std::launch::async, [&] { return caches[i]->read(first, 0, -1); });
+    const bool served = taken && early.wait_for(5s) == std::future_status::ready;
+    if (!served) release.set_value();  // the listing ends, and so does the test
+    ASSERT_TRUE(served) << names[i] << ": a file " << lister
+                        << " listed is served while it lists: " << caches[i]->state().message;
+    EXPECT_EQ(early.get().valueOr(""), files_[first]) << names[i];
+    EXPECT_EQ(caches[i]->state().phase, Phase::kListing) << names[i];
+  }
+  release.set_value();
+  int lists = 0;
+  int64_t originBytes = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const DatasetState state = caches[i]->waitSettled(20s);
+    EXPECT_EQ(state.phase, Phase::kReady) << names[i] << ": " << state.message;
+    EXPECT_EQ(state.progress.totalFiles, static_cast<int64_t>(files_.size())) << names[i];
+    EXPECT_EQ(state.progress.totalBytes, datasetBytes()) << names[i];
+    EXPECT_EQ(origins[i]->lists.load(), names[i] == lister ? 1 : 0) << names[i];
+    lists += origins[i]->lists.load();
+    originBytes += origins[i]->bytes.load();
+  }
+  EXPECT_EQ(lists, 1);
+  EXPECT_EQ(originBytes, datasetBytes());
+  for (const auto& cache : caches) expectAllFilesRead(*cache);
+}
+
+// A node whose lister is down lists the origin itself, and is whole.
+TEST_F(DatasetCacheTest, ANodeListsTheOriginItselfWhenTheListerIsDown) {
+  writeTree(5);
+  const std::vector<std::string> names = {"a", "b"};
+  const std::string lister = ownersOf(key_.id(), names, 1).front();
+  const std::string other = lister == "a" ? "b" : "a";
+  LoopbackPeers peers;
+  peers.markDown(lister);
+  TestNode node(root_, other);
+  node.context->peers = &peers;
+  auto s = neverWarmed();
+  s.nodeSet = names;
+  RecordingOrigin* origin;
+  auto cache = open(node, s, &origin);
+  const DatasetState state = cache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kOnDemand) << state.message;
+  EXPECT_EQ(state.progress.totalFiles, static_cast<int64_t>(files_.size()));
+  EXPECT_EQ(origin->lists.load(), 1);
+  EXPECT_GE(peers.follows.load(), 1);
+  expectAllFilesRead(*cache);
 }
 
 TEST_F(DatasetCacheTest, SecondReplicaFillsFromTheFirstOwner) {
@@ -351,7 +468,8 @@ TEST_F(DatasetCacheTest, SecondReplicaFillsFromTheFirstOwner) {
   RecordingOrigin *originA, *originB;
   auto cacheA = open(a, s, &originA);
   auto cacheB = open(b, s, &originB);
-  peers.caches = {{"a", cacheA.get()}, {"b", cacheB.get()}};
+  peers.add("a", cacheA.get());
+  peers.add("b", cacheB.get());
   cacheA->setWarmPlan({.hasReaders = true});
   cacheB->setWarmPlan({.hasReaders = true});
   EXPECT_EQ(cacheA->waitSettled(20s).phase, Phase::kReady);

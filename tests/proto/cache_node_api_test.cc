@@ -136,6 +136,8 @@ TEST(Proto, ServicesExposeTheDesignedMethods) {
       google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("granary.v1.Peer");
   ASSERT_NE(peer, nullptr);
   EXPECT_TRUE(peer->FindMethodByName("ReadChunk")->server_streaming());
+  ASSERT_NE(peer->FindMethodByName("FollowListing"), nullptr);
+  EXPECT_TRUE(peer->FindMethodByName("FollowListing")->server_streaming());
 }
 
 }  // namespace

@@ -1,0 +1,180 @@
+// DatasetCache's listing: the background thread that fills the generation's manifest, once, from
+// the origins or from the node of the set that lists them, and what it shares with peers that
+// follow it (engine/listing_feed.h).
+#include "common/backoff.h"
+#include "common/log.h"
+#include "engine/core/placement.h"
+#include "engine/dataset_cache.h"
+
+namespace granary::cache {
+namespace {
+
+constexpr size_t kShareBatch = 1000;
+// How long a follower's heartbeat may be apart while the listing goes on.
+constexpr std::chrono::seconds kHeartbeat{1};
+
+std::string joinPath(const std::string& mount, const std::string& path) {
+  return mount.empty() ? path : mount + "/" + path;
+}
+
+}  // namespace
+
+std::string DatasetCache::listerOf() const {
+  MutexLock lock(mutex_);
+  return cache::ownersOf(id_, settings_.nodeSet, 1).front();
+}
+
+Status DatasetCache::listOnce(std::stop_token stop) {
+  if (auto totals = node_.manifests.totals(id_); totals.isOk()) {
+    setTotals(*totals);
+    return Status::ok();
+  }
+  GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));  // a listing cut short: start over
+  feed_.open();
+  Status listed = Status::ok();
+  const std::string lister = listerOf();
+  if (lister != node_.nodeName && node_.peers) {
+    listed = followLister(lister, stop);
+    if (!listed.isOk() && !stop.stop_requested()) {
+      Logger("cache")
+          .with({{"dataset", key_.label()}})
+          .warn("could not take the listing from the node that lists it; listing the origin",
+                {{"lister", lister}, {"error", listed}});
+      feed_.close(listed);  // its followers start over, as this node does
+      feed_.open();
+      listed = node_.manifests.drop(id_);
+      if (listed.isOk()) listed = listFromOrigins(stop);
+    }
+  } else {
+    listed = listFromOrigins(stop);
+  }
+  feed_.close(listed);
+  return listed;
+}
+
+Status DatasetCache::listFromOrigins(std::stop_token stop) {
+  ManifestTotals totals;
+  for (const auto& source : fetcher_.sources()) {
+    const Status listed = source.origin->list([&](std::vector<OriginObject>&& batch) {
+      if (stop.stop_requested()) return cancelled("stopping");
+      std::vector<ManifestEntry> entries;
+      entries.reserve(batch.size());
+      for (auto& object : batch) {
+        entries.push_back({.path = joinPath(source.mount, object.path),
+                           .size = object.size,
+                           .etag = std::move(object.etag),
+                           .modifiedUnixNanos = object.modifiedUnixNanos,
+                           .mode = object.mode});
+        totals.files += 1;
+        totals.bytes += object.size;
+      }
+      GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, entries));
+      setTotals(totals);
+      feed_.publish(entries, stop);
+      return Status::ok();
+    });
+    GRANARY_RETURN_IF_ERROR(listed);
+  }
+  return node_.manifests.markComplete(id_, totals);
+}
+
+Status DatasetCache::followLister(const std::string& lister, std::stop_token stop) {
+  warmer_.setPhase(Phase::kListing, "taking the listing from cache node " + lister +
+                                        ", which lists the origin; files listed so far can be "
+                                        "read, the rest as they are");
+  // The lister may not hold the dataset yet: the operator tells the nodes one by one.
+  Backoff backoff({.initial = std::chrono::milliseconds(100), .max = std::chrono::seconds(2)});
+  const auto giveUp = node_.clock.monoNow() + kListerWait;
+  for (;;) {
+    ManifestTotals counted;  // a file may come twice: the lister's totals are the listing's
+    auto totals = node_.peers->followListing(
+        lister, key_, [&](std::vector<ManifestEntry>&& batch) -> Status {
+          if (stop.stop_requested()) return cancelled("stopping");
+          if (batch.empty()) return Status::ok();
+          GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, batch));
+          for (const auto& entry : batch) counted.files += 1, counted.bytes += entry.size;
+          setTotals(counted);
+          feed_.publish(batch, stop);
+          return Status::ok();
+        });
+    if (totals.isOk()) {
+      setTotals(*totals);
+      return node_.manifests.markComplete(id_, *totals);
+    }
+    if (totals.status().code() != StatusCode::kNotFound || node_.clock.monoNow() >= giveUp)
+      return totals.status();
+    if (!node_.clock.sleepFor(backoff.next(), stop)) return cancelled("stopping");
+  }
+}
+
+Result<ManifestTotals> DatasetCache::shareListing(
+    const std::function<Status(std::vector<ManifestEntry>&&)>& send) {
+  const auto follower = feed_.follow();  // first: what is stored after this comes through it
+  if (!follower && !node_.manifests.totals(id_).isOk()) {
+    return failedPrecondition("cache node " + node_.nodeName + " is not listing dataset " +
+                              key_.label() + " now: " + state().message);
+  }
+  std::string cursor;
+  for (;;) {
+    GRANARY_ASSIGN_OR_RETURN(auto batch, node_.manifests.files(id_, cursor, kShareBatch));
+    if (batch.empty()) break;
+    GRANARY_RETURN_IF_ERROR(send(std::move(batch)));
+  }
+  while (follower) {
+    GRANARY_ASSIGN_OR_RETURN(auto batch, follower->next(kHeartbeat));
+    if (!batch) break;  // complete
+    GRANARY_RETURN_IF_ERROR(send(std::move(*batch)));
+  }
+  return node_.manifests.totals(id_);
+}
+
+void DatasetCache::setTotals(const ManifestTotals& totals) {
+  MutexLock lock(mutex_);
+  progress_.totalFiles = totals.files;
+  progress_.totalBytes = totals.bytes;
+}
+
+void DatasetCache::run(std::stop_token stop) {
+  const Logger log = Logger("cache").with({{"dataset", key_.label()}});
+  // Only a spec that can never work ends the listing; an origin that cannot be reached yet (a
+  // directory not mounted, a server down, a bucket not made) is tried again with backoff.
+  Backoff backoff({.initial = std::chrono::seconds(1), .max = kListRetryMax});
+  for (;;) {
+    warmer_.setPhase(Phase::kListing,
+                     "listing the origin; files listed so far can be read, the rest as they are");
+    const Status listed = listOnce(stop);
+    if (listed.isOk()) break;
+    if (stop.stop_requested()) return;
+    if (listed.code() == StatusCode::kInvalidArgument) {
+      log.error("listing failed", {{"error", listed}});
+      warmer_.setPhase(Phase::kFailed, "listing the origin failed: " + listed.message());
+      MutexLock lock(mutex_);
+      listFailed_ = true;
+      changed_.notify_all();
+      return;
+    }
+    const auto delay = backoff.next();
+    log.warn("listing failed; tried again", {{"error", listed}, {"retry_in", delay}});
+    // The same words every try, so that the Dataset's status is not rewritten for each.
+    warmer_.setPhase(Phase::kPending, "waiting for the origin: " + listed.message() +
+                                          "; listed again with backoff, up to " +
+                                          std::to_string(kListRetryMax.count()) + " s apart");
+    setListAwaited(true);
+    if (!node_.clock.sleepFor(delay, stop)) return;
+    setListAwaited(false);
+  }
+  {
+    MutexLock lock(mutex_);
+    listed_ = true;
+    changed_.notify_all();
+  }
+  warmer_.start();
+}
+
+void DatasetCache::setListAwaited(bool awaited) {
+  MutexLock lock(mutex_);
+  listAwaited_ = awaited;
+  changed_.notify_all();
+}
+
+}  // namespace granary::cache
