@@ -425,6 +425,7 @@ void spreadSection(const Args& args) {
       nodes.push_back(children.back().get());
     }
     const int64_t before = (*server)->bytesServed();
+    const int64_t indexBefore = (*server)->bytesServedOf(kVersionedIndex);
     const auto start = Clock_::now();
     for (NodeChild* node : nodes) ensureOn(*node, (*server)->url(), nodes);
     std::string killed;
@@ -448,22 +449,24 @@ void spreadSection(const Args& args) {
       shares.push_back(static_cast<double>(status.progress().owned_bytes()));
       peerReads.push_back(static_cast<double>(status.reads().peer_bytes()));
     }
-    // Every node lists the origin itself: its index is read once per node.
+    // One node lists the origin and the others follow it: its index is read once, unless a node
+    // had to list for itself.
     const double listings =
-        static_cast<double>(args.nodes * fs::file_size(origin / kVersionedIndex));
+        static_cast<double>((*server)->bytesServedOf(kVersionedIndex) - indexBefore);
+    const double indexReads = listings / static_cast<double>(fs::file_size(origin / kVersionedIndex));
     const double originRatio = static_cast<double>(served) / static_cast<double>(total);
     const double dataRatio = (static_cast<double>(served) - listings) / static_cast<double>(total);
     if (!killOne) {
       std::printf(
           "spread %d nodes (processes), %d x 100 KB, replicas 1: origin bytes / dataset %.4f "
-          "(target <= 1.01), of which the %d listings of the origin's index %.4f: the files "
+          "(target <= 1.01), of which the origin's index (read %.0f times) %.4f: the files "
           "%.4f\n"
           "  each node's share within %.1f %% of the mean, %.1f MiB (target <= 20 %%); reading "
           "every file once, each through the next node: each node's peer reads within %.1f %% of "
           "the mean, %.1f MiB\n"
           "  warmed in %.1f s: %.1f MiB/s = %.3f x the origin's throttle of %.0f MiB/s (target >= "
           "0.9); %d of %zu files read wrong (the origin served %.1f MiB of those reads)\n",
-          args.nodes, count, originRatio, args.nodes, listings / static_cast<double>(total),
+          args.nodes, count, originRatio, indexReads, listings / static_cast<double>(total),
           dataRatio, 100 * spreadOf(shares), mib(static_cast<int64_t>(meanOf(shares))),
           100 * spreadOf(peerReads), mib(static_cast<int64_t>(meanOf(peerReads))), took,
           mib(total) / took, static_cast<double>(total) / took / static_cast<double>(args.throttle),
@@ -471,10 +474,10 @@ void spreadSection(const Args& args) {
       continue;
     }
     std::printf(
-        "  %s killed a third of the way: origin bytes / dataset %.4f, the files %.4f (at most 1 + "
-        "its share, %.4f); the %zu nodes left re-owned its share and were Ready in %.1f s; %d "
+        "  %s killed a third of the way: origin bytes / dataset %.4f, the origin's index read %.0f "
+        "times, the files %.4f (at most 1 + its share, %.4f); the %zu nodes left re-owned its share and were Ready in %.1f s; %d "
         "of %zu files read wrong through them\n",
-        killed.c_str(), originRatio, dataRatio, 1.0 + 1.0 / args.nodes, nodes.size(), took, wrong,
+        killed.c_str(), originRatio, indexReads, dataRatio, 1.0 + 1.0 / args.nodes, nodes.size(), took, wrong,
         files.size());
   }
 }

@@ -83,7 +83,7 @@ Status DatasetCache::followLister(const std::string& lister, std::stop_token sto
                                         ", which lists the origin; files listed so far can be "
                                         "read, the rest as they are");
   // The lister may not hold the dataset yet: the operator tells the nodes one by one.
-  Backoff backoff({.initial = std::chrono::milliseconds(100), .max = std::chrono::seconds(2)});
+  Backoff backoff({.initial = std::chrono::milliseconds(100), .max = std::chrono::milliseconds(500)});
   const auto giveUp = node_.clock.monoNow() + kListerWait;
   for (;;) {
     ManifestTotals counted;  // a file may come twice: the lister's totals are the listing's

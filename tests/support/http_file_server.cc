@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -31,6 +32,7 @@ struct HttpFileServer::State {
   int64_t rate = 0;  // bytes per second; 0 unlimited
   std::chrono::steady_clock::time_point paidUntil{};
   std::vector<HttpFileServer::Sent> sent;  // guarded by mutex
+  std::map<std::string, int64_t> bytesByPath;  // guarded by mutex
 };
 
 namespace {
@@ -150,6 +152,7 @@ int handle(mg_connection* conn, void* data) {
       }
       std::this_thread::sleep_until(start);
       std::lock_guard lock(s.mutex);
+      s.bytesByPath[std::string(request->local_uri + 1)] += bytes;
       // A truncated or shortened body sends half of what it announces.
       s.sent.push_back({std::chrono::steady_clock::now(), truncate || shorten ? bytes / 2 : bytes});
     }
@@ -245,6 +248,12 @@ void HttpFileServer::truncateNext(int count) {
 int64_t HttpFileServer::requests() const { return state_->requests; }
 
 int64_t HttpFileServer::bytesServed() const { return state_->bytes; }
+
+int64_t HttpFileServer::bytesServedOf(const std::string& path) const {
+  std::lock_guard lock(state_->mutex);
+  const auto it = state_->bytesByPath.find(path);
+  return it == state_->bytesByPath.end() ? 0 : it->second;
+}
 
 std::vector<HttpFileServer::Sent> HttpFileServer::sent() const {
   std::lock_guard lock(state_->mutex);

@@ -35,6 +35,8 @@ class HttpFileServer {
   int64_t requests() const;
   // File bytes sent by GETs (range lengths, or whole files).
   int64_t bytesServed() const;
+  // The same, of one file (its path relative to the root).
+  int64_t bytesServedOf(const std::string& path) const;
   // One file body a GET sent: when it started (after the throttle let it) and the bytes it
   // wrote, only the half that a truncated or shortened body sends.
   struct Sent {
