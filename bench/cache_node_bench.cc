@@ -31,17 +31,20 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "bench/bench_data.h"
+#include "bench/generated_bucket.h"
 #include "bench/resident_memory.h"
 #include "cache-node/grpc_peers.h"
 #include "cache-node/grpc_service.h"
 #include "common/flags.h"
 #include "common/log.h"
 #include "engine/engine.h"
+#include "engine/origin/s3_origin.h"
 #include "granary/v1/cache_node.grpc.pb.h"
 #include "tests/support/free_port.h"
 #include "tests/support/http_file_server.h"
@@ -55,6 +58,8 @@ struct Args : DataArgs {
   int concurrency = 16;  // warm fetches in flight
   int nodes = 32;        // the spread section's cache node processes
   std::set<std::string> sections;
+  // The memory section lists a generated S3 bucket (bench/generated_bucket.h) instead of a tree.
+  bool generatedListing = false;
 };
 
 // An engine of its own in `state`, serving gRPC on loopback.
@@ -571,30 +576,35 @@ std::string firstListedFile(const fs::path& directory, const std::string& prefix
   return found;
 }
 
-// Whether `node` serves `path` of bench/tree yet. Asked only once the listing has stored some
-// files (status), so that the Stat never waits for the listing's end.
-bool fileServed(v1::CacheNode::Stub& node, const std::string& path) {
+// The status of bench/tree on `node` (empty when it cannot say).
+v1::DatasetStatus statusOf(v1::CacheNode::Stub& node) {
   v1::GetDatasetStatusRequest request;
   request.mutable_dataset()->set_namespace_("bench");
   request.mutable_dataset()->set_name("tree");
   v1::DatasetStatus status;
-  if (!node.GetDatasetStatus(authorized().get(), request, &status).ok() ||
-      status.progress().total_files() == 0)
-    return false;
+  (void)node.GetDatasetStatus(authorized().get(), request, &status);
+  return status;
+}
+
+// Whether `node` serves `path` of bench/tree yet. Asked only once the listing has stored some
+// files (status), so that the Stat never waits for the listing's end.
+bool fileServed(v1::CacheNode::Stub& node, const std::string& path) {
+  const v1::DatasetStatus status = statusOf(node);
+  if (status.progress().total_files() == 0) return false;
   v1::StatRequest stat;
-  *stat.mutable_dataset() = request.dataset();
+  stat.mutable_dataset()->set_namespace_("bench");
+  stat.mutable_dataset()->set_name("tree");
   stat.set_path(path);
   v1::FileInfo info;
   return node.Stat(authorized().get(), stat, &info).ok();
 }
 
-// Resident memory (VmRSS, VmHWM) of a granary-cache-node holding `files` files (file origin,
-// warm Never) once it is Ready, and how long it took to be Ready (listing the origin).
-NodeHolding nodeMemory(const Args& args, int files) {
+// The tree of `files` empty files the memory section lists (generated once, reused).
+fs::path memoryTree(const Args& args, int64_t files) {
   const fs::path tree = args.dir / "origin" / ("tree-" + std::to_string(files));
   if (!fs::exists(tree.string() + ".done")) {
     fs::remove_all(tree);
-    for (int i = 0; i < files; ++i) {
+    for (int64_t i = 0; i < files; ++i) {
       const fs::path file =
           tree / ("d" + std::to_string(i / 1000)) / ("sample-" + std::to_string(i) + ".jpg");
       if (i % 1000 == 0) fs::create_directories(file.parent_path());
@@ -603,15 +613,28 @@ NodeHolding nodeMemory(const Args& args, int files) {
     }
     std::ofstream(tree.string() + ".done") << "ok";
   }
+  return tree;
+}
+
+// What the memory section's node lists: the Dataset's `spec.source` (YAML flow mapping) and the
+// first file its listing hands over.
+struct MemorySource {
+  std::string specSource;
+  std::string firstFile;
+};
+
+// Resident memory (VmRSS, VmHWM) of a granary-cache-node holding `files` files of `source` (warm
+// Never) once it is Ready, and how long it took to be Ready (listing the origin).
+NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& source) {
   const fs::path state = args.dir / ("memory-node-" + std::to_string(files));
   fs::remove_all(state);
   fs::create_directories(state);
   std::ofstream(state / "dataset.yaml")
       << "apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: tree, namespace: "
-         "bench}\nspec:\n  source: {uri: \"file://"
-      << tree.string() << "/\"}\n  cache: {warm: Never}\n";
+         "bench}\nspec:\n  source: "
+      << source.specSource << "\n  cache: {warm: Never}\n";
   std::ofstream(state / "token") << kSpreadToken << "\n";
-  const std::string first = firstListedFile(tree);
+  const std::string& first = source.firstFile;
   const std::string listen = "127.0.0.1:" + std::to_string(testing::freePort());
   const auto start = std::chrono::steady_clock::now();
   const auto since = [&] {
@@ -636,10 +659,18 @@ NodeHolding nodeMemory(const Args& args, int files) {
       v1::CacheNode::NewStub(grpc::CreateChannel(listen, grpc::InsecureChannelCredentials()));
   // Ready: the standalone progress line says so. Until then, whether the first file listed is
   // served yet.
-  double firstFile = -1;
-  for (int i = 0; i < 60'000; ++i) {
+  // A long listing says how far it got every minute.
+  double firstFile = -1, nextProgress = 60;
+  for (const auto giveUp = start + std::chrono::hours(4); std::chrono::steady_clock::now() < giveUp;) {
     if (logText().find("bench/tree Ready") != std::string::npos) break;
     if (firstFile < 0 && fileServed(*node, first)) firstFile = since();
+    if (since() >= nextProgress) {
+      std::printf("memory listing %lld files: %lld listed after %.0f s, RSS %.1f MiB\n",
+                  static_cast<long long>(files),
+                  static_cast<long long>(statusOf(*node).progress().total_files()), since(),
+                  mib(residentMemory(std::to_string(pid)).current));
+      nextProgress += 60;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(firstFile < 0 ? 10 : 100));
   }
   const double ready = since();
@@ -652,8 +683,7 @@ NodeHolding nodeMemory(const Args& args, int files) {
 
 // Seconds to walk the origin's tree alone, reading each entry's size (what listing a file://
 // origin reads), its metadata cached as the node's listing left it.
-double walkSeconds(const Args& args, int files) {
-  const fs::path tree = args.dir / "origin" / ("tree-" + std::to_string(files));
+double walkSeconds(const fs::path& tree, int64_t files) {
   const auto start = std::chrono::steady_clock::now();
   int64_t found = 0, bytes = 0;
   for (const auto& entry : fs::recursive_directory_iterator(tree))
@@ -661,26 +691,62 @@ double walkSeconds(const Args& args, int files) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (found != files)
-    std::fprintf(stderr, "cache_node_bench: the tree holds %lld files, %d expected (%lld bytes)\n",
-                 static_cast<long long>(found), files, static_cast<long long>(bytes));
+    std::fprintf(stderr, "cache_node_bench: the tree holds %lld files, %lld expected (%lld bytes)\n",
+                 static_cast<long long>(found), static_cast<long long>(files),
+                 static_cast<long long>(bytes));
   return seconds;
 }
 
+// Seconds to fetch and parse the generated bucket's listing alone: the node's own S3 origin,
+// listing into nothing.
+double bucketListSeconds(const bench::GeneratedBucket& bucket, int64_t files) {
+  auto origin = makeS3Origin({.bucket = bench::GeneratedBucket::kBucket,
+                              .endpoint = bucket.endpoint(),
+                              .pathStyle = true});
+  if (!origin.isOk()) std::exit(1);
+  const auto start = std::chrono::steady_clock::now();
+  int64_t found = 0;
+  const Status listed = (*origin)->list([&](std::vector<OriginObject>&& batch) {
+    found += static_cast<int64_t>(batch.size());
+    return Status::ok();
+  });
+  if (!listed.isOk() || found != files) {
+    std::fprintf(stderr, "cache_node_bench: the bucket listed %lld files of %lld: %s\n",
+                 static_cast<long long>(found), static_cast<long long>(files),
+                 listed.message().c_str());
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 void memorySection(const Args& args) {
-  const int files = std::max(1000, static_cast<int>(1'000'000 * args.scale));
-  const NodeHolding one = nodeMemory(args, 1);
-  const NodeHolding many = nodeMemory(args, files);
-  const double walk = walkSeconds(args, files);
+  const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
+  std::optional<bench::GeneratedBucket> bucket;
+  const auto sourceOf = [&](int64_t count) {
+    if (!args.generatedListing) {
+      const fs::path tree = memoryTree(args, count);
+      return MemorySource{"{uri: \"file://" + tree.string() + "/\"}", firstListedFile(tree)};
+    }
+    bucket.emplace(count);
+    return MemorySource{std::string("{uri: \"s3://") + bench::GeneratedBucket::kBucket +
+                            "/\", endpoint: \"" + bucket->endpoint() + "\"}",
+                        bench::GeneratedBucket::keyOf(0)};
+  };
+  const NodeHolding one = nodeMemory(args, 1, sourceOf(1));
+  const NodeHolding many = nodeMemory(args, files, sourceOf(files));
+  const double alone =
+      args.generatedListing ? bucketListSeconds(*bucket, files) : walkSeconds(memoryTree(args, files), files);
   std::printf(
-      "memory granary-cache-node holding %d files: RSS %.1f MiB (peak %.1f)   holding 1 file: "
-      "RSS %.1f MiB (peak %.1f)   (target <= 128 MiB at 10 M files)\n"
-      "memory listing: Ready %.1f s after start, %.0f files/s   walking the origin's tree alone "
-      "%.1f s, %.0f files/s\n"
+      "memory granary-cache-node holding %lld files: RSS %.1f MiB (peak %.1f)   holding 1 file: "
+      "RSS %.1f MiB (peak %.1f)   (target <= 128 MiB at 10 M files, <= 1 GiB at 100 M)\n"
+      "memory listing: Ready %.1f s after start, %.0f files/s   %s alone %.1f s, %.0f files/s\n"
       "memory first file: served %.2f s after start, while the listing went on   (a reader that "
       "waited for the listing: %.1f s)\n",
-      files, mib(many.memory.current), mib(many.memory.peak), mib(one.memory.current),
-      mib(one.memory.peak), many.readySeconds, files / many.readySeconds, walk, files / walk,
-      many.firstFileSeconds, many.readySeconds);
+      static_cast<long long>(files), mib(many.memory.current), mib(many.memory.peak),
+      mib(one.memory.current), mib(one.memory.peak), many.readySeconds,
+      static_cast<double>(files) / many.readySeconds,
+      args.generatedListing ? "fetching and parsing the generated bucket's listing"
+                            : "walking the origin's tree",
+      alone, static_cast<double>(files) / alone, many.firstFileSeconds, many.readySeconds);
 }
 
 void addFlags(CLI::App& app, Args& args) {
@@ -691,6 +757,8 @@ void addFlags(CLI::App& app, Args& args) {
   app.add_option("--nodes", args.nodes, "the spread section's cache node processes")
       ->capture_default_str()
       ->check(CLI::Range(2, 256));
+  app.add_flag("--generated-listing", args.generatedListing,
+               "memory: list a generated S3 bucket (no files on disk) instead of a tree of files");
   app.add_option("section", args.sections,
                  "warm (warm-small, warm-big), origin, read, memory, spread (default: all but "
                  "spread)")
