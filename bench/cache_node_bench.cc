@@ -458,7 +458,8 @@ void spreadSection(const Args& args) {
     // had to list for itself.
     const double listings =
         static_cast<double>((*server)->bytesServedOf(kVersionedIndex) - indexBefore);
-    const double indexReads = listings / static_cast<double>(fs::file_size(origin / kVersionedIndex));
+    const double indexReads =
+        listings / static_cast<double>(fs::file_size(origin / kVersionedIndex));
     const double originRatio = static_cast<double>(served) / static_cast<double>(total);
     const double dataRatio = (static_cast<double>(served) - listings) / static_cast<double>(total);
     if (!killOne) {
@@ -480,10 +481,11 @@ void spreadSection(const Args& args) {
     }
     std::printf(
         "  %s killed a third of the way: origin bytes / dataset %.4f, the origin's index read %.0f "
-        "times, the files %.4f (at most 1 + its share, %.4f); the %zu nodes left re-owned its share and were Ready in %.1f s; %d "
+        "times, the files %.4f (at most 1 + its share, %.4f); the %zu nodes left re-owned its "
+        "share and were Ready in %.1f s; %d "
         "of %zu files read wrong through them\n",
-        killed.c_str(), originRatio, indexReads, dataRatio, 1.0 + 1.0 / args.nodes, nodes.size(), took, wrong,
-        files.size());
+        killed.c_str(), originRatio, indexReads, dataRatio, 1.0 + 1.0 / args.nodes, nodes.size(),
+        took, wrong, files.size());
   }
 }
 
@@ -661,7 +663,8 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
   // served yet.
   // A long listing says how far it got every minute.
   double firstFile = -1, nextProgress = 60;
-  for (const auto giveUp = start + std::chrono::hours(4); std::chrono::steady_clock::now() < giveUp;) {
+  for (const auto giveUp = start + std::chrono::hours(4);
+       std::chrono::steady_clock::now() < giveUp;) {
     if (logText().find("bench/tree Ready") != std::string::npos) break;
     if (firstFile < 0 && fileServed(*node, first)) firstFile = since();
     if (since() >= nextProgress) {
@@ -691,7 +694,8 @@ double walkSeconds(const fs::path& tree, int64_t files) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (found != files)
-    std::fprintf(stderr, "cache_node_bench: the tree holds %lld files, %lld expected (%lld bytes)\n",
+    std::fprintf(stderr,
+                 "cache_node_bench: the tree holds %lld files, %lld expected (%lld bytes)\n",
                  static_cast<long long>(found), static_cast<long long>(files),
                  static_cast<long long>(bytes));
   return seconds;
@@ -733,8 +737,8 @@ void memorySection(const Args& args) {
   };
   const NodeHolding one = nodeMemory(args, 1, sourceOf(1));
   const NodeHolding many = nodeMemory(args, files, sourceOf(files));
-  const double alone =
-      args.generatedListing ? bucketListSeconds(*bucket, files) : walkSeconds(memoryTree(args, files), files);
+  const double alone = args.generatedListing ? bucketListSeconds(*bucket, files)
+                                             : walkSeconds(memoryTree(args, files), files);
   std::printf(
       "memory granary-cache-node holding %lld files: RSS %.1f MiB (peak %.1f)   holding 1 file: "
       "RSS %.1f MiB (peak %.1f)   (target <= 128 MiB at 10 M files, <= 1 GiB at 100 M)\n"

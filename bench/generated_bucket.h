@@ -58,10 +58,10 @@ class GeneratedBucket {
       return 404;
     }
     char value[32];
-    const int64_t first = mg_get_var(query.c_str(), query.size(), "continuation-token", value,
-                                     sizeof value) > 0
-                              ? std::atoll(value)
-                              : 0;
+    const int64_t first =
+        mg_get_var(query.c_str(), query.size(), "continuation-token", value, sizeof value) > 0
+            ? std::atoll(value)
+            : 0;
     const int64_t pageSize =
         mg_get_var(query.c_str(), query.size(), "max-keys", value, sizeof value) > 0
             ? std::atoll(value)

@@ -82,10 +82,9 @@ Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetK
   return data;
 }
 
-
 Result<ManifestTotals> GrpcPeers::followListing(
     const std::string& node, const DatasetKey& dataset,
-    const std::function<Status(std::vector<ManifestEntry>&&)>& each) {
+    const std::function<Status(std::span<const ManifestEntry>)>& each) {
   const auto connection = connectionTo(node);
   if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
@@ -104,7 +103,7 @@ Result<ManifestTotals> GrpcPeers::followListing(
     std::vector<ManifestEntry> files;
     files.reserve(static_cast<size_t>(page.files_size()));
     for (const auto& file : page.files()) files.push_back(manifestEntryOf(file));
-    handed = each(std::move(files));
+    handed = each(files);
   }
   if (!handed.isOk()) context.TryCancel();
   const grpc::Status status = reader->Finish();

@@ -37,7 +37,7 @@ class GrpcPeers final : public PeerReader {
   // No deadline: the lister sends a page at least every second while its listing goes on.
   Result<ManifestTotals> followListing(
       const std::string& node, const DatasetKey& dataset,
-      const std::function<Status(std::vector<ManifestEntry>&&)>& each) override;
+      const std::function<Status(std::span<const ManifestEntry>)>& each) override;
 
  private:
   struct Connection;  // a channel and its stub, reused by every call to one address

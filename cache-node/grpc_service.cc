@@ -285,7 +285,7 @@ class PeerService final : public v1::Peer::Service {
     GRANARY_AUTHORIZE(context);
     auto cache = engine_.find(keyOf(request->dataset()));
     if (!cache.isOk()) return toGrpc(cache.status());
-    auto totals = (*cache)->shareListing([&](std::vector<ManifestEntry>&& files) {
+    auto totals = (*cache)->shareListing([&](std::span<const ManifestEntry> files) {
       v1::ListingPage page;
       for (const auto& file : files) *page.add_files() = fileInfoOf(file);
       if (context->IsCancelled() || !writer->Write(page)) return cancelled("the follower left");

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -70,7 +71,7 @@ class PeerReader {
   // nor has listed it. Stops at the first error `each` returns.
   virtual Result<ManifestTotals> followListing(
       const std::string& node, const DatasetKey& dataset,
-      const std::function<Status(std::vector<ManifestEntry>&&)>& each) = 0;
+      const std::function<Status(std::span<const ManifestEntry>)>& each) = 0;
 };
 
 // Chunks that another dataset of this node holds for the same object at the same version: a

@@ -160,7 +160,7 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // second); returns the totals once the listing is complete. FailedPrecondition while this node
   // neither lists the dataset nor has listed it. Stops at the first error `send` returns.
   Result<ManifestTotals> shareListing(
-      const std::function<Status(std::vector<ManifestEntry>&&)>& send);
+      const std::function<Status(std::span<const ManifestEntry>)>& send);
 
   DatasetState state();
   // Waits until warming has nothing left to do (Ready, Degraded or Failed) or `timeout`
@@ -265,7 +265,7 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   int64_t reportedRetries_ GRANARY_GUARDED_BY(mutex_) = 0;
   RateMeter fetchRate_ GRANARY_GUARDED_BY(mutex_);  // countFetched(): the warm rate
 
-  ListingFeed feed_;      // the listing, to peers that follow it
+  ListingFeed feed_;     // the listing, to peers that follow it
   Warmer warmer_;        // the warm passes and the phase; after what it calls
   std::jthread thread_;  // the listing; last: stops first
 };

@@ -83,12 +83,13 @@ Status DatasetCache::followLister(const std::string& lister, std::stop_token sto
                                         ", which lists the origin; files listed so far can be "
                                         "read, the rest as they are");
   // The lister may not hold the dataset yet: the operator tells the nodes one by one.
-  Backoff backoff({.initial = std::chrono::milliseconds(100), .max = std::chrono::milliseconds(500)});
+  Backoff backoff(
+      {.initial = std::chrono::milliseconds(100), .max = std::chrono::milliseconds(500)});
   const auto giveUp = node_.clock.monoNow() + kListerWait;
   for (;;) {
     ManifestTotals counted;  // a file may come twice: the lister's totals are the listing's
     auto totals = node_.peers->followListing(
-        lister, key_, [&](std::vector<ManifestEntry>&& batch) -> Status {
+        lister, key_, [&](std::span<const ManifestEntry> batch) -> Status {
           if (stop.stop_requested()) return cancelled("stopping");
           if (batch.empty()) return Status::ok();
           GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, batch));
@@ -108,7 +109,7 @@ Status DatasetCache::followLister(const std::string& lister, std::stop_token sto
 }
 
 Result<ManifestTotals> DatasetCache::shareListing(
-    const std::function<Status(std::vector<ManifestEntry>&&)>& send) {
+    const std::function<Status(std::span<const ManifestEntry>)>& send) {
   const auto follower = feed_.follow();  // first: what is stored after this comes through it
   if (!follower && !node_.manifests.totals(id_).isOk()) {
     return failedPrecondition("cache node " + node_.nodeName + " is not listing dataset " +
@@ -116,14 +117,14 @@ Result<ManifestTotals> DatasetCache::shareListing(
   }
   std::string cursor;
   for (;;) {
-    GRANARY_ASSIGN_OR_RETURN(auto batch, node_.manifests.files(id_, cursor, kShareBatch));
+    GRANARY_ASSIGN_OR_RETURN(const auto batch, node_.manifests.files(id_, cursor, kShareBatch));
     if (batch.empty()) break;
-    GRANARY_RETURN_IF_ERROR(send(std::move(batch)));
+    GRANARY_RETURN_IF_ERROR(send(batch));
   }
   while (follower) {
-    GRANARY_ASSIGN_OR_RETURN(auto batch, follower->next(kHeartbeat));
+    GRANARY_ASSIGN_OR_RETURN(const ListingFeed::Batch batch, follower->next(kHeartbeat));
     if (!batch) break;  // complete
-    GRANARY_RETURN_IF_ERROR(send(std::move(*batch)));
+    GRANARY_RETURN_IF_ERROR(send(*batch));
   }
   return node_.manifests.totals(id_);
 }

@@ -1,11 +1,13 @@
 #include "engine/listing_feed.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace granary::cache {
 
+// Guarded by the feed's mutex.
 struct ListingFeed::Queue {
-  std::deque<std::vector<ManifestEntry>> batches;
+  std::deque<Batch> batches;
   std::optional<Status> end;  // set once: the listing's end, or why this follower was dropped
 };
 
@@ -14,9 +16,12 @@ void ListingFeed::open() {
   open_ = true;
 }
 
-void ListingFeed::publish(const std::vector<ManifestEntry>& batch, std::stop_token stop) {
+void ListingFeed::publish(std::span<const ManifestEntry> entries, std::stop_token stop) {
   MutexLock lock(mutex_);
   std::erase_if(queues_, [](const std::weak_ptr<Queue>& queue) { return queue.expired(); });
+  if (queues_.empty()) return;
+  const Batch batch =
+      std::make_shared<const std::vector<ManifestEntry>>(entries.begin(), entries.end());
   const auto roomForAll = [&]() GRANARY_REQUIRES(mutex_) {
     return std::all_of(queues_.begin(), queues_.end(), [](const std::weak_ptr<Queue>& weak) {
       const auto queue = weak.lock();
@@ -28,9 +33,9 @@ void ListingFeed::publish(const std::vector<ManifestEntry>& batch, std::stop_tok
     const auto queue = weak.lock();
     if (!queue || queue->end) continue;
     if (queue->batches.size() >= kFollowerQueue) {
-      queue->end = unavailable("fell behind the listing: " + std::to_string(kFollowerQueue) +
-                               " batches not taken for " + std::to_string(slowFollower_.count()) +
-                               " ms");
+      queue->end =
+          unavailable("fell behind the listing: " + std::to_string(kFollowerQueue) +
+                      " batches not taken for " + std::to_string(slowFollower_.count()) + " ms");
       continue;
     }
     queue->batches.push_back(batch);
@@ -65,19 +70,18 @@ ListingFeed::Follower::~Follower() {
   feed_.changed_.notify_all();  // a publisher waiting for this follower's room goes on
 }
 
-Result<std::optional<std::vector<ManifestEntry>>> ListingFeed::Follower::next(
-    std::chrono::milliseconds wait) {
+Result<ListingFeed::Batch> ListingFeed::Follower::next(std::chrono::milliseconds wait) {
   MutexLock lock(feed_.mutex_);
   feed_.changed_.wait_for(lock, wait, [&] { return !queue_->batches.empty() || queue_->end; });
   if (!queue_->batches.empty()) {
-    std::vector<ManifestEntry> batch = std::move(queue_->batches.front());
+    Batch batch = std::move(queue_->batches.front());
     queue_->batches.pop_front();
     feed_.changed_.notify_all();
-    return std::optional(std::move(batch));
+    return batch;
   }
-  if (!queue_->end) return std::optional(std::vector<ManifestEntry>());
+  if (!queue_->end) return std::make_shared<const std::vector<ManifestEntry>>();
   GRANARY_RETURN_IF_ERROR(*queue_->end);
-  return std::optional<std::vector<ManifestEntry>>();
+  return Batch();
 }
 
 }  // namespace granary::cache

@@ -1,8 +1,8 @@
 // A listing in progress, handed to the peers that follow it: the node that lists a dataset from
 // its origins publishes each batch it stores, and every follower gets every batch published
-// after it began to follow (what was stored before, it reads from the manifest itself). A
-// follower that lets kFollowerQueue batches pile up holds the listing back, for at most
-// kSlowFollower; then it is dropped.
+// after it began to follow (what was stored before, it reads from the manifest itself). Followers
+// share one copy of each batch. A follower that lets kFollowerQueue batches pile up holds the
+// listing back, for at most kSlowFollower; then it is dropped.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -11,7 +11,7 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
-#include <optional>
+#include <span>
 #include <stop_token>
 #include <vector>
 
@@ -27,6 +27,8 @@ class ListingFeed {
   static constexpr std::chrono::seconds kSlowFollower{30};
 
   class Follower;
+  // A batch as followers share it.
+  using Batch = std::shared_ptr<const std::vector<ManifestEntry>>;
 
   explicit ListingFeed(std::chrono::milliseconds slowFollower = kSlowFollower)
       : slowFollower_(slowFollower) {}
@@ -35,8 +37,7 @@ class ListingFeed {
   void open() GRANARY_EXCLUDES(mutex_);
   // Hands `batch` to every follower; waits while one has kFollowerQueue batches it has not
   // taken, at most the slow follower's time (then drops it) or until `stop`.
-  void publish(const std::vector<ManifestEntry>& batch, std::stop_token stop)
-      GRANARY_EXCLUDES(mutex_);
+  void publish(std::span<const ManifestEntry> batch, std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   // The attempt ended: OK when the listing is complete (stored and marked), else why not. Every
   // follower gets `end` once it has taken its batches.
   void close(const Status& end) GRANARY_EXCLUDES(mutex_);
@@ -56,9 +57,9 @@ class ListingFeed::Follower {
  public:
   Follower(ListingFeed& feed, std::shared_ptr<Queue> queue);
   ~Follower();
-  // The next batch; an empty one when none came within `wait`; nullopt once the listing is
+  // The next batch; an empty one when none came within `wait`; null once the listing is
   // complete; the listing's error, or Unavailable when this follower fell behind.
-  Result<std::optional<std::vector<ManifestEntry>>> next(std::chrono::milliseconds wait);
+  Result<Batch> next(std::chrono::milliseconds wait);
 
  private:
   ListingFeed& feed_;

@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -586,6 +587,14 @@ TEST_F(CacheNodeProcessTest, ThreeNodesReadTheOriginOnceAndServeEveryByte) {
   }
   EXPECT_EQ(owned, datasetBytes());
   EXPECT_EQ(origin_->bytesServed(), datasetBytes());  // the origin gave each byte once
+  // And was listed once: one node listed it, the other two followed that node's listing.
+  std::set<std::string> directories = {""};
+  for (const auto& [path, _] : files_) {
+    for (auto dir = std::filesystem::path(path).parent_path(); !dir.empty();
+         dir = dir.parent_path())
+      directories.insert(dir.string());
+  }
+  EXPECT_EQ(origin_->directoryListings(), static_cast<int64_t>(directories.size()));
 
   std::map<v1::ReadSource, int64_t> sources;
   for (const auto& [path, data] : files_) EXPECT_EQ(readFile(*nodes_[0], path, &sources), data);

@@ -42,7 +42,7 @@ class LoopbackPeers final : public PeerReader {
   }
   Result<ManifestTotals> followListing(
       const std::string& node, const DatasetKey&,
-      const std::function<Status(std::vector<ManifestEntry>&&)>& each) override {
+      const std::function<Status(std::span<const ManifestEntry>)>& each) override {
     ++follows;
     DatasetCache* cache = find(node);
     if (!cache) {
@@ -400,8 +400,9 @@ TEST_F(DatasetCacheTest, OneNodeListsTheOriginAndTheOthersFollowItsListing) {
     nodes.back()->context->peers = &peers;
     auto s = settings();
     s.nodeSet = names;
-    caches.push_back(open(*nodes.back(), s, &origins[i],
-                          names[i] == lister ? holdAfterFirst : std::function<void(const std::string&)>()));
+    caches.push_back(
+        open(*nodes.back(), s, &origins[i],
+             names[i] == lister ? holdAfterFirst : std::function<void(const std::string&)>()));
   }
   for (size_t i = 0; i < names.size(); ++i) peers.add(names[i], caches[i].get());
   const std::string first = firstListed.get_future().get();

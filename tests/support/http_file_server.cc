@@ -27,11 +27,12 @@ struct HttpFileServer::State {
   std::chrono::milliseconds stall{0};
   std::atomic<int64_t> requests{0};
   std::atomic<int64_t> bytes{0};
+  std::atomic<int64_t> directoryListings{0};
   bool unversioned = false;
   std::function<void(const std::string&)> afterGet;
   int64_t rate = 0;  // bytes per second; 0 unlimited
   std::chrono::steady_clock::time_point paidUntil{};
-  std::vector<HttpFileServer::Sent> sent;  // guarded by mutex
+  std::vector<HttpFileServer::Sent> sent;      // guarded by mutex
   std::map<std::string, int64_t> bytesByPath;  // guarded by mutex
 };
 
@@ -137,6 +138,7 @@ int handle(mg_connection* conn, void* data) {
   std::this_thread::sleep_for(stall);
   if (!status && std::strcmp(request->request_method, "GET") == 0) {
     const std::filesystem::path file = s.root / std::string(request->local_uri + 1);
+    if (std::filesystem::is_directory(file)) ++s.directoryListings;
     if (std::filesystem::is_regular_file(file)) {
       const int64_t bytes = bytesOf(conn, file);
       s.bytes += bytes;
@@ -246,6 +248,8 @@ void HttpFileServer::truncateNext(int count) {
 }
 
 int64_t HttpFileServer::requests() const { return state_->requests; }
+
+int64_t HttpFileServer::directoryListings() const { return state_->directoryListings; }
 
 int64_t HttpFileServer::bytesServed() const { return state_->bytes; }
 

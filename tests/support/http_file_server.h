@@ -33,6 +33,8 @@ class HttpFileServer {
   // The next `count` requests wait `delay` before any answer (a server that hangs).
   void stallNext(int count, std::chrono::milliseconds delay);
   int64_t requests() const;
+  // GETs of a directory (civetweb's listing page of it).
+  int64_t directoryListings() const;
   // File bytes sent by GETs (range lengths, or whole files).
   int64_t bytesServed() const;
   // The same, of one file (its path relative to the root).
