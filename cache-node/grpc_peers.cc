@@ -37,6 +37,10 @@ std::shared_ptr<GrpcPeers::Connection> GrpcPeers::connectionTo(const std::string
                                  : grpc::SslCredentials({.pem_root_certs = caPem_});
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
+    // A peer that stops answering (a partition, not a closed connection) fails the calls in
+    // flight within 40 s, a followed listing among them, which has no deadline.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
     connection = std::make_shared<Connection>();
     connection->channel = grpc::CreateCustomChannel(address->second, credentials, args);
     connection->stub = v1::Peer::NewStub(connection->channel);
@@ -83,12 +87,13 @@ Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetK
 }
 
 Result<ManifestTotals> GrpcPeers::followListing(
-    const std::string& node, const DatasetKey& dataset,
+    const std::string& node, const DatasetKey& dataset, std::stop_token stop,
     const std::function<Status(std::span<const ManifestEntry>)>& each) {
   const auto connection = connectionTo(node);
   if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
   context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  const std::stop_callback cancel(stop, [&] { context.TryCancel(); });
   v1::FollowListingRequest request;
   *request.mutable_dataset() = refOf(dataset);
   auto reader = connection->stub->FollowListing(&context, request);
@@ -108,6 +113,7 @@ Result<ManifestTotals> GrpcPeers::followListing(
   if (!handed.isOk()) context.TryCancel();
   const grpc::Status status = reader->Finish();
   GRANARY_RETURN_IF_ERROR(handed);
+  if (stop.stop_requested()) return cancelled("stopping");
   if (!status.ok()) {
     Status mapped = fromGrpc(status);
     return Status(mapped.code(), "cache node " + node + ": " + mapped.message());

@@ -34,9 +34,10 @@ class GrpcPeers final : public PeerReader {
   Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
                                 const std::string& path, int64_t index, const std::string& etag,
                                 bool fill) override;
-  // No deadline: the lister sends a page at least every second while its listing goes on.
+  // No deadline: the lister sends a page at least every second while its listing goes on, and
+  // keepalive pings find a peer that stopped answering.
   Result<ManifestTotals> followListing(
-      const std::string& node, const DatasetKey& dataset,
+      const std::string& node, const DatasetKey& dataset, std::stop_token stop,
       const std::function<Status(std::span<const ManifestEntry>)>& each) override;
 
  private:

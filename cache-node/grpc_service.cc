@@ -353,6 +353,10 @@ Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& eng
   builder.RegisterService(&server->services_->cacheNode);
   builder.RegisterService(&server->services_->peer);
   builder.SetMaxSendMessageSize(64 << 20);
+  // Peers ping a connection with calls in flight every 30 s (GrpcPeers), also while a call
+  // waits long for its answer (a chunk filled from a slow origin): never too often.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0)
     return unavailable("cannot serve gRPC on " + options.address);

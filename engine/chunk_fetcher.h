@@ -68,9 +68,10 @@ class PeerReader {
   // batches, those already listed first, then the rest as they are listed (a file may come twice;
   // an empty batch says the listing goes on); returns the listing's totals once it is complete.
   // NotFound when `node` does not hold the dataset; FailedPrecondition while it neither lists it
-  // nor has listed it. Stops at the first error `each` returns.
+  // nor has listed it. Stops at the first error `each` returns, and with Cancelled once `stop` is
+  // requested.
   virtual Result<ManifestTotals> followListing(
-      const std::string& node, const DatasetKey& dataset,
+      const std::string& node, const DatasetKey& dataset, std::stop_token stop,
       const std::function<Status(std::span<const ManifestEntry>)>& each) = 0;
 };
 

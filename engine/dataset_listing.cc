@@ -40,6 +40,9 @@ Status DatasetCache::listOnce(std::stop_token stop) {
           .with({{"dataset", key_.label()}})
           .warn("could not take the listing from the node that lists it; listing the origin",
                 {{"lister", lister}, {"error", listed}});
+      warmer_.setPhase(Phase::kListing, "listing the origin (cache node " + lister +
+                                            ", which lists it, could not be followed); files "
+                                            "listed so far can be read, the rest as they are");
       feed_.close(listed);  // its followers start over, as this node does
       feed_.open();
       listed = node_.manifests.drop(id_);
@@ -89,8 +92,7 @@ Status DatasetCache::followLister(const std::string& lister, std::stop_token sto
   for (;;) {
     ManifestTotals counted;  // a file may come twice: the lister's totals are the listing's
     auto totals = node_.peers->followListing(
-        lister, key_, [&](std::span<const ManifestEntry> batch) -> Status {
-          if (stop.stop_requested()) return cancelled("stopping");
+        lister, key_, stop, [&](std::span<const ManifestEntry> batch) -> Status {
           if (batch.empty()) return Status::ok();
           GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, batch));
           for (const auto& entry : batch) counted.files += 1, counted.bytes += entry.size;

@@ -41,7 +41,7 @@ class LoopbackPeers final : public PeerReader {
     return cache->readChunkForPeer(path, index, etag, fill);
   }
   Result<ManifestTotals> followListing(
-      const std::string& node, const DatasetKey&,
+      const std::string& node, const DatasetKey&, std::stop_token stop,
       const std::function<Status(std::span<const ManifestEntry>)>& each) override {
     ++follows;
     DatasetCache* cache = find(node);
@@ -50,7 +50,9 @@ class LoopbackPeers final : public PeerReader {
       if (down_.contains(node)) return unavailable(node + " is down");
       return notFound(node + " does not hold the dataset");
     }
-    return cache->shareListing(each);
+    return cache->shareListing([&](std::span<const ManifestEntry> batch) {
+      return stop.stop_requested() ? cancelled("stopping") : each(batch);
+    });
   }
   void add(const std::string& node, DatasetCache* cache) {
     std::lock_guard lock(mutex_);
