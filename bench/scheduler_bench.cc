@@ -62,9 +62,9 @@ Workload makeWorkload(int nodeCount, int podCount, unsigned seed) {
     }
     datasets.push_back(std::move(cache));
   }
-  std::map<std::string, int> cachedDatasets;
+  std::map<std::string, std::vector<std::string>> cachedDatasets;
   for (const auto& d : datasets) {
-    for (const auto& [node, bytes] : d.cachedBytesByNode) ++cachedDatasets[node];
+    for (const auto& [node, bytes] : d.cachedBytesByNode) cachedDatasets[node].push_back(d.name);
   }
   for (auto& node : w.nodes) node.cachedDatasets = cachedDatasets[node.name];
   const int gpuChoices[] = {1, 2, 2, 4, 8};  // about 85 % of the cluster's GPUs in all
@@ -304,9 +304,9 @@ int main(int argc, char** argv) {
   std::printf(
       "locality achieved / best possible (GPUs on caching nodes, max-flow bound %.0f GPUs)\n",
       bound);
-  std::printf("  granary   %10.3f\n", granary.localGpus / bound);
-  std::printf("  full scan %10.3f\n", scan.localGpus / bound);
-  std::printf("  blind     %10.3f   (locality weight 0)\n", blind.localGpus / bound);
+  std::printf("  granary   %10.4f\n", granary.localGpus / bound);
+  std::printf("  full scan %10.4f\n", scan.localGpus / bound);
+  std::printf("  blind     %10.4f   (locality weight 0)\n", blind.localGpus / bound);
   std::printf(
       "GPUs placed off their data, by what the dataset's caching nodes had free when the gang "
       "came:\n  %-9s %10s %12s %12s\n",

@@ -159,29 +159,29 @@ void Scheduler::upsertNode(const Json& node) {
   {
     MutexLock lock(countsMutex_);
     const auto it = cachedDatasets_.find(info.name);
-    info.cachedDatasets = it == cachedDatasets_.end() ? 0 : it->second;
+    if (it != cachedDatasets_.end()) info.cachedDatasets = it->second;
   }
   state_.upsertNode(std::move(info));
 }
 
 void Scheduler::refreshDatasetCounts() {
-  std::map<std::string, int> counts;
+  std::map<std::string, std::vector<std::string>> byNode;
   for (const auto& dataset : datasets_->store().list()) {
-    for (const auto& [node, bytes] : cluster::datasetCacheFrom(*dataset).cachedBytesByNode)
-      ++counts[node];
+    const DatasetCache cache = cluster::datasetCacheFrom(*dataset);
+    for (const auto& [node, bytes] : cache.cachedBytesByNode) byNode[node].push_back(cache.name);
   }
-  // Dataset statuses change often; only nodes whose count changed are rebuilt.
+  // Dataset statuses change often; only nodes whose datasets changed are rebuilt.
   std::set<std::string> changed;
   {
     MutexLock lock(countsMutex_);
-    for (const auto& [node, count] : counts) {
+    for (const auto& [node, datasets] : byNode) {
       const auto it = cachedDatasets_.find(node);
-      if (it == cachedDatasets_.end() || it->second != count) changed.insert(node);
+      if (it == cachedDatasets_.end() || it->second != datasets) changed.insert(node);
     }
-    for (const auto& [node, count] : cachedDatasets_) {
-      if (!counts.count(node)) changed.insert(node);
+    for (const auto& [node, datasets] : cachedDatasets_) {
+      if (!byNode.count(node)) changed.insert(node);
     }
-    cachedDatasets_ = std::move(counts);
+    cachedDatasets_ = std::move(byNode);
   }
   for (const auto& name : changed) {
     if (const kube::ObjectPtr node = nodes_->store().get(name)) upsertNode(*node);

@@ -74,7 +74,7 @@ class Scheduler {
   kube::Controller* controller_ = nullptr;
   Mutex countsMutex_;
   // Node → datasets cached there.
-  std::map<std::string, int> cachedDatasets_ GRANARY_GUARDED_BY(countsMutex_);
+  std::map<std::string, std::vector<std::string>> cachedDatasets_ GRANARY_GUARDED_BY(countsMutex_);
   Mutex explainedMutex_;
   // Pod key → last reason written.
   std::map<std::string, std::string> explained_ GRANARY_GUARDED_BY(explainedMutex_);

@@ -26,8 +26,8 @@ struct NodeInfo {
   Resources requested;  // pods bound or assumed on the node
   bool ready = true;
   bool unschedulable = false;
-  // How many datasets have data cached on the node (any job's).
-  int cachedDatasets = 0;
+  // The datasets (DatasetCache::name) with data cached on the node, any job's.
+  std::vector<std::string> cachedDatasets;
 
   Resources free() const {
     Resources f = allocatable;

@@ -7,7 +7,9 @@ void ClusterState::upsertNode(NodeInfo node) {
   if (const auto it = index_.find(node.name); it != index_.end()) {
     NodeInfo& existing = nodes_[it->second];
     node.requested = existing.requested;
+    fullness_.remove(existing);
     existing = std::move(node);
+    fullness_.add(existing);
     free_.update(it->second, existing);
     return;
   }
@@ -18,6 +20,7 @@ void ClusterState::upsertNode(NodeInfo node) {
   const size_t position = nodes_.size();
   index_[node.name] = position;
   nodes_.push_back(std::move(node));
+  fullness_.add(nodes_.back());
   free_.update(position, nodes_.back());
 }
 
@@ -27,6 +30,7 @@ void ClusterState::removeNode(const std::string& name) {
   if (it == index_.end()) return;
   const size_t position = it->second;
   index_.erase(it);
+  fullness_.remove(nodes_[position]);
   free_.erase(position);
   const size_t last = nodes_.size() - 1;
   if (position != last) {  // the last node moves into the gap
@@ -42,11 +46,13 @@ void ClusterState::chargeLocked(const std::string& node, const Resources& reques
   const auto it = index_.find(node);
   if (it == index_.end()) return;
   NodeInfo& info = nodes_[it->second];
+  fullness_.remove(info);
   if (add) {
     info.requested += requests;
   } else {
     info.requested -= requests;
   }
+  fullness_.add(info);
   free_.update(it->second, info);
 }
 
@@ -99,7 +105,7 @@ void ClusterState::read(const std::function<void(const std::vector<NodeInfo>&)>&
 
 void ClusterState::readIndexed(const std::function<void(const IndexedNodes&)>& read) const {
   MutexLock lock(mutex_);
-  read(IndexedNodes{.nodes = nodes_, .positions = index_, .free = free_});
+  read(IndexedNodes{.nodes = nodes_, .positions = index_, .free = free_, .fullness = fullness_});
 }
 
 size_t ClusterState::nodeCount() const {

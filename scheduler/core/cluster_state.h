@@ -60,7 +60,8 @@ class ClusterState {
   std::vector<NodeInfo> nodes_ GRANARY_GUARDED_BY(mutex_);
   // Node name → position in nodes_.
   std::unordered_map<std::string, size_t> index_ GRANARY_GUARDED_BY(mutex_);
-  FreeGpuIndex free_ GRANARY_GUARDED_BY(mutex_);  // positions in nodes_ by free GPUs
+  FreeGpuIndex free_ GRANARY_GUARDED_BY(mutex_);         // positions in nodes_ by free GPUs
+  DatasetFullness fullness_ GRANARY_GUARDED_BY(mutex_);  // of every node in nodes_
   std::map<std::string, PodEntry> pods_ GRANARY_GUARDED_BY(mutex_);
 };
 

@@ -5,7 +5,7 @@ namespace granary::scheduler {
 void FreeGpuIndex::update(size_t position, const NodeInfo& node) {
   erase(position);
   if (filed_.size() <= position) filed_.resize(position + 1);
-  const Filed filed{.caching = node.cachedDatasets > 0,
+  const Filed filed{.caching = !node.cachedDatasets.empty(),
                     .free = node.allocatable.gpus() - node.requested.gpus(),
                     .present = true};
   (filed.caching ? caching_ : plain_).insert({filed.free, position});

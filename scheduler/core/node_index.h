@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "scheduler/core/dataset_fullness.h"
 #include "scheduler/core/model.h"
 
 namespace granary::scheduler {
@@ -47,6 +48,7 @@ struct IndexedNodes {
   const std::vector<NodeInfo>& nodes;
   const std::unordered_map<std::string, size_t>& positions;  // by node name
   const FreeGpuIndex& free;
+  const DatasetFullness& fullness;
 };
 
 }  // namespace granary::scheduler

@@ -76,7 +76,8 @@ namespace {
 // Placement over the nodes at `positions` (every node when null). Not placed: why, counted over
 // the nodes looked at.
 GangDecision placeAmong(const Gang& gang, const std::vector<NodeInfo>& nodes,
-                        const std::vector<size_t>* positions, const ScoreWeights& weights) {
+                        const std::vector<size_t>* positions, const ScoreWeights& weights,
+                        const DatasetFullness& fullness) {
   const size_t count = positions ? positions->size() : nodes.size();
   const auto at = [&](size_t k) { return positions ? (*positions)[k] : k; };
   GangDecision decision;
@@ -96,12 +97,18 @@ GangDecision placeAmong(const Gang& gang, const std::vector<NodeInfo>& nodes,
   // Locality is scored relative to the best node, so a node holding a 1 % shard of a sharded
   // dataset still outranks any node holding none, whatever the packing says.
   // A node caching other jobs' data is kept for them: never used for this job if it caches none
-  // of its data (unless nothing else is left), and among caching nodes the ones serving fewer
-  // other datasets go first.
+  // of its data (unless nothing else is left), and among caching nodes the ones whose other
+  // datasets have the most room left elsewhere go first.
+  const auto readByGang = [&](const std::string& dataset) {
+    return std::any_of(gang.datasets.begin(), gang.datasets.end(),
+                       [&](const DatasetCache& d) { return d.name == dataset; });
+  };
   const auto localityScore = [&](const NodeInfo& node, double value) {
-    if (value <= 0) return node.cachedDatasets > 0 ? -weights.reserve : 0.0;
-    const double others = std::max(0, node.cachedDatasets - 1);
-    return weights.locality * value / decision.bestLocality - weights.reserve / 4 * others;
+    if (value <= 0) return node.cachedDatasets.empty() ? 0.0 : -weights.reserve;
+    double others = 0;
+    for (const auto& dataset : node.cachedDatasets)
+      if (!readByGang(dataset)) others += fullness.at(dataset);
+    return weights.locality * value / decision.bestLocality - weights.reserve * 3 / 4 * others;
   };
 
   std::map<std::string, int> reasons;
@@ -241,22 +248,32 @@ size_t sampleSize(size_t nodes, const CandidateOptions& options) {
   return std::max<size_t>(options.minSample, nodes * static_cast<size_t>(percent) / 100);
 }
 
-GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
-                       const ScoreWeights& weights) {
-  GangDecision decision = placeAmong(gang, nodes, nullptr, weights);
+namespace {
+
+GangDecision scanEveryNode(const Gang& gang, const std::vector<NodeInfo>& nodes,
+                           const ScoreWeights& weights, const DatasetFullness& fullness) {
+  GangDecision decision = placeAmong(gang, nodes, nullptr, weights, fullness);
   decision.scannedEveryNode = true;
   return decision;
+}
+
+}  // namespace
+
+GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
+                       const ScoreWeights& weights) {
+  return scanEveryNode(gang, nodes, weights, DatasetFullness::of(nodes));
 }
 
 GangDecision placeGang(const Gang& gang, const IndexedNodes& view, const ScoreWeights& weights,
                        const CandidateOptions& options) {
   if (view.nodes.empty() || view.nodes.size() < options.scanBelow || gang.pods.empty() ||
       static_cast<int>(gang.pods.size()) < gang.size)
-    return placeGang(gang, view.nodes, weights);
+    return scanEveryNode(gang, view.nodes, weights, view.fullness);
   const std::vector<size_t> candidates = candidatesFor(gang, view, options);
-  GangDecision decision = placeAmong(gang, view.nodes, &candidates, weights);
+  GangDecision decision = placeAmong(gang, view.nodes, &candidates, weights, view.fullness);
   if (decision.placed) return decision;
-  return placeGang(gang, view.nodes, weights);  // places what a scan places; a scan's reasons
+  // Places what a scan places, with a scan's reasons.
+  return scanEveryNode(gang, view.nodes, weights, view.fullness);
 }
 
 }  // namespace granary::scheduler

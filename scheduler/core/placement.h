@@ -19,9 +19,10 @@ struct ScoreWeights {
   // How full the node's GPUs (CPU for GPU-less pods) are once the pod is on it (0..1): fills
   // partly used nodes first and keeps whole nodes free for large gangs.
   double packing = 10;
-  // Subtracted for a node that caches other jobs' data but none of this job's (a quarter of it
-  // per other dataset on a node that caches this job's too): keeps such nodes for their
-  // readers. Outweighs packing, never locality.
+  // Subtracted for a node that caches other jobs' data but none of this job's; on a node that
+  // caches this job's too, three quarters of it for each other dataset, times how full that
+  // dataset's caching nodes are (DatasetFullness): keeps such nodes for their readers, the more
+  // the less room those readers have left. Outweighs packing, never locality.
   double reserve = 20;
   // Fewer pods on the node (0..1); breaks ties.
   double spread = 1;
@@ -65,7 +66,8 @@ class DataLocality {
 // DataLocality(datasets).at(node), for one node.
 double localityOf(const std::string& node, const std::vector<DatasetCache>& datasets);
 
-// Scores every node: the reference, and what the extender does with the nodes it is sent.
+// Scores every node: the reference, and what the extender does with the nodes it is sent. How
+// full each dataset's nodes are is taken from `nodes`.
 GangDecision placeGang(const Gang& gang, const std::vector<NodeInfo>& nodes,
                        const ScoreWeights& weights = {});
 

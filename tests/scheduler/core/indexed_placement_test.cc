@@ -34,7 +34,7 @@ RandomCluster randomCluster(std::mt19937& random) {
     if (random() % 40 == 0) node.ready = false;
     c.nodes.push_back(std::move(node));
   }
-  std::map<std::string, int> cached;
+  std::map<std::string, std::vector<std::string>> cached;
   for (int d = 0, datasets = 1 + static_cast<int>(random() % 8); d < datasets; ++d) {
     DatasetCache cache{"ds-" + std::to_string(d), 1000, {}};
     const bool sharded = random() % 2 == 0;
@@ -42,7 +42,7 @@ RandomCluster randomCluster(std::mt19937& random) {
       const std::string& name = c.nodes[random() % count].name;
       cache.cachedBytesByNode[name] = sharded ? 1000 / on + 1 : 1000;
     }
-    for (const auto& [name, bytes] : cache.cachedBytesByNode) ++cached[name];
+    for (const auto& [name, bytes] : cache.cachedBytesByNode) cached[name].push_back(cache.name);
     c.datasets.push_back(std::move(cache));
   }
   for (auto& node : c.nodes) node.cachedDatasets = cached[node.name];
@@ -146,7 +146,7 @@ TEST(IndexedPlacement, TheIndexFollowsTheClusterState) {
   EXPECT_EQ(fitting(2), (std::vector<std::string>{"n2", "n1", "n0", "n3"})) << "best fit first";
   EXPECT_EQ(fitting(4), (std::vector<std::string>{"n1", "n0", "n3"}));
   NodeInfo caching = gpuNode("n0");
-  caching.cachedDatasets = 1;
+  caching.cachedDatasets = {"ml/other"};
   state.upsertNode(caching);
   EXPECT_EQ(fitting(8), (std::vector<std::string>{"n3", "n0"})) << "caching nodes last";
   state.removeNode("n1");  // n3 moves into its place

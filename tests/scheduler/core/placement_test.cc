@@ -60,22 +60,55 @@ TEST(Placement, RequiredLocalityRefusesOtherNodesWithAReason) {
 
 TEST(Placement, LeavesNodesThatCacheOtherJobsDataToThem) {
   std::vector<NodeInfo> nodes = {gpuNode("cache-of-others"), gpuNode("plain")};
-  nodes[0].cachedDatasets = 1;
+  nodes[0].cachedDatasets = {"ml/other"};
   nodes[0].requested = testing::resources(8000, 64, 4, 1);  // packing alone would pick it
   const auto d = placeGang(gang("ml/nodata", 1, 4), nodes);
   ASSERT_TRUE(d.placed);
   EXPECT_EQ(d.placements[0].node, "plain");
 }
 
-TEST(Placement, AmongCachingNodesPrefersThoseServingFewerOtherDatasets) {
-  std::vector<NodeInfo> nodes = {gpuNode("shared"), gpuNode("own")};
-  nodes[0].cachedDatasets = 3;
-  nodes[1].cachedDatasets = 1;
-  Gang g = gang("ml/resnet", 1, 8);
-  g.datasets = {cachedOn({"shared", "own"})};
+// Both nodes cache the job's data and one other dataset each: the node whose other dataset has
+// the most room left on its other caching nodes goes first, whatever packing says.
+TEST(Placement, AmongCachingNodesKeepsThoseOfDatasetsWithLittleRoomLeft) {
+  std::vector<NodeInfo> nodes = {gpuNode("with-busy"), gpuNode("with-idle"),
+                                 gpuNode("busy-elsewhere"), gpuNode("idle-elsewhere")};
+  nodes[0].cachedDatasets = {"imagenet", "ml/busy"};
+  nodes[0].requested = testing::resources(8000, 64, 4, 1);  // packing alone would pick it
+  nodes[1].cachedDatasets = {"imagenet", "ml/idle"};
+  nodes[2].cachedDatasets = {"ml/busy"};
+  nodes[2].requested = testing::resources(64000, 512, 8, 8);  // every GPU taken
+  nodes[3].cachedDatasets = {"ml/idle"};
+  Gang g = gang("ml/resnet", 1, 4);
+  g.datasets = {cachedOn({"with-busy", "with-idle"})};
   const auto d = placeGang(g, nodes);
   ASSERT_TRUE(d.placed);
-  EXPECT_EQ(d.placements[0].node, "own");
+  EXPECT_EQ(d.placements[0].node, "with-idle");
+
+  nodes[2].requested = {};  // room for ml/busy's readers elsewhere: packing decides again
+  const auto packed = placeGang(g, nodes);
+  ASSERT_TRUE(packed.placed);
+  EXPECT_EQ(packed.placements[0].node, "with-busy");
+}
+
+TEST(DatasetFullness, IsTheShareOfGpusRequestedOnTheNodesCachingADataset) {
+  std::vector<NodeInfo> nodes = {gpuNode("a"), gpuNode("b"), gpuNode("c"), gpuNode("tainted")};
+  nodes[3].cachedDatasets = {"ml/x", "ml/y"};  // not open to readers: not counted
+  nodes[3].taints = {{"nvidia.com/gpu", "maintenance", "NoSchedule"}};
+  nodes[0].cachedDatasets = {"ml/x"};
+  nodes[0].requested = testing::resources(8000, 64, 6, 1);
+  nodes[1].cachedDatasets = {"ml/x", "ml/y"};
+  nodes[1].requested = testing::resources(8000, 64, 2, 1);
+  DatasetFullness fullness = DatasetFullness::of(nodes);
+  EXPECT_DOUBLE_EQ(fullness.at("ml/x"), 0.5);   // 8 of 16
+  EXPECT_DOUBLE_EQ(fullness.at("ml/y"), 0.25);  // 2 of 8
+  EXPECT_DOUBLE_EQ(fullness.at("ml/none"), 0);
+  fullness.remove(nodes[1]);
+  nodes[1].requested = testing::resources(8000, 64, 8, 1);
+  fullness.add(nodes[1]);
+  EXPECT_DOUBLE_EQ(fullness.at("ml/x"), 14.0 / 16);
+  fullness.remove(nodes[0]);
+  fullness.remove(nodes[1]);
+  EXPECT_DOUBLE_EQ(fullness.at("ml/x"), 0);
 }
 
 TEST(Placement, PacksPartlyUsedNodesFirstKeepingWholeNodesFree) {
