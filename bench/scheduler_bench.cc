@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -233,7 +234,10 @@ RunResult run(const Workload& w, const ScoreWeights& weights, Scan scan) {
     if (scan == Scan::kIndexed) {
       state.readIndexed([&](const IndexedNodes& nodes) { d = placeGang(gang, nodes, weights); });
     } else {
-      state.read([&](const std::vector<NodeInfo>& nodes) { d = placeGang(gang, nodes, weights); });
+      // The same entry point, told to scan every node (with the state's dataset fullness).
+      state.readIndexed([&](const IndexedNodes& nodes) {
+        d = placeGang(gang, nodes, weights, {.scanBelow = std::numeric_limits<size_t>::max()});
+      });
     }
     for (const auto& p : d.placements) state.assume(p.podKey, p.node, gang.pods.front().requests);
     const double micros = std::chrono::duration<double, std::micro>(Steady::now() - began).count();
