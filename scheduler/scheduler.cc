@@ -147,7 +147,7 @@ void Scheduler::wire() {
       {.onAdd = [this](const kube::ObjectPtr& n) { upsertNode(*n); },
        .onUpdate = [this](const kube::ObjectPtr&, const kube::ObjectPtr& n) { upsertNode(*n); },
        .onDelete = [this](const kube::ObjectPtr& n) { state_.removeNode(kube::nameOf(*n)); }});
-  const auto onDataset = [this](const kube::ObjectPtr&) { refreshDatasetCounts(); };
+  const auto onDataset = [this](const kube::ObjectPtr&) { refreshCachedDatasets(); };
   datasets_->addHandler(
       {.onAdd = onDataset,
        .onUpdate = [onDataset](const kube::ObjectPtr&, const kube::ObjectPtr& d) { onDataset(d); },
@@ -157,14 +157,14 @@ void Scheduler::wire() {
 void Scheduler::upsertNode(const Json& node) {
   NodeInfo info = cluster::nodeInfoFrom(node);
   {
-    MutexLock lock(countsMutex_);
+    MutexLock lock(cachedDatasetsMutex_);
     const auto it = cachedDatasets_.find(info.name);
     if (it != cachedDatasets_.end()) info.cachedDatasets = it->second;
   }
   state_.upsertNode(std::move(info));
 }
 
-void Scheduler::refreshDatasetCounts() {
+void Scheduler::refreshCachedDatasets() {
   std::map<std::string, std::vector<std::string>> byNode;
   for (const auto& dataset : datasets_->store().list()) {
     const DatasetCache cache = cluster::datasetCacheFrom(*dataset);
@@ -173,7 +173,7 @@ void Scheduler::refreshDatasetCounts() {
   // Dataset statuses change often; only nodes whose datasets changed are rebuilt.
   std::set<std::string> changed;
   {
-    MutexLock lock(countsMutex_);
+    MutexLock lock(cachedDatasetsMutex_);
     for (const auto& [node, datasets] : byNode) {
       const auto it = cachedDatasets_.find(node);
       if (it == cachedDatasets_.end() || it->second != datasets) changed.insert(node);

@@ -59,7 +59,7 @@ class Scheduler {
   void explain(const std::vector<kube::ObjectPtr>& pods, const std::string& reason);
   // Recounts, per node, the datasets cached there (on Dataset changes only), and updates the
   // nodes whose count changed.
-  void refreshDatasetCounts();
+  void refreshCachedDatasets();
   void upsertNode(const kube::Json& node);
   PodData jobData(const std::string& gangKey) const;
 
@@ -72,9 +72,10 @@ class Scheduler {
   kube::Informer* datasets_ = nullptr;
   kube::Informer* jobs_ = nullptr;
   kube::Controller* controller_ = nullptr;
-  Mutex countsMutex_;
+  Mutex cachedDatasetsMutex_;
   // Node → datasets cached there.
-  std::map<std::string, std::vector<std::string>> cachedDatasets_ GRANARY_GUARDED_BY(countsMutex_);
+  std::map<std::string, std::vector<std::string>> cachedDatasets_
+      GRANARY_GUARDED_BY(cachedDatasetsMutex_);
   Mutex explainedMutex_;
   // Pod key → last reason written.
   std::map<std::string, std::string> explained_ GRANARY_GUARDED_BY(explainedMutex_);
