@@ -98,7 +98,7 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // what is awaited). A listing that InvalidArgument ended is not tried again (kFailed).
   static constexpr std::chrono::seconds kListRetryMax{60};
   // How long a node waits for the node that lists the dataset (the first of its set by
-  // rendezvous weight) to hold it, before it lists the origins itself.
+  // rendezvous weight) to hold it and be listing it, before it lists the origins itself.
   static constexpr std::chrono::seconds kListerWait{30};
 
   // InvalidArgument for no sources, an empty node set without this node, replicas < 1 or a
@@ -184,7 +184,8 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // the dataset (listerOf), else listed from the origins. What is stored is fed to followers.
   Status listOnce(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   Status listFromOrigins(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
-  // Waits up to kListerWait for `lister` to hold the dataset.
+  // Waits up to kListerWait for `lister` to hold the dataset and be listing it (it may have just
+  // been told of it, or be between tries of an origin that failed).
   Status followLister(const std::string& lister, std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   // The node of the set that lists the origins: the highest rendezvous weight for the dataset.
   std::string listerOf() const GRANARY_EXCLUDES(mutex_);

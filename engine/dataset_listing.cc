@@ -85,7 +85,8 @@ Status DatasetCache::followLister(const std::string& lister, std::stop_token sto
   warmer_.setPhase(Phase::kListing, "taking the listing from cache node " + lister +
                                         ", which lists the origin; files listed so far can be "
                                         "read, the rest as they are");
-  // The lister may not hold the dataset yet: the operator tells the nodes one by one.
+  // The lister may not hold the dataset yet, since the operator tells the nodes one by one, nor
+  // be listing it yet.
   Backoff backoff(
       {.initial = std::chrono::milliseconds(100), .max = std::chrono::milliseconds(500)});
   const auto giveUp = node_.clock.monoNow() + kListerWait;
@@ -104,8 +105,11 @@ Status DatasetCache::followLister(const std::string& lister, std::stop_token sto
       setTotals(*totals);
       return node_.manifests.markComplete(id_, *totals);
     }
-    if (totals.status().code() != StatusCode::kNotFound || node_.clock.monoNow() >= giveUp)
-      return totals.status();
+    // NotFound: the lister does not hold the dataset yet. FailedPrecondition: it holds it but is
+    // not listing now (its listing thread has not begun, or waits to try a failed origin again).
+    const StatusCode code = totals.status().code();
+    const bool awaited = code == StatusCode::kNotFound || code == StatusCode::kFailedPrecondition;
+    if (!awaited || node_.clock.monoNow() >= giveUp) return totals.status();
     if (!node_.clock.sleepFor(backoff.next(), stop)) return cancelled("stopping");
   }
 }

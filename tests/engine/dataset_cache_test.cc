@@ -103,14 +103,14 @@ class DatasetCacheTest : public ::testing::Test {
     writeOrigin("empty.txt", "");
   }
 
-  // `afterListed`: RecordingOrigin::afterListed.
+  // `prepare` sets up the dataset's origin before its listing starts.
   std::unique_ptr<DatasetCache> open(TestNode& node, DatasetSettings settings,
                                      RecordingOrigin** origin = nullptr,
-                                     std::function<void(const std::string&)> afterListed = {}) {
+                                     const std::function<void(RecordingOrigin&)>& prepare = {}) {
     auto file = makeFileOrigin(origin_.string());
     EXPECT_TRUE(file.isOk()) << file.status();
     auto recording = std::make_unique<RecordingOrigin>(std::move(*file));
-    recording->afterListed = std::move(afterListed);
+    if (prepare) prepare(*recording);
     if (origin) *origin = recording.get();
     std::vector<DatasetSource> sources;
     sources.push_back({"", std::move(recording)});
@@ -402,9 +402,9 @@ TEST_F(DatasetCacheTest, OneNodeListsTheOriginAndTheOthersFollowItsListing) {
     nodes.back()->context->peers = &peers;
     auto s = settings();
     s.nodeSet = names;
-    caches.push_back(
-        open(*nodes.back(), s, &origins[i],
-             names[i] == lister ? holdAfterFirst : std::function<void(const std::string&)>()));
+    caches.push_back(open(*nodes.back(), s, &origins[i], [&](RecordingOrigin& origin) {
+      if (names[i] == lister) origin.afterListed = holdAfterFirst;
+    }));
   }
   for (size_t i = 0; i < names.size(); ++i) peers.add(names[i], caches[i].get());
   const std::string first = firstListed.get_future().get();
@@ -435,6 +435,40 @@ TEST_F(DatasetCacheTest, OneNodeListsTheOriginAndTheOthersFollowItsListing) {
   EXPECT_EQ(lists, 1);
   EXPECT_EQ(originBytes, datasetBytes());
   for (const auto& cache : caches) expectAllFilesRead(*cache);
+}
+
+// A node whose lister holds the dataset but is not listing it yet (here: it waits to try an
+// origin that failed again) waits for that listing and follows it, rather than listing itself.
+TEST_F(DatasetCacheTest, ANodeWaitsForAListerThatIsNotListingYet) {
+  writeTree(5);
+  const std::vector<std::string> names = {"a", "b"};
+  const std::string lister = ownersOf(key_.id(), names, 1).front();
+  const std::string other = lister == "a" ? "b" : "a";
+  LoopbackPeers peers;
+  TestNode listerNode(root_, lister);
+  listerNode.context->peers = &peers;
+  TestNode otherNode(root_, other);
+  otherNode.context->peers = &peers;
+  auto s = neverWarmed();
+  s.nodeSet = names;
+  RecordingOrigin* listerOrigin;
+  RecordingOrigin* otherOrigin;
+  auto listerCache =
+      open(listerNode, s, &listerOrigin, [](RecordingOrigin& origin) { origin.failLists = 1; });
+  peers.add(lister, listerCache.get());
+  ASSERT_TRUE(granary::testing::eventually(
+      [&] { return listerCache->state().message.starts_with("waiting for the origin"); }, 5s))
+      << listerCache->state().message;
+  auto otherCache = open(otherNode, s, &otherOrigin);
+  for (auto* cache : {listerCache.get(), otherCache.get()}) {
+    const DatasetState state = cache->waitSettled(10s);
+    EXPECT_EQ(state.phase, Phase::kOnDemand) << state.message;
+    EXPECT_EQ(state.progress.totalFiles, static_cast<int64_t>(files_.size()));
+  }
+  EXPECT_EQ(listerOrigin->lists.load(), 2);  // the failed try and the listing
+  EXPECT_EQ(otherOrigin->lists.load(), 0);
+  EXPECT_GE(peers.follows.load(), 2);  // refused while the lister waited, then followed
+  expectAllFilesRead(*otherCache);
 }
 
 // A node whose lister is down lists the origin itself, and is whole.

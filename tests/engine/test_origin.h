@@ -25,6 +25,10 @@ class RecordingOrigin final : public Origin {
 
   Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
     ++lists;
+    if (failLists.load() > 0) {
+      --failLists;
+      return unavailable("injected origin failure: listing");
+    }
     if (!afterListed) return inner_->list(each);
     // One object a batch, and afterListed after each has been handed over.
     return inner_->list([&](std::vector<OriginObject>&& batch) {
@@ -85,6 +89,7 @@ class RecordingOrigin final : public Origin {
 
   std::atomic<int64_t> bytes{0};
   std::atomic<int> lists{0};
+  std::atomic<int> failLists{0};  // so many listings fail (Unavailable) before one is tried
 
  private:
   std::unique_ptr<Origin> inner_;
