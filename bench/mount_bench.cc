@@ -34,6 +34,7 @@
 
 #include "bench/bench_data.h"
 #include "bench/cpu_time.h"
+#include "bench/minimal_fs.h"
 #include "bench/resident_memory.h"
 #include "common/flags.h"
 #include "common/log.h"
@@ -147,8 +148,20 @@ ReadRun readAll(const fs::path& root, const std::vector<std::string>& files, int
           std::max(0.0, std::chrono::duration<double>(nodeCpu).count()), bytes};
 }
 
-// The sides of a read comparison, in the order compareReads() takes them.
-enum Side { kChunkFiles, kPassthrough, kCopying, kFreshCopy, kOrigin, kSides };
+// The sides of a read comparison, in the order compareReads() takes them. The floors of a FUSE
+// path (bench/minimal_fs.h: a daemon answering zeros, one that only reads the fresh copy, one
+// that only passes it through) are read for the small files only (empty functions else).
+enum Side {
+  kChunkFiles,
+  kPassthrough,
+  kCopying,
+  kZerosFs,
+  kMirrorFs,
+  kPassFs,
+  kFreshCopy,
+  kOrigin,
+  kSides
+};
 
 // Reads through every side in turns, the page cache dropped before each (and the kernel's
 // names too unless `keepNames`). The disk is shared and noisy: every other turn goes in the
@@ -162,12 +175,16 @@ void compareReads(const std::string& label, const std::vector<std::function<Read
   for (int run = 0; run < repeat; ++run) {
     for (size_t i = 0; i < sides.size(); ++i) {
       const size_t side = run % 2 == 0 ? i : sides.size() - 1 - i;
+      if (!sides[side]) continue;
       dropPageCache(keepNames);
       runs[side].push_back(sides[side]());
     }
-    for (const int side : {kPassthrough, kCopying, kFreshCopy}) {
+    for (const int side : {kPassthrough, kCopying, kZerosFs, kMirrorFs, kPassFs, kFreshCopy}) {
+      if (!sides[side]) continue;
       const ReadRun& r = runs[side].back();
-      ratios[side].push_back(r.rate / runs[kChunkFiles].back().rate);
+      // The minimal daemons read the fresh copy: their baseline is the fresh copy read directly.
+      const int baseline = side == kMirrorFs || side == kPassFs ? kFreshCopy : kChunkFiles;
+      ratios[side].push_back(r.rate / runs[baseline].back().rate);
       cpuPerGib[side].push_back(r.nodeCpuSeconds / (static_cast<double>(r.bytes) / (1 << 30)));
       char ratio[16];
       std::snprintf(ratio, sizeof ratio, " %.3f", ratios[side].back());
@@ -191,6 +208,17 @@ void compareReads(const std::string& label, const std::vector<std::function<Read
       median(cpuPerGib[kPassthrough]), turns[kPassthrough].c_str(), rate(kCopying),
       median(ratios[kCopying]), median(cpuPerGib[kCopying]), turns[kCopying].c_str(),
       rate(kFreshCopy), median(ratios[kFreshCopy]), rate(kOrigin));
+  if (sides[kZerosFs])
+    std::printf(
+        "     floors of a FUSE path (bench/minimal_fs.h): a daemon answering zeros %.1f MiB/s "
+        "(ratio %.3f, turns:%s);\n"
+        "       one that only reads the fresh copy %.1f MiB/s, ratio to the fresh copy %.3f "
+        "(turns:%s);\n"
+        "       one that only passes the fresh copy through %.1f MiB/s, ratio to it %.3f "
+        "(turns:%s)\n",
+        rate(kZerosFs), median(ratios[kZerosFs]), turns[kZerosFs].c_str(), rate(kMirrorFs),
+        median(ratios[kMirrorFs]), turns[kMirrorFs].c_str(), rate(kPassFs), median(ratios[kPassFs]),
+        turns[kPassFs].c_str());
   std::fflush(stdout);
 }
 
@@ -239,10 +267,26 @@ void readSection(const Args& args) {
     const fs::path chunkRoot = args.dir / "mount-node" / "cache";
     auto chunkFiles = filesUnder(chunkRoot);
     if (!sequential) std::shuffle(chunkFiles.begin(), chunkFiles.end(), std::mt19937(7));
+    const bool floors = size == 100 * 1024;  // the floors of a FUSE path: small files only
+    MinimalFilesystem minimal[3];
+    std::vector<std::function<ReadRun()>> floor(3);
+    for (const auto answer :
+         {MinimalFilesystem::kZeros, MinimalFilesystem::kMirror, MinimalFilesystem::kPassthrough}) {
+      if (!floors) break;
+      const fs::path point = args.dir / ("mnt-minimal-" + std::to_string(answer));
+      ::umount2(point.c_str(), MNT_DETACH);
+      fs::create_directories(point);
+      if (!minimal[answer].mount(point, files, size, answer, local))
+        die("mount", unavailable("cannot mount a minimal filesystem at " + point.string()));
+      floor[answer] = [&, point] { return readAll(point, files, threads); };
+    }
     const std::vector<std::function<ReadRun()>> sides = {
         [&] { return readAll(chunkRoot, chunkFiles, threads); },
         [&] { return readAll(mountpoint, files, threads); },
         [&] { return readAll(copyingMountpoint, files, threads); },
+        floor[MinimalFilesystem::kZeros],
+        floor[MinimalFilesystem::kMirror],
+        floor[MinimalFilesystem::kPassthrough],
         [&] { return readAll(local, files, threads); },
         [&] { return readAll(origin, files, threads); }};
     const std::string label =

@@ -203,24 +203,21 @@ Result<int32_t> BackingFiles::acquire(uint64_t inode, int file) {
     return slot->id;
   }
   if (refused_) return unavailable("the kernel refuses backing files on this connection");
-  const BackingMap map{file, 0, 0};
-  const int id = ::ioctl(fuseFd_, kBackingOpen, &map);
-  if (id < 0) {
-    const int error = errno;
+  const Result<int32_t> id = openBacking(fuseFd_, file);
+  if (!id.isOk()) {
     if (!registered_) refused_ = true;
-    return unavailable(std::string("the kernel refused a backing file: ") + std::strerror(error));
+    return id.status();
   }
   registered_ = true;
-  *slot = Table::Slot{inode, id, 1};
-  return id;
+  *slot = Table::Slot{inode, *id, 1};
+  return *id;
 }
 
 void BackingFiles::release(uint64_t inode) {
   MutexLock lock(mutex_);
   Table::Slot* slot = table_->find(inode);
   if (slot == nullptr || slot->inode != inode || --slot->opens > 0) return;
-  const auto id = static_cast<uint32_t>(slot->id);
-  ::ioctl(fuseFd_, kBackingClose, &id);
+  closeBacking(fuseFd_, slot->id);
   table_->erase(slot);
 }
 
@@ -248,6 +245,19 @@ Status probe(const std::filesystem::path& scratchDirectory, const std::filesyste
   return failedPrecondition(std::string("kernel ") + name.release +
                             " offers FUSE mounts no passthrough (Linux 6.9+, "
                             "CONFIG_FUSE_PASSTHROUGH)");
+}
+
+Result<int32_t> openBacking(int fuseFd, int file) {
+  const BackingMap map{file, 0, 0};
+  const int id = ::ioctl(fuseFd, kBackingOpen, &map);
+  if (id < 0)
+    return unavailable(std::string("the kernel refused a backing file: ") + std::strerror(errno));
+  return id;
+}
+
+void closeBacking(int fuseFd, int32_t id) {
+  const auto closed = static_cast<uint32_t>(id);
+  ::ioctl(fuseFd, kBackingClose, &closed);
 }
 
 bool replyOpen(fuse_req_t req, int32_t backingId, uint64_t handle) {

@@ -102,6 +102,12 @@ class BackingFiles {
 Status probe(const std::filesystem::path& scratchDirectory,
              const std::filesystem::path& device = "/dev/fuse");
 
+// Registers `file` with the connection `fuseFd` as a backing file (the kernel keeps its own
+// reference: `file` may be closed after): its id, or Unavailable with the kernel's reason.
+Result<int32_t> openBacking(int fuseFd, int file);
+// Ends a registration; the kernel's files opened through it keep reading.
+void closeBacking(int fuseFd, int32_t id);
+
 // Answers an open with the kernel reading `backingId` directly; the file's handle is `handle`.
 // False when the reply could not be sent (the request was interrupted).
 bool replyOpen(fuse_req_t req, int32_t backingId, uint64_t handle);
