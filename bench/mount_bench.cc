@@ -8,7 +8,7 @@
 //          disk placement cancels out) and from a copy written in the same run; both mount paths
 //          side by side (files passed through where the kernel can, and every read copied through
 //          the node), with the CPU the node spends per GiB read; targets >= 1.0 sequential, >= 0.95
-//          small
+//          small. The small files also through the floors of a FUSE path (bench/minimal_fs.h)
 //   stat   stat and readdir of every entry of a 1,000,000-file dataset through the mount vs
 //          the same tree on local disk (caches dropped before each)
 //   epoch  8 readers, each file followed by a compute pause, over a throttled web origin:
