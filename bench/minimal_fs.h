@@ -7,8 +7,9 @@
 //   kPassthrough  by the kernel from that file (FUSE passthrough), registered at its first open
 //                 and kept: what an open through FUSE costs at the least.
 // Opens are declined (ENOSYS, as granary's page cache path declines them) but with passthrough.
-// Mounted with granary's settings (read-only, the same read-ahead and background requests, one
-// descriptor read by up to 64 threads).
+// Mounted read-only with what granary's mounts ask in INIT and served by their request loop
+// (askMountSettings, serveRequests), 64 threads at most. (granary also raises the mount's
+// read_ahead_kb, which files under the kernel's 128 KiB default never reach.)
 #pragma once
 
 #define FUSE_USE_VERSION 314
@@ -26,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/mount/dataset_fs.h"
 #include "engine/mount/passthrough.h"
 
 namespace granary::bench {
@@ -55,7 +57,7 @@ class MinimalFilesystem {
     fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
     static const fuse_lowlevel_ops ops = [] {
       fuse_lowlevel_ops o{};
-      o.init = onInit;
+      o.init = [](void*, fuse_conn_info* conn) { cache::askMountSettings(conn); };
       o.lookup = onLookup;
       o.getattr = onGetattr;
       o.open = onOpen;
@@ -70,14 +72,7 @@ class MinimalFilesystem {
     if (answer == kPassthrough &&
         fuse_session_custom_io(session_, &negotiating, fuse_session_fd(session_)) != 0)
       return false;
-    loop_ = std::thread([session = session_] {
-      fuse_loop_config* config = fuse_loop_cfg_create();
-      fuse_loop_cfg_set_clone_fd(config, 0);
-      fuse_loop_cfg_set_max_threads(config, 64);
-      fuse_loop_cfg_set_idle_threads(config, 64);
-      fuse_session_loop_mt(session, config);
-      fuse_loop_cfg_destroy(config);
-    });
+    loop_ = std::thread([session = session_] { cache::serveRequests(session, 64); });
     return true;
   }
 
@@ -119,13 +114,6 @@ class MinimalFilesystem {
 
   static MinimalFilesystem& self(fuse_req_t req) {
     return *static_cast<MinimalFilesystem*>(fuse_req_userdata(req));
-  }
-  static void onInit(void*, fuse_conn_info* conn) {  // as granary's mounts (dataset_fs.cc)
-    conn->max_readahead = 16 << 20;
-    conn->max_background = 64;
-    conn->congestion_threshold = 48;
-    conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS;
-    conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   }
   static void onLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     const MinimalFilesystem& fs = self(req);

@@ -543,14 +543,8 @@ void onStatfs(fuse_req_t req, fuse_ino_t) {
 void onInit(void* userdata, fuse_conn_info* conn) {
   auto& state = *static_cast<DatasetFilesystem::State*>(userdata);
   state.canDeclineOpens = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
-  conn->max_readahead = kReadAheadBytes;
-  // Reads ahead are background requests, 12 at once unless raised: too few to keep a window of
-  // kReadAheadBytes in flight.
-  conn->max_background = 64;
-  conn->congestion_threshold = 48;
-  conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS;
+  askMountSettings(conn);
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 }
 
 const fuse_lowlevel_ops kOperations = [] {
@@ -640,6 +634,28 @@ void raiseReadAhead(const std::filesystem::path& mountpoint, int kib) {
 
 // ---- the request loop ----
 
+void askMountSettings(fuse_conn_info* conn) {
+  conn->max_readahead = kReadAheadBytes;
+  // Reads ahead are background requests, 12 at once unless raised: too few to keep a window of
+  // kReadAheadBytes in flight.
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+  conn->want |= FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS;
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+void serveRequests(fuse_session* session, int maxThreads) {
+  fuse_loop_config* config = fuse_loop_cfg_create();
+  // One descriptor for all threads: requests in flight on a cloned descriptor would fail when
+  // the process dies, instead of waiting for the process that adopts the connection (and
+  // cloning measured no faster).
+  fuse_loop_cfg_set_clone_fd(config, 0);
+  fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(maxThreads));
+  fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(maxThreads));
+  fuse_session_loop_mt(session, config);
+  fuse_loop_cfg_destroy(config);
+}
+
 struct DatasetFilesystem::Loop {
   std::thread thread;             // its native_handle() is signalled to wake the loop
   std::atomic<bool> done{false};  // the session ended (stopped, or unmounted from outside)
@@ -727,15 +743,7 @@ Result<std::unique_ptr<DatasetFilesystem>> DatasetFilesystem::start(
   ::sigaction(SIGUSR2, &action, nullptr);
   fs->loop_ = std::make_unique<Loop>();
   fs->loop_->thread = std::thread([session = fs->session_, &loop = *fs->loop_, options] {
-    fuse_loop_config* config = fuse_loop_cfg_create();
-    // One descriptor for all threads: requests in flight on a cloned descriptor would fail when
-    // the process dies, instead of waiting for the process that adopts the connection (and
-    // cloning measured no faster).
-    fuse_loop_cfg_set_clone_fd(config, 0);
-    fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(options.maxThreads));
-    fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(options.maxThreads));
-    fuse_session_loop_mt(session, config);
-    fuse_loop_cfg_destroy(config);
+    serveRequests(session, options.maxThreads);
     loop.done = true;
   });
   raiseReadAhead(mountpoint, kReadAheadBytes >> 10);

@@ -20,6 +20,7 @@
 #include "engine/mount/reader_accounting.h"
 
 struct fuse_session;
+struct fuse_conn_info;
 
 namespace granary::cache {
 
@@ -112,6 +113,12 @@ struct MountEntry {
 };
 // This process's view of the mounts (/proc/self/mounts), in mount order.
 std::vector<MountEntry> currentMounts();
+
+// What every granary mount asks of the kernel in its INIT: 16 MiB read-ahead with 64
+// background requests, asynchronous reads, parallel directory operations, no write-back cache.
+void askMountSettings(fuse_conn_info* conn);
+// Serves `session`'s requests until it ends: up to `maxThreads` threads read one descriptor.
+void serveRequests(fuse_session* session, int maxThreads);
 
 // Whether `path` is a FUSE mount whose daemon is gone ("transport endpoint is not connected").
 bool isStaleMount(const std::filesystem::path& path);
