@@ -18,20 +18,13 @@ namespace {
 
 constexpr int64_t kMessageBytes = 1 << 20;  // data per streamed message
 
-// Compares in time independent of where the strings differ.
-bool sameSecret(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ (i < b.size() ? b[i] : 0);
-  return diff == 0;
-}
-
 grpc::Status authorize(const grpc::ServerContext& context, const Secret& token) {
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");
   if (it == metadata.end())
     return {grpc::StatusCode::UNAUTHENTICATED, "missing \"authorization: Bearer <token>\""};
   const std::string_view presented(it->second.data(), it->second.size());
-  if (!sameSecret(presented, "Bearer " + token.reveal()))
+  if (!presented.starts_with("Bearer ") || !token.matches(presented.substr(7)))
     return {grpc::StatusCode::UNAUTHENTICATED, "wrong bearer token"};
   return grpc::Status::OK;
 }
@@ -44,24 +37,21 @@ grpc::Status authorize(const grpc::ServerContext& context, const Secret& token) 
 class CacheNodeService final : public v1::CacheNode::Service {
  public:
   CacheNodeService(CacheEngine& engine, GrpcPeers& peers, const Secret& token,
-                   ReaderAccounting* readers, GpuSampler* gpus)
-      : engine_(engine), peers_(peers), token_(token), readers_(readers), gpus_(gpus) {}
+                   ReaderAccounting* readers, GpuSampler* gpus, EnsuredRecord* ensured)
+      : engine_(engine),
+        peers_(peers),
+        token_(token),
+        readers_(readers),
+        gpus_(gpus),
+        ensured_(ensured) {}
 
   grpc::Status EnsureDataset(grpc::ServerContext* context, const v1::EnsureDatasetRequest* request,
                              v1::EnsureDatasetResponse* response) override {
     GRANARY_AUTHORIZE(context);
-    if (request->has_view()) {
-      if (Status viewed = engine_.ensureView(viewSpecOf(*request)); !viewed.isOk())
-        return toGrpc(viewed);
-      return statusOfDataset(request->dataset(), *response->mutable_status());
-    }
-    auto spec = ensureSpecOf(*request);
-    if (!spec.isOk()) return toGrpc(spec.status());
-    for (const auto& node : request->node_set()) {
-      if (!node.address().empty()) peers_.setAddress(node.node_name(), node.address());
-    }
-    auto cache = engine_.ensure(std::move(*spec));
+    auto cache = ensureRequested(engine_, peers_, *request);
     if (!cache.isOk()) return toGrpc(cache.status());
+    if (ensured_) ensured_->ensured(*request);
+    if (*cache == nullptr) return statusOfDataset(request->dataset(), *response->mutable_status());
     *response->mutable_status() = statusOf((*cache)->key(), (*cache)->state(), engine_.nodeName());
     return grpc::Status::OK;
   }
@@ -71,6 +61,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
     GRANARY_AUTHORIZE(context);
     auto freed = engine_.purge(keyOf(request->dataset()), request->all_generations());
     if (!freed.isOk()) return toGrpc(freed.status());
+    if (ensured_) ensured_->purged(request->dataset(), request->all_generations());
     response->set_freed_bytes(*freed);
     return grpc::Status::OK;
   }
@@ -247,6 +238,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
   const Secret& token_;
   ReaderAccounting* readers_;
   GpuSampler* gpus_;
+  EnsuredRecord* ensured_;  // may be null
 };
 
 class PeerService final : public v1::Peer::Service {
@@ -317,13 +309,28 @@ class PeerService final : public v1::Peer::Service {
 
 }  // namespace
 
+Result<std::shared_ptr<DatasetCache>> ensureRequested(CacheEngine& engine, GrpcPeers& peers,
+                                                      const v1::EnsureDatasetRequest& request) {
+  if (request.has_view()) {
+    GRANARY_RETURN_IF_ERROR(engine.ensureView(viewSpecOf(request)));
+    return std::shared_ptr<DatasetCache>();
+  }
+  GRANARY_ASSIGN_OR_RETURN(EnsureSpec spec, ensureSpecOf(request));
+  for (const auto& node : request.node_set()) {
+    if (!node.address().empty()) peers.setAddress(node.node_name(), node.address());
+  }
+  return engine.ensure(std::move(spec));
+}
+
 struct CacheNodeServer::Services {
   Secret token;
   CacheNodeService cacheNode;
   PeerService peer;
   Services(CacheEngine& engine, GrpcPeers& peers, Secret t, ReaderAccounting* readers,
-           GpuSampler* gpus)
-      : token(std::move(t)), cacheNode(engine, peers, token, readers, gpus), peer(engine, token) {}
+           GpuSampler* gpus, EnsuredRecord* ensured)
+      : token(std::move(t)),
+        cacheNode(engine, peers, token, readers, gpus, ensured),
+        peer(engine, token) {}
 };
 
 Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& engine,
@@ -347,7 +354,7 @@ Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& eng
   }
   std::unique_ptr<CacheNodeServer> server(new CacheNodeServer());
   server->services_ = std::make_unique<Services>(engine, peers, std::move(options.token),
-                                                 options.readers, options.gpus);
+                                                 options.readers, options.gpus, options.ensured);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, credentials, &server->port_);
   builder.RegisterService(&server->services_->cacheNode);

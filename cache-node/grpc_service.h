@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "cache-node/ensured_record.h"
 #include "cache-node/grpc_peers.h"
 #include "common/names.h"
 #include "common/secret.h"
@@ -27,7 +28,13 @@ struct ServerOptions {
   std::string tlsKeyFile;
   ReaderAccounting* readers = nullptr;  // who reads through mounts, for GetTelemetry
   GpuSampler* gpus = nullptr;           // the node's GPUs, for GetTelemetry
+  EnsuredRecord* ensured = nullptr;     // records what EnsureDataset and PurgeDataset change
 };
+
+// What EnsureDataset does with a request: the view, or the dataset generation (its node set's
+// addresses told to `peers`). Errors name the request's field at fault.
+Result<std::shared_ptr<DatasetCache>> ensureRequested(CacheEngine& engine, GrpcPeers& peers,
+                                                      const v1::EnsureDatasetRequest& request);
 
 class CacheNodeServer {
  public:

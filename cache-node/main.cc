@@ -15,6 +15,7 @@
 #include "cache-node/csi/mount_propagation.h"
 #include "cache-node/csi/mount_table.h"
 #include "cache-node/grpc_service.h"
+#include "cache-node/handover.h"
 #include "cache-node/options.h"
 #include "common/files.h"
 #include "common/flags.h"
@@ -56,6 +57,9 @@ void addNodeFlags(CLI::App& app, NodeFlags& flags) {
       ->check(CLI::ExistingFile);
   option("--node-name", &NodeOptions::nodeName,
          "this node's name (default: $NODE_NAME, else the host name)");
+  option("--token-file", &NodeOptions::tokenFile,
+         "the node's shared token, for the API, the mount keeper and the hand-over (default: "
+         "<state-dir>/token, created if missing)");
   option("--state-dir", &NodeOptions::stateDirectory,
          "manifests, chunk index and default cache directory (default: /var/lib/granary)");
   option("--listen", &NodeOptions::listen,
@@ -126,11 +130,11 @@ granary::Result<granary::Secret> loadToken(const std::string& path, bool mayCrea
 }
 
 // The mount keeper's whole life: hold what it is given until SIGTERM.
-int serveMountKeeper(const std::string& socket, const std::string& level,
-                     const std::stop_source& stop) {
+int serveMountKeeper(const std::string& socket, const granary::Secret& token,
+                     const std::string& level, const std::stop_source& stop) {
   granary::configureLoggingAt(level);
   const granary::Logger log("mount-keeper");
-  auto keeper = granary::cache::MountKeeper::listen(socket);
+  auto keeper = granary::cache::MountKeeper::listen(socket, token);
   if (!keeper.isOk()) {
     log.error("cannot start", {{"error", keeper.status()}});
     return 1;
@@ -139,6 +143,46 @@ int serveMountKeeper(const std::string& socket, const std::string& level,
   (*keeper)->serve(stop.get_token());
   log.info("stopped: the mounts it kept end");
   return 0;
+}
+
+// The node from the process it replaces, where one listens at `socket`: the requests it served,
+// to ensure again. Said in the log either way but a first start.
+std::vector<std::string> takeOverFromPredecessor(const std::filesystem::path& socket,
+                                                 const granary::Secret& token) {
+  const granary::Logger log("handover");
+  auto taken = granary::cache::takeOverNode(socket, token);
+  if (!taken.isOk()) {
+    log.warn("the cache node this one replaces did not hand the node over: starting as after a "
+             "stop; mounts that no keeper holds any more are mounted again, and the pods that "
+             "read them need a restart",
+             {{"error", taken.status()}});
+    return {};
+  }
+  if (!taken->has_value()) return {};
+  log.info("the cache node this one replaces released the node", {{"datasets", (*taken)->size()}});
+  return std::move(**taken);
+}
+
+// Waits while another process holds the state without handing it over (an older cache node, of
+// a version before the hand-over): ready meanwhile, so that a surge rollout goes on and ends it.
+// False when stopped meanwhile.
+bool awaitOlderNode(const std::filesystem::path& state, granary::MetricsServer* metrics,
+                    std::stop_token stop) {
+  using granary::Status;
+  if (!granary::cache::stateHeldElsewhere(state)) return true;
+  const granary::Logger log("handover");
+  log.warn("an older cache node that cannot hand over holds the state directory: waiting for it "
+           "to end, ready meanwhile so that the rollout ends it; the mounts it serves end with it, "
+           "and the pods that read them need a restart",
+           {{"state", state.string()}});
+  if (metrics) metrics->addCheck("/readyz", [] { return Status::ok(); });
+  while (granary::cache::stateHeldElsewhere(state)) {
+    if (!granary::realClock().sleepFor(std::chrono::milliseconds(500), stop)) return false;
+  }
+  if (metrics)
+    metrics->addCheck("/readyz", [] { return granary::unavailable("opening the state"); });
+  log.info("the older cache node ended: opening the state");
+  return true;
 }
 
 // Each cache directory's use against its quota, as gauges: from the start, so that an idle node
@@ -164,10 +208,6 @@ int main(int argc, char** argv) {
   if (auto exit = parseCommandLine(app, argc, argv)) return *exit;
 
   NodeOptions options;
-  if (!flags.serveKeeper.empty()) {
-    for (const auto& apply : flags.overrides) apply(options);
-    return serveMountKeeper(flags.serveKeeper, options.logLevel, stop);
-  }
   if (!flags.configFile.empty()) {
     auto loaded = config::decodeFile<NodeOptions>(flags.configFile);
     if (!loaded.isOk()) {
@@ -179,6 +219,14 @@ int main(int argc, char** argv) {
   for (const auto& apply : flags.overrides) apply(options);
   const bool defaultToken = options.tokenFile.empty();
   applyDefaults(options);
+  auto token = loadToken(options.tokenFile, defaultToken);
+  if (!token.isOk()) {
+    std::fprintf(stderr, "granary-cache-node: no token (tokenFile %s): %s\n",
+                 options.tokenFile.c_str(), token.status().message().c_str());
+    return 1;
+  }
+  if (!flags.serveKeeper.empty())
+    return serveMountKeeper(flags.serveKeeper, *token, options.logLevel, stop);
 
   if (auto wrong = checkLogLevel(options.logLevel); !wrong.empty()) {
     std::fprintf(stderr, "granary-cache-node: logLevel: %s\n", wrong.c_str());
@@ -196,12 +244,6 @@ int main(int argc, char** argv) {
     }
     datasets = std::move(*loaded);
   }
-  auto token = loadToken(options.tokenFile, defaultToken);
-  if (!token.isOk()) {
-    log.error("no API token", {{"error", token.status()}, {"token_file", options.tokenFile}});
-    return 1;
-  }
-
   MetricsRegistry registry;
   if (const Status declared = declareBuildInfo(registry, names::kCacheNode); !declared.isOk()) {
     log.error("cannot declare metrics", {{"error", declared}});
@@ -238,6 +280,13 @@ int main(int argc, char** argv) {
     metricsServer = std::move(*started);
     metricsServer->addCheck("/healthz", [] { return Status::ok(); });
   }
+  // The node from the process it replaces (a new pod's beside the old one's), before the state
+  // is opened: that process closes it first.
+  const std::filesystem::path stateDirectory = options.stateDirectory;
+  const std::filesystem::path handoverSocket = stateDirectory / kHandoverSocketName;
+  const std::vector<std::string> handedOver = takeOverFromPredecessor(handoverSocket, *token);
+  if (!awaitOlderNode(stateDirectory, metricsServer.get(), stop.get_token())) return 0;
+  EnsuredRecord ensured;
   GrpcPeers peers({.token = *token, .tlsCaFile = options.tls.caFile});
   EngineOptions engineOptions = engineOptionsOf(options);
   for (auto& named : fileSourcesOf(datasets))  // standalone: what the manifest names
@@ -248,13 +297,26 @@ int main(int argc, char** argv) {
     return 1;
   }
   exportDiskUsage(**metrics, **engine);
+  // What the replaced process served, ensured again before the mounts are adopted.
+  for (const std::string& bytes : handedOver) {
+    granary::v1::EnsureDatasetRequest request;
+    if (!request.ParseFromString(bytes)) continue;
+    if (auto cache = ensureRequested(**engine, peers, request); cache.isOk()) {
+      ensured.ensured(request);
+    } else {
+      log.warn("a dataset handed over cannot be ensured: it is when the operator asks again",
+               {{"dataset", request.dataset().namespace_() + "/" + request.dataset().name()},
+                {"error", cache.status()}});
+    }
+  }
   auto server = CacheNodeServer::start(**engine, peers,
                                        {.address = options.listen,
                                         .token = *token,
                                         .tlsCertificateFile = options.tls.certificateFile,
                                         .tlsKeyFile = options.tls.keyFile,
                                         .readers = &readers,
-                                        .gpus = gpus.get()});
+                                        .gpus = gpus.get(),
+                                        .ensured = &ensured});
   if (!server.isOk()) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;
@@ -292,7 +354,7 @@ int main(int argc, char** argv) {
       **engine,
       MountTableOptions{
           .root = options.mountRoot,
-          .keeperSocket = keeperSocket,
+          .keeper = keeperSocket.empty() ? KeeperClient() : KeeperClient(keeperSocket, *token),
           .keeperStartWait = std::chrono::seconds(options.mountKeeperWaitSeconds),
           .mount = {.passthrough = passthrough,
                     .passthroughMinAverageFileBytes = options.passthroughMinAverageFileSize.bytes}},
@@ -306,6 +368,11 @@ int main(int argc, char** argv) {
     }
     csi = std::move(*started);
   }
+  // A process replacing this one's pod asks for the node here.
+  std::stop_source wake;  // a termination signal or a hand-over request
+  std::stop_callback onTermination(stop.get_token(), [&wake] { wake.request_stop(); });
+  auto handover = HandoverListener::listen(handoverSocket, *token, [&wake] { wake.request_stop(); });
+  if (!handover.isOk()) log.warn("no hand-over to a replacing pod", {{"error", handover.status()}});
   if (metricsServer) metricsServer->addCheck("/readyz", [propagation] { return propagation; });
   log.info("started", {{"node", options.nodeName},
                        {"listen", options.listen},
@@ -329,7 +396,7 @@ int main(int argc, char** argv) {
   int exitCode = 0;
   const auto tick = std::chrono::seconds(2);
   std::map<std::string, std::string> printed;
-  while (!stop.stop_requested()) {
+  while (!wake.stop_requested()) {
     bool settled = true, ready = true;
     std::shared_ptr<DatasetCache> warming;
     for (const auto& cache : (*engine)->datasets()) {
@@ -352,15 +419,34 @@ int main(int argc, char** argv) {
     if (warming && !standalone.empty()) {
       warming->waitSettled(tick);  // wakes early when it settles
     } else {
-      realClock().sleepUntil(realClock().monoNow() + tick, stop.get_token());
+      realClock().sleepUntil(realClock().monoNow() + tick, wake.get_token());
     }
   }
-  log.info("stopping");
+  const bool handingOver = handover.isOk() && (*handover)->requested() && !stop.stop_requested();
+  log.info(handingOver ? "releasing the node to the cache node replacing this one" : "stopping");
+  if (handingOver && metricsServer) {
+    metricsServer->addCheck("/readyz", [] {
+      return unavailable("this node was handed over to the cache node replacing it");
+    });
+  }
+  // The mounts stay where the keeper holds them; the state is closed (RocksDB's lock, warm
+  // writes) before the successor is answered.
   csi.reset();
   server->reset();
+  if (handingOver) mounts->handOver();  // no wait to see whether the keeper stops too
   mounts.reset();
   standalone.clear();
   engine->reset();
+  gpus.reset();
+  if (!handingOver) {
+    log.info("stopped");
+    return exitCode;
+  }
+  (*handover)->release(ensured.serialized());
+  log.info("node released: waiting for this pod's end");
+  while (realClock().sleepFor(std::chrono::hours(1), stop.get_token())) {
+  }
+  handover->reset();  // after the successor was answered
   log.info("stopped");
-  return exitCode;
+  return 0;
 }

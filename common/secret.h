@@ -5,6 +5,7 @@
 
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace granary {
@@ -17,6 +18,14 @@ class Secret {
   // The plain value, for the one place that hands it to an origin or a peer.
   const std::string& reveal() const { return value_; }
   bool empty() const { return value_.empty(); }
+  // Whether `presented` is this value, compared in a time that does not depend on where the two
+  // differ.
+  bool matches(std::string_view presented) const {
+    unsigned char diff = presented.size() == value_.size() ? 0 : 1;
+    for (size_t i = 0; i < presented.size(); ++i)
+      diff |= presented[i] ^ (i < value_.size() ? value_[i] : 0);
+    return diff == 0;
+  }
 
   friend bool operator==(const Secret&, const Secret&) = default;
   friend std::ostream& operator<<(std::ostream& out, const Secret&) { return out << "<redacted>"; }

@@ -1,5 +1,8 @@
 #include "operator/cache_node_discovery.h"
 
+#include <map>
+#include <utility>
+
 #include "common/cluster/kube_model.h"
 #include "common/names.h"
 #include "common/quantity.h"
@@ -41,6 +44,7 @@ bool podReady(const Json& pod) {
 std::vector<CacheNode> discoverCacheNodes(const std::vector<kube::ObjectPtr>& agentPods,
                                           const kube::Store& nodes) {
   std::vector<CacheNode> out;
+  std::map<std::string, std::pair<size_t, std::string>> chosen;  // node: (index, pod created)
   for (const auto& pod : agentPods) {
     const std::string nodeName = cluster::nodeNameOf(*pod);
     const Json ip = kube::pathValue(*pod, "status.podIP");
@@ -60,7 +64,19 @@ std::vector<CacheNode> discoverCacheNodes(const std::vector<kube::ObjectPtr>& ag
     if (auto it = annotations.find(names::kCacheCapacityAnnotation); it != annotations.end()) {
       if (auto size = parseByteSize(it->second); size.isOk()) node.capacityBytes = size->bytes;
     }
-    out.push_back(std::move(node));
+    // Two pods on one node while one replaces the other: the ready one, else the newer.
+    const Json created = kube::pathValue(*pod, "metadata.creationTimestamp");
+    const std::string createdAt = created.is_string() ? created.as_string() : "";
+    const auto [it, first] = chosen.try_emplace(nodeName, out.size(), createdAt);
+    if (first) {
+      out.push_back(std::move(node));
+      continue;
+    }
+    CacheNode& held = out[it->second.first];
+    if (std::pair(node.agentReady, createdAt) > std::pair(held.agentReady, it->second.second)) {
+      held = std::move(node);
+      it->second.second = createdAt;
+    }
   }
   return out;
 }

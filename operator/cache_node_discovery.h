@@ -16,7 +16,9 @@
 
 namespace granary::op {
 
-// One CacheNode per scheduled agent pod with an IP; a node without a Node object is not ready.
+// One CacheNode per node with a scheduled agent pod with an IP: where a pod replaces another
+// (a surge rollout runs both for a moment), the ready one, else the newer. A node without a Node
+// object is not ready.
 std::vector<CacheNode> discoverCacheNodes(const std::vector<kube::ObjectPtr>& agentPods,
                                           const kube::Store& nodes);
 

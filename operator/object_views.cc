@@ -15,8 +15,9 @@ Json workerPodView(Json pod) {
 Json agentPodView(Json pod) {
   return kube::projection(
       pod, {"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
-            "metadata.labels", "metadata.annotations", "metadata.deletionTimestamp",
-            "spec.nodeName", "spec.containers", "status.podIP", "status.conditions"});
+            "metadata.labels", "metadata.annotations", "metadata.creationTimestamp",
+            "metadata.deletionTimestamp", "spec.nodeName", "spec.containers", "status.podIP",
+            "status.conditions"});
 }
 
 Json nodeView(Json node) {

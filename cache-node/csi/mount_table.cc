@@ -35,13 +35,17 @@ MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAcc
   const Logger log("mount");
   options_.root = normalRoot(options_.root);
   bool awaitKeeper = false;
-  if (!options_.keeperSocket.empty()) {
+  const KeeperClient& keeper = options_.keeper;
+  if (!keeper.socket().empty()) {
     // A keeper listening now holds what a previous process of this node handed it; one that
     // starts later (its container after this one) holds nothing yet.
-    auto kept = keptMounts(options_.keeperSocket);
+    auto kept = keeper.kept();
     if (kept.isOk()) {
       for (auto& [point, fd] : *kept) kept_[point] = std::move(fd);
       log.info("mount keeper reached", {{"kept_mounts", kept_.size()}});
+    } else if (keeper.listening()) {  // there, but it refused (a wrong token, another protocol)
+      log.warn("the mount keeper refused: dataset mounts end with this process",
+               {{"error", kept.status()}});
     } else {
       awaitKeeper = true;
     }
@@ -60,7 +64,7 @@ MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAcc
       ++it;
       continue;
     }
-    (void)dropMount(options_.keeperSocket, it->first);  // its mount is gone
+    (void)keeper.drop(it->first);  // its mount is gone
     it = kept_.erase(it);
   }
   std::ifstream records(recordsFile());
@@ -87,16 +91,16 @@ void MountTable::awaitKeeper(std::stop_token stop) {
   const Logger log("mount");
   Clock& clock = accounting_.clock();
   const auto start = clock.monoNow();
-  while (!keeperListening(options_.keeperSocket)) {
+  while (!options_.keeper.listening()) {
     if (clock.monoNow() - start >= options_.keeperStartWait) {
       MutexLock lock(mutex_);
       keeperAwaited_ = false;
       // Recovery is on, but nothing holds the mounts: say how to have it, or to turn it off.
       log.warn("no mount keeper: dataset mounts end with this process while none listens",
-               {{"keeper_socket", options_.keeperSocket.string()},
+               {{"keeper_socket", options_.keeper.socket().string()},
                 {"waited", options_.keeperStartWait},
                 {"fix", "run granary-cache-node --serve-mount-keeper " +
-                            options_.keeperSocket.string() + ", or set mountKeeper: false"}});
+                            options_.keeper.socket().string() + ", or set mountKeeper: false"}});
       return;
     }
     if (!clock.sleepFor(std::chrono::milliseconds(100), stop)) return;
@@ -108,6 +112,13 @@ void MountTable::awaitKeeper(std::stop_token stop) {
     if (!fs->detached() && fs->serving() && handToKeeperLocked(point, *fs)) ++handedOver;
   log.info("mount keeper reached",
            {{"waited", clock.monoNow() - start}, {"mounts_handed_over", handedOver}});
+}
+
+void MountTable::handOver() {
+  keeperWait_ = {};
+  engine_.onCreated(nullptr);
+  MutexLock lock(mutex_);
+  mounts_.clear();  // a kept mount stays mounted; one the keeper does not hold ends
 }
 
 MountTable::~MountTable() {
@@ -122,7 +133,7 @@ MountTable::~MountTable() {
   if (kept.empty()) return;
   Clock& clock = accounting_.clock();
   const auto deadline = clock.monoNow() + kKeeperStopGrace;
-  while (keeperListening(options_.keeperSocket)) {
+  while (options_.keeper.listening()) {
     if (clock.monoNow() >= deadline) return;  // the keeper holds them
     clock.sleepFor(std::chrono::milliseconds(100), {});
   }
@@ -150,20 +161,20 @@ Result<std::filesystem::path> MountTable::datasetMountLocked(
     }
     log.warn("cannot adopt a kept dataset mount; mounting it again",
              {{"dataset", key.label()}, {"error", adopted.status()}});
-    (void)dropMount(options_.keeperSocket, point);
+    (void)options_.keeper.drop(point);
     ::umount2(point.c_str(), MNT_DETACH);
   }
   cleanStaleMount(point);
   GRANARY_ASSIGN_OR_RETURN(
       auto fs, DatasetFilesystem::mount(cache, point, &accounting_, mountOptionsFor(point)));
-  if (!options_.keeperSocket.empty()) handToKeeperLocked(point, *fs);
+  if (!options_.keeper.socket().empty()) handToKeeperLocked(point, *fs);
   log.info("dataset mounted", {{"dataset", key.label()}, {"mountpoint", point.string()}});
   mounts_[point] = std::move(fs);
   return point;
 }
 
 bool MountTable::handToKeeperLocked(const std::filesystem::path& point, DatasetFilesystem& fs) {
-  const Status kept = keepMount(options_.keeperSocket, point, fs.fd());
+  const Status kept = options_.keeper.keep(point, fs.fd());
   if (kept.isOk()) {
     fs.detach();
     return true;

@@ -33,7 +33,7 @@ namespace granary::cache {
 
 struct MountTableOptions {
   std::filesystem::path root;          // where dataset mounts go
-  std::filesystem::path keeperSocket;  // the mount keeper's socket; empty: none
+  KeeperClient keeper;  // the mount keeper (its socket and the node's token); none by default
   // How long a keeper that is not listening at start is waited for. Default 30 s: a pod's
   // containers start one after another, each within seconds.
   std::chrono::milliseconds keeperStartWait{30'000};
@@ -52,6 +52,10 @@ class MountTable {
   // next process to adopt. A keeper that stops too (its pod is deleted) would leave them dead:
   // when it is gone, or goes within kKeeperStopGrace, they are unmounted all the same.
   ~MountTable();
+
+  // Stops serving at once for a process that takes the node over (cache-node/handover.h): the
+  // mounts the keeper holds stay, for it to adopt; the others end. The table serves no more.
+  void handOver();
 
   // Mounts the newest generation of the publication's dataset (once) and bind-mounts it
   // read-only at the target. Idempotent. NotFound while the dataset is not on this node;
@@ -83,7 +87,7 @@ class MountTable {
   // passed through beside it, for the process that adopts it.
   MountOptions mountOptionsFor(const std::filesystem::path& point) const {
     MountOptions options = options_.mount;
-    if (!options_.keeperSocket.empty()) options.passthroughTable = point.string() + ".passthrough";
+    if (!options_.keeper.socket().empty()) options.passthroughTable = point.string() + ".passthrough";
     return options;
   }
 

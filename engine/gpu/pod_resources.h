@@ -21,7 +21,7 @@ struct GpuOwner {
 };
 
 // GPU UUID → its owner, from one List answer. Pure.
-std::map<std::string, GpuOwner> gpuOwnersOf(const v1::ListPodResourcesResponse& response);
+std::map<std::string, GpuOwner> gpuOwnersOf(const ::v1::ListPodResourcesResponse& response);
 
 class PodResources {
  public:
@@ -34,7 +34,7 @@ class PodResources {
 
  private:
   const std::string socketPath_;
-  const std::unique_ptr<v1::PodResourcesLister::Stub> stub_;
+  const std::unique_ptr<::v1::PodResourcesLister::Stub> stub_;
 };
 
 }  // namespace granary::cache

@@ -14,91 +14,25 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/unix_socket.h"
 #include "engine/mount/scratch_mount.h"
 
 namespace granary::cache {
 
 namespace {
 
-constexpr size_t kMaxMessage = 4096;
+using unix_socket::receiveMessage;
+using unix_socket::sendMessage;
 
-Result<sockaddr_un> addressOf(const std::filesystem::path& socketPath) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (socketPath.string().size() >= sizeof address.sun_path)
-    return invalidArgument("mountKeeperSocket: " + socketPath.string() +
-                           " is too long for a unix socket; use a shorter path");
-  std::strncpy(address.sun_path, socketPath.c_str(), sizeof address.sun_path - 1);
-  return address;
-}
+constexpr std::chrono::seconds kAnswerWait{10};
 
-// One message, with a descriptor attached when `fd` >= 0.
-bool sendMessage(int socket, const std::string& text, int fd = -1) {
-  iovec part{const_cast<char*>(text.data()), text.size()};
-  msghdr message{};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    cmsghdr* header = CMSG_FIRSTHDR(&message);
-    header->cmsg_level = SOL_SOCKET;
-    header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
-  }
-  return ::sendmsg(socket, &message, MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
-}
-
-// One message and the descriptor it carries, if any. False at the end of the connection, on
-// an error or after the socket's receive timeout.
-bool receiveMessage(int socket, std::string& text, OwnedFd& fd) {
-  text.assign(kMaxMessage, '\0');
-  iovec part{text.data(), text.size()};
-  msghdr message{};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  const ssize_t got = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
-  if (got <= 0) return false;
-  text.resize(static_cast<size_t>(got));
-  fd = OwnedFd();
-  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
-       header = CMSG_NXTHDR(&message, header)) {
-    if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
-      int received;
-      std::memcpy(&received, CMSG_DATA(header), sizeof received);
-      fd = OwnedFd(received);
-    }
-  }
-  return true;
-}
-
-void setTimeout(int socket, std::chrono::milliseconds timeout) {
-  timeval tv{};
-  tv.tv_sec = timeout.count() / 1000;
-  tv.tv_usec = (timeout.count() % 1000) * 1000;
-  ::setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-Result<OwnedFd> connectTo(const std::filesystem::path& socketPath) {
-  GRANARY_ASSIGN_OR_RETURN(const sockaddr_un address, addressOf(socketPath));
-  OwnedFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (socket.get() < 0 ||
-      ::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
-    return unavailable("cannot reach the mount keeper at " + socketPath.string() + ": " +
-                       std::strerror(errno));
-  setTimeout(socket.get(), std::chrono::seconds(10));
-  return socket;
+std::string requestOf(const Secret& token, std::string_view verb) {
+  return std::string(kKeeperProtocol) + " " + token.reveal() + " " + std::string(verb);
 }
 
 // Sends one request and expects "ok".
 Status ask(const std::filesystem::path& socketPath, const std::string& request, int fd = -1) {
-  GRANARY_ASSIGN_OR_RETURN(const OwnedFd socket, connectTo(socketPath));
+  GRANARY_ASSIGN_OR_RETURN(const OwnedFd socket, unix_socket::connectTo(socketPath, kAnswerWait));
   std::string answer;
   OwnedFd none;
   if (!sendMessage(socket.get(), request, fd) || !receiveMessage(socket.get(), answer, none))
@@ -108,24 +42,65 @@ Status ask(const std::filesystem::path& socketPath, const std::string& request, 
   return Status::ok();
 }
 
+// What a keeper answers to "list" or "handover": its descriptors by mount point, and for a
+// hand-over its listening socket.
+struct KeptAnswer {
+  std::map<std::string, OwnedFd> kept;
+  OwnedFd listener;
+};
+
+Result<KeptAnswer> askKept(const std::filesystem::path& socketPath, const std::string& request) {
+  GRANARY_ASSIGN_OR_RETURN(const OwnedFd socket, unix_socket::connectTo(socketPath, kAnswerWait));
+  if (!sendMessage(socket.get(), request))
+    return unavailable("the mount keeper at " + socketPath.string() + " did not answer");
+  KeptAnswer answer;
+  std::string message;
+  OwnedFd fd;
+  while (receiveMessage(socket.get(), message, fd)) {
+    if (message == "end") return answer;
+    if (message.starts_with("fd ") && fd.get() >= 0) {
+      answer.kept[message.substr(3)] = std::move(fd);
+    } else if (message == "listener" && fd.get() >= 0) {
+      answer.listener = std::move(fd);
+    } else {
+      return unavailable("the mount keeper at " + socketPath.string() + " answered: " + message);
+    }
+  }
+  return unavailable("the mount keeper at " + socketPath.string() + " ended its answer early");
+}
+
 }  // namespace
 
 // ---- the keeper ----
 
-Result<std::unique_ptr<MountKeeper>> MountKeeper::listen(const std::filesystem::path& socketPath) {
-  GRANARY_ASSIGN_OR_RETURN(const sockaddr_un address, addressOf(socketPath));
-  std::error_code error;
-  std::filesystem::create_directories(socketPath.parent_path(), error);
-  std::filesystem::remove(socketPath, error);
+Result<std::unique_ptr<MountKeeper>> MountKeeper::listen(const std::filesystem::path& socketPath,
+                                                         Secret token) {
   std::unique_ptr<MountKeeper> keeper(new MountKeeper());
   keeper->socketPath_ = socketPath;
-  keeper->listener_ = OwnedFd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (keeper->listener_.get() < 0 ||
-      ::bind(keeper->listener_.get(), reinterpret_cast<const sockaddr*>(&address),
-             sizeof address) != 0 ||
-      ::chmod(socketPath.c_str(), 0600) != 0 || ::listen(keeper->listener_.get(), 16) != 0)
-    return unavailable("cannot listen on " + socketPath.string() + ": " + std::strerror(errno));
+  keeper->token_ = std::move(token);
+  keeper->takeOver();
+  if (keeper->listener_.get() < 0) {
+    auto listener = unix_socket::listenAt(socketPath);
+    if (!listener.isOk()) return unavailable("mountKeeperSocket: " + listener.status().message());
+    keeper->listener_ = std::move(*listener);
+  }
   return keeper;
+}
+
+void MountKeeper::takeOver() {
+  const Logger log("mount-keeper");
+  if (!unix_socket::connectTo(socketPath_, kAnswerWait).isOk()) return;  // no keeper there
+  auto answer = askKept(socketPath_, requestOf(token_, "handover"));
+  if (!answer.isOk()) {
+    log.warn("the keeper listening at the socket cannot hand over (an older protocol, or another "
+             "node's token): the mounts it keeps end with it, and their readers' pods need a "
+             "restart",
+             {{"socket", socketPath_.string()}, {"error", answer.status()}});
+    return;
+  }
+  kept_ = std::move(answer->kept);
+  listener_ = std::move(answer->listener);
+  log.info("took over the mounts of the keeper it replaces", {{"mounts", kept_.size()}});
 }
 
 MountKeeper::~MountKeeper() {
@@ -135,13 +110,10 @@ MountKeeper::~MountKeeper() {
 
 void MountKeeper::serve(std::stop_token stop) {
   while (!stop.stop_requested()) {
-    pollfd listener{listener_.get(), POLLIN, 0};
+    pollfd listener{listener_.get(), POLLIN, 0};  // -1 once handed over: poll only waits
     if (::poll(&listener, 1, 200) > 0 && (listener.revents & POLLIN)) {
-      const OwnedFd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (connection.get() >= 0) {
-        setTimeout(connection.get(), std::chrono::seconds(2));
-        answer(connection.get());
-      }
+      const OwnedFd connection = unix_socket::acceptFrom(listener_.get(), std::chrono::seconds(2));
+      if (connection.get() >= 0) answer(connection.get());
     }
     forgetEnded();
   }
@@ -152,20 +124,38 @@ void MountKeeper::answer(int connection) {
   std::string request;
   OwnedFd fd;
   if (!receiveMessage(connection, request, fd)) return;
-  if (request.starts_with("keep ") && fd.get() >= 0) {
-    const std::string key = request.substr(5);
+  const std::string prefix = std::string(kKeeperProtocol) + " ";
+  if (!request.starts_with(prefix)) {
+    sendMessage(connection, "unknown request: this keeper speaks " + std::string(kKeeperProtocol));
+    return;
+  }
+  const size_t tokenEnd = request.find(' ', prefix.size());
+  if (tokenEnd == std::string::npos ||
+      !token_.matches(std::string_view(request).substr(prefix.size(), tokenEnd - prefix.size()))) {
+    log.warn("a request with a wrong token was refused");
+    sendMessage(connection, "refused: wrong token");
+    return;
+  }
+  const std::string verb = request.substr(tokenEnd + 1);
+  if (verb.starts_with("keep ") && fd.get() >= 0) {
+    const std::string key = verb.substr(5);
     kept_[key] = std::move(fd);
     log.info("keeping a mount", {{"mountpoint", key}});
     sendMessage(connection, "ok");
-  } else if (request.starts_with("drop ")) {
-    if (kept_.erase(request.substr(5)) > 0)
-      log.info("mount let go", {{"mountpoint", request.substr(5)}});
+  } else if (verb.starts_with("drop ")) {
+    if (kept_.erase(verb.substr(5)) > 0) log.info("mount let go", {{"mountpoint", verb.substr(5)}});
     sendMessage(connection, "ok");
-  } else if (request == "list") {
+  } else if (verb == "list" || verb == "handover") {
     for (const auto& [key, kept] : kept_) sendMessage(connection, "fd " + key, kept.get());
+    if (verb == "handover" && sendMessage(connection, "listener", listener_.get())) {
+      listener_.reset();  // the successor accepts on it now
+      log.info("handed the mounts over to the keeper replacing this one; keeping copies until it "
+               "stops",
+               {{"mounts", kept_.size()}});
+    }
     sendMessage(connection, "end");
   } else {
-    sendMessage(connection, "unknown request");
+    sendMessage(connection, "unknown request: " + verb);
   }
 }
 
@@ -188,17 +178,21 @@ void MountKeeper::forgetEnded() {
 
 // ---- the cache node's side ----
 
-Status keepMount(const std::filesystem::path& socketPath, const std::string& mountpoint,
-                 int fuseFd) {
-  return ask(socketPath, "keep " + mountpoint, fuseFd);
+Status KeeperClient::keep(const std::string& mountpoint, int fuseFd) const {
+  return ask(socketPath_, requestOf(token_, "keep " + mountpoint), fuseFd);
 }
 
-Status dropMount(const std::filesystem::path& socketPath, const std::string& mountpoint) {
-  return ask(socketPath, "drop " + mountpoint);
+Status KeeperClient::drop(const std::string& mountpoint) const {
+  return ask(socketPath_, requestOf(token_, "drop " + mountpoint));
 }
 
-bool keeperListening(const std::filesystem::path& socketPath) {
-  return connectTo(socketPath).isOk();
+Result<std::map<std::string, OwnedFd>> KeeperClient::kept() const {
+  GRANARY_ASSIGN_OR_RETURN(KeptAnswer answer, askKept(socketPath_, requestOf(token_, "list")));
+  return std::move(answer.kept);
+}
+
+bool KeeperClient::listening() const {
+  return !socketPath_.empty() && unix_socket::connectTo(socketPath_, kAnswerWait).isOk();
 }
 
 namespace {
@@ -242,20 +236,6 @@ Status checkMountRecovery(const std::filesystem::path& scratchDirectory,
                               "wait forever");
   }
   return Status::ok();
-}
-
-Result<std::map<std::string, OwnedFd>> keptMounts(const std::filesystem::path& socketPath) {
-  GRANARY_ASSIGN_OR_RETURN(const OwnedFd socket, connectTo(socketPath));
-  if (!sendMessage(socket.get(), "list"))
-    return unavailable("the mount keeper at " + socketPath.string() + " did not answer");
-  std::map<std::string, OwnedFd> kept;
-  std::string message;
-  OwnedFd fd;
-  while (receiveMessage(socket.get(), message, fd)) {
-    if (message == "end") return kept;
-    if (message.starts_with("fd ") && fd.get() >= 0) kept[message.substr(3)] = std::move(fd);
-  }
-  return unavailable("the mount keeper at " + socketPath.string() + " ended its list early");
 }
 
 }  // namespace granary::cache

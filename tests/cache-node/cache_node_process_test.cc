@@ -45,19 +45,39 @@ using testing::freePort;
 using testing::kToken;
 using testing::NodeProcess;
 
-// granary-cache-node --serve-mount-keeper: holds dataset mounts across node restarts.
+// granary-cache-node --serve-mount-keeper: holds dataset mounts across node restarts, for the
+// nodes with the test's token.
 class KeeperProcess {
  public:
-  explicit KeeperProcess(std::filesystem::path socket) : socket_(std::move(socket)) {
+  explicit KeeperProcess(std::filesystem::path socket)
+      : socket_(std::move(socket)), log_(socket_.string() + "." + std::to_string(started_++) + ".log") {
+    const std::string token = socket_.string() + ".token";
+    std::filesystem::create_directories(socket_.parent_path());
+    std::ofstream(token) << kToken << "\n";
+    const bool replacing = std::filesystem::exists(socket_);
     pid_ = ::fork();
     if (pid_ == 0) {
-      const std::string log = socket_.string() + ".log";
-      std::freopen(log.c_str(), "a", stderr);
+      std::freopen(log_.c_str(), "a", stderr);
       ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--serve-mount-keeper",
-              socket_.c_str(), nullptr);
+              socket_.c_str(), "--token-file", token.c_str(), nullptr);
       ::_exit(127);
     }
-    eventually([&] { return std::filesystem::exists(socket_); }, 2s);
+    if (replacing) {  // listening once it took the old keeper's mounts over
+      eventually([&] { return log().find("took over the mounts") != std::string::npos; }, 5s);
+    } else {
+      eventually([&] { return std::filesystem::exists(socket_); }, 2s);
+    }
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  // Ends it as a hard kill of its pod would.
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = 0;
   }
   ~KeeperProcess() { stop(); }
   // A graceful stop (SIGTERM), waited for.
@@ -70,7 +90,9 @@ class KeeperProcess {
   const std::filesystem::path& socket() const { return socket_; }
 
  private:
+  static inline int started_ = 0;
   std::filesystem::path socket_;
+  std::string log_;
   pid_t pid_;
 };
 
@@ -949,6 +971,128 @@ TEST_F(CacheNodeProcessTest, ReadersOnlyWaitWhileTheNodeRestartsWithAMountKeeper
   EXPECT_NE(node.log().find("dataset mount adopted"), std::string::npos) << node.log();
 }
 
+// The line of the node's log that holds `text`, waited for ("" after 10 s).
+std::string logLine(const NodeProcess& node, const std::string& text) {
+  std::string found;
+  eventually(
+      [&] {
+        std::istringstream log(node.log());
+        for (std::string line; std::getline(log, line);)
+          if (line.find(text) != std::string::npos) return (found = line, true);
+        return false;
+      },
+      10s);
+  return found;
+}
+
+// A pod's /readyz: 200 when ready.
+long readyz(const NodeProcess& node) {
+  std::string body;
+  return testing::httpGet("http://127.0.0.1:" + std::to_string(node.metricsPort()) + "/readyz",
+                          body);
+}
+
+// The DaemonSet replaces the node's pod (maxSurge): a new pod, with a new keeper and a new cache
+// node (new processes, the same state directory and node-scoped sockets), starts beside the old
+// one, which then ends; three times in a row, while a pod reads every file of the dataset through
+// its view. The new pod takes the mounts over: no read fails or returns a wrong byte, the pod's
+// mount is the very same one, and the new node is ready only once it serves them.
+TEST_F(CacheNodeProcessTest, ReadersOnlyPauseWhileANewPodTakesTheNodeOver) {
+  if (!canMount()) GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  std::optional<Readers> readers;  // stopped last (see above)
+  const auto socket = root_ / "n1" / "state" / "keeper" / "keeper.sock";
+  std::vector<std::unique_ptr<KeeperProcess>> keepers;
+  keepers.push_back(std::make_unique<KeeperProcess>(socket));
+  NodeProcess& first = addNode("n1", nullptr, socket.string());
+  if (logLine(first, "mount recovery").find("mount recovery on") == std::string::npos)
+    GTEST_SKIP() << "this kernel cannot keep mounts: " << logLine(first, "mount recovery");
+  ASSERT_TRUE(ensureReady(first));
+  const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
+  ASSERT_TRUE(publishVolume(first, target).ok()) << first.log();
+  const int mountId = mountIdOf(target);
+  ASSERT_GT(mountId, 0);
+
+  readers.emplace(target, files_, 4);
+  ASSERT_TRUE(readers->waitFor(200));
+  NodeProcess* old = &first;
+  std::vector<std::unique_ptr<NodeProcess>> pods;
+  std::vector<double> handOvers;
+  for (int round = 1; round <= 3; ++round) {
+    keepers.push_back(std::make_unique<KeeperProcess>(socket));  // the new pod's containers
+    pods.push_back(std::make_unique<NodeProcess>(root_ / ("n1-pod-" + std::to_string(round)),
+                                                 "n1", nullptr, socket.string(), root_ / "n1"));
+    NodeProcess& successor = *pods.back();
+    const auto asked = std::chrono::steady_clock::now();
+    successor.start();  // serves its API once it took the node over
+    ASSERT_TRUE(eventually([&] { return readyz(successor) == 200; }, 30s)) << successor.log();
+    handOvers.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count());
+    EXPECT_NE(readyz(*old), 200) << "the old pod is not ready once it handed the node over";
+    EXPECT_NE(logLine(successor, "released the node").find("datasets=1"), std::string::npos)
+        << successor.log();
+    ASSERT_TRUE(readers->waitFor(200)) << successor.log();
+    // The old pod ends: its node and its keeper, gracefully.
+    old->kill(SIGTERM);
+    keepers[keepers.size() - 2]->stop();
+    ASSERT_TRUE(readers->waitFor(200)) << successor.log();
+    EXPECT_EQ(statusOf(successor).phase(), v1::DATASET_PHASE_READY);
+    old = &successor;
+    std::printf("hand-over %d: the new pod was ready %.2f s after it started\n", round,
+                handOvers.back());
+  }
+  readers->stop();
+  EXPECT_EQ(readers->failed(), 0) << ::testing::PrintToString(readers->failures()) << old->log();
+  EXPECT_EQ(mountIdOf(target), mountId) << "the pod kept the same mount";
+  std::printf("%lld files read whole, every byte compared; the longest read took %.2f s\n",
+              static_cast<long long>(readers->completed()),
+              std::chrono::duration<double>(readers->longest()).count());
+  EXPECT_NE(old->log().find("dataset mount adopted"), std::string::npos) << old->log();
+}
+
+// The old pod killed hard (kill -9 of every container) while the new one waits for it to hand the
+// node over (it is stopped first, so that the kill lands mid-way): the new pod goes on without
+// it, says so, and once the dataset is ensured again (as the operator does) serves every byte;
+// the pod reading through the new keeper's connection never sees a wrong one.
+TEST_F(CacheNodeProcessTest, AnOldPodKilledMidHandOverLeavesTheNodeRecoverable) {
+  if (!canMount()) GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  std::optional<Readers> readers;
+  const auto socket = root_ / "n1" / "state" / "keeper" / "keeper.sock";
+  std::vector<std::unique_ptr<KeeperProcess>> keepers;
+  keepers.push_back(std::make_unique<KeeperProcess>(socket));
+  NodeProcess& old = addNode("n1", nullptr, socket.string());
+  if (logLine(old, "mount recovery").find("mount recovery on") == std::string::npos)
+    GTEST_SKIP() << "this kernel cannot keep mounts: " << logLine(old, "mount recovery");
+  ASSERT_TRUE(ensureReady(old));
+  const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
+  ASSERT_TRUE(publishVolume(old, target).ok()) << old.log();
+  readers.emplace(target, files_, 4);
+  ASSERT_TRUE(readers->waitFor(200));
+
+  keepers.push_back(std::make_unique<KeeperProcess>(socket));
+  NodeProcess successor(root_ / "n1-pod-1", "n1", nullptr, socket.string(), root_ / "n1");
+  ASSERT_EQ(::kill(old.pid(), SIGSTOP), 0);
+  std::jthread killer([&] {  // once the new node asked
+    eventually([&] { return successor.log().find("asking the cache node") != std::string::npos; });
+    old.kill(SIGKILL);
+    keepers.front()->kill();
+  });
+  successor.start();
+  killer.join();
+  v1::EnsureDatasetResponse ensured;  // as the operator does when a node comes back
+  ASSERT_TRUE(successor.api().EnsureDataset(authorized().get(), ensureRequest(), &ensured).ok());
+  ASSERT_TRUE(readers->waitFor(400)) << successor.log();
+  readers->stop();
+  for (const auto& [path, data] : files_) {
+    std::ifstream in(target / path, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
+  }
+  EXPECT_EQ(readers->failed(), 0) << ::testing::PrintToString(readers->failures())
+                                  << successor.log();
+  EXPECT_NE(successor.log().find("did not hand the node over"), std::string::npos)
+      << successor.log();
+  EXPECT_NE(successor.log().find("dataset mount adopted"), std::string::npos) << successor.log();
+}
+
 // The mounts of this process's view under `directory`, one a line.
 std::string mountsUnder(const std::filesystem::path& directory) {
   std::ifstream mounts("/proc/self/mounts");
@@ -1001,20 +1145,6 @@ TEST_F(CacheNodeProcessTest, PodViewsAreBoundAgainAfterARestartWithoutAKeeper) {
     EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
   }
   EXPECT_NE(node.log().find("volume repaired"), std::string::npos) << node.log();
-}
-
-// The line of the node's log that holds `text`, waited for ("" after 10 s).
-std::string logLine(const NodeProcess& node, const std::string& text) {
-  std::string found;
-  eventually(
-      [&] {
-        std::istringstream log(node.log());
-        for (std::string line; std::getline(log, line);)
-          if (line.find(text) != std::string::npos) return (found = line, true);
-        return false;
-      },
-      10s);
-  return found;
 }
 
 // Mount recovery is on by default: the node says at start, in one line, whether this kernel lets

@@ -232,12 +232,26 @@ def daemonset_problems(objects, values):
         else:
             if f"--serve-mount-keeper={keeper_socket}" not in keeper["args"]:
                 problems.append("the keeper serves another socket than the cache node asks")
-            a = mount_for(node, volumes, keeper_socket)
-            b = mount_for(keeper, volumes, keeper_socket)
-            if not a or not b or a[0]["name"] != b[0]["name"]:
-                problems.append("the keeper's socket is not on a volume both containers share")
-            if keeper["securityContext"].get("privileged"):
-                problems.append("the keeper needs no privileges")
+            # Node-scoped: a replacing pod's keeper and cache node reach the old pod's.
+            a = host_path_of(node, volumes, keeper_socket)
+            b = host_path_of(keeper, volumes, keeper_socket)
+            if not a or a != b:
+                problems.append("the keeper's socket is not at one path of the node for both containers")
+            elif not a.startswith(posixpath.normpath(values["cacheNode"]["stateDir"]) + "/"):
+                problems.append("the keeper's socket is not in the node's state directory")
+            context = keeper["securityContext"]
+            if context.get("privileged") or context.get("capabilities", {}).get("drop") != ["ALL"]:
+                problems.append("the keeper needs no privileges and no capabilities")
+            token = [a for a in keeper["args"] if a.startswith("--token-file=")]
+            if not token or not mount_for(keeper, volumes, token[0].split("=", 1)[1]):
+                problems.append("the keeper is not given the node's token")
+    strategy = ds["spec"]["updateStrategy"]
+    surge = strategy.get("rollingUpdate", {}).get("maxSurge", 0)
+    if values["cacheNode"]["mountKeeper"]["enabled"] and not values["cacheNode"]["hostNetwork"]:
+        if strategy.get("type") == "RollingUpdate" and (not surge or strategy["rollingUpdate"].get("maxUnavailable") != 0):
+            problems.append("a rolling update that does not surge ends the mounts of running pods")
+    if values["cacheNode"]["hostNetwork"] and surge:
+        problems.append("hostNetwork pods cannot surge: their ports collide")
     else:
         # The cache node asks a keeper by default: off must be said in its options file.
         if "mount-keeper" in containers or options.get("mountKeeper") is not False:

@@ -93,6 +93,36 @@ TEST(ObjectViews, NodesAndAgentsViewsFindTheSameCacheNodes) {
   EXPECT_TRUE(kube::pathValue(nodeView(node), "status.images").is_null());
 }
 
+// A DaemonSet's surge rollout runs the replacing pod beside the old one on the same node for a
+// moment: the node is one cache node, served by the ready pod, and by the newer while both are.
+TEST(ObjectViews, TwoCacheNodePodsOnOneNodeAreOneCacheNode) {
+  const auto pod = [](const std::string& name, const std::string& ip, const std::string& created,
+                      bool ready) {
+    return shared(agentPodView(Json::parse(R"({"metadata": {"name": ")" + name +
+                                           R"(", "creationTimestamp": ")" + created +
+                                           R"("}, "spec": {"nodeName": "gpu-1"}, "status": {
+      "podIP": ")" + ip + R"(", "conditions": [{"type": "Ready", "status": ")" +
+                                           (ready ? "True" : "False") + R"("}]}})")));
+  };
+  kube::Store nodes;
+  const auto old = pod("old", "10.1.0.2", "2026-11-01T10:00:00Z", true);
+  const auto surge = pod("new", "10.1.0.9", "2026-11-28T10:00:00Z", false);
+  const auto ready = pod("new", "10.1.0.9", "2026-11-28T10:00:00Z", true);
+  const auto released = pod("old", "10.1.0.2", "2026-11-01T10:00:00Z", false);
+  for (const auto& pods : {std::vector{old, surge}, std::vector{surge, old}}) {
+    const auto found = discoverCacheNodes(pods, nodes);
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].address, "10.1.0.2:7400") << "the ready one, while the new one starts";
+  }
+  for (const auto& pods : {std::vector{old, ready}, std::vector{released, ready},
+                           std::vector{ready, released}}) {
+    const auto found = discoverCacheNodes(pods, nodes);
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].address, "10.1.0.9:7400") << "the newer once it is ready";
+    EXPECT_TRUE(found[0].agentReady);
+  }
+}
+
 TEST(ObjectViews, DatasetsAndJobsLoseOnlyTheirManagedFields) {
   const Json job = Json::parse(R"({"apiVersion": "granary.io/v1alpha1", "kind": "TrainingJob",
     "metadata": {"name": "train", "finalizers": ["f"], "managedFields": [{"manager": "kubectl"}]},

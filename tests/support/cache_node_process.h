@@ -24,25 +24,28 @@ namespace granary::testing {
 
 inline constexpr const char* kToken = "s3cr3t-t0ken";
 
-// One granary-cache-node process with its own state directory and ports.
+// One granary-cache-node process with its own ports, and its own state directory unless
+// `stateRoot` names the root of another's (a pod replacing another on the same node).
 class NodeProcess {
  public:
   NodeProcess(std::filesystem::path root, std::string name, const TestCertificates* tls = nullptr,
-              std::string keeperSocket = "")
+              std::string keeperSocket = "", std::filesystem::path stateRoot = "")
       : root_(std::move(root)),
         name_(std::move(name)),
         port_(freePort()),
         metricsPort_(freePort()),
-        tls_(tls) {
+        tls_(tls),
+        stateRoot_(stateRoot.empty() ? root_ : stateRoot) {
     std::filesystem::create_directories(root_);
+    if (stateRoot.empty()) stateRoot = root_;
     std::ofstream(root_ / "token") << kToken << "\n";
     std::ofstream(root_ / "config.yaml")
         << "nodeName: " << name_ << "\nlisten: 127.0.0.1:" << port_
         << "\nmetricsAddress: 127.0.0.1:" << metricsPort_ << "\ntokenFile: " << (root_ / "token")
-        << "\nstateDirectory: " << (root_ / "state")
-        << "\ncacheDirectories:\n  - path: " << (root_ / "cache")
-        << "\n    quota: 1Gi\nwarmConcurrency: 4\ncsiSocket: " << (root_ / "csi.sock")
-        << "\nmountRoot: " << (root_ / "mounts") << "\n";
+        << "\nstateDirectory: " << (stateRoot / "state")
+        << "\ncacheDirectories:\n  - path: " << (stateRoot / "cache")
+        << "\n    quota: 1Gi\nwarmConcurrency: 4\ncsiSocket: " << (stateRoot / "csi.sock")
+        << "\nmountRoot: " << (stateRoot / "mounts") << "\n";
     if (!keeperSocket.empty())
       std::ofstream(root_ / "config.yaml", std::ios::app)
           << "mountKeeperSocket: " << keeperSocket << "\n";
@@ -87,9 +90,10 @@ class NodeProcess {
   }
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  std::string csiAddress() const { return "unix://" + (root_ / "csi.sock").string(); }
+  std::string csiAddress() const { return "unix://" + (stateRoot_ / "csi.sock").string(); }
   const std::string& name() const { return name_; }
   int metricsPort() const { return metricsPort_; }
+  pid_t pid() const { return pid_; }
   v1::CacheNode::Stub& api() { return *stub_; }
 
  private:
@@ -98,6 +102,7 @@ class NodeProcess {
   int port_;
   int metricsPort_;
   const TestCertificates* tls_;
+  std::filesystem::path stateRoot_;
   pid_t pid_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::CacheNode::Stub> stub_;
