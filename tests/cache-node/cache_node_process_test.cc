@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -1091,6 +1092,32 @@ TEST_F(CacheNodeProcessTest, AnOldPodKilledMidHandOverLeavesTheNodeRecoverable) 
   EXPECT_NE(successor.log().find("did not hand the node over"), std::string::npos)
       << successor.log();
   EXPECT_NE(successor.log().find("dataset mount adopted"), std::string::npos) << successor.log();
+}
+
+// Skew: the pod being replaced runs a version without the hand-over (simulated: its hand-over
+// socket is gone), holding the state. The new node neither crashes nor hangs: it says why it
+// waits, reports ready meanwhile (so that a surge rollout goes on and ends the old pod), and
+// opens the state once the old node is gone.
+TEST_F(CacheNodeProcessTest, ANodeThatCannotHandOverIsWaitedForWhileReady) {
+  NodeProcess& old = addNode("n1");
+  ASSERT_TRUE(ensureReady(old));
+  std::filesystem::remove(root_ / "n1" / "state" / "handover.sock");
+  NodeProcess successor(root_ / "n1-pod-1", "n1", nullptr, "", root_ / "n1");
+  std::atomic<bool> readyWhileWaiting = false;
+  std::jthread rollout([&] {  // the DaemonSet controller: the new pod ready, the old one deleted
+    readyWhileWaiting = eventually([&] {
+      return readyz(successor) == 200 &&
+             successor.log().find("cannot hand over holds the state") != std::string::npos;
+    });
+    old.kill(SIGTERM);
+  });
+  successor.start();
+  rollout.join();
+  EXPECT_TRUE(readyWhileWaiting) << successor.log();
+  EXPECT_NE(successor.log().find("the older cache node ended"), std::string::npos)
+      << successor.log();
+  ASSERT_TRUE(ensureReady(successor)) << successor.log();
+  EXPECT_EQ(readFile(successor, "train/part-3.bin"), files_.at("train/part-3.bin"));
 }
 
 // The mounts of this process's view under `directory`, one a line.

@@ -245,17 +245,23 @@ def daemonset_problems(objects, values):
             token = [a for a in keeper["args"] if a.startswith("--token-file=")]
             if not token or not mount_for(keeper, volumes, token[0].split("=", 1)[1]):
                 problems.append("the keeper is not given the node's token")
-    strategy = ds["spec"]["updateStrategy"]
-    surge = strategy.get("rollingUpdate", {}).get("maxSurge", 0)
-    if values["cacheNode"]["mountKeeper"]["enabled"] and not values["cacheNode"]["hostNetwork"]:
-        if strategy.get("type") == "RollingUpdate" and (not surge or strategy["rollingUpdate"].get("maxUnavailable") != 0):
-            problems.append("a rolling update that does not surge ends the mounts of running pods")
-    if values["cacheNode"]["hostNetwork"] and surge:
-        problems.append("hostNetwork pods cannot surge: their ports collide")
     else:
         # The cache node asks a keeper by default: off must be said in its options file.
         if "mount-keeper" in containers or options.get("mountKeeper") is not False:
             problems.append("the mount keeper is off but the cache node still asks for one")
+
+    # A replaced pod hands its mounts over only to a pod started beside it (maxSurge).
+    strategy = ds["spec"]["updateStrategy"]
+    rolling = strategy.get("rollingUpdate")
+    if strategy.get("type") != "RollingUpdate":
+        if rolling is not None:
+            problems.append(f"rollingUpdate is set for an updateStrategy of type {strategy.get('type')}")
+    elif values["cacheNode"]["hostNetwork"]:
+        if rolling.get("maxSurge", 0):
+            problems.append("hostNetwork pods cannot surge: their ports collide")
+    elif values["cacheNode"]["mountKeeper"]["enabled"]:
+        if not rolling.get("maxSurge") or rolling.get("maxUnavailable") != 0:
+            problems.append("a rolling update that does not surge ends the mounts of running pods")
 
     roots = options.get("fileOriginRoots")
     if roots != (values["cacheNode"].get("fileOriginRoots") or []):
