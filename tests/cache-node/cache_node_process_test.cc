@@ -34,6 +34,7 @@
 #include "tests/support/fake_nvml_scenario.h"
 #include "tests/support/http_file_server.h"
 #include "tests/support/http_get.h"
+#include "tests/support/mount_readers.h"
 #include "tests/support/test_certificates.h"
 
 namespace granary::cache {
@@ -44,58 +45,11 @@ using namespace std::chrono_literals;
 using testing::eventually;
 using testing::freePort;
 using testing::kToken;
+using testing::KeeperProcess;
 using testing::NodeProcess;
+using testing::publishVolume;
+using testing::Readers;
 
-// granary-cache-node --serve-mount-keeper: holds dataset mounts across node restarts, for the
-// nodes with the test's token.
-class KeeperProcess {
- public:
-  explicit KeeperProcess(std::filesystem::path socket)
-      : socket_(std::move(socket)), log_(socket_.string() + "." + std::to_string(started_++) + ".log") {
-    const std::string token = socket_.string() + ".token";
-    std::filesystem::create_directories(socket_.parent_path());
-    std::ofstream(token) << kToken << "\n";
-    const bool replacing = std::filesystem::exists(socket_);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::freopen(log_.c_str(), "a", stderr);
-      ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--serve-mount-keeper",
-              socket_.c_str(), "--token-file", token.c_str(), nullptr);
-      ::_exit(127);
-    }
-    if (replacing) {  // listening once it took the old keeper's mounts over
-      eventually([&] { return log().find("took over the mounts") != std::string::npos; }, 5s);
-    } else {
-      eventually([&] { return std::filesystem::exists(socket_); }, 2s);
-    }
-  }
-  std::string log() const {
-    std::ifstream in(log_);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-  // Ends it as a hard kill of its pod would.
-  void kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = 0;
-  }
-  ~KeeperProcess() { stop(); }
-  // A graceful stop (SIGTERM), waited for.
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = 0;
-  }
-  const std::filesystem::path& socket() const { return socket_; }
-
- private:
-  static inline int started_ = 0;
-  std::filesystem::path socket_;
-  std::string log_;
-  pid_t pid_;
-};
 
 // The mount ID the kernel gave the mount at `point` (-1 if none): the same ID means the same
 // mount, not a new one at the same place.
@@ -110,71 +64,6 @@ int mountIdOf(const std::filesystem::path& point) {
   }
   return -1;
 }
-
-// Threads reading every file of a dataset through a mount, again and again, each file's pages
-// dropped first so that every read reaches the cache node. Counts failures (an error or a wrong
-// byte) and the longest a single file took.
-class Readers {
- public:
-  Readers(const std::filesystem::path& mount, const std::map<std::string, std::string>& files,
-          int threads) {
-    for (int t = 0; t < threads; ++t) {
-      threads_.emplace_back([this, mount, &files, t](std::stop_token stop) {
-        std::vector<std::string> order;
-        for (const auto& [path, _] : files) order.push_back(path);
-        std::mt19937 random(t);
-        std::string data;
-        while (!stop.stop_requested()) {
-          std::shuffle(order.begin(), order.end(), random);
-          for (const auto& path : order) {
-            const auto start = std::chrono::steady_clock::now();
-            const bool read = readWhole(mount / path, data);
-            const int error = errno;
-            const bool ok = read && data == files.at(path);
-            const auto took = std::chrono::steady_clock::now() - start;
-            std::lock_guard lock(mutex_);
-            (ok ? completed_ : failed_)++;
-            if (!ok)
-              failures_.push_back(path + ": " + (read ? "wrong bytes" : std::strerror(error)));
-            longest_ = std::max(longest_, took);
-          }
-        }
-      });
-    }
-  }
-  void stop() { threads_.clear(); }
-  int64_t completed() const {
-    std::lock_guard lock(mutex_);
-    return completed_;
-  }
-  // Waits until `more` further files were read (or 60 s pass).
-  bool waitFor(int64_t more) const {
-    const int64_t target = completed() + more;
-    return eventually([&] { return completed() >= target; }, 60s);
-  }
-  int64_t failed() const { return failed_; }
-  const std::vector<std::string>& failures() const { return failures_; }
-  std::chrono::steady_clock::duration longest() const { return longest_; }
-
- private:
-  static bool readWhole(const std::filesystem::path& path, std::string& out) {
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) return false;
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    out.clear();
-    char buffer[1 << 16];
-    ssize_t got;
-    while ((got = ::read(fd, buffer, sizeof buffer)) > 0) out.append(buffer, got);
-    ::close(fd);
-    return got == 0;
-  }
-
-  mutable std::mutex mutex_;
-  int64_t completed_ = 0, failed_ = 0;
-  std::vector<std::string> failures_;
-  std::chrono::steady_clock::duration longest_{};
-  std::vector<std::jthread> threads_;
-};
 
 std::unique_ptr<grpc::ClientContext> authorized(const std::string& token = kToken) {
   auto context = std::make_unique<grpc::ClientContext>();
@@ -911,24 +800,6 @@ TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
   EXPECT_EQ(text.find((root_ / "n1" / "mounts").string()), std::string::npos) << text;
 }
 
-// A pod's volume of ml/coco, published through the node's CSI socket.
-grpc::Status publishVolume(NodeProcess& node, const std::filesystem::path& target) {
-  auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + 10s))
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no CSI socket");
-  csi::v1::NodePublishVolumeRequest request;
-  request.set_volume_id("csi-0123");
-  request.set_target_path(target.string());
-  request.mutable_volume_capability()->mutable_mount();
-  request.mutable_volume_context()->insert({{"dataset", "coco"},
-                                            {"csi.storage.k8s.io/ephemeral", "true"},
-                                            {"csi.storage.k8s.io/pod.namespace", "ml"},
-                                            {"csi.storage.k8s.io/pod.name", "worker-0"},
-                                            {"csi.storage.k8s.io/pod.uid", "uid-a"}});
-  grpc::ClientContext context;
-  csi::v1::NodePublishVolumeResponse response;
-  return csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, request, &response);
-}
 
 // Restarts with running readers: a pod reads the dataset through its volume while the node is
 // killed and started again (as the operator does, the dataset is then ensured again), and again

@@ -16,7 +16,9 @@
 #include <iterator>
 #include <string>
 
+#include "csi/v1/csi.grpc.pb.h"
 #include "granary/v1/cache_node.grpc.pb.h"
+#include "tests/support/eventually.h"
 #include "tests/support/free_port.h"
 #include "tests/support/test_certificates.h"
 
@@ -107,5 +109,75 @@ class NodeProcess {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::CacheNode::Stub> stub_;
 };
+
+// granary-cache-node --serve-mount-keeper: holds dataset mounts across node restarts, for the
+// nodes with the test's token.
+class KeeperProcess {
+ public:
+  explicit KeeperProcess(std::filesystem::path socket)
+      : socket_(std::move(socket)), log_(socket_.string() + "." + std::to_string(started_++) + ".log") {
+    const std::string token = socket_.string() + ".token";
+    std::filesystem::create_directories(socket_.parent_path());
+    std::ofstream(token) << kToken << "\n";
+    const bool replacing = std::filesystem::exists(socket_);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::freopen(log_.c_str(), "a", stderr);
+      ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--serve-mount-keeper",
+              socket_.c_str(), "--token-file", token.c_str(), nullptr);
+      ::_exit(127);
+    }
+    if (replacing) {  // listening once it took the old keeper's mounts over
+      eventually([&] { return log().find("took over the mounts") != std::string::npos; }, std::chrono::seconds(5));
+    } else {
+      eventually([&] { return std::filesystem::exists(socket_); }, std::chrono::seconds(2));
+    }
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  // Ends it as a hard kill of its pod would.
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+  ~KeeperProcess() { stop(); }
+  // A graceful stop (SIGTERM), waited for.
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+  const std::filesystem::path& socket() const { return socket_; }
+
+ private:
+  static inline int started_ = 0;
+  std::filesystem::path socket_;
+  std::string log_;
+  pid_t pid_;
+};
+
+// A pod's volume of ml/coco, published through the node's CSI socket.
+inline grpc::Status publishVolume(NodeProcess& node, const std::filesystem::path& target) {
+  auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)))
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no CSI socket");
+  csi::v1::NodePublishVolumeRequest request;
+  request.set_volume_id("csi-0123");
+  request.set_target_path(target.string());
+  request.mutable_volume_capability()->mutable_mount();
+  request.mutable_volume_context()->insert({{"dataset", "coco"},
+                                            {"csi.storage.k8s.io/ephemeral", "true"},
+                                            {"csi.storage.k8s.io/pod.namespace", "ml"},
+                                            {"csi.storage.k8s.io/pod.name", "worker-0"},
+                                            {"csi.storage.k8s.io/pod.uid", "uid-a"}});
+  grpc::ClientContext context;
+  csi::v1::NodePublishVolumeResponse response;
+  return csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, request, &response);
+}
 
 }  // namespace granary::testing
