@@ -37,13 +37,15 @@ grpc::Status authorize(const grpc::ServerContext& context, const Secret& token) 
 class CacheNodeService final : public v1::CacheNode::Service {
  public:
   CacheNodeService(CacheEngine& engine, GrpcPeers& peers, const Secret& token,
-                   ReaderAccounting* readers, GpuSampler* gpus, EnsuredRecord* ensured)
+                   ReaderAccounting* readers, GpuSampler* gpus, EnsuredRecord* ensured,
+                   const CutOffReaders* cutOff)
       : engine_(engine),
         peers_(peers),
         token_(token),
         readers_(readers),
         gpus_(gpus),
-        ensured_(ensured) {}
+        ensured_(ensured),
+        cutOff_(cutOff) {}
 
   grpc::Status EnsureDataset(grpc::ServerContext* context, const v1::EnsureDatasetRequest* request,
                              v1::EnsureDatasetResponse* response) override {
@@ -51,9 +53,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
     auto cache = ensureRequested(engine_, peers_, *request);
     if (!cache.isOk()) return toGrpc(cache.status());
     if (ensured_) ensured_->ensured(*request);
-    if (*cache == nullptr) return statusOfDataset(request->dataset(), *response->mutable_status());
-    *response->mutable_status() = statusOf((*cache)->key(), (*cache)->state(), engine_.nodeName());
-    return grpc::Status::OK;
+    return statusOfDataset(request->dataset(), *response->mutable_status());
   }
 
   grpc::Status PurgeDataset(grpc::ServerContext* context, const v1::PurgeDatasetRequest* request,
@@ -230,6 +230,17 @@ class CacheNodeService final : public v1::CacheNode::Service {
     auto served = engine_.resolve(keyOf(ref));
     if (!served.isOk()) return toGrpc(served.status());
     out = statusOf(served->cache->key(), served->cache->state(), engine_.nodeName());
+    if (cutOff_) {
+      for (const auto& reader : cutOff_->of(ref.namespace_() + "/" + ref.name())) {
+        v1::CutOffReader* out_reader = out.add_cut_off_readers();
+        out_reader->set_pod_namespace(reader.podNamespace);
+        out_reader->set_pod_name(reader.podName);
+        out_reader->set_pod_uid(reader.podUid);
+        *out_reader->mutable_since() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(reader.since.time_since_epoch())
+                .count());
+      }
+    }
     return grpc::Status::OK;
   }
 
@@ -238,7 +249,8 @@ class CacheNodeService final : public v1::CacheNode::Service {
   const Secret& token_;
   ReaderAccounting* readers_;
   GpuSampler* gpus_;
-  EnsuredRecord* ensured_;  // may be null
+  EnsuredRecord* ensured_;        // may be null
+  const CutOffReaders* cutOff_;  // may be null
 };
 
 class PeerService final : public v1::Peer::Service {
@@ -326,10 +338,10 @@ struct CacheNodeServer::Services {
   Secret token;
   CacheNodeService cacheNode;
   PeerService peer;
-  Services(CacheEngine& engine, GrpcPeers& peers, Secret t, ReaderAccounting* readers,
-           GpuSampler* gpus, EnsuredRecord* ensured)
+  Services(CacheEngine& engine, GrpcPeers& peers, Secret t, const ServerOptions& options)
       : token(std::move(t)),
-        cacheNode(engine, peers, token, readers, gpus, ensured),
+        cacheNode(engine, peers, token, options.readers, options.gpus, options.ensured,
+                  options.cutOff),
         peer(engine, token) {}
 };
 
@@ -353,8 +365,7 @@ Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& eng
     credentials = grpc::SslServerCredentials(ssl);
   }
   std::unique_ptr<CacheNodeServer> server(new CacheNodeServer());
-  server->services_ = std::make_unique<Services>(engine, peers, std::move(options.token),
-                                                 options.readers, options.gpus, options.ensured);
+  server->services_ = std::make_unique<Services>(engine, peers, options.token, options);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, credentials, &server->port_);
   builder.RegisterService(&server->services_->cacheNode);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "cache-node/csi/cut_off_readers.h"
 #include "cache-node/ensured_record.h"
 #include "cache-node/grpc_peers.h"
 #include "common/names.h"
@@ -29,6 +30,7 @@ struct ServerOptions {
   ReaderAccounting* readers = nullptr;  // who reads through mounts, for GetTelemetry
   GpuSampler* gpus = nullptr;           // the node's GPUs, for GetTelemetry
   EnsuredRecord* ensured = nullptr;     // records what EnsureDataset and PurgeDataset change
+  const CutOffReaders* cutOff = nullptr;  // pods whose views ended, in each dataset's status
 };
 
 // What EnsureDataset does with a request: the view, or the dataset generation (its node set's

@@ -287,6 +287,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> handedOver = takeOverFromPredecessor(handoverSocket, *token);
   if (!awaitOlderNode(stateDirectory, metricsServer.get(), stop.get_token())) return 0;
   EnsuredRecord ensured;
+  CutOffReaders cutOff(metrics->get());
   GrpcPeers peers({.token = *token, .tlsCaFile = options.tls.caFile});
   EngineOptions engineOptions = engineOptionsOf(options);
   for (auto& named : fileSourcesOf(datasets))  // standalone: what the manifest names
@@ -316,7 +317,8 @@ int main(int argc, char** argv) {
                                         .tlsKeyFile = options.tls.keyFile,
                                         .readers = &readers,
                                         .gpus = gpus.get(),
-                                        .ensured = &ensured});
+                                        .ensured = &ensured,
+                                        .cutOff = &cutOff});
   if (!server.isOk()) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;
@@ -357,7 +359,8 @@ int main(int argc, char** argv) {
           .keeper = keeperSocket.empty() ? KeeperClient() : KeeperClient(keeperSocket, *token),
           .keeperStartWait = std::chrono::seconds(options.mountKeeperWaitSeconds),
           .mount = {.passthrough = passthrough,
-                    .passthroughMinAverageFileBytes = options.passthroughMinAverageFileSize.bytes}},
+                    .passthroughMinAverageFileBytes = options.passthroughMinAverageFileSize.bytes},
+          .cutOff = &cutOff},
       readers);
   std::unique_ptr<CsiServer> csi;
   if (!options.csiSocket.empty()) {

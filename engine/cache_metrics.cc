@@ -104,9 +104,16 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
       registry.addGauge(gauge("granary_cache_disk_quota_bytes", U::kBytes,
                               "A cache directory's quota: what chunks may take there.",
                               {"directory"})));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto cutOff,
+      registry.addGauge(gauge("granary_dataset_readers_cut_off", U::kNone,
+                              "Pods on this node whose view of the dataset's mount ended (the "
+                              "node's pod was replaced without handing over, or killed hard): "
+                              "their reads fail until they are restarted.",
+                              {"dataset"})));
   return std::unique_ptr<CacheMetrics>(new CacheMetrics{
       readBytes, hits, misses, warmBytes, warmFiles, originErrors, originRetries, damaged, warmRate,
-      warmPending, used, capacity, diskFull, readWait, readerBytes, diskUsed, diskQuota});
+      warmPending, used, capacity, diskFull, readWait, readerBytes, diskUsed, diskQuota, cutOff});
 }
 
 DatasetMetrics CacheMetrics::forDataset(const std::string& dataset) const {

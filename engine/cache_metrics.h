@@ -46,6 +46,7 @@ struct CacheMetrics {
   CounterFamily readerBytes;   // {dataset, namespace, pod, source}
   GaugeFamily diskUsedBytes;   // {directory}: each cache directory, from the node's start
   GaugeFamily diskQuotaBytes;  // {directory}
+  GaugeFamily cutOffReaders;   // {dataset}: pods whose view of its mount ended
 };
 
 }  // namespace granary::cache

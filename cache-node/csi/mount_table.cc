@@ -222,7 +222,20 @@ void MountTable::repairLocked(const std::shared_ptr<DatasetCache>& cache) {
     const Publication& p = it->second.publication;
     if (!isOfCache(it->second) || !isStaleMount(p.targetPath)) {
       ++it;
-    } else if (Status bound = bindLocked(*source / it->second.path, p); bound.isOk()) {
+      continue;
+    }
+    // The pod's running containers keep their copy of the dead mount: they fail until restarted.
+    log.warn("a pod's view of the dataset ended: its reads fail until it is restarted",
+             {{"dataset", key.label()},
+              {"pod", p.podNamespace + "/" + p.podName},
+              {"fix", "restart the pod (a TrainingJob's workers are restarted by the operator)"}});
+    if (options_.cutOff)
+      options_.cutOff->add({.dataset = p.datasetNamespace + "/" + p.datasetName,
+                            .podNamespace = p.podNamespace,
+                            .podName = p.podName,
+                            .podUid = p.podUid,
+                            .since = std::chrono::system_clock::now()});
+    if (Status bound = bindLocked(*source / it->second.path, p); bound.isOk()) {
       log.info("volume repaired", {{"dataset", key.label()},
                                    {"pod", p.podNamespace + "/" + p.podName},
                                    {"target", p.targetPath.string()}});
@@ -295,6 +308,7 @@ Status MountTable::unpublish(const std::filesystem::path& targetPath) {
   const PublicationRecord& record = published->second;
   // The pod ended.
   accounting_.endPod(record.servedNamespace + "/" + record.servedName, record.publication.podUid);
+  if (options_.cutOff) options_.cutOff->endPod(record.publication.podUid);
   published_.erase(published);
   saveRecordsLocked();
   return Status::ok();

@@ -23,6 +23,7 @@
 #include <memory>
 #include <thread>
 
+#include "cache-node/csi/cut_off_readers.h"
 #include "cache-node/csi/publication.h"
 #include "common/thread_annotations.h"
 #include "engine/engine.h"
@@ -38,6 +39,9 @@ struct MountTableOptions {
   // containers start one after another, each within seconds.
   std::chrono::milliseconds keeperStartWait{30'000};
   MountOptions mount;  // how each dataset mount reads (passthrough)
+  // Where the pods whose views ended are recorded (found when their views are bound again);
+  // may be null.
+  CutOffReaders* cutOff = nullptr;
 };
 
 class MountTable {

@@ -48,6 +48,7 @@ using testing::kToken;
 using testing::KeeperProcess;
 using testing::NodeProcess;
 using testing::publishVolume;
+using testing::unpublishVolume;
 using testing::Readers;
 
 
@@ -1043,6 +1044,21 @@ TEST_F(CacheNodeProcessTest, PodViewsAreBoundAgainAfterARestartWithoutAKeeper) {
     EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
   }
   EXPECT_NE(node.log().find("volume repaired"), std::string::npos) << node.log();
+  // The pod's running containers keep the dead copy: the node names the pod until it ends.
+  const v1::DatasetStatus status = statusOf(node);
+  ASSERT_EQ(status.cut_off_readers_size(), 1) << status.DebugString();
+  EXPECT_EQ(status.cut_off_readers(0).pod_namespace(), "ml");
+  EXPECT_EQ(status.cut_off_readers(0).pod_name(), "worker-0");
+  EXPECT_EQ(status.cut_off_readers(0).pod_uid(), "uid-a");
+  EXPECT_GT(status.cut_off_readers(0).since().seconds(), 0);
+  std::string metrics;
+  ASSERT_EQ(testing::httpGet("http://127.0.0.1:" + std::to_string(node.metricsPort()) + "/metrics",
+                             metrics),
+            200);
+  EXPECT_NE(metrics.find("granary_dataset_readers_cut_off{dataset=\"ml/coco\"} 1"),
+            std::string::npos);
+  ASSERT_TRUE(unpublishVolume(node, target).ok());  // the pod restarted (or ended)
+  EXPECT_EQ(statusOf(node).cut_off_readers_size(), 0);
 }
 
 // Mount recovery is on by default: the node says at start, in one line, whether this kernel lets

@@ -180,4 +180,16 @@ inline grpc::Status publishVolume(NodeProcess& node, const std::filesystem::path
   return csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, request, &response);
 }
 
+// The kubelet's unpublish of that volume: the pod ended.
+inline grpc::Status unpublishVolume(NodeProcess& node, const std::filesystem::path& target) {
+  auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
+  csi::v1::NodeUnpublishVolumeRequest request;
+  request.set_volume_id("csi-0123");
+  request.set_target_path(target.string());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  csi::v1::NodeUnpublishVolumeResponse response;
+  return csi::v1::Node::NewStub(channel)->NodeUnpublishVolume(&context, request, &response);
+}
+
 }  // namespace granary::testing
