@@ -28,6 +28,11 @@ inline constexpr const char* kWarmLabel = "granary.io/warm";
 // controller reads it back (operator/core/readers.h) and passes it on in SetWarmPlan.
 inline constexpr const char* kAccessOrderFilesAnnotation = "granary.io/access-order-files";
 
+// On a pod whose view of a Dataset ended (its cache node's pod was replaced without handing over,
+// or killed hard): which Dataset, on which node, since when. Set by the Dataset controller, which
+// then names the pod in Events once; a TrainingJob worker with it restarts its gang.
+inline constexpr const char* kMountLostAnnotation = "granary.io/dataset-mount-lost";
+
 // On a granary-cache-node pod: the cache space it offers, a quantity such as "800Gi".
 inline constexpr const char* kCacheCapacityAnnotation = "granary.io/cache-capacity";
 

@@ -325,6 +325,7 @@ Result<kube::ReconcileResult> DatasetController::apply(const Json& object, const
     announceReaders(uid + "/" + node.address, node.address, with.requests->warmPlan,
                     with.requests->warmPlanFingerprint);
   GRANARY_RETURN_IF_ERROR(writeStatus(object, plan.status, plan.event));
+  markCutOff(object, plan.cutOff);
   if (plan.terminal) return kube::ReconcileResult::terminal(*plan.terminal);
   return kube::ReconcileResult::after(plan.requeueAfter);
 }
@@ -389,6 +390,46 @@ void DatasetController::purgeOtherGenerations(const std::string& address,
                 {"generation", ref.generation()},
                 {"node", address},
                 {"result", purged.isOk() ? Status::ok() : purged.status()}});
+  }
+}
+
+void DatasetController::markCutOff(const Json& dataset,
+                                   const std::vector<std::pair<std::string, CutOffPod>>& cutOff) {
+  for (const auto& [node, cut] : cutOff) {
+    // A worker pod from the informer; another pod asked for (it may have gone meanwhile).
+    kube::ObjectPtr known = workers_->store().get(cut.podNamespace + "/" + cut.podName);
+    if (known && kube::stringMap(*known, "annotations").contains(names::kMountLostAnnotation))
+      continue;
+    auto pod = manager_.client().get(kube::resources::pods(), cut.podNamespace, cut.podName);
+    if (!pod.isOk() || kube::uidOf(*pod) != cut.podUid) continue;  // gone, or another by its name
+    if (kube::stringMap(*pod, "annotations").contains(names::kMountLostAnnotation)) continue;
+    const std::string what = "Dataset " + kube::objectKey(dataset) + " on node " + node +
+                             " since " + kube::metav1Time(cut.since);
+    Json annotations = Json::object();
+    annotations[names::kMountLostAnnotation] = Json::string(what);
+    Json metadata = Json::object();
+    metadata["annotations"] = annotations;
+    Json patch = Json::object();
+    patch["metadata"] = metadata;
+    const auto marked = manager_.client().mergePatch(kube::resources::pods(), cut.podNamespace,
+                                                     cut.podName, patch);
+    if (!marked.isOk()) {
+      log().info("cannot mark a pod cut off from its dataset; tried again at the next poll",
+                 {{"pod", cut.podNamespace + "/" + cut.podName}, {"error", marked.status()}});
+      continue;
+    }
+    manager_.recorder().record(
+        *pod, kube::EventType::kWarning, "DatasetMountLost",
+        "this pod's view of " + what +
+            " ended (granary's cache node was replaced without handing over, or killed): its "
+            "reads fail until it is restarted. Restart the pod; a TrainingJob restarts its workers");
+    manager_.recorder().record(dataset, kube::EventType::kWarning, "ReadersCutOff",
+                               "pod " + cut.podNamespace + "/" + cut.podName + " on node " + node +
+                                   " lost its view of this dataset: restart it");
+    log().warn("a pod lost its view of the dataset",
+               {{"dataset", kube::objectKey(dataset)},
+                {"pod", cut.podNamespace + "/" + cut.podName},
+                {"node", node}});
   }
 }
 

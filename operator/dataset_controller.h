@@ -110,6 +110,10 @@ class DatasetController {
   // Writes `status` when it differs from the object's; then records `event`.
   Status writeStatus(const kube::Json& dataset, const kube::Json& status,
                      const std::optional<DatasetEvent>& event);
+  // Marks each pod cut off from the dataset (names::kMountLostAnnotation) and names it in a
+  // Warning Event on the pod and on the Dataset, once: a marked pod is left alone.
+  void markCutOff(const kube::Json& dataset,
+                  const std::vector<std::pair<std::string, CutOffPod>>& cutOff);
   // Sends `plan` (the dataset's readers) to the node at `address` unless it already has it.
   void announceReaders(const std::string& memo, const std::string& address,
                        const v1::SetWarmPlanRequest& plan, size_t fingerprint);

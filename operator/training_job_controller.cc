@@ -61,6 +61,9 @@ WorkerState workerOf(const Json& pod) {
   w.deleting = !kube::pathValue(pod, "metadata.deletionTimestamp").is_null();
   const Json podReason = kube::pathValue(pod, "status.reason");
   w.disrupted = podReason.is_string() && podReason.as_string() == "Evicted";
+  const auto annotations = kube::stringMap(pod, "annotations");
+  if (const auto lost = annotations.find(names::kMountLostAnnotation); lost != annotations.end())
+    w.mountLost = lost->second;
   const Json conditions = kube::pathValue(pod, "status.conditions");
   if (conditions.is_array()) {
     for (const auto& c : conditions.as_array()) {

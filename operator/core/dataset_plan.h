@@ -77,6 +77,9 @@ struct DatasetPlan {
   std::vector<std::string> forget;    // addresses
   kube::Json status;                  // the status to write when it differs from the object's
   std::optional<DatasetEvent> event;  // recorded once the status is written
+  // Pods whose view of the dataset ended, by node: each is to be marked (names::
+  // kMountLostAnnotation) and named in an Event, once.
+  std::vector<std::pair<std::string, CutOffPod>> cutOff;  // (node, pod)
   // When to look again; zero with `terminal` set: not until the object changes.
   std::chrono::milliseconds requeueAfter{0};
   std::optional<Status> terminal;  // the spec is invalid: no retry helps

@@ -157,6 +157,27 @@ std::string percentage(double fraction) {
   return text;
 }
 
+// The ReadersCutOff message for the pods the nodes report, "" for none: the first few by name,
+// with their nodes, and what to do.
+std::string cutOffMessage(const std::vector<NodeReport>& reports) {
+  constexpr size_t kNamed = 5;
+  std::vector<std::string> pods;
+  for (const auto& r : reports)
+    if (r.progress)
+      for (const auto& pod : r.progress->cutOff)
+        pods.push_back(pod.podNamespace + "/" + pod.podName + " on " + r.nodeName);
+  if (pods.empty()) return "";
+  std::sort(pods.begin(), pods.end());
+  std::string named;
+  for (size_t i = 0; i < std::min(pods.size(), kNamed); ++i)
+    named += (i ? ", " : "") + pods[i];
+  if (pods.size() > kNamed) named += " and " + std::to_string(pods.size() - kNamed) + " more";
+  return std::to_string(pods.size()) + (pods.size() == 1 ? " pod lost its" : " pods lost their") +
+         " view of this dataset when granary's cache node was replaced without handing over (or "
+         "killed): " + named + ". Their reads fail (\"Transport endpoint is not connected\") until "
+         "they are restarted: restart them; the operator restarts TrainingJob workers itself";
+}
+
 }  // namespace
 
 Json datasetStatus(const DatasetProgress& o, const Json& previous,
@@ -206,7 +227,19 @@ Json datasetStatus(const DatasetProgress& o, const Json& previous,
     for (const auto& name : lost) addNode(name, nullptr);
   status["nodes"] = std::move(nodes);
   Json conditions = kube::pathValue(previous, "conditions");
-  setCondition(conditions, {"Ready", ready, reason, message}, o.generation, now);
+  const std::string cutOff = cutOffMessage(o.reports);
+  setCondition(conditions,
+               {"Ready", ready, reason,
+                cutOff.empty() ? message : message + "; some pods lost their view: see ReadersCutOff"},
+               o.generation, now);
+  if (!cutOff.empty()) {
+    setCondition(conditions, {"ReadersCutOff", true, "MountEnded", cutOff}, o.generation, now);
+  } else if (conditionOf(previous, "ReadersCutOff").status) {
+    setCondition(conditions,
+                 {"ReadersCutOff", false, "NoneCutOff",
+                  "every pod that lost its view of this dataset was restarted or ended"},
+                 o.generation, now);
+  }
   status["conditions"] = std::move(conditions);
   return status;
 }

@@ -33,6 +33,14 @@ namespace granary::op {
 
 using api::DatasetPhase;
 
+// A pod whose view of the dataset ended on a node: its reads fail until it is restarted.
+struct CutOffPod {
+  std::string podNamespace, podName, podUid;
+  std::chrono::system_clock::time_point since;
+
+  bool operator==(const CutOffPod&) const = default;
+};
+
 // One node's report of one dataset generation (the CacheNode API's DatasetStatus).
 struct NodeProgress {
   DatasetPhase phase = DatasetPhase::kPending;
@@ -45,6 +53,7 @@ struct NodeProgress {
   std::optional<std::chrono::system_clock::time_point> warmStart;
   int64_t originBytes = 0, chunkHits = 0, chunkMisses = 0;
   int64_t capacityBytes = 0;
+  std::vector<CutOffPod> cutOff;  // pods on this node whose view of the dataset ended
 };
 
 struct NodeReport {
@@ -65,7 +74,9 @@ struct DatasetProgress {
 };
 
 // The status for `progress`; conditions are carried over from `previous` (the current
-// status), so an unchanged world yields an equal status. Nodes that `previous` lists for this
+// status), so an unchanged world yields an equal status. Pods a node reports cut off make the
+// ReadersCutOff condition True (naming them, with the fix) and qualify the Ready condition's
+// message; once none is, ReadersCutOff turns False (it is absent until it first happens). Nodes that `previous` lists for this
 // generation and the set no longer has are lost: the Dataset stays Degraded, still listing
 // them, until the remaining nodes are Ready.
 kube::Json datasetStatus(const DatasetProgress& progress, const kube::Json& previous,

@@ -42,6 +42,11 @@ std::optional<GangFault> gangFault(const std::vector<const WorkerState*>& curren
       return GangFault{GangFault::Kind::kDisrupted, "WorkerDisrupted",
                        worker(w) + " was disrupted (evicted or preempted)"};
   for (const auto* w : current)
+    if (!w->mountLost.empty() && !terminal(*w))
+      return GangFault{GangFault::Kind::kDisrupted, "WorkerMountLost",
+                       worker(w) + " lost its view of " + w->mountLost +
+                           " (granary's cache node was replaced without handing over, or killed)"};
+  for (const auto* w : current)
     if (w->phase == WorkerState::Phase::kFailed && !w->deleting)
       return GangFault{GangFault::Kind::kFailed, "WorkerFailed",
                        worker(w) + " failed with exit code " + std::to_string(w->exitCode),

@@ -22,8 +22,10 @@
 //     (phase Unknown): a failure without an exit code, counted against backoffLimit, retried
 //     as a killed process is (OnFailure and ExitCode; not Never);
 //   - was disrupted: evicted (status.reason Evicted) or given a DisruptionTarget condition
-//     (preemption, a drain, a taint): always retried and, as Kubernetes Jobs do with pod
-//     disruptions, not counted against backoffLimit (status.disruptions counts them).
+//     (preemption, a drain, a taint), or cut off from a dataset (its view of the dataset's mount
+//     ended, names::kMountLostAnnotation: its reads fail until it restarts): always retried and,
+//     as Kubernetes Jobs do with pod disruptions, not counted against backoffLimit
+//     (status.disruptions counts them).
 // status.restarts counts every gang restart; it is the current attempt, the workers'
 // granary.io/attempt label. A worker is known lost when fewer of the current attempt's
 // workers exist than the last status counted (status.workers).
@@ -53,6 +55,7 @@ struct WorkerState {
   bool ready = false;
   bool deleting = false;      // metadata.deletionTimestamp is set
   bool disrupted = false;     // status.reason Evicted, or a DisruptionTarget condition True
+  std::string mountLost;      // names::kMountLostAnnotation: which dataset, node and since when
   int exitCode = 0;           // of a failed worker's first failed container
   std::string waitingReason;  // e.g. ImagePullBackOff
   std::string node;

@@ -669,6 +669,73 @@ TEST_F(DatasetControllerTest, OnJobWarmsForPlacedWorkersWhoseReadsShowInTheJobSt
       << registry_.exposition();
 }
 
+// A worker's view of its dataset ends (the node's pod killed hard, no keeper to hold the mount):
+// the node names the pod, the operator marks it and says so in an Event on the pod and one on the
+// Dataset, the Dataset's ReadersCutOff condition names it, and the job's gang restarts (a
+// disruption: not counted against backoffLimit). Once the old pod's volume is unpublished, the
+// condition turns False.
+TEST_F(DatasetControllerTest, AWorkerCutOffFromItsDatasetIsNamedAndItsGangRestarted) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  NodeProcess& node = cacheNode("a");
+  const std::string nodeName = "a-" + suffix_;
+  startOperator({}, true);
+  createDataset();
+  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  ASSERT_TRUE(client()
+                  .create(resources::trainingJobs(), ns(),
+                          yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: "
+                               "{name: bert}\nspec:\n  datasets: [{name: coco, mountPath: "
+                               "/data}]\n  runPolicy: {backoffLimit: 0}\n  template: {spec: "
+                               "{containers: [{name: trainer, image: pytorch}]}}"))
+                  .isOk());
+  Json worker;
+  ASSERT_TRUE(eventually([&] {
+    auto got = client().get(resources::pods(), ns(), "bert-worker-0");
+    if (got.isOk()) worker = *got;
+    return got.isOk();
+  }));
+  const std::string uid = kube::uidOf(worker);
+  ASSERT_TRUE(client().bindPod(ns(), "bert-worker-0", uid, nodeName).isOk());
+  ASSERT_TRUE(client()
+                  .mergePatch(resources::pods(), ns(), "bert-worker-0",
+                              yaml("status: {phase: Running, conditions: [{type: Ready, status: "
+                                   "\"True\"}]}"),
+                              "status")
+                  .isOk());
+  const auto target = root_ / "kubelet" / uid / "data";
+  const testing::PodVolume volume{
+      .dataset = "coco", .podNamespace = ns(), .podName = "bert-worker-0", .podUid = uid};
+  ASSERT_TRUE(testing::publishVolume(node, target, volume).ok());
+
+  node.kill(SIGKILL);  // the mount dies with the node: the worker's copy of it is dead
+  node.start();        // the operator ensures the dataset again; the node binds the view again
+  ASSERT_TRUE(hasEvent("Warning/DatasetMountLost")) << ::testing::PrintToString(events());
+  ASSERT_TRUE(hasEvent("Warning/ReadersCutOff")) << ::testing::PrintToString(events());
+  const op::Condition cutOff = op::conditionOf(kube::pathValue(dataset(), "status"), "ReadersCutOff");
+  EXPECT_TRUE(cutOff.status) << dataset().serialize();
+  EXPECT_NE(cutOff.message.find(ns() + "/bert-worker-0 on " + nodeName), std::string::npos)
+      << cutOff.message;
+  EXPECT_NE(readyCondition().message.find("see ReadersCutOff"), std::string::npos);
+  // The gang restarts: a new worker of attempt 1; the job is not failed (backoffLimit 0).
+  Json job;
+  ASSERT_TRUE(eventually([&] {
+    auto got = client().get(resources::trainingJobs(), ns(), "bert");
+    if (got.isOk()) job = *got;
+    return got.isOk() && kube::pathValue(job, "status.restarts").is_integer() &&
+           kube::pathValue(job, "status.restarts").as_number().to_int64() == 1;
+  }))
+      << job.serialize();
+  EXPECT_NE(job.serialize().find("WorkerMountLost"), std::string::npos) << job.serialize();
+  EXPECT_NE(kube::pathValue(job, "status.phase").as_string(), "Failed") << job.serialize();
+  // The old pod's volume goes with it (the kubelet unpublishes it): no pod is cut off any more.
+  ASSERT_TRUE(testing::unpublishVolume(node, target).ok());
+  EXPECT_TRUE(eventually([&] {
+    const op::Condition now = op::conditionOf(kube::pathValue(dataset(), "status"), "ReadersCutOff");
+    return !now.status && now.reason == "NoneCutOff";
+  })) << dataset().serialize();
+}
+
 TEST_F(DatasetControllerTest, AReferenceInAnotherNamespaceReadsTheOwnersCacheWithNoOriginRead) {
   if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
     GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";

@@ -161,8 +161,15 @@ class KeeperProcess {
   pid_t pid_;
 };
 
-// A pod's volume of ml/coco, published through the node's CSI socket.
-inline grpc::Status publishVolume(NodeProcess& node, const std::filesystem::path& target) {
+// A pod's inline volume of a Dataset.
+struct PodVolume {
+  std::string dataset = "coco";
+  std::string podNamespace = "ml", podName = "worker-0", podUid = "uid-a";
+};
+
+// A pod's volume, published through the node's CSI socket, as the kubelet does.
+inline grpc::Status publishVolume(NodeProcess& node, const std::filesystem::path& target,
+                                  const PodVolume& volume = {}) {
   auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)))
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no CSI socket");
@@ -170,11 +177,12 @@ inline grpc::Status publishVolume(NodeProcess& node, const std::filesystem::path
   request.set_volume_id("csi-0123");
   request.set_target_path(target.string());
   request.mutable_volume_capability()->mutable_mount();
-  request.mutable_volume_context()->insert({{"dataset", "coco"},
-                                            {"csi.storage.k8s.io/ephemeral", "true"},
-                                            {"csi.storage.k8s.io/pod.namespace", "ml"},
-                                            {"csi.storage.k8s.io/pod.name", "worker-0"},
-                                            {"csi.storage.k8s.io/pod.uid", "uid-a"}});
+  request.mutable_volume_context()->insert(
+      {{"dataset", volume.dataset},
+       {"csi.storage.k8s.io/ephemeral", "true"},
+       {"csi.storage.k8s.io/pod.namespace", volume.podNamespace},
+       {"csi.storage.k8s.io/pod.name", volume.podName},
+       {"csi.storage.k8s.io/pod.uid", volume.podUid}});
   grpc::ClientContext context;
   csi::v1::NodePublishVolumeResponse response;
   return csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, request, &response);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "operator/core/conditions.h"
+
 namespace granary::op {
 namespace {
 
@@ -29,6 +31,36 @@ TEST(DatasetStatus, ReadyCountsWhatTheNodesHold) {
   EXPECT_EQ(status.at("cachedBytes").as_integer(), 400);
   EXPECT_EQ(status.at("cachedFiles").as_integer(), 3);
   EXPECT_EQ(status.at("cachedPercentage").as_string(), "40.0%");
+}
+
+// Pods a node reports cut off qualify Ready and make ReadersCutOff True, naming them with the
+// fix; once none is, the condition turns False, and a dataset where it never happened has none.
+TEST(DatasetStatus, PodsCutOffFromTheirViewAreNamedUntilNoneIs) {
+  const auto now = std::chrono::system_clock::now();
+  DatasetProgress o{.generation = 1, .reports = {ready("a", 1000, 1000, 10, 10)}};
+  const kube::Json healthy = datasetStatus(o, kube::Json(), now);
+  EXPECT_EQ(healthy.at("conditions").serialize().find("ReadersCutOff"), std::string::npos)
+      << "absent until it happens";
+
+  o.reports[0].progress->cutOff = {{"ml", "bert-worker-1", "u1", now},
+                                   {"ml", "bert-worker-0", "u0", now}};
+  const kube::Json cut = datasetStatus(o, healthy, now);
+  EXPECT_EQ(cut.at("phase").as_string(), "Ready") << "new jobs still read it";
+  const Condition readers = conditionOf(cut, "ReadersCutOff");
+  EXPECT_TRUE(readers.status);
+  EXPECT_EQ(readers.reason, "MountEnded");
+  EXPECT_NE(readers.message.find("2 pods lost their view"), std::string::npos) << readers.message;
+  EXPECT_NE(readers.message.find("ml/bert-worker-0 on a, ml/bert-worker-1 on a"),
+            std::string::npos)
+      << readers.message;
+  EXPECT_NE(readers.message.find("restart them"), std::string::npos) << readers.message;
+  EXPECT_NE(conditionOf(cut, "Ready").message.find("see ReadersCutOff"), std::string::npos);
+
+  o.reports[0].progress->cutOff.clear();
+  const kube::Json restarted = datasetStatus(o, cut, now);
+  EXPECT_FALSE(conditionOf(restarted, "ReadersCutOff").status);
+  EXPECT_EQ(conditionOf(restarted, "ReadersCutOff").reason, "NoneCutOff");
+  EXPECT_EQ(conditionOf(restarted, "Ready").message.find("ReadersCutOff"), std::string::npos);
 }
 
 TEST(DatasetStatus, ReplicasAreCountedOnce) {

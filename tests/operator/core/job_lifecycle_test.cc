@@ -274,6 +274,33 @@ TEST(JobLifecycleTest, ALostWorkerCountsAgainstTheBackoffLimitAndFailsUnderNever
   EXPECT_EQ(conditionOf(never.status, "Failed").reason, "WorkerLost");
 }
 
+// A running worker whose view of a dataset ended reads nothing but errors until it restarts: the
+// gang restarts, as after a disruption, and the backoff limit is not spent; a worker that already
+// finished is left alone.
+TEST(JobLifecycleTest, AWorkerCutOffFromItsDatasetRestartsTheGangWithoutSpendingTheBackoffLimit) {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.runPolicy.backoffLimit = 0;
+  WorkerState cutOff = worker(1, Phase::kRunning);
+  cutOff.mountLost = "Dataset ml/coco on node gpu-1 since 2026-11-28T10:00:00Z";
+  const JobPlan restart =
+      planJob(observe(spec, {worker(0, Phase::kRunning), cutOff}, runningStatus(spec)));
+  EXPECT_EQ(phaseOf(restart), "Restarting");
+  EXPECT_EQ(field(restart, "restarts"), 1);
+  EXPECT_EQ(field(restart, "disruptions"), 1);
+  EXPECT_EQ(restart.remove, names({0, 1}));
+  const Condition restarting = conditionOf(restart.status, "Restarting");
+  EXPECT_EQ(restarting.reason, "WorkerMountLost");
+  EXPECT_NE(restarting.message.find("worker 1 lost its view of Dataset ml/coco on node gpu-1"),
+            std::string::npos)
+      << restarting.message;
+
+  WorkerState done = worker(1, Phase::kSucceeded);
+  done.mountLost = cutOff.mountLost;
+  const JobPlan finished =
+      planJob(observe(spec, {worker(0, Phase::kRunning), done}, runningStatus(spec)));
+  EXPECT_NE(phaseOf(finished), "Restarting");
+}
+
 TEST(JobLifecycleTest, AnEvictedWorkerRestartsTheGangWithoutSpendingTheBackoffLimit) {
   api::TrainingJobSpec spec = twoWorkers();
   spec.runPolicy.backoffLimit = 0;
