@@ -200,9 +200,10 @@ Result<kube::ReconcileResult> DatasetController::reconcileReference(const Json& 
   const v1::DatasetRef ref = refOf(dataset.metadata);
   const std::set<std::string> serving(plan.nodes.begin(), plan.nodes.end());
   const bool wasOnNodes = !nodesListedIn(previous).empty();
+  std::vector<std::pair<std::string, CutOffPod>> cutOff;
   for (const auto& node : *cacheNodes_.nodes()) {
     if (plan.serve && serving.contains(node.node.name)) {
-      ensureView(node, ref, reference);
+      for (auto& pod : ensureView(node, ref, reference)) cutOff.emplace_back(node.node.name, pod);
     } else if (wasOnNodes) {
       // No new mount of a reference that is no longer served, nor where its source left.
       auto purged = nodes_.purge(node.address, ref, true);
@@ -214,14 +215,16 @@ Result<kube::ReconcileResult> DatasetController::reconcileReference(const Json& 
     }
   }
   GRANARY_RETURN_IF_ERROR(writeStatus(object, plan.status, plan.event));
+  markCutOff(object, cutOff);
   return kube::ReconcileResult::after(plan.requeueAfter);
 }
 
-void DatasetController::ensureView(const CacheNode& node, const v1::DatasetRef& ref,
-                                   const api::DatasetReference& reference) {
+std::vector<CutOffPod> DatasetController::ensureView(const CacheNode& node,
+                                                     const v1::DatasetRef& ref,
+                                                     const api::DatasetReference& reference) {
   const auto held = nodes_.status(node.address, ref);
-  if (held.isOk()) return;  // the node has the view (its answer is the source's status)
-  if (held.status().code() != StatusCode::kNotFound) return;  // unreachable: the next poll
+  if (held.isOk()) return held->cutOff;  // the node has the view (the source's status)
+  if (held.status().code() != StatusCode::kNotFound) return {};  // unreachable: the next poll
   v1::EnsureDatasetRequest request;
   *request.mutable_dataset() = ref;
   request.mutable_view()->mutable_source()->set_namespace_(reference.ns);
@@ -232,6 +235,7 @@ void DatasetController::ensureView(const CacheNode& node, const v1::DatasetRef& 
                               {"source", reference.key()},
                               {"node", node.node.name},
                               {"result", ensured.isOk() ? Status::ok() : ensured.status()}});
+  return {};
 }
 
 DatasetController::Requests DatasetController::requestsFor(

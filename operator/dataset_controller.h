@@ -80,8 +80,9 @@ class DatasetController {
   // the view ensured on its source's nodes, or dropped from every node when it is refused.
   Result<kube::ReconcileResult> reconcileReference(const kube::Json& object,
                                                    const api::Dataset& dataset);
-  // Ensures the view on `node` unless the node holds it.
-  void ensureView(const CacheNode& node, const v1::DatasetRef& ref,
+  // Ensures the view on `node` unless the node holds it; the pods the node reports cut off from
+  // the view.
+  std::vector<CutOffPod> ensureView(const CacheNode& node, const v1::DatasetRef& ref,
                   const api::DatasetReference& reference);
   // The referrers (offered to) of Dataset `source`, by key.
   std::vector<std::string> referrersOf(const kube::Json& source) const;
