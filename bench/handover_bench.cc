@@ -7,7 +7,8 @@
 //               stopped (SIGTERM), started again and its dataset ensured at once (the best case:
 //               on a cluster the operator ensures it within seconds)
 // For each event: the longest a single whole-file read took while it went on (the pause a reader
-// saw), and how long from the event's start until the node served again; then every read's
+// saw), and how long from the event's start until the node (the new pod's, for a hand-over: the
+// old one serves until it releases the node) answered again; then every read's
 // failures and wrong bytes (each compared with the origin), which must be 0. Target: the longest
 // read of a hand-over <= 2 s.
 // Usage: handover_bench [--rounds N] [--files N] [--file-kib N] [--threads N] [--dir D]
@@ -148,8 +149,10 @@ int run(const Args& args) {
     readers->waitFor(2 * perFile);  // well past the event
     events.push_back({what, seconds(readers->longestDuring(began, Clock::now())),
                       seconds(served - began)});
-    std::printf("%-12s longest read %.3f s, served again after %.3f s\n", what.c_str(),
-                events.back().longestRead, events.back().servedAgain);
+    std::printf("%-12s longest read %.3f s, %s %.3f s\n", what.c_str(),
+                events.back().longestRead,
+                what.starts_with("restart") ? "served again after" : "the new pod served after",
+                events.back().servedAgain);
     std::fflush(stdout);
   };
   for (int round = 1; round <= args.rounds; ++round) {  // the baseline first
