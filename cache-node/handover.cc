@@ -65,20 +65,15 @@ void HandoverListener::answer(int connection, std::stop_token stop) {
   std::string request;
   OwnedFd none;
   if (!receiveMessage(connection, request, none)) return;
-  const std::string prefix = std::string(kHandoverProtocol) + " ";
-  if (!request.starts_with(prefix)) {
-    sendMessage(connection, "unknown request: this node speaks " + std::string(kHandoverProtocol));
+  const auto asked = unix_socket::verbOf(request, kHandoverProtocol, token_);
+  if (!asked.isOk()) {
+    if (asked.status().code() == StatusCode::kUnauthenticated)
+      log.warn("a hand-over request with a wrong token was refused");
+    sendMessage(connection, asked.status().message());
     return;
   }
-  const size_t tokenEnd = request.find(' ', prefix.size());
-  if (tokenEnd == std::string::npos ||
-      !token_.matches(std::string_view(request).substr(prefix.size(), tokenEnd - prefix.size()))) {
-    log.warn("a hand-over request with a wrong token was refused");
-    sendMessage(connection, "refused: wrong token");
-    return;
-  }
-  if (request.substr(tokenEnd + 1) != "release") {
-    sendMessage(connection, "unknown request: " + request.substr(tokenEnd + 1));
+  if (*asked != "release") {
+    sendMessage(connection, "unknown request: " + *asked);
     return;
   }
   {
@@ -113,8 +108,7 @@ Result<std::optional<std::vector<std::string>>> takeOverNode(
   if (!socket.isOk()) return std::optional<std::vector<std::string>>();  // none listens
   const std::string where = "the cache node at " + socketPath.string();
   Logger("handover").info("asking the cache node this one replaces to release the node");
-  if (!sendMessage(socket->get(),
-                   std::string(kHandoverProtocol) + " " + token.reveal() + " release"))
+  if (!sendMessage(socket->get(), unix_socket::requestOf(kHandoverProtocol, token, "release")))
     return unavailable(where + " did not take the request");
   std::string message;
   OwnedFd none;

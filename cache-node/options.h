@@ -7,7 +7,8 @@
 //   tokenFile: /etc/granary/token    # shared bearer token; default: <stateDirectory>/token,
 //                                    # created with a random token if missing
 //   tls: {certificateFile: ..., keyFile: ..., caFile: ...}   # optional
-//   stateDirectory: /var/lib/granary # manifests and the chunk index
+//   stateDirectory: /var/lib/granary # manifests and the chunk index; handover.sock, where a
+//                                    # process replacing this one (a new pod) asks for the node
 //   cacheDirectories:                # default: <stateDirectory>/cache with a 10Gi quota
 //     - {path: /mnt/nvme0/granary, quota: 1500Gi}
 //   chunkSize: 16Mi
@@ -24,7 +25,9 @@
 //                                    # (checked at start: /dev/fuse, SCM_RIGHTS, Linux 6.9+'s
 //                                    # FUSE_NOTIFY_RESEND) the node runs without and says why
 //   mountKeeperSocket: ""            # where the keeper (granary-cache-node --serve-mount-keeper
-//                                    # SOCKET) listens; default <stateDirectory>/mount-keeper.sock
+//                                    # SOCKET --token-file FILE) listens; default
+//                                    # <stateDirectory>/mount-keeper.sock. Node-scoped, so that
+//                                    # a new pod's keeper takes the mounts from the old one's
 //   mountKeeperWaitSeconds: 30       # how long a keeper not listening at start is waited for
 //                                    # (in a pod its container may start after this one's)
 //   sharedMounts: []                 # directories whose mounts must propagate (shared mounts),

@@ -105,4 +105,20 @@ bool receiveMessage(int socket, std::string& text, OwnedFd& fd) {
   return true;
 }
 
+std::string requestOf(std::string_view protocol, const Secret& token, std::string_view verb) {
+  return std::string(protocol) + " " + token.reveal() + " " + std::string(verb);
+}
+
+Result<std::string> verbOf(std::string_view request, std::string_view protocol,
+                           const Secret& token) {
+  const std::string prefix = std::string(protocol) + " ";
+  if (!request.starts_with(prefix))
+    return invalidArgument("unknown request: this side speaks " + std::string(protocol));
+  const size_t tokenEnd = request.find(' ', prefix.size());
+  if (tokenEnd == std::string_view::npos ||
+      !token.matches(request.substr(prefix.size(), tokenEnd - prefix.size())))
+    return Status(StatusCode::kUnauthenticated, "refused: wrong token");
+  return std::string(request.substr(tokenEnd + 1));
+}
+
 }  // namespace granary::unix_socket

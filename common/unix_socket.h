@@ -13,6 +13,7 @@
 
 #include "common/owned_fd.h"
 #include "common/result.h"
+#include "common/secret.h"
 
 namespace granary::unix_socket {
 
@@ -33,5 +34,13 @@ bool sendMessage(int socket, std::string_view text, int fd = -1);
 // One message and the descriptor it carries (none: -1). False at the end of the connection, on
 // an error or after the socket's timeout.
 bool receiveMessage(int socket, std::string& text, OwnedFd& fd);
+
+// Requests of granary's local protocols read "PROTOCOL TOKEN VERB": which protocol, the node's
+// token, and what is asked.
+std::string requestOf(std::string_view protocol, const Secret& token, std::string_view verb);
+// The verb of `request`, or the answer to refuse it with as the error's message: InvalidArgument
+// for another protocol (the answer names the one spoken here), Unauthenticated for a wrong token.
+Result<std::string> verbOf(std::string_view request, std::string_view protocol,
+                           const Secret& token);
 
 }  // namespace granary::unix_socket

@@ -27,7 +27,7 @@ using unix_socket::sendMessage;
 constexpr std::chrono::seconds kAnswerWait{10};
 
 std::string requestOf(const Secret& token, std::string_view verb) {
-  return std::string(kKeeperProtocol) + " " + token.reveal() + " " + std::string(verb);
+  return unix_socket::requestOf(kKeeperProtocol, token, verb);
 }
 
 // Sends one request and expects "ok".
@@ -124,19 +124,14 @@ void MountKeeper::answer(int connection) {
   std::string request;
   OwnedFd fd;
   if (!receiveMessage(connection, request, fd)) return;
-  const std::string prefix = std::string(kKeeperProtocol) + " ";
-  if (!request.starts_with(prefix)) {
-    sendMessage(connection, "unknown request: this keeper speaks " + std::string(kKeeperProtocol));
+  const auto asked = unix_socket::verbOf(request, kKeeperProtocol, token_);
+  if (!asked.isOk()) {
+    if (asked.status().code() == StatusCode::kUnauthenticated)
+      log.warn("a request with a wrong token was refused");
+    sendMessage(connection, asked.status().message());
     return;
   }
-  const size_t tokenEnd = request.find(' ', prefix.size());
-  if (tokenEnd == std::string::npos ||
-      !token_.matches(std::string_view(request).substr(prefix.size(), tokenEnd - prefix.size()))) {
-    log.warn("a request with a wrong token was refused");
-    sendMessage(connection, "refused: wrong token");
-    return;
-  }
-  const std::string verb = request.substr(tokenEnd + 1);
+  const std::string& verb = *asked;
   if (verb.starts_with("keep ") && fd.get() >= 0) {
     const std::string key = verb.substr(5);
     kept_[key] = std::move(fd);

@@ -21,7 +21,7 @@
 //                                        "end": the successor accepts on it from then on (no
 //                                        moment without a keeper), and this keeper keeps its
 //                                        copies of the descriptors until it stops
-// Anything else is answered with a line saying what this keeper speaks; the first keeper
+// Anything else is answered with a line saying what this side speaks; the first keeper
 // (granary-keeper/1, no protocol and no token in its requests) answers "unknown request".
 // The keeper closes a descriptor by itself once its connection has ended (the mount is gone).
 #pragma once

@@ -176,6 +176,31 @@ class DatasetControllerTest : public ClusterTest {
         },
         10s);
   }
+  // Job bert's worker 0 once the operator created it (null after 20 s without).
+  Json createdWorker() {
+    Json worker;
+    eventually(
+        [&] {
+          auto got = client().get(resources::pods(), ns(), "bert-worker-0");
+          if (got.isOk()) worker = *got;
+          return got.isOk();
+        },
+        20s);
+    return worker;
+  }
+  // The scheduler's and the kubelet's part: bind bert's worker 0 to `node` (pods/binding, as on
+  // a real cluster), then report it running.
+  bool runOn(const std::string& node) {
+    auto worker = client().get(resources::pods(), ns(), "bert-worker-0");
+    return worker.isOk() &&
+           client().bindPod(ns(), "bert-worker-0", kube::uidOf(*worker), node).isOk() &&
+           client()
+               .mergePatch(resources::pods(), ns(), "bert-worker-0",
+                           yaml("status: {phase: Running, conditions: [{type: Ready, status: "
+                                "\"True\"}]}"),
+                           "status")
+               .isOk();
+  }
   // Dataset generations a node holds.
   std::vector<int64_t> heldGenerations(NodeProcess& node) {
     grpc::ClientContext context;
@@ -559,24 +584,11 @@ TEST_F(DatasetControllerTest, OnJobWarmsForPlacedWorkersWhoseReadsShowInTheJobSt
                                "/data}]\n  template: {spec: {containers: [{name: trainer, "
                                "image: pytorch}]}}"))
                   .isOk());
-  Json worker;
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto got = client().get(resources::pods(), ns(), "bert-worker-0");
-        if (got.isOk()) worker = *got;
-        return got.isOk();
-      },
-      20s));
+  const Json worker = createdWorker();
+  ASSERT_FALSE(worker.is_null());
   std::this_thread::sleep_for(1s);
   EXPECT_EQ(statusInt("cachedBytes"), 0) << "a worker not yet placed does not start warming";
-  // The scheduler's part: bind the worker to the node (pods/binding, as on a real cluster).
-  ASSERT_TRUE(client().bindPod(ns(), "bert-worker-0", kube::uidOf(worker), nodeName).isOk());
-  ASSERT_TRUE(client()
-                  .mergePatch(resources::pods(), ns(), "bert-worker-0",
-                              yaml("status: {phase: Running, conditions: [{type: Ready, status: "
-                                   "\"True\"}]}"),
-                              "status")
-                  .isOk());
+  ASSERT_TRUE(runOn(nodeName));
   ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
   EXPECT_EQ(statusInt("cachedBytes"), totalBytes_);
 
@@ -689,20 +701,9 @@ TEST_F(DatasetControllerTest, AWorkerCutOffFromItsDatasetIsNamedAndItsGangRestar
                                "/data}]\n  runPolicy: {backoffLimit: 0}\n  template: {spec: "
                                "{containers: [{name: trainer, image: pytorch}]}}"))
                   .isOk());
-  Json worker;
-  ASSERT_TRUE(eventually([&] {
-    auto got = client().get(resources::pods(), ns(), "bert-worker-0");
-    if (got.isOk()) worker = *got;
-    return got.isOk();
-  }));
+  const Json worker = createdWorker();
   const std::string uid = kube::uidOf(worker);
-  ASSERT_TRUE(client().bindPod(ns(), "bert-worker-0", uid, nodeName).isOk());
-  ASSERT_TRUE(client()
-                  .mergePatch(resources::pods(), ns(), "bert-worker-0",
-                              yaml("status: {phase: Running, conditions: [{type: Ready, status: "
-                                   "\"True\"}]}"),
-                              "status")
-                  .isOk());
+  ASSERT_TRUE(runOn(nodeName));
   const auto target = root_ / "kubelet" / uid / "data";
   const testing::PodVolume volume{
       .dataset = "coco", .podNamespace = ns(), .podName = "bert-worker-0", .podUid = uid};

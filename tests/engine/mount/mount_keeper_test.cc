@@ -127,7 +127,7 @@ TEST_F(MountKeeperTest, AnswersARequestOfTheFirstProtocolWithWhatItSpeaks) {
   std::string answer;
   OwnedFd none;
   ASSERT_TRUE(unix_socket::receiveMessage(socket->get(), answer, none));
-  EXPECT_EQ(answer, "unknown request: this keeper speaks granary-keeper/2");
+  EXPECT_EQ(answer, "unknown request: this side speaks granary-keeper/2");
 }
 
 // A pod replaced: the new pod's keeper starts at the same node-scoped socket while the old one
