@@ -147,10 +147,9 @@ int run(const Args& args) {
   const auto measure = [&](const std::string& what, Clock::time_point began,
                            Clock::time_point served) {
     readers->waitFor(2 * perFile);  // well past the event
-    events.push_back({what, seconds(readers->longestDuring(began, Clock::now())),
-                      seconds(served - began)});
-    std::printf("%-12s longest read %.3f s, %s %.3f s\n", what.c_str(),
-                events.back().longestRead,
+    events.push_back(
+        {what, seconds(readers->longestDuring(began, Clock::now())), seconds(served - began)});
+    std::printf("%-12s longest read %.3f s, %s %.3f s\n", what.c_str(), events.back().longestRead,
                 what.starts_with("restart") ? "served again after" : "the new pod served after",
                 events.back().servedAgain);
     std::fflush(stdout);
@@ -186,9 +185,10 @@ int run(const Args& args) {
   std::printf("\n%lld whole files read (%d threads), %lld failed or wrong\n",
               static_cast<long long>(readers->completed()), args.threads,
               static_cast<long long>(readers->failed()));
-  std::printf("longest read: hand-over %.3f s (target <= 2 s), container restart %.3f s; "
-              "ratio %.2f\n",
-              worst("hand-over"), worst("restart"), worst("hand-over") / worst("restart"));
+  std::printf(
+      "longest read: hand-over %.3f s (target <= 2 s), container restart %.3f s; "
+      "ratio %.2f\n",
+      worst("hand-over"), worst("restart"), worst("hand-over") / worst("restart"));
   std::fflush(stdout);
   const int64_t failed = readers->failed();
   readers.reset();

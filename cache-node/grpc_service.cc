@@ -249,7 +249,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
   const Secret& token_;
   ReaderAccounting* readers_;
   GpuSampler* gpus_;
-  EnsuredRecord* ensured_;        // may be null
+  EnsuredRecord* ensured_;       // may be null
   const CutOffReaders* cutOff_;  // may be null
 };
 

@@ -27,9 +27,9 @@ struct ServerOptions {
   Secret token;                    // the shared bearer token; required
   std::string tlsCertificateFile;  // PEM; with tlsKeyFile, serves TLS
   std::string tlsKeyFile;
-  ReaderAccounting* readers = nullptr;  // who reads through mounts, for GetTelemetry
-  GpuSampler* gpus = nullptr;           // the node's GPUs, for GetTelemetry
-  EnsuredRecord* ensured = nullptr;     // records what EnsureDataset and PurgeDataset change
+  ReaderAccounting* readers = nullptr;    // who reads through mounts, for GetTelemetry
+  GpuSampler* gpus = nullptr;             // the node's GPUs, for GetTelemetry
+  EnsuredRecord* ensured = nullptr;       // records what EnsureDataset and PurgeDataset change
   const CutOffReaders* cutOff = nullptr;  // pods whose views ended, in each dataset's status
 };
 

@@ -88,7 +88,8 @@ void HandoverListener::answer(int connection, std::stop_token stop) {
   if (!sendMessage(connection, "releasing")) return;
   onRequest_();
   MutexLock lock(mutex_);
-  if (!released_.wait(lock, stop, [this]() GRANARY_REQUIRES(mutex_) { return answer_.has_value(); })) {
+  if (!released_.wait(lock, stop,
+                      [this]() GRANARY_REQUIRES(mutex_) { return answer_.has_value(); })) {
     sendMessage(connection, "failed: this node stopped before it was released");
     return;
   }
@@ -112,8 +113,7 @@ Result<std::optional<std::vector<std::string>>> takeOverNode(
     return unavailable(where + " did not take the request");
   std::string message;
   OwnedFd none;
-  if (!receiveMessage(socket->get(), message, none))
-    return unavailable(where + " did not answer");
+  if (!receiveMessage(socket->get(), message, none)) return unavailable(where + " did not answer");
   if (message != "releasing") return unavailable(where + " answered: " + message);
   std::vector<std::string> ensured;
   while (receiveMessage(socket->get(), message, none)) {
@@ -121,15 +121,16 @@ Result<std::optional<std::vector<std::string>>> takeOverNode(
     if (!message.starts_with(kEnsure)) return unavailable(where + " answered: " + message);
     ensured.push_back(message.substr(kEnsure.size()));
   }
-  return unavailable(where + " ended before it released the node (killed, or it took longer "
-                             "than " + std::to_string(HandoverListener::kReleaseWait.count()) +
-                     " s)");
+  return unavailable(where +
+                     " ended before it released the node (killed, or it took longer "
+                     "than " +
+                     std::to_string(HandoverListener::kReleaseWait.count()) + " s)");
 }
 
 bool stateHeldElsewhere(const std::filesystem::path& stateDirectory) {
   const OwnedFd lock(::open((stateDirectory / "manifests" / "LOCK").c_str(), O_RDWR | O_CLOEXEC));
   if (lock.get() < 0) return false;
-  struct flock probe{};
+  struct flock probe {};
   probe.l_type = F_WRLCK;
   probe.l_whence = SEEK_SET;
   return ::fcntl(lock.get(), F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;

@@ -152,10 +152,11 @@ std::vector<std::string> takeOverFromPredecessor(const std::filesystem::path& so
   const granary::Logger log("handover");
   auto taken = granary::cache::takeOverNode(socket, token);
   if (!taken.isOk()) {
-    log.warn("the cache node this one replaces did not hand the node over: starting as after a "
-             "stop; mounts that no keeper holds any more are mounted again, and the pods that "
-             "read them need a restart",
-             {{"error", taken.status()}});
+    log.warn(
+        "the cache node this one replaces did not hand the node over: starting as after a "
+        "stop; mounts that no keeper holds any more are mounted again, and the pods that "
+        "read them need a restart",
+        {{"error", taken.status()}});
     return {};
   }
   if (!taken->has_value()) return {};
@@ -171,10 +172,11 @@ bool awaitOlderNode(const std::filesystem::path& state, granary::MetricsServer* 
   using granary::Status;
   if (!granary::cache::stateHeldElsewhere(state)) return true;
   const granary::Logger log("handover");
-  log.warn("an older cache node that cannot hand over holds the state directory: waiting for it "
-           "to end, ready meanwhile so that the rollout ends it; the mounts it serves end with it, "
-           "and the pods that read them need a restart",
-           {{"state", state.string()}});
+  log.warn(
+      "an older cache node that cannot hand over holds the state directory: waiting for it "
+      "to end, ready meanwhile so that the rollout ends it; the mounts it serves end with it, "
+      "and the pods that read them need a restart",
+      {{"state", state.string()}});
   if (metrics) metrics->addCheck("/readyz", [] { return Status::ok(); });
   while (granary::cache::stateHeldElsewhere(state)) {
     if (!granary::realClock().sleepFor(std::chrono::milliseconds(500), stop)) return false;
@@ -374,7 +376,8 @@ int main(int argc, char** argv) {
   // A process replacing this one's pod asks for the node here.
   std::stop_source wake;  // a termination signal or a hand-over request
   std::stop_callback onTermination(stop.get_token(), [&wake] { wake.request_stop(); });
-  auto handover = HandoverListener::listen(handoverSocket, *token, [&wake] { wake.request_stop(); });
+  auto handover =
+      HandoverListener::listen(handoverSocket, *token, [&wake] { wake.request_stop(); });
   if (!handover.isOk()) log.warn("no hand-over to a replacing pod", {{"error", handover.status()}});
   if (metricsServer) metricsServer->addCheck("/readyz", [propagation] { return propagation; });
   log.info("started", {{"node", options.nodeName},

@@ -60,11 +60,11 @@ NodeProgress progressOf(const v1::DatasetStatus& s) {
   out.chunkMisses = s.reads().chunk_misses();
   out.capacityBytes = s.capacity_bytes();
   for (const auto& pod : s.cut_off_readers())
-    out.cutOff.push_back(
-        {.podNamespace = pod.pod_namespace(),
-         .podName = pod.pod_name(),
-         .podUid = pod.pod_uid(),
-         .since = std::chrono::system_clock::time_point(std::chrono::seconds(pod.since().seconds()))});
+    out.cutOff.push_back({.podNamespace = pod.pod_namespace(),
+                          .podName = pod.pod_name(),
+                          .podUid = pod.pod_uid(),
+                          .since = std::chrono::system_clock::time_point(
+                              std::chrono::seconds(pod.since().seconds()))});
   return out;
 }
 

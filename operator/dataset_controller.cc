@@ -415,8 +415,8 @@ void DatasetController::markCutOff(const Json& dataset,
     metadata["annotations"] = annotations;
     Json patch = Json::object();
     patch["metadata"] = metadata;
-    const auto marked = manager_.client().mergePatch(kube::resources::pods(), cut.podNamespace,
-                                                     cut.podName, patch);
+    const auto marked =
+        manager_.client().mergePatch(kube::resources::pods(), cut.podNamespace, cut.podName, patch);
     if (!marked.isOk()) {
       log().info("cannot mark a pod cut off from its dataset; tried again at the next poll",
                  {{"pod", cut.podNamespace + "/" + cut.podName}, {"error", marked.status()}});
@@ -426,14 +426,14 @@ void DatasetController::markCutOff(const Json& dataset,
         *pod, kube::EventType::kWarning, "DatasetMountLost",
         "this pod's view of " + what +
             " ended (granary's cache node was replaced without handing over, or killed): its "
-            "reads fail until it is restarted. Restart the pod; a TrainingJob restarts its workers");
+            "reads fail until it is restarted. Restart the pod; a TrainingJob restarts its "
+            "workers");
     manager_.recorder().record(dataset, kube::EventType::kWarning, "ReadersCutOff",
                                "pod " + cut.podNamespace + "/" + cut.podName + " on node " + node +
                                    " lost its view of this dataset: restart it");
-    log().warn("a pod lost its view of the dataset",
-               {{"dataset", kube::objectKey(dataset)},
-                {"pod", cut.podNamespace + "/" + cut.podName},
-                {"node", node}});
+    log().warn("a pod lost its view of the dataset", {{"dataset", kube::objectKey(dataset)},
+                                                      {"pod", cut.podNamespace + "/" + cut.podName},
+                                                      {"node", node}});
   }
 }
 

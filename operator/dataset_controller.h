@@ -83,7 +83,7 @@ class DatasetController {
   // Ensures the view on `node` unless the node holds it; the pods the node reports cut off from
   // the view.
   std::vector<CutOffPod> ensureView(const CacheNode& node, const v1::DatasetRef& ref,
-                  const api::DatasetReference& reference);
+                                    const api::DatasetReference& reference);
   // The referrers (offered to) of Dataset `source`, by key.
   std::vector<std::string> referrersOf(const kube::Json& source) const;
   // `keys` (of Datasets) and the keys of the Datasets those refer to.

@@ -33,7 +33,7 @@
 namespace granary::cache {
 
 struct MountTableOptions {
-  std::filesystem::path root;          // where dataset mounts go
+  std::filesystem::path root;  // where dataset mounts go
   KeeperClient keeper;  // the mount keeper (its socket and the node's token); none by default
   // How long a keeper that is not listening at start is waited for. Default 30 s: a pod's
   // containers start one after another, each within seconds.
@@ -91,7 +91,8 @@ class MountTable {
   // passed through beside it, for the process that adopts it.
   MountOptions mountOptionsFor(const std::filesystem::path& point) const {
     MountOptions options = options_.mount;
-    if (!options_.keeper.socket().empty()) options.passthroughTable = point.string() + ".passthrough";
+    if (!options_.keeper.socket().empty())
+      options.passthroughTable = point.string() + ".passthrough";
     return options;
   }
 

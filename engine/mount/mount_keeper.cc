@@ -92,10 +92,11 @@ void MountKeeper::takeOver() {
   if (!unix_socket::connectTo(socketPath_, kAnswerWait).isOk()) return;  // no keeper there
   auto answer = askKept(socketPath_, requestOf(token_, "handover"));
   if (!answer.isOk()) {
-    log.warn("the keeper listening at the socket cannot hand over (an older protocol, or another "
-             "node's token): the mounts it keeps end with it, and their readers' pods need a "
-             "restart",
-             {{"socket", socketPath_.string()}, {"error", answer.status()}});
+    log.warn(
+        "the keeper listening at the socket cannot hand over (an older protocol, or another "
+        "node's token): the mounts it keeps end with it, and their readers' pods need a "
+        "restart",
+        {{"socket", socketPath_.string()}, {"error", answer.status()}});
     return;
   }
   kept_ = std::move(answer->kept);
@@ -144,9 +145,10 @@ void MountKeeper::answer(int connection) {
     for (const auto& [key, kept] : kept_) sendMessage(connection, "fd " + key, kept.get());
     if (verb == "handover" && sendMessage(connection, "listener", listener_.get())) {
       listener_.reset();  // the successor accepts on it now
-      log.info("handed the mounts over to the keeper replacing this one; keeping copies until it "
-               "stops",
-               {{"mounts", kept_.size()}});
+      log.info(
+          "handed the mounts over to the keeper replacing this one; keeping copies until it "
+          "stops",
+          {{"mounts", kept_.size()}});
     }
     sendMessage(connection, "end");
   } else {

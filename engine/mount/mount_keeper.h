@@ -64,7 +64,7 @@ class MountKeeper {
 
   std::filesystem::path socketPath_;
   Secret token_;
-  OwnedFd listener_;  // closed once handed over
+  OwnedFd listener_;                     // closed once handed over
   std::map<std::string, OwnedFd> kept_;  // by mount point
 };
 

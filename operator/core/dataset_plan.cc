@@ -124,7 +124,8 @@ DatasetPlan planDataset(const DatasetObservation& o, const DatasetPlanOptions& o
   plan.status = datasetStatus(progress, o.previousStatus, o.now);
   for (const auto& report : progress.reports)
     if (report.progress)
-      for (const auto& pod : report.progress->cutOff) plan.cutOff.emplace_back(report.nodeName, pod);
+      for (const auto& pod : report.progress->cutOff)
+        plan.cutOff.emplace_back(report.nodeName, pod);
   const std::optional<DatasetPhase> phase = phaseOfStatus(plan.status);
   plan.requeueAfter = phase && isSettled(*phase) ? options.pollReady : options.pollWarming;
   plan.event = datasetEventFor(o.previousStatus, plan.status);

@@ -169,12 +169,13 @@ std::string cutOffMessage(const std::vector<NodeReport>& reports) {
   if (pods.empty()) return "";
   std::sort(pods.begin(), pods.end());
   std::string named;
-  for (size_t i = 0; i < std::min(pods.size(), kNamed); ++i)
-    named += (i ? ", " : "") + pods[i];
+  for (size_t i = 0; i < std::min(pods.size(), kNamed); ++i) named += (i ? ", " : "") + pods[i];
   if (pods.size() > kNamed) named += " and " + std::to_string(pods.size() - kNamed) + " more";
   return std::to_string(pods.size()) + (pods.size() == 1 ? " pod lost its" : " pods lost their") +
          " view of this dataset when granary's cache node was replaced without handing over (or "
-         "killed): " + named + ". Their reads fail (\"Transport endpoint is not connected\") until "
+         "killed): " +
+         named +
+         ". Their reads fail (\"Transport endpoint is not connected\") until "
          "they are restarted: restart them; the operator restarts TrainingJob workers itself";
 }
 
@@ -228,10 +229,11 @@ Json datasetStatus(const DatasetProgress& o, const Json& previous,
   status["nodes"] = std::move(nodes);
   Json conditions = kube::pathValue(previous, "conditions");
   const std::string cutOff = cutOffMessage(o.reports);
-  setCondition(conditions,
-               {"Ready", ready, reason,
-                cutOff.empty() ? message : message + "; some pods lost their view: see ReadersCutOff"},
-               o.generation, now);
+  setCondition(
+      conditions,
+      {"Ready", ready, reason,
+       cutOff.empty() ? message : message + "; some pods lost their view: see ReadersCutOff"},
+      o.generation, now);
   if (!cutOff.empty()) {
     setCondition(conditions, {"ReadersCutOff", true, "MountEnded", cutOff}, o.generation, now);
   } else if (conditionOf(previous, "ReadersCutOff").status) {

@@ -76,9 +76,9 @@ struct DatasetProgress {
 // The status for `progress`; conditions are carried over from `previous` (the current
 // status), so an unchanged world yields an equal status. Pods a node reports cut off make the
 // ReadersCutOff condition True (naming them, with the fix) and qualify the Ready condition's
-// message; once none is, ReadersCutOff turns False (it is absent until it first happens). Nodes that `previous` lists for this
-// generation and the set no longer has are lost: the Dataset stays Degraded, still listing
-// them, until the remaining nodes are Ready.
+// message; once none is, ReadersCutOff turns False (it is absent until it first happens). Nodes
+// that `previous` lists for this generation and the set no longer has are lost: the Dataset stays
+// Degraded, still listing them, until the remaining nodes are Ready.
 kube::Json datasetStatus(const DatasetProgress& progress, const kube::Json& previous,
                          std::chrono::system_clock::time_point now);
 

@@ -44,13 +44,12 @@ using namespace std::chrono_literals;
 
 using testing::eventually;
 using testing::freePort;
-using testing::kToken;
 using testing::KeeperProcess;
+using testing::kToken;
 using testing::NodeProcess;
 using testing::publishVolume;
-using testing::unpublishVolume;
 using testing::Readers;
-
+using testing::unpublishVolume;
 
 // The mount ID the kernel gave the mount at `point` (-1 if none): the same ID means the same
 // mount, not a new one at the same place.
@@ -801,7 +800,6 @@ TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
   EXPECT_EQ(text.find((root_ / "n1" / "mounts").string()), std::string::npos) << text;
 }
 
-
 // Restarts with running readers: a pod reads the dataset through its volume while the node is
 // killed and started again (as the operator does, the dataset is then ensured again), and again
 // stopped gracefully and started. With the mount keeper, reads only wait: none fails or returns
@@ -892,8 +890,8 @@ TEST_F(CacheNodeProcessTest, ReadersOnlyPauseWhileANewPodTakesTheNodeOver) {
   std::vector<double> handOvers;
   for (int round = 1; round <= 3; ++round) {
     keepers.push_back(std::make_unique<KeeperProcess>(socket));  // the new pod's containers
-    pods.push_back(std::make_unique<NodeProcess>(root_ / ("n1-pod-" + std::to_string(round)),
-                                                 "n1", nullptr, socket.string(), root_ / "n1"));
+    pods.push_back(std::make_unique<NodeProcess>(root_ / ("n1-pod-" + std::to_string(round)), "n1",
+                                                 nullptr, socket.string(), root_ / "n1"));
     NodeProcess& successor = *pods.back();
     const auto asked = std::chrono::steady_clock::now();
     successor.start();  // serves its API once it took the node over

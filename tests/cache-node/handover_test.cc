@@ -109,8 +109,9 @@ TEST_F(HandoverTest, AnotherProtocolIsNamedNotFollowed) {
       std::string request;
       OwnedFd none;
       unix_socket::receiveMessage(connection.get(), request, none);
-      unix_socket::sendMessage(connection.get(), "unknown request: this node speaks "
-                                                 "granary-handover/9");
+      unix_socket::sendMessage(connection.get(),
+                               "unknown request: this node speaks "
+                               "granary-handover/9");
       return true;
     });
   });

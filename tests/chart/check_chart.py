@@ -212,17 +212,31 @@ def daemonset_problems(objects, values):
     expected_socket = f"{kubelet}/plugins/csi.granary.io/csi.sock"
     if socket_host != expected_socket:
         problems.append(f"CSI socket lands at {socket_host} on the host, not {expected_socket}")
-    registrar = containers.get("csi-node-driver-registrar")
-    if not registrar:
-        problems.append("no csi-node-driver-registrar")
+    # The registrar is a DaemonSet of its own on the same nodes: two registrars of a surge
+    # rollout would share the registration socket, and the old one removes it when it stops.
+    if "csi-node-driver-registrar" in containers:
+        problems.append("the registrar is a sidecar of the surging cache node: a replaced pod's "
+                        "registrar unregisters the driver")
+    registrar_ds = find(objects, "DaemonSet", "granary-csi-registrar")
+    if not registrar_ds:
+        problems.append("no granary-csi-registrar DaemonSet")
     else:
+        registrar_pod = registrar_ds["spec"]["template"]["spec"]
+        registrar_volumes = {v["name"]: v for v in registrar_pod["volumes"]}
+        registrar = registrar_pod["containers"][0]
         args = dict(a.split("=", 1) for a in registrar["args"])
-        if host_path_of(registrar, volumes, args["--csi-address"]) != socket_host:
+        if host_path_of(registrar, registrar_volumes, args["--csi-address"]) != socket_host:
             problems.append("the registrar's --csi-address is not the plugin's socket")
         if args["--kubelet-registration-path"] != expected_socket:
             problems.append("--kubelet-registration-path is not the socket's host path")
-        if host_path_of(registrar, volumes, "/registration") != f"{kubelet}/plugins_registry":
+        if host_path_of(registrar, registrar_volumes, "/registration") != f"{kubelet}/plugins_registry":
             problems.append("the registrar does not see the kubelet's plugins_registry")
+        if registrar_ds["spec"]["updateStrategy"].get("rollingUpdate", {}).get("maxSurge"):
+            problems.append("the registrar must not surge: two on a node race on one socket")
+        for key in ("nodeSelector", "tolerations", "affinity"):
+            if registrar_pod.get(key) != pod.get(key):
+                problems.append(f"the registrar's {key} is not the cache node's: the driver is "
+                                f"registered where no cache node serves it, or missing where one does")
 
     if values["cacheNode"]["mountKeeper"]["enabled"]:
         keeper = containers.get("mount-keeper")

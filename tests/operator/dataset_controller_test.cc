@@ -713,7 +713,8 @@ TEST_F(DatasetControllerTest, AWorkerCutOffFromItsDatasetIsNamedAndItsGangRestar
   node.start();        // the operator ensures the dataset again; the node binds the view again
   ASSERT_TRUE(hasEvent("Warning/DatasetMountLost")) << ::testing::PrintToString(events());
   ASSERT_TRUE(hasEvent("Warning/ReadersCutOff")) << ::testing::PrintToString(events());
-  const op::Condition cutOff = op::conditionOf(kube::pathValue(dataset(), "status"), "ReadersCutOff");
+  const op::Condition cutOff =
+      op::conditionOf(kube::pathValue(dataset(), "status"), "ReadersCutOff");
   EXPECT_TRUE(cutOff.status) << dataset().serialize();
   EXPECT_NE(cutOff.message.find(ns() + "/bert-worker-0 on " + nodeName), std::string::npos)
       << cutOff.message;
@@ -725,14 +726,14 @@ TEST_F(DatasetControllerTest, AWorkerCutOffFromItsDatasetIsNamedAndItsGangRestar
     if (got.isOk()) job = *got;
     return got.isOk() && kube::pathValue(job, "status.restarts").is_integer() &&
            kube::pathValue(job, "status.restarts").as_number().to_int64() == 1;
-  }))
-      << job.serialize();
+  })) << job.serialize();
   EXPECT_NE(job.serialize().find("WorkerMountLost"), std::string::npos) << job.serialize();
   EXPECT_NE(kube::pathValue(job, "status.phase").as_string(), "Failed") << job.serialize();
   // The old pod's volume goes with it (the kubelet unpublishes it): no pod is cut off any more.
   ASSERT_TRUE(testing::unpublishVolume(node, target).ok());
   EXPECT_TRUE(eventually([&] {
-    const op::Condition now = op::conditionOf(kube::pathValue(dataset(), "status"), "ReadersCutOff");
+    const op::Condition now =
+        op::conditionOf(kube::pathValue(dataset(), "status"), "ReadersCutOff");
     return !now.status && now.reason == "NoneCutOff";
   })) << dataset().serialize();
 }

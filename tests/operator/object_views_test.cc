@@ -114,8 +114,8 @@ TEST(ObjectViews, TwoCacheNodePodsOnOneNodeAreOneCacheNode) {
     ASSERT_EQ(found.size(), 1u);
     EXPECT_EQ(found[0].address, "10.1.0.2:7400") << "the ready one, while the new one starts";
   }
-  for (const auto& pods : {std::vector{old, ready}, std::vector{released, ready},
-                           std::vector{ready, released}}) {
+  for (const auto& pods :
+       {std::vector{old, ready}, std::vector{released, ready}, std::vector{ready, released}}) {
     const auto found = discoverCacheNodes(pods, nodes);
     ASSERT_EQ(found.size(), 1u);
     EXPECT_EQ(found[0].address, "10.1.0.9:7400") << "the newer once it is ready";

@@ -115,7 +115,8 @@ class NodeProcess {
 class KeeperProcess {
  public:
   explicit KeeperProcess(std::filesystem::path socket)
-      : socket_(std::move(socket)), log_(socket_.string() + "." + std::to_string(started_++) + ".log") {
+      : socket_(std::move(socket)),
+        log_(socket_.string() + "." + std::to_string(started_++) + ".log") {
     const std::string token = socket_.string() + ".token";
     std::filesystem::create_directories(socket_.parent_path());
     std::ofstream(token) << kToken << "\n";
@@ -128,7 +129,8 @@ class KeeperProcess {
       ::_exit(127);
     }
     if (replacing) {  // listening once it took the old keeper's mounts over
-      eventually([&] { return log().find("took over the mounts") != std::string::npos; }, std::chrono::seconds(5));
+      eventually([&] { return log().find("took over the mounts") != std::string::npos; },
+                 std::chrono::seconds(5));
     } else {
       eventually([&] { return std::filesystem::exists(socket_); }, std::chrono::seconds(2));
     }

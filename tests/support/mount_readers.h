@@ -71,8 +71,8 @@ class Readers {
   const std::vector<std::string>& failures() const { return failures_; }
   std::chrono::steady_clock::duration longest() const { return longest_; }
   // The longest read that was in progress at some moment of [from, to].
-  std::chrono::steady_clock::duration longestDuring(std::chrono::steady_clock::time_point from,
-                                                    std::chrono::steady_clock::time_point to) const {
+  std::chrono::steady_clock::duration longestDuring(
+      std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) const {
     std::lock_guard lock(mutex_);
     std::chrono::steady_clock::duration longest{};
     for (const auto& [began, took] : reads_)

@@ -50,8 +50,7 @@ TEST(DatasetStatus, PodsCutOffFromTheirViewAreNamedUntilNoneIs) {
   EXPECT_TRUE(readers.status);
   EXPECT_EQ(readers.reason, "MountEnded");
   EXPECT_NE(readers.message.find("2 pods lost their view"), std::string::npos) << readers.message;
-  EXPECT_NE(readers.message.find("ml/bert-worker-0 on a, ml/bert-worker-1 on a"),
-            std::string::npos)
+  EXPECT_NE(readers.message.find("ml/bert-worker-0 on a, ml/bert-worker-1 on a"), std::string::npos)
       << readers.message;
   EXPECT_NE(readers.message.find("restart them"), std::string::npos) << readers.message;
   EXPECT_NE(conditionOf(cut, "Ready").message.find("see ReadersCutOff"), std::string::npos);
