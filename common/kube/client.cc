@@ -111,11 +111,9 @@ struct Client::Impl {
         if (options.onResponse) options.onResponse(method, pathAndQuery, code);
         if (code >= 200 && code < 300) {
           if (text.empty()) return Json::object();
-          try {
-            return Json::parse(text);
-          } catch (const std::exception& e) {
-            return internalError(operation + ": response is not JSON: " + e.what());
-          }
+          Result<Json> json = parseJson(text);
+          if (!json) return internalError(operation + ": response is " + json.status().message());
+          return json;
         }
         last = statusFromHttp(code, text, operation);
         if (response.headers().has("Retry-After")) {

@@ -1,10 +1,40 @@
 #include "common/kube/object.h"
 
+#include <cmath>
 #include <ctime>
 
 #include "common/log.h"
 
 namespace granary::kube {
+namespace {
+
+bool numbersFinite(const Json& value) {
+  if (value.is_number()) return std::isfinite(value.as_double());
+  if (value.is_array()) {
+    for (const Json& item : value.as_array()) {
+      if (!numbersFinite(item)) return false;
+    }
+  }
+  if (value.is_object()) {
+    for (const auto& [key, item] : value.as_object()) {
+      if (!numbersFinite(item)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<Json> parseJson(std::string_view text) {
+  Json json;
+  try {
+    json = Json::parse(std::string(text));
+  } catch (const std::exception& e) {
+    return invalidArgument(std::string("not JSON: ") + e.what());
+  }
+  if (!numbersFinite(json)) return invalidArgument("not JSON: a number beyond a double's range");
+  return json;
+}
 
 int64_t generationOf(const Json& object) {
   const Json generation = pathValue(object, "metadata.generation");

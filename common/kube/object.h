@@ -9,12 +9,19 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "common/result.h"
 
 namespace granary::kube {
 
 using Json = web::json::value;
 // Objects in caches and events are shared and never modified after they are stored.
 using ObjectPtr = std::shared_ptr<const Json>;
+
+// JSON text as an API server sends it: an error when it is not JSON or holds a number no double
+// can hold (1e999 would parse as infinity, which JSON cannot write back).
+Result<Json> parseJson(std::string_view text);
 
 // metadata.<field> as a string; "" when absent.
 std::string metadataField(const Json& object, const char* field);

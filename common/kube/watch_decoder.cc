@@ -31,12 +31,9 @@ Status WatchDecoder::feed(std::string_view bytes, std::vector<WatchEvent>& out) 
 
 Status WatchDecoder::decodeLine(std::string_view line, std::vector<WatchEvent>& out) {
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return Status::ok();
-  Json json;
-  try {
-    json = Json::parse(std::string(line));
-  } catch (const std::exception& e) {
-    return internalError(std::string("watch event is not JSON: ") + e.what());
-  }
+  Result<Json> parsed = parseJson(line);
+  if (!parsed) return internalError("watch event is " + parsed.status().message());
+  Json& json = parsed.value();
   if (!json.is_object() || !json.has_string_field("type") || !json.has_object_field("object")) {
     return internalError("watch event lacks type or object: " + std::string(line.substr(0, 120)));
   }

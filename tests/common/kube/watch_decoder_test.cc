@@ -67,6 +67,20 @@ TEST(WatchDecoder, GarbageIsAnErrorNotACrash) {
   EXPECT_EQ(small.feed(std::string(40, 'x'), events).code(), StatusCode::kInternal);
 }
 
+// A number no double holds would decode as infinity, which no JSON writer can write back.
+TEST(WatchDecoder, ANumberBeyondADoubleIsAnError) {
+  WatchDecoder decoder;
+  std::vector<WatchEvent> events;
+  const Status status = decoder.feed(
+      R"({"type":"MODIFIED","object":{"status":{"totalBytes":1e999}}})"
+      "\n",
+      events);
+  EXPECT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("beyond a double's range"), std::string::npos)
+      << status.message();
+  EXPECT_TRUE(events.empty());
+}
+
 TEST(WatchDecoder, TheLineLimitHoldsHoweverTheLineArrives) {
   // Found by tests/fuzz/watch_decoder_fuzz: a line over the limit was refused when it came in
   // pieces, and decoded when it came whole with its newline in one chunk.
