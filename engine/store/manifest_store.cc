@@ -39,6 +39,14 @@ std::string inodeKey(std::string_view generation, uint64_t inode) {
   return k;
 }
 
+// The inode counter of a generation: "n" NUL generation → the next file inode.
+std::string counterKey(std::string_view generation) {
+  std::string k = "n";
+  k += '\0';
+  k.append(generation);
+  return k;
+}
+
 // The completion mark of a generation: "c" NUL generation → files, bytes.
 std::string completionKey(std::string_view generation) {
   std::string k = "c";
@@ -72,12 +80,12 @@ T read(std::string_view& in) {
 // the store never leaves the node).
 constexpr size_t kFixed = 8 + 8 + 8 + 4 + 1;
 
-std::string encode(const ManifestEntry& e) {
+std::string encode(const ManifestEntry& e, uint64_t inode) {
   std::string v;
   v.reserve(kFixed + e.etag.size());
   append<int64_t>(v, e.size);
   append<int64_t>(v, e.modifiedUnixNanos);
-  append<uint64_t>(v, e.inode);
+  append<uint64_t>(v, inode);
   append<uint32_t>(v, e.mode);
   v += e.directory ? '\1' : '\0';
   v += e.etag;
@@ -130,51 +138,74 @@ Result<std::unique_ptr<ManifestStore>> ManifestStore::open(const std::filesystem
       new ManifestStore(std::unique_ptr<rocksdb::DB>(raw), std::move(guard)));
 }
 
-Status ManifestStore::put(std::string_view generation, std::span<const ManifestEntry> files) {
-  rocksdb::WriteBatch batch;
-  std::map<uint64_t, std::string> taken;  // inodes given out in this batch
-  // An inode for `path`: a hash of it, probed past inodes other paths hold. A path keeps the
-  // inode it already has.
-  const auto inodeOf = [&](std::string_view path) -> Result<uint64_t> {
-    for (uint64_t seed = 0;; ++seed) {
-      const uint64_t inode = XXH3_64bits_withSeed(path.data(), path.size(), seed);
-      if (inode <= kRootInode) continue;
-      if (const auto it = taken.find(inode); it != taken.end()) {
-        if (it->second == path) return inode;
-        continue;
-      }
-      std::string holder;
-      const rocksdb::Status s =
-          db_->Get(rocksdb::ReadOptions(), inodeKey(generation, inode), &holder);
-      if (s.IsNotFound() || (s.ok() && holder == path)) {
-        taken.emplace(inode, std::string(path));
-        return inode;
-      }
-      GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest inode index"));
+Result<uint64_t> ManifestStore::nextInode(std::string_view generation) {
+  if (const auto it = nextInodes_.find(generation); it != nextInodes_.end()) return it->second;
+  std::string value;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), counterKey(generation), &value);
+  uint64_t next = kRootInode + 1;
+  if (s.ok() && value.size() == sizeof next) {
+    std::string_view in = value;
+    next = read<uint64_t>(in);
+  } else if (s.ok()) {
+    return corruption("manifest inode counter of " + std::string(generation));
+  } else if (!s.IsNotFound()) {
+    return fromRocks(s, "manifest inode counter");
+  }
+  nextInodes_.emplace(std::string(generation), next);
+  return next;
+}
+
+Result<uint64_t> ManifestStore::directoryInode(std::string_view generation, std::string_view path,
+                                               std::map<uint64_t, std::string_view>& taken) const {
+  for (uint64_t seed = 0;; ++seed) {
+    const uint64_t inode = XXH3_64bits_withSeed(path.data(), path.size(), seed) | kDirectoryInodes;
+    if (taken.contains(inode)) continue;
+    std::string holder;
+    const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), inodeKey(generation, inode), &holder);
+    if (s.IsNotFound()) {
+      taken.emplace(inode, path);
+      return inode;
     }
-  };
-  const auto add = [&](ManifestEntry entry) -> Status {
+    GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest inode index"));
+  }
+}
+
+Status ManifestStore::put(std::string_view generation, std::span<const ManifestEntry> files) {
+  MutexLock lock(putMutex_);
+  GRANARY_ASSIGN_OR_RETURN(uint64_t next, nextInode(generation));
+  rocksdb::WriteBatch batch;
+  const auto add = [&](const ManifestEntry& entry, uint64_t inode) {
     const auto [parent, name] = splitPath(entry.path);
-    GRANARY_ASSIGN_OR_RETURN(entry.inode, inodeOf(entry.path));
-    batch.Put(key(generation, parent, name), encode(entry));
-    batch.Put(inodeKey(generation, entry.inode), entry.path);
-    return Status::ok();
+    batch.Put(key(generation, parent, name), encode(entry, inode));
+    batch.Put(inodeKey(generation, inode), entry.path);
   };
   std::set<std::string_view> directories;
-  for (const auto& file : files) {
+  for (const ManifestEntry& file : files) {
     GRANARY_RETURN_IF_ERROR(validateManifestPath(file.path));
-    GRANARY_RETURN_IF_ERROR(add(file));
+    add(file, next++);
     for (std::string_view dir = splitPath(file.path).first; !dir.empty();
          dir = splitPath(dir).first) {
       if (!directories.insert(dir).second) break;  // its parents are in the set already
     }
   }
+  std::map<uint64_t, std::string_view> taken;  // directory inodes given out in this batch
   for (std::string_view dir : directories) {
-    GRANARY_RETURN_IF_ERROR(
-        add(ManifestEntry{.path = std::string(dir), .mode = 0555, .directory = true}));
+    const auto [parent, name] = splitPath(dir);
+    std::string stored;
+    const rocksdb::Status s =
+        db_->Get(rocksdb::ReadOptions(), key(generation, parent, name), &stored);
+    if (s.ok()) continue;  // an earlier batch's, with its inode
+    if (!s.IsNotFound()) return fromRocks(s, "manifest read");
+    GRANARY_ASSIGN_OR_RETURN(const uint64_t inode, directoryInode(generation, dir, taken));
+    add(ManifestEntry{.path = std::string(dir), .mode = 0555, .directory = true}, inode);
   }
-  return write(static_cast<int64_t>(batch.GetDataSize()),
-               [&] { return db_->Write(rocksdb::WriteOptions(), &batch); });
+  std::string counter;
+  append<uint64_t>(counter, next);
+  batch.Put(counterKey(generation), counter);
+  GRANARY_RETURN_IF_ERROR(write(static_cast<int64_t>(batch.GetDataSize()),
+                                [&] { return db_->Write(rocksdb::WriteOptions(), &batch); }));
+  nextInodes_[std::string(generation)] = next;
+  return Status::ok();
 }
 
 Result<ManifestEntry> ManifestStore::stat(std::string_view generation,

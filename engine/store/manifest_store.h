@@ -2,12 +2,14 @@
 // RocksDB, so that stat and readdir never touch the origin. Keys group a directory's children
 // together: listing a directory is one prefix scan, whatever the dataset's size.
 //
-// Thread-safety: all methods may be called concurrently (RocksDB is thread-safe).
+// Thread-safety: all methods may be called concurrently (RocksDB is thread-safe; puts take
+// turns).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 #include "engine/core/manifest_path.h"
 #include "engine/store/store_guard.h"
 
@@ -24,16 +27,19 @@ class DB;
 
 namespace granary::cache {
 
-// The dataset root's inode; every other entry gets a stable one when it is listed.
+// The dataset root's inode; every other entry gets a stable one when it is listed: files from a
+// counter of their generation, in listing order (2, 3, ...), directories above kDirectoryInodes
+// (a hash of the path, probed on collision, so that every node of a set numbers them alike).
 inline constexpr uint64_t kRootInode = 1;
+inline constexpr uint64_t kDirectoryInodes = uint64_t{1} << 63;
 
 struct ManifestEntry {
   std::string path;  // relative to the dataset root, '/'-separated, no leading '/'
   int64_t size = 0;
   std::string etag;  // origin version: ETag, or size and mtime for file origins
   int64_t modifiedUnixNanos = 0;
-  // Unique within the generation and the same in every process that opens the store (a hash
-  // of the path, probed on collision), so a restarted node answers for inodes a kernel kept.
+  // Unique within the generation, stored, and never given to another path of it (not even after
+  // drop), so a restarted node answers for inodes a kernel kept and never with another file.
   uint64_t inode = 0;
   uint32_t mode = 0;  // permission bits
   bool directory = false;
@@ -55,17 +61,19 @@ class ManifestStore {
   ~ManifestStore();
 
   // Writes file entries of one generation ("namespace/name/generation") atomically, together
-  // with the directories above them. InvalidArgument for an empty path, a leading '/', or a
-  // "." or ".." segment.
+  // with the directories above them not stored yet. Each file gets the generation's next inode
+  // (their `inode` is not read): nothing stored is read for a file, so a path put again holds a
+  // new inode, and its old one still leads to it. InvalidArgument for an empty path, a leading
+  // '/', or a "." or ".." segment.
   Status put(std::string_view generation, std::span<const ManifestEntry> files);
 
   // NotFound when the path is not in the manifest; "" is the root directory.
   Result<ManifestEntry> stat(std::string_view generation, std::string_view path) const;
 
-  // The direct children of `directory` ("" for the root) in name order, starting after the
-  // name `after` (exclusive; "" from the start), at most `limit`.
   // The entry holding `inode` (kRootInode: the root). NotFound when none does.
   Result<ManifestEntry> statInode(std::string_view generation, uint64_t inode) const;
+  // The direct children of `directory` ("" for the root) in name order, starting after the
+  // name `after` (exclusive; "" from the start), at most `limit`.
   Result<std::vector<ManifestEntry>> list(std::string_view generation, std::string_view directory,
                                           std::string_view after = {}, size_t limit = 1000) const;
 
@@ -79,15 +87,24 @@ class ManifestStore {
   // NotFound while the generation's listing is incomplete (or never started).
   Result<ManifestTotals> totals(std::string_view generation) const;
 
-  // Removes every entry of a generation, and its completion mark.
+  // Removes every entry of a generation, and its completion mark. Its inode counter stays, so
+  // that a listing of it again never gives a number a kernel may hold to another path.
   Status drop(std::string_view generation);
 
  private:
   ManifestStore(std::unique_ptr<rocksdb::DB> db, std::unique_ptr<StoreGuard> guard);
   // Guards a write of about `bytes`.
   Status write(int64_t bytes, const std::function<rocksdb::Status()>& write);
+  // The next file inode of `generation`: as stored, or 2 for a generation never put.
+  Result<uint64_t> nextInode(std::string_view generation) GRANARY_REQUIRES(putMutex_);
+  // An inode for the new directory `path`: a hash of it, probed past inodes others hold.
+  Result<uint64_t> directoryInode(std::string_view generation, std::string_view path,
+                                  std::map<uint64_t, std::string_view>& taken) const;
   std::unique_ptr<rocksdb::DB> db_;
   std::unique_ptr<StoreGuard> guard_;
+  // Puts are serialized, so that each writes its generation's counter after any before it.
+  Mutex putMutex_;
+  std::map<std::string, uint64_t, std::less<>> nextInodes_ GRANARY_GUARDED_BY(putMutex_);
 };
 
 }  // namespace granary::cache
