@@ -1,6 +1,7 @@
 #include "engine/store/manifest_store.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/write_batch.h>
 #include <xxhash.h>
 
@@ -105,6 +106,27 @@ Result<ManifestEntry> decode(std::string path, std::string_view value) {
   return e;
 }
 
+// A key's kind and generation (up to its second NUL): a listing writes each such range in
+// ascending order (inodes from the counter, entries in the origin's key order), so the memtable
+// inserts each key beside the one before it instead of searching from its top.
+class GenerationPrefix final : public rocksdb::SliceTransform {
+ public:
+  const char* Name() const override { return "granary.GenerationPrefix"; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), secondNul(key) + 1);
+  }
+  bool InDomain(const rocksdb::Slice& key) const override {
+    return secondNul(key) != std::string_view::npos;
+  }
+
+ private:
+  static size_t secondNul(const rocksdb::Slice& key) {
+    const std::string_view k = key.ToStringView();
+    const size_t first = k.find('\0');
+    return first == std::string_view::npos ? first : k.find('\0', first + 1);
+  }
+};
+
 Status fromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return Status::ok();
   if (s.IsNotFound()) return notFound(std::string(what) + ": not found");
@@ -130,7 +152,10 @@ Result<std::unique_ptr<ManifestStore>> ManifestStore::open(const std::filesystem
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   if (error) return unavailable("manifest store " + directory.string() + ": " + error.message());
-  const rocksdb::Options options = storeOptions();
+  rocksdb::Options options = storeOptions();
+  // Hints are kept only where one writer fills the memtable at a time (puts take turns).
+  options.memtable_insert_with_hint_prefix_extractor = std::make_shared<GenerationPrefix>();
+  options.allow_concurrent_memtable_write = false;
   auto guard = std::make_unique<StoreGuard>(directory, "manifest store");
   rocksdb::DB* raw = nullptr;
   GRANARY_RETURN_IF_ERROR(guard->open(options, &raw));
@@ -311,10 +336,13 @@ Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const 
 Status ManifestStore::drop(std::string_view generation) {
   GRANARY_RETURN_IF_ERROR(
       write(64, [&] { return db_->Delete(rocksdb::WriteOptions(), completionKey(generation)); }));
-  for (const std::string& begin :
-       {generationPrefix('m', generation), generationPrefix('i', generation)}) {
-    std::string end = begin;
-    end.back() = '\1';  // just past every key of the generation
+  for (const char kind : {'m', 'i'}) {
+    // kind NUL generation, then kind NUL generation \1: every key of the generation lies between,
+    // and neither bound is in GenerationPrefix's domain (the memtable's insert hints are kept
+    // per prefix, and RocksDB would use a point key's hint to place a range deletion).
+    std::string begin = generationPrefix(kind, generation);
+    begin.pop_back();
+    const std::string end = begin + '\1';
     GRANARY_RETURN_IF_ERROR(write(64, [&] {
       return db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(), begin, end);
     }));
