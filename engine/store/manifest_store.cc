@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "engine/store/rocksdb_options.h"
@@ -33,10 +34,27 @@ std::string key(std::string_view generation, std::string_view parent, std::strin
   return k;
 }
 
-// The inode index: "i" NUL generation NUL inode (8 bytes, big-endian) → path.
+void appendBigEndian(std::string& out, uint64_t value) {
+  for (int shift = 56; shift >= 0; shift -= 8) out += static_cast<char>((value >> shift) & 0xff);
+}
+
+// The inode index of directories (and of every entry in stores written before files were
+// counted): "i" NUL generation NUL inode (8 bytes, big-endian) → path.
 std::string inodeKey(std::string_view generation, uint64_t inode) {
   std::string k = generationPrefix('i', generation);
-  for (int shift = 56; shift >= 0; shift -= 8) k += static_cast<char>((inode >> shift) & 0xff);
+  appendBigEndian(k, inode);
+  return k;
+}
+
+// The inode index of files, kInodesPerGroup inodes to a key, so that a listing writes one key
+// per file, not two: "g" NUL generation NUL group (8 bytes, big-endian) → the group's first
+// slot held (1 byte), then each held slot's path (4-byte length, then the path), slot after slot.
+// The counter never goes back, so a later put only appends to a group.
+constexpr uint64_t kInodesPerGroup = 64;
+
+std::string groupKey(std::string_view generation, uint64_t inode) {
+  std::string k = generationPrefix('g', generation);
+  appendBigEndian(k, inode / kInodesPerGroup);
   return k;
 }
 
@@ -127,6 +145,26 @@ class GenerationPrefix final : public rocksdb::SliceTransform {
   }
 };
 
+void appendToGroup(std::string& group, std::string_view path) {
+  append<uint32_t>(group, static_cast<uint32_t>(path.size()));
+  group.append(path);
+}
+
+// The path of `inode` in its group's value; nullopt when the group does not hold it.
+std::optional<std::string_view> pathInGroup(std::string_view group, uint64_t inode) {
+  if (group.empty()) return std::nullopt;
+  const uint64_t first = static_cast<uint8_t>(group.front()), slot = inode % kInodesPerGroup;
+  group.remove_prefix(1);
+  if (slot < first) return std::nullopt;
+  for (uint64_t at = first;; ++at) {
+    if (group.size() < sizeof(uint32_t)) return std::nullopt;
+    const uint32_t length = read<uint32_t>(group);
+    if (group.size() < length) return std::nullopt;
+    if (at == slot) return group.substr(0, length);
+    group.remove_prefix(length);
+  }
+}
+
 Status fromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return Status::ok();
   if (s.IsNotFound()) return notFound(std::string(what) + ": not found");
@@ -198,21 +236,49 @@ Result<uint64_t> ManifestStore::directoryInode(std::string_view generation, std:
 Status ManifestStore::put(std::string_view generation, std::span<const ManifestEntry> files) {
   MutexLock lock(putMutex_);
   GRANARY_ASSIGN_OR_RETURN(uint64_t next, nextInode(generation));
+  std::string group;  // the value of the inode group `next` is in
+  if (next % kInodesPerGroup != 0) {  // else the group is new
+    GRANARY_ASSIGN_OR_RETURN(group, storedGroup(generation, next));
+  }
   rocksdb::WriteBatch batch;
-  const auto add = [&](const ManifestEntry& entry, uint64_t inode) {
-    const auto [parent, name] = splitPath(entry.path);
-    batch.Put(key(generation, parent, name), encode(entry, inode));
-    batch.Put(inodeKey(generation, inode), entry.path);
-  };
   std::set<std::string_view> directories;
   for (const ManifestEntry& file : files) {
     GRANARY_RETURN_IF_ERROR(validateManifestPath(file.path));
-    add(file, next++);
+    const auto [parent, name] = splitPath(file.path);
+    batch.Put(key(generation, parent, name), encode(file, next));
+    if (group.empty()) group += static_cast<char>(next % kInodesPerGroup);  // its first slot
+    appendToGroup(group, file.path);
+    if (++next % kInodesPerGroup == 0) {
+      batch.Put(groupKey(generation, next - 1), group);
+      group.clear();
+    }
     for (std::string_view dir = splitPath(file.path).first; !dir.empty();
          dir = splitPath(dir).first) {
       if (!directories.insert(dir).second) break;  // its parents are in the set already
     }
   }
+  if (!files.empty() && !group.empty()) batch.Put(groupKey(generation, next - 1), group);
+  GRANARY_RETURN_IF_ERROR(addDirectories(generation, directories, batch));
+  std::string counter;
+  append<uint64_t>(counter, next);
+  batch.Put(counterKey(generation), counter);
+  GRANARY_RETURN_IF_ERROR(write(static_cast<int64_t>(batch.GetDataSize()),
+                                [&] { return db_->Write(rocksdb::WriteOptions(), &batch); }));
+  nextInodes_[std::string(generation)] = next;
+  return Status::ok();
+}
+
+Result<std::string> ManifestStore::storedGroup(std::string_view generation, uint64_t inode) const {
+  std::string group;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), groupKey(generation, inode), &group);
+  if (s.IsNotFound()) return std::string();  // dropped since, or never written
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest inode index"));
+  return group;
+}
+
+Status ManifestStore::addDirectories(std::string_view generation,
+                                     const std::set<std::string_view>& directories,
+                                     rocksdb::WriteBatch& batch) const {
   std::map<uint64_t, std::string_view> taken;  // directory inodes given out in this batch
   for (std::string_view dir : directories) {
     const auto [parent, name] = splitPath(dir);
@@ -222,14 +288,10 @@ Status ManifestStore::put(std::string_view generation, std::span<const ManifestE
     if (s.ok()) continue;  // an earlier batch's, with its inode
     if (!s.IsNotFound()) return fromRocks(s, "manifest read");
     GRANARY_ASSIGN_OR_RETURN(const uint64_t inode, directoryInode(generation, dir, taken));
-    add(ManifestEntry{.path = std::string(dir), .mode = 0555, .directory = true}, inode);
+    batch.Put(key(generation, parent, name),
+              encode(ManifestEntry{.mode = 0555, .directory = true}, inode));
+    batch.Put(inodeKey(generation, inode), dir);
   }
-  std::string counter;
-  append<uint64_t>(counter, next);
-  batch.Put(counterKey(generation), counter);
-  GRANARY_RETURN_IF_ERROR(write(static_cast<int64_t>(batch.GetDataSize()),
-                                [&] { return db_->Write(rocksdb::WriteOptions(), &batch); }));
-  nextInodes_[std::string(generation)] = next;
   return Status::ok();
 }
 
@@ -248,6 +310,11 @@ Result<ManifestEntry> ManifestStore::stat(std::string_view generation,
 Result<ManifestEntry> ManifestStore::statInode(std::string_view generation, uint64_t inode) const {
   if (inode == kRootInode) return stat(generation, "");
   std::string path;
+  if (inode < kDirectoryInodes) {
+    GRANARY_ASSIGN_OR_RETURN(const std::string group, storedGroup(generation, inode));
+    if (const auto found = pathInGroup(group, inode)) return stat(generation, *found);
+  }
+  // A directory, or an entry of a store written before files were counted.
   const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), inodeKey(generation, inode), &path);
   if (s.IsNotFound()) return notFound("inode " + std::to_string(inode) + " is not in the dataset");
   GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest inode index"));
@@ -336,7 +403,7 @@ Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const 
 Status ManifestStore::drop(std::string_view generation) {
   GRANARY_RETURN_IF_ERROR(
       write(64, [&] { return db_->Delete(rocksdb::WriteOptions(), completionKey(generation)); }));
-  for (const char kind : {'m', 'i'}) {
+  for (const char kind : {'m', 'g', 'i'}) {
     // kind NUL generation, then kind NUL generation \1: every key of the generation lies between,
     // and neither bound is in GenerationPrefix's domain (the memtable's insert hints are kept
     // per prefix, and RocksDB would use a point key's hint to place a range deletion).

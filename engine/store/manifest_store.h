@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,7 +24,8 @@
 
 namespace rocksdb {
 class DB;
-}
+class WriteBatch;
+}  // namespace rocksdb
 
 namespace granary::cache {
 
@@ -97,6 +99,11 @@ class ManifestStore {
   Status write(int64_t bytes, const std::function<rocksdb::Status()>& write);
   // The next file inode of `generation`: as stored, or 2 for a generation never put.
   Result<uint64_t> nextInode(std::string_view generation) GRANARY_REQUIRES(putMutex_);
+  // The stored value of the file inode group that holds `inode`; "" where none is stored.
+  Result<std::string> storedGroup(std::string_view generation, uint64_t inode) const;
+  // Adds to `batch` the entries of the directories not stored yet.
+  Status addDirectories(std::string_view generation, const std::set<std::string_view>& directories,
+                        rocksdb::WriteBatch& batch) const;
   // An inode for the new directory `path`: a hash of it, probed past inodes others hold.
   Result<uint64_t> directoryInode(std::string_view generation, std::string_view path,
                                   std::map<uint64_t, std::string_view>& taken) const;

@@ -1,6 +1,7 @@
 #include "engine/store/manifest_store.h"
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -175,9 +176,53 @@ TEST_F(ManifestStoreTest, FileInodesCountOnAndAreNeverGivenTwice) {
   ASSERT_TRUE(store_->drop("ml/ds/1").isOk());
   ASSERT_TRUE(store_->put("ml/ds/1", std::vector{file("a/y", 2)}).isOk());
   EXPECT_EQ(store_->stat("ml/ds/1", "a/y")->inode, kRootInode + 4);
+  EXPECT_EQ(store_->statInode("ml/ds/1", kRootInode + 4)->path, "a/y");
   for (uint64_t old = kRootInode + 1; old <= kRootInode + 3; ++old) {
     EXPECT_EQ(store_->statInode("ml/ds/1", old).status().code(), StatusCode::kNotFound) << old;
   }
+}
+
+// Puts of any size, so that their inodes begin and end anywhere in the index's groups.
+TEST_F(ManifestStoreTest, EveryFileIsFoundByItsInodeWhateverTheBatches) {
+  int n = 0;
+  for (const int size : {1, 62, 64, 65, 3, 200, 127}) {
+    std::vector<ManifestEntry> batch;
+    for (int i = 0; i < size; ++i, ++n) batch.push_back(file("f/" + std::to_string(n), n));
+    ASSERT_TRUE(store_->put("ml/ds/1", batch).isOk());
+  }
+  for (int i = 0; i < n; ++i) {
+    const std::string path = "f/" + std::to_string(i);
+    const auto entry = store_->stat("ml/ds/1", path);
+    ASSERT_TRUE(entry.isOk()) << path;
+    const auto byInode = store_->statInode("ml/ds/1", entry->inode);
+    ASSERT_TRUE(byInode.isOk()) << path << ": " << byInode.status();
+    EXPECT_EQ(byInode->path, path);
+  }
+  EXPECT_EQ(store_->statInode("ml/ds/1", kRootInode + n + 1).status().code(),
+            StatusCode::kNotFound);
+}
+
+// A store written before files were counted holds every inode in the point index ("i" NUL
+// generation NUL inode → path); a node that takes such a store over (an upgrade that hands the
+// node over keeps the kernel's inodes) still answers for them.
+TEST_F(ManifestStoreTest, InodesOfAStoreWrittenBeforeFilesWereCountedAreFound) {
+  ASSERT_TRUE(store_->put("ml/ds/1", std::vector{file("old/hashed.bin", 7)}).isOk());
+  store_.reset();
+  const uint64_t hashed = 0x1234567890abcdef;
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.string(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::string key("i\0ml/ds/1\0", 10);
+    for (int shift = 56; shift >= 0; shift -= 8) key += static_cast<char>((hashed >> shift) & 0xff);
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), key, "old/hashed.bin").ok());
+  }
+  auto reopened = ManifestStore::open(dir_);
+  ASSERT_TRUE(reopened.isOk()) << reopened.status();
+  const auto entry = (*reopened)->statInode("ml/ds/1", hashed);
+  ASSERT_TRUE(entry.isOk()) << entry.status();
+  EXPECT_EQ(entry->path, "old/hashed.bin");
+  EXPECT_EQ(entry->size, 7);
 }
 
 TEST_F(ManifestStoreTest, RefusesBadPathsAndASecondOpen) {
