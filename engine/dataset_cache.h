@@ -181,9 +181,13 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // ---- listing (the background thread; engine/dataset_listing.cc) ----
   void run(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   // One try at the manifest: kept from a completed listing, else taken from the node that lists
-  // the dataset (listerOf), else listed from the origins. What is stored is fed to followers.
+  // the dataset (listerOf), else listed from the origins, going on from a listing of them cut
+  // short where its source lists in key order. What is stored is fed to followers.
   Status listOnce(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
-  Status listFromOrigins(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  // Where listing the origins starts: the progress stored, where its source can go on from it;
+  // else the start, with what a listing cut short stored dropped.
+  Result<ListingProgress> listingStart();
+  Status listFromOrigins(std::stop_token stop, ListingProgress from) GRANARY_EXCLUDES(mutex_);
   // Waits up to kListerWait for `lister` to hold the dataset and be listing it (it may have just
   // been told of it, or be between tries of an origin that failed).
   Status followLister(const std::string& lister, std::stop_token stop) GRANARY_EXCLUDES(mutex_);

@@ -29,11 +29,17 @@ Status DatasetCache::listOnce(std::stop_token stop) {
     setTotals(*totals);
     return Status::ok();
   }
-  GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));  // a listing cut short: start over
+  const std::string lister = listerOf();
+  const bool follows = lister != node_.nodeName && node_.peers;
+  ListingProgress start;
+  if (follows) {
+    GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));  // a listing cut short: start over
+  } else {
+    GRANARY_ASSIGN_OR_RETURN(start, listingStart());
+  }
   feed_.open();
   Status listed = Status::ok();
-  const std::string lister = listerOf();
-  if (lister != node_.nodeName && node_.peers) {
+  if (follows) {
     listed = followLister(lister, stop);
     if (!listed.isOk() && !stop.stop_requested()) {
       Logger("cache")
@@ -46,20 +52,45 @@ Status DatasetCache::listOnce(std::stop_token stop) {
       feed_.close(listed);  // its followers start over, as this node does
       feed_.open();
       listed = node_.manifests.drop(id_);
-      if (listed.isOk()) listed = listFromOrigins(stop);
+      if (listed.isOk()) listed = listFromOrigins(stop, {});
     }
   } else {
-    listed = listFromOrigins(stop);
+    listed = listFromOrigins(stop, std::move(start));
   }
   feed_.close(listed);
   return listed;
 }
 
-Status DatasetCache::listFromOrigins(std::stop_token stop) {
-  ManifestTotals totals;
-  for (const auto& source : fetcher_.sources()) {
-    const Status listed = source.origin->list([&](std::vector<OriginObject>&& batch) {
+Result<ListingProgress> DatasetCache::listingStart() {
+  auto progress = node_.manifests.progress(id_);
+  const auto& sources = fetcher_.sources();
+  if (progress.isOk() && progress->source < sources.size() &&
+      sources[progress->source].origin->listsInKeyOrder()) {
+    Logger("cache")
+        .with({{"dataset", key_.label()}})
+        .info("going on with the listing where it was cut short",
+              {{"source", progress->source},
+               {"after", progress->after},
+               {"files_stored", progress->totals.files}});
+    return std::move(*progress);
+  }
+  if (!progress.isOk() && progress.status().code() != StatusCode::kNotFound) {
+    return progress.status();
+  }
+  GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));  // a listing cut short: start over
+  return ListingProgress{};
+}
+
+Status DatasetCache::listFromOrigins(std::stop_token stop, ListingProgress from) {
+  ListingProgress progress{.source = from.source, .totals = from.totals};
+  setTotals(progress.totals);
+  const auto& sources = fetcher_.sources();
+  for (; progress.source < sources.size(); ++progress.source) {
+    const auto& source = sources[progress.source];
+    const auto each = [&](std::vector<OriginObject>&& batch) -> Status {
       if (stop.stop_requested()) return cancelled("stopping");
+      if (batch.empty()) return Status::ok();
+      progress.after = batch.back().path;
       std::vector<ManifestEntry> entries;
       entries.reserve(batch.size());
       for (auto& object : batch) {
@@ -68,17 +99,20 @@ Status DatasetCache::listFromOrigins(std::stop_token stop) {
                            .etag = std::move(object.etag),
                            .modifiedUnixNanos = object.modifiedUnixNanos,
                            .mode = object.mode});
-        totals.files += 1;
-        totals.bytes += object.size;
+        progress.totals.files += 1;
+        progress.totals.bytes += object.size;
       }
-      GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, entries));
-      setTotals(totals);
+      GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, entries, &progress));
+      setTotals(progress.totals);
       feed_.publish(entries, stop);
       return Status::ok();
-    });
-    GRANARY_RETURN_IF_ERROR(listed);
+    };
+    const bool resumed = progress.source == from.source && !from.after.empty();
+    GRANARY_RETURN_IF_ERROR(resumed ? source.origin->listAfter(from.after, each)
+                                    : source.origin->list(each));
+    progress.after.clear();
   }
-  return node_.manifests.markComplete(id_, totals);
+  return node_.manifests.markComplete(id_, progress.totals);
 }
 
 Status DatasetCache::followLister(const std::string& lister, std::stop_token stop) {

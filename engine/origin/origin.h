@@ -40,6 +40,13 @@ class Origin {
   // one vector). Stops at the first error `each` returns.
   virtual Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) = 0;
 
+  // Whether list() hands paths over in key order (S3 does), so that listAfter() can go on from
+  // any path a listing stored: a listing cut short resumes where it ended.
+  virtual bool listsInKeyOrder() const { return false; }
+  // list() of the paths after `after` (exclusive). FailedPrecondition where !listsInKeyOrder().
+  virtual Status listAfter(const std::string& after,
+                           const std::function<Status(std::vector<OriginObject>&&)>& each);
+
   // Reads `length` bytes at `offset` of `path`, as of version `etag` (FailedPrecondition when
   // the file changed). Callers stay within the listed size (web servers differ on ranges past
   // the end); the file origin returns fewer bytes there.

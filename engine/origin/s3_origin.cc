@@ -111,10 +111,16 @@ class S3Origin final : public Origin {
                    .retryDelay = options_.retryDelay}) {}
 
   Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
+    return listAfter("", each);
+  }
+  bool listsInKeyOrder() const override { return true; }
+
+  Status listAfter(const std::string& after,
+                   const std::function<Status(std::vector<OriginObject>&&)>& each) override {
     const std::string what = "listing of " + source();
     std::string token;
     do {
-      GRANARY_ASSIGN_OR_RETURN(HttpResponse r, transfer_.send(listRequest(token)));
+      GRANARY_ASSIGN_OR_RETURN(HttpResponse r, transfer_.send(listRequest(token, after)));
       if (r.status != 200) return statusFor(r, what);
       auto page = parseListObjectsV2(r.body);
       if (!page.isOk()) return page.status().withContext(what);
@@ -199,7 +205,9 @@ class S3Origin final : public Origin {
     return request;
   }
 
-  HttpRequest listRequest(const std::string& token) const {
+  // A page of the listing: the first after `after` (a path below the prefix; "" for none), then
+  // the one `token` continues to.
+  HttpRequest listRequest(const std::string& token, const std::string& after) const {
     // Sorted by name and encoded as SigV4's canonical query string: libcurl 7.88 signs the query
     // exactly as written, so any other order or encoding would sign a different request than S3
     // checks. std::map keeps the order.
@@ -208,6 +216,7 @@ class S3Origin final : public Origin {
                                              {"encoding-type", "url"}};
     if (!options_.prefix.empty()) query["prefix"] = options_.prefix;
     if (!token.empty()) query["continuation-token"] = token;
+    if (!after.empty() && token.empty()) query["start-after"] = options_.prefix + after;
     std::string url = listUrl_;
     char separator = '?';
     for (const auto& [name, value] : query) {

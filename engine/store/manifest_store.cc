@@ -74,6 +74,14 @@ std::string completionKey(std::string_view generation) {
   return k;
 }
 
+// The progress of a generation's listing: "p" NUL generation → source, files, bytes, after.
+std::string progressKey(std::string_view generation) {
+  std::string k = "p";
+  k += '\0';
+  k.append(generation);
+  return k;
+}
+
 std::pair<std::string_view, std::string_view> splitPath(std::string_view path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string_view::npos) return {"", path};
@@ -224,7 +232,8 @@ Result<uint64_t> ManifestStore::directoryInode(std::string_view generation, std:
     const uint64_t inode = XXH3_64bits_withSeed(path.data(), path.size(), seed) | kDirectoryInodes;
     if (taken.contains(inode)) continue;
     std::string holder;
-    const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), inodeKey(generation, inode), &holder);
+    const rocksdb::Status s =
+        db_->Get(rocksdb::ReadOptions(), inodeKey(generation, inode), &holder);
     if (s.IsNotFound()) {
       taken.emplace(inode, path);
       return inode;
@@ -233,10 +242,11 @@ Result<uint64_t> ManifestStore::directoryInode(std::string_view generation, std:
   }
 }
 
-Status ManifestStore::put(std::string_view generation, std::span<const ManifestEntry> files) {
+Status ManifestStore::put(std::string_view generation, std::span<const ManifestEntry> files,
+                          const ListingProgress* progress) {
   MutexLock lock(putMutex_);
   GRANARY_ASSIGN_OR_RETURN(uint64_t next, nextInode(generation));
-  std::string group;  // the value of the inode group `next` is in
+  std::string group;                  // the value of the inode group `next` is in
   if (next % kInodesPerGroup != 0) {  // else the group is new
     GRANARY_ASSIGN_OR_RETURN(group, storedGroup(generation, next));
   }
@@ -262,6 +272,14 @@ Status ManifestStore::put(std::string_view generation, std::span<const ManifestE
   std::string counter;
   append<uint64_t>(counter, next);
   batch.Put(counterKey(generation), counter);
+  if (progress) {
+    std::string value;
+    append<uint32_t>(value, progress->source);
+    append<int64_t>(value, progress->totals.files);
+    append<int64_t>(value, progress->totals.bytes);
+    value += progress->after;
+    batch.Put(progressKey(generation), value);
+  }
   GRANARY_RETURN_IF_ERROR(write(static_cast<int64_t>(batch.GetDataSize()),
                                 [&] { return db_->Write(rocksdb::WriteOptions(), &batch); }));
   nextInodes_[std::string(generation)] = next;
@@ -377,12 +395,31 @@ Result<std::vector<ManifestEntry>> ManifestStore::files(std::string_view generat
   return out;
 }
 
+Result<ListingProgress> ManifestStore::progress(std::string_view generation) const {
+  std::string value;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), progressKey(generation), &value);
+  if (s.IsNotFound()) return notFound("no listing of " + std::string(generation) + " is under way");
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest listing progress"));
+  constexpr size_t kFixedProgress = 4 + 8 + 8;
+  if (value.size() < kFixedProgress)
+    return corruption("manifest listing progress of " + std::string(generation));
+  std::string_view in = value;
+  ListingProgress progress;
+  progress.source = read<uint32_t>(in);
+  progress.totals.files = read<int64_t>(in);
+  progress.totals.bytes = read<int64_t>(in);
+  progress.after = std::string(in);
+  return progress;
+}
+
 Status ManifestStore::markComplete(std::string_view generation, ManifestTotals totals) {
   std::string value;
   append<int64_t>(value, totals.files);
   append<int64_t>(value, totals.bytes);
-  return write(64,
-               [&] { return db_->Put(rocksdb::WriteOptions(), completionKey(generation), value); });
+  rocksdb::WriteBatch batch;
+  batch.Put(completionKey(generation), value);
+  batch.Delete(progressKey(generation));
+  return write(64, [&] { return db_->Write(rocksdb::WriteOptions(), &batch); });
 }
 
 Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const {
@@ -401,8 +438,10 @@ Result<ManifestTotals> ManifestStore::totals(std::string_view generation) const 
 }
 
 Status ManifestStore::drop(std::string_view generation) {
-  GRANARY_RETURN_IF_ERROR(
-      write(64, [&] { return db_->Delete(rocksdb::WriteOptions(), completionKey(generation)); }));
+  rocksdb::WriteBatch marks;
+  marks.Delete(completionKey(generation));
+  marks.Delete(progressKey(generation));
+  GRANARY_RETURN_IF_ERROR(write(64, [&] { return db_->Write(rocksdb::WriteOptions(), &marks); }));
   for (const char kind : {'m', 'g', 'i'}) {
     // kind NUL generation, then kind NUL generation \1: every key of the generation lies between,
     // and neither bound is in GenerationPrefix's domain (the memtable's insert hints are kept

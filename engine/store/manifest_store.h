@@ -55,6 +55,15 @@ struct ManifestTotals {
   int64_t bytes = 0;
 };
 
+// Where a listing from the origins stands: the source it lists (an index), the last path of that
+// source stored (in the source's own terms), and what is stored so far. Stored with each batch,
+// so that a listing cut short (a restart, an origin that failed) goes on from there.
+struct ListingProgress {
+  uint32_t source = 0;
+  std::string after;
+  ManifestTotals totals;
+};
+
 class ManifestStore {
  public:
   // Opens (creating if needed) the store in `directory`. Unavailable when RocksDB cannot open
@@ -67,7 +76,11 @@ class ManifestStore {
   // (their `inode` is not read): nothing stored is read for a file, so a path put again holds a
   // new inode, and its old one still leads to it. InvalidArgument for an empty path, a leading
   // '/', or a "." or ".." segment.
-  Status put(std::string_view generation, std::span<const ManifestEntry> files);
+  // With `progress`, where the listing stands once these are stored, in the same write.
+  Status put(std::string_view generation, std::span<const ManifestEntry> files,
+             const ListingProgress* progress = nullptr);
+  // The progress the last put recorded; NotFound where none did, or the listing completed.
+  Result<ListingProgress> progress(std::string_view generation) const;
 
   // NotFound when the path is not in the manifest; "" is the root directory.
   Result<ManifestEntry> stat(std::string_view generation, std::string_view path) const;
@@ -84,12 +97,14 @@ class ManifestStore {
   Result<std::vector<ManifestEntry>> files(std::string_view generation, std::string& cursor,
                                            size_t limit = 1000) const;
 
-  // Records that the listing of a generation is complete, so a restart does not list again.
+  // Records that the listing of a generation is complete, so a restart does not list again, and
+  // forgets its progress.
   Status markComplete(std::string_view generation, ManifestTotals totals);
   // NotFound while the generation's listing is incomplete (or never started).
   Result<ManifestTotals> totals(std::string_view generation) const;
 
-  // Removes every entry of a generation, and its completion mark. Its inode counter stays, so
+  // Removes every entry of a generation, its progress and its completion mark. Its inode
+  // counter stays, so
   // that a listing of it again never gives a number a kernel may hold to another path.
   Status drop(std::string_view generation);
 

@@ -190,6 +190,41 @@ TEST_F(DatasetCacheTest, ListsWarmsAndServesEveryByteLocally) {
   EXPECT_EQ((*listing)[0].path, "big/a.bin");
 }
 
+// An origin that lists in key order (S3) and fails half-way, and a node restarted then: the
+// listing goes on after the last path stored, never from the start, and no file is stored twice
+// (the inode counter went up once per file).
+TEST_F(DatasetCacheTest, AListingCutShortGoesOnWhereItEnded) {
+  writeTree();
+  TestNode node(root_, "n1");
+  RecordingOrigin* origin;
+  auto cache = open(node, neverWarmed(), &origin, [](RecordingOrigin& o) {
+    o.keyOrder = true;
+    o.failListAfter = 10;
+  });
+  ASSERT_TRUE(granary::testing::eventually([&] {
+    return cache->state().message.find("listing cut short") != std::string::npos;
+  })) << "the origin failed after 10 files: " << cache->state().message;
+  cache.reset();  // the node stops before the listing is tried again
+
+  auto again = open(node, neverWarmed(), &origin, [](RecordingOrigin& o) { o.keyOrder = true; });
+  const DatasetState state = again->waitSettled(20s);
+  ASSERT_EQ(state.phase, Phase::kOnDemand) << state.message;
+  std::vector<std::string> paths;
+  for (const auto& [path, _] : files_) paths.push_back(path);  // in key order
+  EXPECT_EQ(origin->listedAfter(), std::vector<std::string>{paths[9]});
+  EXPECT_EQ(state.progress.totalFiles, static_cast<int64_t>(files_.size()));
+  EXPECT_EQ(state.progress.totalBytes, datasetBytes());
+  std::set<uint64_t> inodes;
+  for (const auto& path : paths) {
+    const auto entry = again->stat(path);
+    ASSERT_TRUE(entry.isOk()) << path << ": " << entry.status();
+    inodes.insert(entry->inode);
+  }
+  EXPECT_EQ(inodes.size(), paths.size());
+  EXPECT_EQ(*inodes.rbegin(), kRootInode + paths.size()) << "each file was numbered once";
+  expectAllFilesRead(*again);
+}
+
 // A listing that takes long does not hold back what it has listed: a file listed is stat'ed
 // and read at once; a path not listed yet waits for the listing (a name is absent only once it
 // ended), and so does a directory's listing (the kernel keeps what readdir returns).

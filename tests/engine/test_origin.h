@@ -2,6 +2,7 @@
 // and fails on request.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <mutex>
@@ -24,6 +25,7 @@ class RecordingOrigin final : public Origin {
   explicit RecordingOrigin(std::unique_ptr<Origin> inner) : inner_(std::move(inner)) {}
 
   Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
+    if (keyOrder) return listAfter("", each);
     ++lists;
     if (failLists.load() > 0) {
       --failLists;
@@ -45,6 +47,46 @@ class RecordingOrigin final : public Origin {
   // Called on the listing thread after each object the listing handed over. Set before it
   // starts.
   std::function<void(const std::string& path)> afterListed;
+
+  // Set before the listing starts: list in key order (one object a batch), as S3 does, so that a
+  // listing can go on after a path; and fail a listing once it handed over so many objects.
+  bool keyOrder = false;
+  int failListAfter = -1;
+  bool listsInKeyOrder() const override { return keyOrder; }
+  Status listAfter(const std::string& after,
+                   const std::function<Status(std::vector<OriginObject>&&)>& each) override {
+    if (!keyOrder) return Origin::listAfter(after, each);
+    {
+      std::lock_guard lock(mutex_);
+      listedAfter_.push_back(after);
+    }
+    ++lists;
+    std::vector<OriginObject> all;
+    GRANARY_RETURN_IF_ERROR(inner_->list([&](std::vector<OriginObject>&& batch) {
+      for (auto& object : batch) all.push_back(std::move(object));
+      return Status::ok();
+    }));
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+    for (auto& object : all) {
+      if (object.path <= after) continue;
+      if (failListAfter == 0) {
+        failListAfter = -1;
+        return unavailable("injected origin failure: listing cut short");
+      }
+      if (failListAfter > 0) --failListAfter;
+      const std::string path = object.path;
+      std::vector<OriginObject> one;
+      one.push_back(std::move(object));
+      GRANARY_RETURN_IF_ERROR(each(std::move(one)));
+      if (afterListed) afterListed(path);
+    }
+    return Status::ok();
+  }
+  // The `after` of each listing in key order ("" for one from the start).
+  std::vector<std::string> listedAfter() const {
+    std::lock_guard lock(mutex_);
+    return listedAfter_;
+  }
 
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
                            const std::string& etag) override {
@@ -96,6 +138,7 @@ class RecordingOrigin final : public Origin {
   mutable std::mutex mutex_;
   std::vector<std::string> reads_;
   std::vector<Fetch> fetches_;
+  std::vector<std::string> listedAfter_;
   int failReads = 0;
 };
 

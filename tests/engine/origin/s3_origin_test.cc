@@ -749,6 +749,24 @@ TEST_F(S3ProtocolTest, ListsMoreThanOneFullPage) {
   EXPECT_EQ(sizes, (std::vector<size_t>{1000, 1}));
 }
 
+// A listing cut short goes on after the last path it stored, under the prefix, over pages.
+TEST_F(S3ProtocolTest, ListsAfterAPathInKeyOrder) {
+  for (int i = 0; i < 12; ++i)
+    put("resume/d" + std::to_string(i % 3) + "/f" + std::to_string(10 + i), "x");
+  put("resume-sibling/outside.txt", "no");
+  auto o = origin("resume/", /*pageSize=*/4);
+  ASSERT_TRUE(o->listsInKeyOrder());
+  std::vector<std::string> paths;
+  const Status s = o->listAfter("d1/f14", [&](std::vector<OriginObject>&& batch) {
+    for (auto& object : batch) paths.push_back(object.path);
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.isOk()) << s;
+  EXPECT_EQ(paths,
+            (std::vector<std::string>{"d1/f17", "d1/f20", "d2/f12", "d2/f15", "d2/f18", "d2/f21"}))
+      << "in key order, and only after d1/f14";
+}
+
 TEST_F(S3ProtocolTest, ReadsRangesByteForByte) {
   std::string blob(300001, '\0');
   uint32_t state = 12345;
