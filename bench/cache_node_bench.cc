@@ -555,6 +555,11 @@ struct NodeHolding {
   // From the process's start until the first file the listing found could be looked up (-1:
   // never seen before Ready).
   double firstFileSeconds = -1;
+  // Where the node was killed -9 and started again (see nodeMemory's killAt): the seconds from
+  // the first start and the files listed then; readySeconds then counts from the second start.
+  double killedSeconds = -1;
+  int64_t killedFiles = 0;
+  int64_t readyFiles = 0;  // the files the Ready node says it holds
 };
 
 // The first file a file:// origin's listing hands over: its walk follows readdir's order, and
@@ -626,8 +631,11 @@ struct MemorySource {
 };
 
 // Resident memory (VmRSS, VmHWM) of a granary-cache-node holding `files` files of `source` (warm
-// Never) once it is Ready, and how long it took to be Ready (listing the origin).
-NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& source) {
+// Never) once it is Ready, and how long it took to be Ready (listing the origin). With `killAt`
+// (a fraction), the node is killed -9 once it listed that share of the files, and started again
+// on the same state.
+NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& source,
+                       double killAt = 0) {
   const fs::path state = args.dir / ("memory-node-" + std::to_string(files));
   fs::remove_all(state);
   fs::create_directories(state);
@@ -642,23 +650,29 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
   const auto since = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::freopen((state / "log").c_str(), "w", stderr);
-    ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--state-dir", state.c_str(),
-            "--listen", listen.c_str(), "--metrics-address", "", "--dataset",
-            (state / "dataset.yaml").c_str(), nullptr);
-    ::_exit(127);
-  }
-  // Connected once the node listens (gRPC's reconnect backoff would otherwise add seconds).
   const auto logText = [&] {
     std::ifstream log(state / "log");
     return std::string(std::istreambuf_iterator<char>(log), {});
   };
-  for (int i = 0; i < 6000 && logText().find("msg=started") == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Connected once the node listens (gRPC's reconnect backoff would otherwise add seconds).
+  const auto launch = [&] {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      std::freopen((state / "log").c_str(), "w", stderr);
+      ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--state-dir", state.c_str(),
+              "--listen", listen.c_str(), "--metrics-address", "", "--dataset",
+              (state / "dataset.yaml").c_str(), nullptr);
+      ::_exit(127);
+    }
+    for (int i = 0; i < 6000 && logText().find("msg=started") == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return child;
+  };
+  pid_t pid = launch();
   auto node =
       v1::CacheNode::NewStub(grpc::CreateChannel(listen, grpc::InsecureChannelCredentials()));
+  NodeHolding holding;
+  double restarted = 0;
   // Ready: the standalone progress line says so. Until then, whether the first file listed is
   // served yet.
   // A long listing says how far it got every minute.
@@ -667,6 +681,20 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
        std::chrono::steady_clock::now() < giveUp;) {
     if (logText().find("bench/tree Ready") != std::string::npos) break;
     if (firstFile < 0 && fileServed(*node, first)) firstFile = since();
+    const int64_t listed =
+        killAt > 0 && holding.killedSeconds < 0 ? statusOf(*node).progress().total_files() : 0;
+    if (killAt > 0 && holding.killedSeconds < 0 &&
+        listed >= static_cast<int64_t>(killAt * static_cast<double>(files))) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      holding.killedSeconds = since();
+      holding.killedFiles = listed;
+      std::filesystem::remove(state / "log");
+      restarted = since();
+      pid = launch();
+      node =
+          v1::CacheNode::NewStub(grpc::CreateChannel(listen, grpc::InsecureChannelCredentials()));
+    }
     if (since() >= nextProgress) {
       std::printf("memory listing %lld files: %lld listed after %.0f s, RSS %.1f MiB\n",
                   static_cast<long long>(files),
@@ -676,12 +704,14 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(firstFile < 0 ? 10 : 100));
   }
-  const double ready = since();
+  holding.readySeconds = since() - restarted;
+  holding.firstFileSeconds = firstFile;
+  holding.readyFiles = statusOf(*node).progress().total_files();
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  const ResidentMemory memory = residentMemory(std::to_string(pid));
+  holding.memory = residentMemory(std::to_string(pid));
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
-  return {memory, ready, firstFile};
+  return holding;
 }
 
 // Seconds to walk the origin's tree alone, reading each entry's size (what listing a file://
@@ -753,6 +783,25 @@ void memorySection(const Args& args) {
       alone, static_cast<double>(files) / alone, many.firstFileSeconds, many.readySeconds);
 }
 
+// A node killed -9 half-way through listing the generated bucket, started again on its state:
+// how long until Ready after the restart, beside a whole listing of the same bucket.
+void resumeSection(const Args& args) {
+  const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
+  const bench::GeneratedBucket bucket(files);
+  const MemorySource source{std::string("{uri: \"s3://") + bench::GeneratedBucket::kBucket +
+                                "/\", endpoint: \"" + bucket.endpoint() + "\"}",
+                            bench::GeneratedBucket::keyOf(0)};
+  const NodeHolding whole = nodeMemory(args, files, source);
+  const NodeHolding cut = nodeMemory(args, files, source, 0.5);
+  std::printf(
+      "resume listing %lld files: killed -9 after %.1f s at %lld files listed (%.0f%%); Ready "
+      "%.1f s after the restart, holding %lld files   a whole listing: Ready %.1f s   ratio %.2f\n",
+      static_cast<long long>(files), cut.killedSeconds, static_cast<long long>(cut.killedFiles),
+      100.0 * static_cast<double>(cut.killedFiles) / static_cast<double>(files), cut.readySeconds,
+      static_cast<long long>(cut.readyFiles), whole.readySeconds,
+      cut.readySeconds / whole.readySeconds);
+}
+
 void addFlags(CLI::App& app, Args& args) {
   addDataFlags(app, args);
   app.add_option("--concurrency", args.concurrency, "warm fetches in flight")
@@ -764,10 +813,10 @@ void addFlags(CLI::App& app, Args& args) {
   app.add_flag("--generated-listing", args.generatedListing,
                "memory: list a generated S3 bucket (no files on disk) instead of a tree of files");
   app.add_option("section", args.sections,
-                 "warm (warm-small, warm-big), origin, read, memory, spread (default: all but "
-                 "spread)")
-      ->check(
-          CLI::IsMember({"warm", "warm-small", "warm-big", "origin", "read", "memory", "spread"}));
+                 "warm (warm-small, warm-big), origin, read, memory, resume, spread (default: "
+                 "all but resume and spread)")
+      ->check(CLI::IsMember(
+          {"warm", "warm-small", "warm-big", "origin", "read", "memory", "resume", "spread"}));
 }
 
 }  // namespace
@@ -797,6 +846,7 @@ int main(int argc, char** argv) {
     readSection(args, "small-" + std::to_string(small), small, 100 * 1024);
   }
   if (args.sections.contains("memory")) memorySection(args);
+  if (args.sections.contains("resume")) resumeSection(args);
   if (args.sections.contains("spread")) spreadSection(args);
   return 0;
 }

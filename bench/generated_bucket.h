@@ -47,7 +47,8 @@ class GeneratedBucket {
   }
 
  private:
-  // GET /generated?list-type=2&max-keys=K[&continuation-token=N]: files N to N+K-1.
+  // GET /generated?list-type=2&max-keys=K[&continuation-token=N]: files N to N+K-1; with
+  // start-after=keyOf(M) and no token, from file M+1.
   static int handle(mg_connection* conn, void* data) {
     const auto& self = *static_cast<GeneratedBucket*>(data);
     const mg_request_info* request = mg_get_request_info(conn);
@@ -58,10 +59,15 @@ class GeneratedBucket {
       return 404;
     }
     char value[32];
+    char after[128];
+    const char* sample = nullptr;
+    if (mg_get_var(query.c_str(), query.size(), "start-after", after, sizeof after) > 0)
+      sample = std::strstr(after, "sample-");
     const int64_t first =
         mg_get_var(query.c_str(), query.size(), "continuation-token", value, sizeof value) > 0
             ? std::atoll(value)
-            : 0;
+        : sample ? std::atoll(sample + std::strlen("sample-")) + 1
+                 : 0;
     const int64_t pageSize =
         mg_get_var(query.c_str(), query.size(), "max-keys", value, sizeof value) > 0
             ? std::atoll(value)
