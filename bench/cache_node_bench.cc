@@ -29,8 +29,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <random>
 #include <set>
@@ -635,7 +637,8 @@ struct MemorySource {
 // (a fraction), the node is killed -9 once it listed that share of the files, and started again
 // on the same state.
 NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& source,
-                       double killAt = 0) {
+                       double killAt = 0,
+                       const std::function<void(v1::CacheNode::Stub&)>& whenReady = {}) {
   const fs::path state = args.dir / ("memory-node-" + std::to_string(files));
   fs::remove_all(state);
   fs::create_directories(state);
@@ -709,6 +712,7 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
   holding.readyFiles = statusOf(*node).progress().total_files();
   std::this_thread::sleep_for(std::chrono::seconds(2));
   holding.memory = residentMemory(std::to_string(pid));
+  if (whenReady) whenReady(*node);
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
   return holding;
@@ -783,6 +787,50 @@ void memorySection(const Args& args) {
       alone, static_cast<double>(files) / alone, many.firstFileSeconds, many.readySeconds);
 }
 
+// Every entry of the generated bucket's manifest on `node`, page by page, against the bucket's
+// keys: directories d000000, d000001, ... holding sample-N.jpg of 0 bytes, 1,000 to each.
+struct ManifestCheck {
+  int64_t compared = 0, wrong = 0;
+};
+
+std::vector<v1::FileInfo> listedDirectory(v1::CacheNode::Stub& node, const std::string& path) {
+  std::vector<v1::FileInfo> entries;
+  v1::ListDirectoryRequest request;
+  request.mutable_dataset()->set_namespace_("bench");
+  request.mutable_dataset()->set_name("tree");
+  request.set_path(path);
+  do {
+    v1::ListDirectoryResponse page;
+    if (!node.ListDirectory(authorized().get(), request, &page).ok()) break;
+    for (auto& entry : *page.mutable_entries()) entries.push_back(std::move(entry));
+    request.set_page_token(page.next_page_token());
+  } while (!request.page_token().empty());
+  return entries;
+}
+
+ManifestCheck checkGeneratedManifest(v1::CacheNode::Stub& node, int64_t files) {
+  ManifestCheck check;
+  const int64_t directories = (files + 999) / 1000;
+  const auto root = listedDirectory(node, "");
+  check.wrong += std::abs(static_cast<int64_t>(root.size()) - directories);
+  int64_t n = 0;
+  for (int64_t d = 0; d < directories; ++d) {
+    const std::string dir = bench::GeneratedBucket::keyOf(d * 1000).substr(0, 7);
+    if (d >= static_cast<int64_t>(root.size()) || root[d].path() != dir || !root[d].is_directory())
+      ++check.wrong;
+    const auto entries = listedDirectory(node, dir);
+    const int64_t expected = std::min<int64_t>(1000, files - d * 1000);
+    check.wrong += std::abs(static_cast<int64_t>(entries.size()) - expected);
+    for (const auto& entry : entries) {
+      ++check.compared;
+      if (entry.path() != bench::GeneratedBucket::keyOf(n++) || entry.size() != 0 ||
+          entry.is_directory())
+        ++check.wrong;
+    }
+  }
+  return check;
+}
+
 // A node killed -9 half-way through listing the generated bucket, started again on its state:
 // how long until Ready after the restart, beside a whole listing of the same bucket.
 void resumeSection(const Args& args) {
@@ -792,7 +840,10 @@ void resumeSection(const Args& args) {
                                 "/\", endpoint: \"" + bucket.endpoint() + "\"}",
                             bench::GeneratedBucket::keyOf(0)};
   const NodeHolding whole = nodeMemory(args, files, source);
-  const NodeHolding cut = nodeMemory(args, files, source, 0.5);
+  ManifestCheck check;
+  const NodeHolding cut = nodeMemory(args, files, source, 0.5, [&](v1::CacheNode::Stub& node) {
+    check = checkGeneratedManifest(node, files);
+  });
   std::printf(
       "resume listing %lld files: killed -9 after %.1f s at %lld files listed (%.0f%%); Ready "
       "%.1f s after the restart, holding %lld files   a whole listing: Ready %.1f s   ratio %.2f\n",
@@ -800,6 +851,10 @@ void resumeSection(const Args& args) {
       100.0 * static_cast<double>(cut.killedFiles) / static_cast<double>(files), cut.readySeconds,
       static_cast<long long>(cut.readyFiles), whole.readySeconds,
       cut.readySeconds / whole.readySeconds);
+  std::printf(
+      "resume manifest after the restart: %lld entries compared with the bucket's keys, "
+      "%lld wrong or missing\n",
+      static_cast<long long>(check.compared), static_cast<long long>(check.wrong));
 }
 
 void addFlags(CLI::App& app, Args& args) {

@@ -186,7 +186,7 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Status listOnce(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   // Where listing the origins starts: the progress stored, where its source can go on from it;
   // else the start, with what a listing cut short stored dropped.
-  Result<ListingProgress> listingStart();
+  Result<ListingProgress> listingStart() GRANARY_EXCLUDES(mutex_);
   Status listFromOrigins(std::stop_token stop, ListingProgress from) GRANARY_EXCLUDES(mutex_);
   // Waits up to kListerWait for `lister` to hold the dataset and be listing it (it may have just
   // been told of it, or be between tries of an origin that failed).

@@ -6,7 +6,6 @@
 #include <xxhash.h>
 
 #include <cstring>
-#include <map>
 #include <optional>
 #include <set>
 
@@ -227,7 +226,7 @@ Result<uint64_t> ManifestStore::nextInode(std::string_view generation) {
 }
 
 Result<uint64_t> ManifestStore::directoryInode(std::string_view generation, std::string_view path,
-                                               std::map<uint64_t, std::string_view>& taken) const {
+                                               std::set<uint64_t>& taken) const {
   for (uint64_t seed = 0;; ++seed) {
     const uint64_t inode = XXH3_64bits_withSeed(path.data(), path.size(), seed) | kDirectoryInodes;
     if (taken.contains(inode)) continue;
@@ -235,7 +234,7 @@ Result<uint64_t> ManifestStore::directoryInode(std::string_view generation, std:
     const rocksdb::Status s =
         db_->Get(rocksdb::ReadOptions(), inodeKey(generation, inode), &holder);
     if (s.IsNotFound()) {
-      taken.emplace(inode, path);
+      taken.insert(inode);
       return inode;
     }
     GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest inode index"));
@@ -297,7 +296,7 @@ Result<std::string> ManifestStore::storedGroup(std::string_view generation, uint
 Status ManifestStore::addDirectories(std::string_view generation,
                                      const std::set<std::string_view>& directories,
                                      rocksdb::WriteBatch& batch) const {
-  std::map<uint64_t, std::string_view> taken;  // directory inodes given out in this batch
+  std::set<uint64_t> taken;  // directory inodes given out in this batch
   for (std::string_view dir : directories) {
     const auto [parent, name] = splitPath(dir);
     std::string stored;

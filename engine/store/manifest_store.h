@@ -75,8 +75,8 @@ class ManifestStore {
   // with the directories above them not stored yet. Each file gets the generation's next inode
   // (their `inode` is not read): nothing stored is read for a file, so a path put again holds a
   // new inode, and its old one still leads to it. InvalidArgument for an empty path, a leading
-  // '/', or a "." or ".." segment.
-  // With `progress`, where the listing stands once these are stored, in the same write.
+  // '/', or a "." or ".." segment. With `progress`: where the listing stands once these are
+  // stored, written with them.
   Status put(std::string_view generation, std::span<const ManifestEntry> files,
              const ListingProgress* progress = nullptr);
   // The progress the last put recorded; NotFound where none did, or the listing completed.
@@ -104,8 +104,8 @@ class ManifestStore {
   Result<ManifestTotals> totals(std::string_view generation) const;
 
   // Removes every entry of a generation, its progress and its completion mark. Its inode
-  // counter stays, so
-  // that a listing of it again never gives a number a kernel may hold to another path.
+  // counter stays, so that a listing of it again never gives a number a kernel may hold to
+  // another path.
   Status drop(std::string_view generation);
 
  private:
@@ -121,7 +121,7 @@ class ManifestStore {
                         rocksdb::WriteBatch& batch) const;
   // An inode for the new directory `path`: a hash of it, probed past inodes others hold.
   Result<uint64_t> directoryInode(std::string_view generation, std::string_view path,
-                                  std::map<uint64_t, std::string_view>& taken) const;
+                                  std::set<uint64_t>& taken) const;
   std::unique_ptr<rocksdb::DB> db_;
   std::unique_ptr<StoreGuard> guard_;
   // Puts are serialized, so that each writes its generation's counter after any before it.
