@@ -182,6 +182,20 @@ TEST_F(ManifestStoreTest, FileInodesCountOnAndAreNeverGivenTwice) {
   }
 }
 
+// A follower may be handed a file twice (what it read from the lister's store, then the same
+// batch from its feed): the path then holds a new inode, and the one the kernel may have kept
+// still leads to it.
+TEST_F(ManifestStoreTest, APathPutAgainKeepsItsOldInodeLeadingToIt) {
+  ASSERT_TRUE(store_->put("ml/ds/1", std::vector{file("a/x", 1)}).isOk());
+  const uint64_t first = store_->stat("ml/ds/1", "a/x")->inode;
+  ASSERT_TRUE(store_->put("ml/ds/1", std::vector{file("a/x", 1)}).isOk());
+  const uint64_t second = store_->stat("ml/ds/1", "a/x")->inode;
+  EXPECT_NE(first, second);
+  EXPECT_EQ(store_->statInode("ml/ds/1", first)->path, "a/x");
+  EXPECT_EQ(store_->statInode("ml/ds/1", second)->path, "a/x");
+  EXPECT_EQ(store_->list("ml/ds/1", "a")->size(), 1u) << "one entry, not two";
+}
+
 // Puts of any size, so that their inodes begin and end anywhere in the index's groups.
 TEST_F(ManifestStoreTest, EveryFileIsFoundByItsInodeWhateverTheBatches) {
   int n = 0;
