@@ -585,11 +585,18 @@ std::string firstListedFile(const fs::path& directory, const std::string& prefix
   return found;
 }
 
+// The memory and resume sections' dataset, bench/tree.
+v1::DatasetRef treeDataset() {
+  v1::DatasetRef ref;
+  ref.set_namespace_("bench");
+  ref.set_name("tree");
+  return ref;
+}
+
 // The status of bench/tree on `node` (empty when it cannot say).
 v1::DatasetStatus statusOf(v1::CacheNode::Stub& node) {
   v1::GetDatasetStatusRequest request;
-  request.mutable_dataset()->set_namespace_("bench");
-  request.mutable_dataset()->set_name("tree");
+  *request.mutable_dataset() = treeDataset();
   v1::DatasetStatus status;
   (void)node.GetDatasetStatus(authorized().get(), request, &status);
   return status;
@@ -601,8 +608,7 @@ bool fileServed(v1::CacheNode::Stub& node, const std::string& path) {
   const v1::DatasetStatus status = statusOf(node);
   if (status.progress().total_files() == 0) return false;
   v1::StatRequest stat;
-  stat.mutable_dataset()->set_namespace_("bench");
-  stat.mutable_dataset()->set_name("tree");
+  *stat.mutable_dataset() = treeDataset();
   stat.set_path(path);
   v1::FileInfo info;
   return node.Stat(authorized().get(), stat, &info).ok();
@@ -796,8 +802,7 @@ struct ManifestCheck {
 std::vector<v1::FileInfo> listedDirectory(v1::CacheNode::Stub& node, const std::string& path) {
   std::vector<v1::FileInfo> entries;
   v1::ListDirectoryRequest request;
-  request.mutable_dataset()->set_namespace_("bench");
-  request.mutable_dataset()->set_name("tree");
+  *request.mutable_dataset() = treeDataset();
   request.set_path(path);
   do {
     v1::ListDirectoryResponse page;

@@ -57,29 +57,18 @@ std::string groupKey(std::string_view generation, uint64_t inode) {
   return k;
 }
 
-// The inode counter of a generation: "n" NUL generation → the next file inode.
-std::string counterKey(std::string_view generation) {
-  std::string k = "n";
+// One record of a generation: kind NUL generation. Kinds: "n" the inode counter (the next file
+// inode), "c" the completion mark (files, bytes), "p" the listing's progress (source, files,
+// bytes, after).
+std::string recordKey(char kind, std::string_view generation) {
+  std::string k(1, kind);
   k += '\0';
   k.append(generation);
   return k;
 }
-
-// The completion mark of a generation: "c" NUL generation → files, bytes.
-std::string completionKey(std::string_view generation) {
-  std::string k = "c";
-  k += '\0';
-  k.append(generation);
-  return k;
-}
-
-// The progress of a generation's listing: "p" NUL generation → source, files, bytes, after.
-std::string progressKey(std::string_view generation) {
-  std::string k = "p";
-  k += '\0';
-  k.append(generation);
-  return k;
-}
+std::string counterKey(std::string_view generation) { return recordKey('n', generation); }
+std::string completionKey(std::string_view generation) { return recordKey('c', generation); }
+std::string progressKey(std::string_view generation) { return recordKey('p', generation); }
 
 std::pair<std::string_view, std::string_view> splitPath(std::string_view path) {
   const size_t slash = path.rfind('/');
@@ -129,6 +118,25 @@ Result<ManifestEntry> decode(std::string path, std::string_view value) {
   e.directory = read<char>(value) != 0;
   e.etag = std::string(value);
   return e;
+}
+
+std::string encodeProgress(const ListingProgress& progress) {
+  std::string v;
+  append<uint32_t>(v, progress.source);
+  append<int64_t>(v, progress.totals.files);
+  append<int64_t>(v, progress.totals.bytes);
+  return v + progress.after;
+}
+
+// nullopt when `value` is truncated.
+std::optional<ListingProgress> decodeProgress(std::string_view value) {
+  if (value.size() < 4 + 8 + 8) return std::nullopt;
+  ListingProgress progress;
+  progress.source = read<uint32_t>(value);
+  progress.totals.files = read<int64_t>(value);
+  progress.totals.bytes = read<int64_t>(value);
+  progress.after = std::string(value);
+  return progress;
 }
 
 // A key's kind and generation (up to its second NUL): a listing writes each such range in
@@ -271,14 +279,7 @@ Status ManifestStore::put(std::string_view generation, std::span<const ManifestE
   std::string counter;
   append<uint64_t>(counter, next);
   batch.Put(counterKey(generation), counter);
-  if (progress) {
-    std::string value;
-    append<uint32_t>(value, progress->source);
-    append<int64_t>(value, progress->totals.files);
-    append<int64_t>(value, progress->totals.bytes);
-    value += progress->after;
-    batch.Put(progressKey(generation), value);
-  }
+  if (progress) batch.Put(progressKey(generation), encodeProgress(*progress));
   GRANARY_RETURN_IF_ERROR(write(static_cast<int64_t>(batch.GetDataSize()),
                                 [&] { return db_->Write(rocksdb::WriteOptions(), &batch); }));
   nextInodes_[std::string(generation)] = next;
@@ -399,16 +400,9 @@ Result<ListingProgress> ManifestStore::progress(std::string_view generation) con
   const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), progressKey(generation), &value);
   if (s.IsNotFound()) return notFound("no listing of " + std::string(generation) + " is under way");
   GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest listing progress"));
-  constexpr size_t kFixedProgress = 4 + 8 + 8;
-  if (value.size() < kFixedProgress)
-    return corruption("manifest listing progress of " + std::string(generation));
-  std::string_view in = value;
-  ListingProgress progress;
-  progress.source = read<uint32_t>(in);
-  progress.totals.files = read<int64_t>(in);
-  progress.totals.bytes = read<int64_t>(in);
-  progress.after = std::string(in);
-  return progress;
+  auto progress = decodeProgress(value);
+  if (!progress) return corruption("manifest listing progress of " + std::string(generation));
+  return std::move(*progress);
 }
 
 Status ManifestStore::markComplete(std::string_view generation, ManifestTotals totals) {

@@ -203,7 +203,8 @@ TEST_F(DatasetCacheTest, AListingCutShortGoesOnWhereItEnded) {
   });
   ASSERT_TRUE(granary::testing::eventually([&] {
     return cache->state().message.find("listing cut short") != std::string::npos;
-  })) << "the origin failed after 10 files: " << cache->state().message;
+  })) << "the origin failed after 10 files: "
+      << cache->state().message;
   cache.reset();  // the node stops before the listing is tried again
 
   auto again = open(node, neverWarmed(), &origin, [](RecordingOrigin& o) { o.keyOrder = true; });

@@ -71,10 +71,10 @@ TEST(WatchDecoder, GarbageIsAnErrorNotACrash) {
 TEST(WatchDecoder, ANumberBeyondADoubleIsAnError) {
   WatchDecoder decoder;
   std::vector<WatchEvent> events;
-  const Status status = decoder.feed(
-      R"({"type":"MODIFIED","object":{"status":{"totalBytes":1e999}}})"
-      "\n",
-      events);
+  const Status status =
+      decoder.feed(R"({"type":"MODIFIED","object":{"status":{"totalBytes":1e999}}})"
+                   "\n",
+                   events);
   EXPECT_FALSE(status.isOk());
   EXPECT_NE(status.message().find("beyond a double's range"), std::string::npos)
       << status.message();
