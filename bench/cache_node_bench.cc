@@ -13,6 +13,10 @@
 //           ÷ dataset (<= 1.01), each node's share and peer reads vs the mean (±20 %), the warm
 //           rate ÷ the throttle (>= 0.9); then one node killed a third of the way: origin bytes,
 //           and every byte read through every node left compared with the origin
+//   resume  a node killed -9 half-way through listing 1,000,000 files of a generated S3 bucket:
+//           Ready after the restart, vs a whole listing
+//   listers a generated S3 bucket whose pages take --page-latency-ms each, listed by a node one
+//           request at a time and --listers side by side, vs fetching and parsing it alone
 // Usage: cache_node_bench [--scale F] [--throttle-mib N] [--dir D] [section...]
 // --scale shrinks the file counts and sizes (0.01 for a quick look); the data under --dir
 // (default /var/tmp/granary-bench) is reused between runs.
@@ -62,6 +66,8 @@ struct Args : DataArgs {
   std::set<std::string> sections;
   // The memory section lists a generated S3 bucket (bench/generated_bucket.h) instead of a tree.
   bool generatedListing = false;
+  int pageLatencyMs = 20;  // the listers section's time per listing request
+  int listers = 8;         // the listers section's listing requests side by side
 };
 
 // An engine of its own in `state`, serving gRPC on loopback.
@@ -644,7 +650,8 @@ struct MemorySource {
 // on the same state.
 NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& source,
                        double killAt = 0,
-                       const std::function<void(v1::CacheNode::Stub&)>& whenReady = {}) {
+                       const std::function<void(v1::CacheNode::Stub&)>& whenReady = {},
+                       const std::string& nodeOptions = "") {
   const fs::path state = args.dir / ("memory-node-" + std::to_string(files));
   fs::remove_all(state);
   fs::create_directories(state);
@@ -653,6 +660,7 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
          "bench}\nspec:\n  source: "
       << source.specSource << "\n  cache: {warm: Never}\n";
   std::ofstream(state / "token") << kSpreadToken << "\n";
+  std::ofstream(state / "options.yaml") << nodeOptions << "\n";
   const std::string& first = source.firstFile;
   const std::string listen = "127.0.0.1:" + std::to_string(testing::freePort());
   const auto start = std::chrono::steady_clock::now();
@@ -669,8 +677,9 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
     if (child == 0) {
       std::freopen((state / "log").c_str(), "w", stderr);
       ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--state-dir", state.c_str(),
-              "--listen", listen.c_str(), "--metrics-address", "", "--dataset",
-              (state / "dataset.yaml").c_str(), nullptr);
+              "--listen", listen.c_str(), "--metrics-address", "", "--config",
+              (state / "options.yaml").c_str(), "--dataset", (state / "dataset.yaml").c_str(),
+              nullptr);
       ::_exit(127);
     }
     for (int i = 0; i < 6000 && logText().find("msg=started") == std::string::npos; ++i)
@@ -742,22 +751,34 @@ double walkSeconds(const fs::path& tree, int64_t files) {
 }
 
 // Seconds to fetch and parse the generated bucket's listing alone: the node's own S3 origin,
-// listing into nothing.
-double bucketListSeconds(const bench::GeneratedBucket& bucket, int64_t files) {
+// listing into nothing, in `parts` side by side.
+double bucketListSeconds(const bench::GeneratedBucket& bucket, int64_t files, size_t parts = 1) {
   auto origin = makeS3Origin({.bucket = bench::GeneratedBucket::kBucket,
                               .endpoint = bucket.endpoint(),
                               .pathStyle = true});
   if (!origin.isOk()) std::exit(1);
   const auto start = std::chrono::steady_clock::now();
-  int64_t found = 0;
-  const Status listed = (*origin)->list([&](std::vector<OriginObject>&& batch) {
-    found += static_cast<int64_t>(batch.size());
-    return Status::ok();
-  });
-  if (!listed.isOk() || found != files) {
-    std::fprintf(stderr, "cache_node_bench: the bucket listed %lld files of %lld: %s\n",
-                 static_cast<long long>(found), static_cast<long long>(files),
-                 listed.message().c_str());
+  const auto ranges = (*origin)->split(parts);
+  if (!ranges.isOk()) std::exit(1);
+  std::atomic<int64_t> found{0};
+  std::vector<Status> listed(ranges->size());
+  {
+    std::vector<std::jthread> listers;
+    for (size_t i = 0; i < ranges->size(); ++i) {
+      listers.emplace_back([&, i] {
+        listed[i] = (*origin)->listRange((*ranges)[i], [&](std::vector<OriginObject>&& batch) {
+          found += static_cast<int64_t>(batch.size());
+          return Status::ok();
+        });
+      });
+    }
+  }
+  for (const Status& status : listed) {
+    if (!status.isOk()) std::fprintf(stderr, "cache_node_bench: %s\n", status.message().c_str());
+  }
+  if (found != files) {
+    std::fprintf(stderr, "cache_node_bench: the bucket listed %lld files of %lld\n",
+                 static_cast<long long>(found.load()), static_cast<long long>(files));
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -862,6 +883,39 @@ void resumeSection(const Args& args) {
       static_cast<long long>(check.compared), static_cast<long long>(check.wrong));
 }
 
+// The generated bucket with a latency per page, as a remote store has: Ready of a node listing
+// it one request at a time and of one listing --listers parts side by side, beside fetching and
+// parsing it alone both ways; the parallel listing's manifest compared with the bucket.
+void listersSection(const Args& args) {
+  const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
+  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(args.pageLatencyMs));
+  const MemorySource source{std::string("{uri: \"s3://") + bench::GeneratedBucket::kBucket +
+                                "/\", endpoint: \"" + bucket.endpoint() + "\"}",
+                            bench::GeneratedBucket::keyOf(0)};
+  const NodeHolding one = nodeMemory(args, files, source, 0, {}, "listingConcurrency: 1");
+  ManifestCheck check;
+  const NodeHolding many = nodeMemory(
+      args, files, source, 0,
+      [&](v1::CacheNode::Stub& node) { check = checkGeneratedManifest(node, files); },
+      "listingConcurrency: " + std::to_string(args.listers));
+  const double aloneOne = bucketListSeconds(bucket, files);
+  const double aloneMany = bucketListSeconds(bucket, files, static_cast<size_t>(args.listers));
+  const auto rate = [&](double seconds) { return static_cast<double>(files) / seconds; };
+  std::printf(
+      "listers %lld files, %d ms a page: 1 lister Ready %.1f s (%.0f files/s)   %d listers Ready "
+      "%.1f s (%.0f files/s)   speed-up %.2f\n"
+      "listers fetching and parsing alone: 1 request at a time %.1f s (%.0f files/s)   %d side by "
+      "side %.1f s (%.0f files/s)   granary with %d listers ÷ fetching alone with %d: %.2f\n"
+      "listers manifest of the %d-lister node: %lld entries compared with the bucket's keys, %lld "
+      "wrong or missing; RSS %.1f MiB (peak %.1f)\n",
+      static_cast<long long>(files), args.pageLatencyMs, one.readySeconds, rate(one.readySeconds),
+      args.listers, many.readySeconds, rate(many.readySeconds),
+      one.readySeconds / many.readySeconds, aloneOne, rate(aloneOne), args.listers, aloneMany,
+      rate(aloneMany), args.listers, args.listers, aloneMany / many.readySeconds, args.listers,
+      static_cast<long long>(check.compared), static_cast<long long>(check.wrong),
+      mib(many.memory.current), mib(many.memory.peak));
+}
+
 void addFlags(CLI::App& app, Args& args) {
   addDataFlags(app, args);
   app.add_option("--concurrency", args.concurrency, "warm fetches in flight")
@@ -872,11 +926,18 @@ void addFlags(CLI::App& app, Args& args) {
       ->check(CLI::Range(2, 256));
   app.add_flag("--generated-listing", args.generatedListing,
                "memory: list a generated S3 bucket (no files on disk) instead of a tree of files");
+  app.add_option("--page-latency-ms", args.pageLatencyMs,
+                 "listers: the generated bucket's time per listing request")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--listers", args.listers, "listers: listing requests side by side")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 64));
   app.add_option("section", args.sections,
-                 "warm (warm-small, warm-big), origin, read, memory, resume, spread (default: "
-                 "all but resume and spread)")
-      ->check(CLI::IsMember(
-          {"warm", "warm-small", "warm-big", "origin", "read", "memory", "resume", "spread"}));
+                 "warm (warm-small, warm-big), origin, read, memory, resume, listers, spread "
+                 "(default: all but resume, listers and spread)")
+      ->check(CLI::IsMember({"warm", "warm-small", "warm-big", "origin", "read", "memory", "resume",
+                             "listers", "spread"}));
 }
 
 }  // namespace
@@ -907,6 +968,7 @@ int main(int argc, char** argv) {
   }
   if (args.sections.contains("memory")) memorySection(args);
   if (args.sections.contains("resume")) resumeSection(args);
+  if (args.sections.contains("listers")) listersSection(args);
   if (args.sections.contains("spread")) spreadSection(args);
   return 0;
 }

@@ -2,15 +2,20 @@
 // exist nowhere: ListObjectsV2 pages are generated from the continuation token, so a listing of
 // 100 M files needs neither a tree on disk nor an index in memory. Keys are
 // "d<dir>/sample-<n>.jpg", 1,000 to a directory, zero-padded so that S3's key order is their
-// number's. Anonymous requests; any other request gets 404.
+// number's. A listing with delimiter '/' gives the directories. Each listing request can be
+// made to take a while (`pageLatency`), as a remote store's do, so that what parallel listing
+// gains shows. Anonymous requests; any other request gets 404.
 #pragma once
 
 #include <civetweb.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <thread>
 
 namespace granary::bench {
 
@@ -18,9 +23,11 @@ class GeneratedBucket {
  public:
   static constexpr const char* kBucket = "generated";
 
-  explicit GeneratedBucket(int64_t files) : files_(files) {
+  explicit GeneratedBucket(int64_t files,
+                           std::chrono::milliseconds pageLatency = std::chrono::milliseconds(0))
+      : files_(files), pageLatency_(pageLatency) {
     mg_init_library(0);
-    const char* options[] = {"listening_ports", "127.0.0.1:0", "num_threads", "4", nullptr};
+    const char* options[] = {"listening_ports", "127.0.0.1:0", "num_threads", "64", nullptr};
     mg_callbacks callbacks{};
     callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
     context_ = mg_start(&callbacks, nullptr, options);
@@ -48,7 +55,8 @@ class GeneratedBucket {
 
  private:
   // GET /generated?list-type=2&max-keys=K[&continuation-token=N]: files N to N+K-1; with
-  // start-after=keyOf(M) and no token, from file M+1.
+  // start-after and no token, from the first file after that key (a file's, or a directory's
+  // "d<dir>/"). With delimiter=/: directories N to N+K-1.
   static int handle(mg_connection* conn, void* data) {
     const auto& self = *static_cast<GeneratedBucket*>(data);
     const mg_request_info* request = mg_get_request_info(conn);
@@ -58,32 +66,40 @@ class GeneratedBucket {
       mg_printf(conn, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
       return 404;
     }
-    char value[32];
-    char after[128];
-    const char* sample = nullptr;
-    if (mg_get_var(query.c_str(), query.size(), "start-after", after, sizeof after) > 0)
-      sample = std::strstr(after, "sample-");
-    const int64_t first =
-        mg_get_var(query.c_str(), query.size(), "continuation-token", value, sizeof value) > 0
-            ? std::atoll(value)
-        : sample ? std::atoll(sample + std::strlen("sample-")) + 1
-                 : 0;
-    const int64_t pageSize =
-        mg_get_var(query.c_str(), query.size(), "max-keys", value, sizeof value) > 0
-            ? std::atoll(value)
-            : 1000;
-    const int64_t end = std::min(self.files_, first + pageSize);
+    std::this_thread::sleep_for(self.pageLatency_);
+    const auto var = [&](const char* name) -> std::optional<std::string> {
+      char value[128];
+      if (mg_get_var(query.c_str(), query.size(), name, value, sizeof value) <= 0) return {};
+      return std::string(value);
+    };
+    const int64_t pageSize = var("max-keys") ? std::atoll(var("max-keys")->c_str()) : 1000;
+    const bool directories = var("delimiter").has_value();
+    const int64_t count = directories ? (self.files_ + 999) / 1000 : self.files_;
+    int64_t first = 0;
+    if (const auto token = var("continuation-token")) {
+      first = std::atoll(token->c_str());
+    } else if (const auto after = var("start-after"); after && after->starts_with("d")) {
+      const size_t sample = after->find("sample-");
+      first = sample == std::string::npos ? std::atoll(after->c_str() + 1) * 1000
+                                          : std::atoll(after->c_str() + sample + 7) + 1;
+    }
+    const int64_t end = std::min(count, first + pageSize);
     std::string body =
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>generated</Name>"
         "<EncodingType>url</EncodingType><IsTruncated>";
-    body += end < self.files_ ? "true" : "false";
+    body += end < count ? "true" : "false";
     body += "</IsTruncated>";
-    if (end < self.files_)
+    if (end < count)
       body += "<NextContinuationToken>" + std::to_string(end) + "</NextContinuationToken>";
     for (int64_t n = first; n < end; ++n) {
-      body += "<Contents><Key>" + keyOf(n) +
-              "</Key><Size>0</Size><ETag>&quot;d41d8cd98f00b204e9800998ecf8427e&quot;</ETag>"
-              "<LastModified>2026-11-27T00:00:00.000Z</LastModified></Contents>";
+      if (directories) {
+        body += "<CommonPrefixes><Prefix>" + keyOf(n * 1000).substr(0, 8) +
+                "</Prefix></CommonPrefixes>";
+      } else {
+        body += "<Contents><Key>" + keyOf(n) +
+                "</Key><Size>0</Size><ETag>&quot;d41d8cd98f00b204e9800998ecf8427e&quot;</ETag>"
+                "<LastModified>2026-11-27T00:00:00.000Z</LastModified></Contents>";
+      }
     }
     body += "</ListBucketResult>";
     mg_printf(conn,
@@ -94,6 +110,7 @@ class GeneratedBucket {
   }
 
   const int64_t files_;
+  const std::chrono::milliseconds pageLatency_;
   mg_context* context_ = nullptr;
   int port_ = 0;
 };

@@ -59,6 +59,9 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "warmConcurrency", out.warmConcurrency, [](int32_t c) { return c >= 1 && c <= 256; },
       "an integer from 1 to 256");
   f.optional(
+      "listingConcurrency", out.listingConcurrency, [](int32_t c) { return c >= 1 && c <= 64; },
+      "an integer from 1 to 64");
+  f.optional(
       "bandwidthLimit", out.bandwidthLimit, [](const ByteSize& s) { return s.bytes >= 0; },
       "bytes per second, 0 unlimited");
   f.optional("verifyChecksumsAtStart", out.verifyChecksumsAtStart);
@@ -114,6 +117,7 @@ EngineOptions engineOptionsOf(const NodeOptions& options) {
     engine.cacheDirectories.push_back({dir.path, dir.quota.bytes});
   engine.defaultChunkSize = options.chunkSize.bytes;
   engine.warmConcurrency = options.warmConcurrency;
+  engine.listingConcurrency = options.listingConcurrency;
   engine.bandwidthLimit = options.bandwidthLimit.bytes;
   engine.verifyChecksumsAtStart = options.verifyChecksumsAtStart;
   for (const auto& root : options.fileOriginRoots) engine.origins.fileOriginRoots.push_back(root);

@@ -13,6 +13,8 @@
 //     - {path: /mnt/nvme0/granary, quota: 1500Gi}
 //   chunkSize: 16Mi
 //   warmConcurrency: 8
+//   listingConcurrency: 8            # listing requests per dataset side by side (S3: parts of
+//                                    # the bucket's key order)
 //   bandwidthLimit: 0                # origin bytes per second for the whole node; 0 unlimited
 //   verifyChecksumsAtStart: false    # true: re-read every chunk (chunks written after the last
 //                                    # flush always are)
@@ -74,6 +76,7 @@ struct NodeOptions {
   std::vector<CacheDirectoryOptions> cacheDirectories;
   ByteSize chunkSize{16 << 20};
   int32_t warmConcurrency = 8;
+  int32_t listingConcurrency = 8;
   ByteSize bandwidthLimit{0};
   bool verifyChecksumsAtStart = false;
   // Absolute directories that file:// sources may read (within, after symlinks and ".."); empty

@@ -101,6 +101,9 @@ struct NodeContext {
   WarmPriorities* priorities = nullptr;
   // Chunks other datasets hold of the same objects; null: none is shared.
   SameSourceChunks* sameSource = nullptr;
+  // Listing requests a dataset sends its origin side by side, where the origin can list parts of
+  // its key order (S3).
+  int listingConcurrency = 8;
 };
 
 enum class Source { kLocal, kPeer, kOrigin };

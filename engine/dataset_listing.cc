@@ -1,6 +1,9 @@
 // DatasetCache's listing: the background thread that fills the generation's manifest, once, from
 // the origins or from the node of the set that lists them, and what it shares with peers that
 // follow it (engine/listing_feed.h).
+#include <algorithm>
+#include <atomic>
+
 #include "common/backoff.h"
 #include "common/log.h"
 #include "engine/core/placement.h"
@@ -64,13 +67,14 @@ Status DatasetCache::listOnce(std::stop_token stop) {
 Result<ListingProgress> DatasetCache::listingStart() {
   auto progress = node_.manifests.progress(id_);
   const auto& sources = fetcher_.sources();
-  if (progress.isOk() && progress->source < sources.size() &&
-      sources[progress->source].origin->listsInKeyOrder()) {
+  // A source not begun, or one whose parts go on where they stood.
+  if (progress.isOk() && progress->source <= sources.size() &&
+      (progress->ranges.empty() || sources[progress->source].origin->listsInKeyOrder())) {
     Logger("cache")
         .with({{"dataset", key_.label()}})
         .info("going on with the listing where it was cut short",
               {{"source", progress->source},
-               {"after", progress->after},
+               {"parts_left", progress->ranges.size()},
                {"files_stored", progress->totals.files}});
     return std::move(*progress);
   }
@@ -82,37 +86,90 @@ Result<ListingProgress> DatasetCache::listingStart() {
 }
 
 Status DatasetCache::listFromOrigins(std::stop_token stop, ListingProgress from) {
-  ListingProgress progress{.source = from.source, .totals = from.totals};
+  ListingProgress progress = std::move(from);
   setTotals(progress.totals);
   const auto& sources = fetcher_.sources();
-  for (; progress.source < sources.size(); ++progress.source) {
-    const auto& source = sources[progress.source];
-    const auto each = [&](std::vector<OriginObject>&& batch) -> Status {
-      if (stop.stop_requested()) return cancelled("stopping");
-      if (batch.empty()) return Status::ok();
-      progress.after = batch.back().path;
-      std::vector<ManifestEntry> entries;
-      entries.reserve(batch.size());
-      for (auto& object : batch) {
-        entries.push_back({.path = joinPath(source.mount, object.path),
-                           .size = object.size,
-                           .etag = std::move(object.etag),
-                           .modifiedUnixNanos = object.modifiedUnixNanos,
-                           .mode = object.mode});
-        progress.totals.files += 1;
-        progress.totals.bytes += object.size;
-      }
-      GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, entries, &progress));
-      setTotals(progress.totals);
-      feed_.publish(entries, stop);
-      return Status::ok();
-    };
-    const bool resumed = progress.source == from.source && !from.after.empty();
-    GRANARY_RETURN_IF_ERROR(resumed ? source.origin->listAfter(from.after, each)
-                                    : source.origin->list(each));
-    progress.after.clear();
+  while (progress.source < sources.size()) {
+    Origin& origin = *sources[progress.source].origin;
+    if (progress.ranges.empty()) {
+      GRANARY_ASSIGN_OR_RETURN(progress.ranges,
+                               origin.split(static_cast<size_t>(node_.listingConcurrency)));
+    }
+    GRANARY_RETURN_IF_ERROR(listSource(stop, progress));
   }
   return node_.manifests.markComplete(id_, progress.totals);
+}
+
+Status DatasetCache::listSource(std::stop_token stop, ListingProgress& progress) {
+  const DatasetSource& source = fetcher_.sources()[progress.source];
+  const std::vector<KeyRange> parts = progress.ranges;
+  Mutex storing;  // `progress`, and the puts that record it
+  std::stop_source cutShort;
+  const std::stop_callback stopping(stop, [&] { cutShort.request_stop(); });
+  // Stores a batch of `part` with the progress it makes.
+  const auto store = [&](const KeyRange& part, std::vector<OriginObject>&& batch) -> Status {
+    if (cutShort.stop_requested()) return cancelled("stopping");
+    if (batch.empty()) return Status::ok();
+    std::vector<ManifestEntry> entries;
+    entries.reserve(batch.size());
+    ManifestTotals added;
+    for (auto& object : batch) {
+      entries.push_back({.path = joinPath(source.mount, object.path),
+                         .size = object.size,
+                         .etag = std::move(object.etag),
+                         .modifiedUnixNanos = object.modifiedUnixNanos,
+                         .mode = object.mode});
+      added.files += 1;
+      added.bytes += object.size;
+    }
+    {
+      MutexLock lock(storing);
+      for (KeyRange& range : progress.ranges) {
+        if (range.through == part.through) range.after = batch.back().path;
+      }
+      progress.totals.files += added.files;
+      progress.totals.bytes += added.bytes;
+      GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, entries, &progress));
+      setTotals(progress.totals);
+    }
+    feed_.publish(entries, cutShort.get_token());
+    return Status::ok();
+  };
+  // Lists `part` whole; then it is left out of the progress, and the source once none is left.
+  const auto listPart = [&](const KeyRange& part) -> Status {
+    const auto each = [&](std::vector<OriginObject>&& batch) {
+      return store(part, std::move(batch));
+    };
+    GRANARY_RETURN_IF_ERROR(source.origin->listsInKeyOrder() ? source.origin->listRange(part, each)
+                                                             : source.origin->list(each));
+    MutexLock lock(storing);
+    std::erase_if(progress.ranges, [&](const KeyRange& r) { return r.through == part.through; });
+    if (progress.ranges.empty()) progress.source += 1;
+    return node_.manifests.put(id_, {}, &progress);
+  };
+  // Parts side by side, each taken by the next free lister; the first error ends them all.
+  std::atomic<size_t> next{0};
+  Mutex failing;
+  Status failed = Status::ok();
+  const auto lister = [&] {
+    for (size_t i = next++; i < parts.size() && !cutShort.stop_requested(); i = next++) {
+      const Status listed = listPart(parts[i]);
+      if (listed.isOk()) continue;
+      MutexLock lock(failing);
+      if (failed.isOk() && !cutShort.stop_requested()) failed = listed;
+      cutShort.request_stop();
+    }
+  };
+  {
+    const size_t listers =
+        std::min(parts.size(), static_cast<size_t>(std::max(1, node_.listingConcurrency)));
+    std::vector<std::jthread> others;
+    for (size_t i = 1; i < listers; ++i) others.emplace_back(lister);
+    lister();
+  }
+  if (stop.stop_requested()) return cancelled("stopping");
+  MutexLock lock(failing);
+  return failed;
 }
 
 Status DatasetCache::followLister(const std::string& lister, std::stop_token stop) {

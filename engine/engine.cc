@@ -78,9 +78,9 @@ Result<std::unique_ptr<CacheEngine>> CacheEngine::open(EngineOptions options, Cl
   } else {
     return reconciled.status();
   }
-  engine->context_ = std::make_unique<NodeContext>(
-      NodeContext{options.nodeName, *engine->manifests_, *engine->chunks_, engine->bandwidth_,
-                  clock, peers, metrics, &engine->priorities_, engine.get()});
+  engine->context_ = std::make_unique<NodeContext>(NodeContext{
+      options.nodeName, *engine->manifests_, *engine->chunks_, engine->bandwidth_, clock, peers,
+      metrics, &engine->priorities_, engine.get(), options.listingConcurrency});
   Logger("cache").info("chunk store reconciled",
                        {{"kept", engine->startup_.kept},
                         {"dropped_records", engine->startup_.droppedRecords},

@@ -33,6 +33,8 @@ struct EngineOptions {
   // For datasets that do not set them.
   int64_t defaultChunkSize = 16 << 20;
   int warmConcurrency = 8;
+  // Listing requests per dataset side by side, where the origin lists parts of its key order.
+  int listingConcurrency = 8;
   // Origin reads of the whole node, bytes per second; 0 unlimited.
   int64_t bandwidthLimit = 0;
   // Verify every chunk's checksum at start-up (slower start, catches bit rot). Sizes are

@@ -12,9 +12,12 @@ std::string sizeVersion(int64_t size) {
 
 bool isSizeVersion(std::string_view version) { return version.starts_with(kSizeVersionPrefix); }
 
-Status Origin::listAfter(const std::string& after,
+Result<std::vector<KeyRange>> Origin::split(size_t) { return std::vector<KeyRange>{KeyRange{}}; }
+
+Status Origin::listRange(const KeyRange& range,
                          const std::function<Status(std::vector<OriginObject>&&)>&) {
-  return failedPrecondition("this origin lists from its start only, not after \"" + after + "\"");
+  return failedPrecondition("this origin lists from its start to its end only, not after \"" +
+                            range.after + "\"");
 }
 
 }  // namespace granary::cache

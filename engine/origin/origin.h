@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/core/key_range.h"
 
 namespace granary::cache {
 
@@ -40,11 +41,15 @@ class Origin {
   // one vector). Stops at the first error `each` returns.
   virtual Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) = 0;
 
-  // Whether list() hands paths over in key order (S3 does), so that listAfter() can go on from
-  // any path a listing stored: a listing cut short resumes where it ended.
+  // Whether list() hands paths over in key order (S3 does), so that listRange() can list a part
+  // of it: a listing cut short goes on where it ended, and parts are listed side by side.
   virtual bool listsInKeyOrder() const { return false; }
-  // list() of the paths after `after` (exclusive). FailedPrecondition where !listsInKeyOrder().
-  virtual Status listAfter(const std::string& after,
+  // Ranges that cover the source's key order between them, at most `parts`, about as large each
+  // (splitAtDirectories of its top-level directories); the whole key order as one range where
+  // the source cannot say or !listsInKeyOrder().
+  virtual Result<std::vector<KeyRange>> split(size_t parts);
+  // list() of the paths in `range`, in key order. FailedPrecondition where !listsInKeyOrder().
+  virtual Status listRange(const KeyRange& range,
                            const std::function<Status(std::vector<OriginObject>&&)>& each);
 
   // Reads `length` bytes at `offset` of `path`, as of version `etag` (FailedPrecondition when

@@ -1,5 +1,6 @@
 #include "engine/origin/s3_origin.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -99,6 +100,9 @@ Status checkPrefix(std::string_view prefix, std::string_view where) {
   return Status::ok();
 }
 
+// Pages of the delimited listing read for split(): 100,000 top-level directories.
+constexpr int kSplitPages = 100;
+
 class S3Origin final : public Origin {
  public:
   S3Origin(S3OriginOptions options, std::string baseUrl, std::string listUrl)
@@ -111,42 +115,60 @@ class S3Origin final : public Origin {
                    .retryDelay = options_.retryDelay}) {}
 
   Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
-    return listAfter("", each);
+    return listRange({}, each);
   }
   bool listsInKeyOrder() const override { return true; }
 
-  Status listAfter(const std::string& after,
+  // The top-level directories come from a listing with delimiter '/', at most kSplitPages pages
+  // of it: a part past them is larger than the others, never missing.
+  Result<std::vector<KeyRange>> split(size_t parts) override {
+    if (parts < 2) return std::vector<KeyRange>{KeyRange{}};
+    const std::string what = "listing of the top-level directories of " + source();
+    std::vector<std::string> directories;
+    std::string token;
+    for (int pages = 0; pages < kSplitPages; ++pages) {
+      GRANARY_ASSIGN_OR_RETURN(const S3ListPage page,
+                               fetchPage({.token = token, .delimited = true}, what));
+      for (const std::string& prefix : page.commonPrefixes) {
+        if (prefix.size() > options_.prefix.size() && prefix.back() == '/') {
+          directories.push_back(prefix.substr(options_.prefix.size()));
+        }
+      }
+      if (!page.truncated) break;
+      token = page.nextContinuationToken;
+    }
+    std::sort(directories.begin(), directories.end());
+    return splitAtDirectories(directories, parts);
+  }
+
+  Status listRange(const KeyRange& range,
                    const std::function<Status(std::vector<OriginObject>&&)>& each) override {
     const std::string what = "listing of " + source();
     std::string token;
     do {
-      GRANARY_ASSIGN_OR_RETURN(HttpResponse r, transfer_.send(listRequest(token, after)));
-      if (r.status != 200) return statusFor(r, what);
-      auto page = parseListObjectsV2(r.body);
-      if (!page.isOk()) return page.status().withContext(what);
+      GRANARY_ASSIGN_OR_RETURN(S3ListPage page,
+                               fetchPage({.token = token, .after = range.after}, what));
       std::vector<OriginObject> batch;
-      batch.reserve(page->objects.size());
-      for (auto& object : page->objects) {
-        if (object.key.rfind(options_.prefix, 0) != 0) {
-          return unavailable(what + ": the store returned key \"" + object.key +
-                             "\", outside the prefix");
-        }
+      batch.reserve(page.objects.size());
+      bool past = false;  // the page went beyond the range: its end is listed
+      for (auto& object : page.objects) {
         // "Directory markers" (zero-byte keys ending in '/', made by consoles and some tools)
         // are not files.
         if (object.key.back() == '/') continue;
         OriginObject o;
         o.path = object.key.substr(options_.prefix.size());
+        if (!range.through.empty() && o.path > range.through) {
+          past = true;
+          break;
+        }
         o.size = object.size;
         o.etag = std::move(object.etag);
         o.modifiedUnixNanos = object.modifiedUnixNanos;
         batch.push_back(std::move(o));
       }
       if (!batch.empty()) GRANARY_RETURN_IF_ERROR(each(std::move(batch)));
-      if (page->truncated &&
-          (page->nextContinuationToken.empty() || page->nextContinuationToken == token)) {
-        return unavailable(what + ": a truncated page without a new continuation token");
-      }
-      token = page->truncated ? page->nextContinuationToken : "";
+      if (past) break;
+      token = page.truncated ? page.nextContinuationToken : "";
     } while (!token.empty());
     return Status::ok();
   }
@@ -205,9 +227,13 @@ class S3Origin final : public Origin {
     return request;
   }
 
-  // A page of the listing: the first after `after` (a path below the prefix; "" for none), then
-  // the one `token` continues to.
-  HttpRequest listRequest(const std::string& token, const std::string& after) const {
+  struct PageQuery {
+    std::string token;       // the page it continues to; "" for the first
+    std::string after;       // a path below the prefix the listing starts after; "" for none
+    bool delimited = false;  // keys below the top-level directories rolled up into them
+  };
+  // A page of the listing.
+  HttpRequest listRequest(const PageQuery& page) const {
     // Sorted by name and encoded as SigV4's canonical query string: libcurl 7.88 signs the query
     // exactly as written, so any other order or encoding would sign a different request than S3
     // checks. std::map keeps the order.
@@ -215,8 +241,11 @@ class S3Origin final : public Origin {
                                              {"max-keys", std::to_string(options_.listPageSize)},
                                              {"encoding-type", "url"}};
     if (!options_.prefix.empty()) query["prefix"] = options_.prefix;
-    if (!token.empty()) query["continuation-token"] = token;
-    if (!after.empty() && token.empty()) query["start-after"] = options_.prefix + after;
+    if (!page.token.empty()) query["continuation-token"] = page.token;
+    if (!page.after.empty() && page.token.empty()) {
+      query["start-after"] = options_.prefix + page.after;
+    }
+    if (page.delimited) query["delimiter"] = "/";
     std::string url = listUrl_;
     char separator = '?';
     for (const auto& [name, value] : query) {
@@ -224,6 +253,35 @@ class S3Origin final : public Origin {
       separator = '&';
     }
     return baseRequest(std::move(url));
+  }
+
+  // Fetches and parses a page of the listing: every key (and directory) within the prefix, a
+  // truncated page with a new continuation token. Errors name `what`.
+  Result<S3ListPage> fetchPage(const PageQuery& query, const std::string& what) {
+    GRANARY_ASSIGN_OR_RETURN(HttpResponse r, transfer_.send(listRequest(query)));
+    if (r.status != 200) return statusFor(r, what);
+    auto page = parseListObjectsV2(r.body);
+    if (!page.isOk()) return page.status().withContext(what);
+    const auto outside = [&](const std::string& key) { return key.rfind(options_.prefix, 0) != 0; };
+    for (const auto& object : page->objects) {
+      if (outside(object.key)) {
+        return unavailable(what + ": the store returned key \"" + object.key +
+                           "\", outside the prefix");
+      }
+    }
+    for (const auto& prefix : page->commonPrefixes) {
+      if (outside(prefix)) {
+        return unavailable(what + ": the store returned directory \"" + prefix +
+                           "\", outside the prefix");
+      }
+    }
+    if (page->truncated && page->nextContinuationToken.empty()) {
+      return unavailable(what + ": a truncated page without a continuation token");
+    }
+    if (page->truncated && page->nextContinuationToken == query.token) {
+      return unavailable(what + ": a truncated page without a new continuation token");
+    }
+    return page;
   }
 
   // The <Code> of an S3 error document, e.g. "NoSuchKey"; "" when there is none. Never more of
@@ -393,6 +451,11 @@ Result<S3ListPage> parseListObjectsV2(std::string_view xml) {
       object.modifiedUnixNanos = *nanos;
     }
     page.objects.push_back(std::move(object));
+  }
+  for (const pugi::xml_node& common : result.children("CommonPrefixes")) {
+    GRANARY_ASSIGN_OR_RETURN(std::string prefix, childText(common, "Prefix"));
+    if (urlEncoded) prefix = percentDecode(prefix, /*plusIsSpace=*/true);
+    page.commonPrefixes.push_back(std::move(prefix));
   }
   return page;
 }

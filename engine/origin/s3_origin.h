@@ -83,6 +83,8 @@ struct S3ListPage {
     int64_t modifiedUnixNanos = 0;
   };
   std::vector<Object> objects;
+  // With a delimiter: the keys' prefixes up to it (<CommonPrefixes><Prefix>), decoded alike.
+  std::vector<std::string> commonPrefixes;
   bool truncated = false;
   std::string nextContinuationToken;
 };

@@ -120,22 +120,62 @@ Result<ManifestEntry> decode(std::string path, std::string_view value) {
   return e;
 }
 
+// Progress as stored: a mark no source index takes, the source, files, bytes, the number of
+// ranges, then each range's `after` and `through` (a 4-byte length, then the path). Written before
+// sources were split, a record held source, files, bytes, then the last path stored: that is one
+// range, to the end.
+constexpr uint32_t kRangesMark = 0xffffffff;
+
+void appendPath(std::string& out, std::string_view path) {
+  append<uint32_t>(out, static_cast<uint32_t>(path.size()));
+  out.append(path);
+}
+
+std::optional<std::string> readPath(std::string_view& in) {
+  if (in.size() < 4) return std::nullopt;
+  const auto size = read<uint32_t>(in);
+  if (in.size() < size) return std::nullopt;
+  std::string path(in.substr(0, size));
+  in.remove_prefix(size);
+  return path;
+}
+
 std::string encodeProgress(const ListingProgress& progress) {
   std::string v;
+  append<uint32_t>(v, kRangesMark);
   append<uint32_t>(v, progress.source);
   append<int64_t>(v, progress.totals.files);
   append<int64_t>(v, progress.totals.bytes);
-  return v + progress.after;
+  append<uint32_t>(v, static_cast<uint32_t>(progress.ranges.size()));
+  for (const KeyRange& range : progress.ranges) {
+    appendPath(v, range.after);
+    appendPath(v, range.through);
+  }
+  return v;
 }
 
 // nullopt when `value` is truncated.
 std::optional<ListingProgress> decodeProgress(std::string_view value) {
   if (value.size() < 4 + 8 + 8) return std::nullopt;
+  std::string_view mark = value;
+  const bool ranges = read<uint32_t>(mark) == kRangesMark;
+  if (ranges) value.remove_prefix(4);
+  if (value.size() < 4 + 8 + 8) return std::nullopt;
   ListingProgress progress;
   progress.source = read<uint32_t>(value);
   progress.totals.files = read<int64_t>(value);
   progress.totals.bytes = read<int64_t>(value);
-  progress.after = std::string(value);
+  if (!ranges) {
+    progress.ranges.push_back({.after = std::string(value), .through = ""});
+    return progress;
+  }
+  if (value.size() < 4) return std::nullopt;
+  for (auto count = read<uint32_t>(value); count > 0; --count) {
+    auto after = readPath(value);
+    auto through = after ? readPath(value) : std::nullopt;
+    if (!through) return std::nullopt;
+    progress.ranges.push_back({.after = std::move(*after), .through = std::move(*through)});
+  }
   return progress;
 }
 

@@ -19,6 +19,7 @@
 
 #include "common/result.h"
 #include "common/thread_annotations.h"
+#include "engine/core/key_range.h"
 #include "engine/core/manifest_path.h"
 #include "engine/store/store_guard.h"
 
@@ -55,12 +56,13 @@ struct ManifestTotals {
   int64_t bytes = 0;
 };
 
-// Where a listing from the origins stands: the source it lists (an index), the last path of that
-// source stored (in the source's own terms), and what is stored so far. Stored with each batch,
-// so that a listing cut short (a restart, an origin that failed) goes on from there.
+// Where a listing from the origins stands: the source it lists (an index), the parts of that
+// source's key order still to list, each from the last path of it stored (a part listed whole is
+// left out; none: the source is not split yet), and what is stored so far. Stored with each
+// batch, so that a listing cut short (a restart, an origin that failed) goes on from there.
 struct ListingProgress {
   uint32_t source = 0;
-  std::string after;
+  std::vector<KeyRange> ranges;
   ManifestTotals totals;
 };
 

@@ -212,7 +212,7 @@ TEST_F(DatasetCacheTest, AListingCutShortGoesOnWhereItEnded) {
   ASSERT_EQ(state.phase, Phase::kOnDemand) << state.message;
   std::vector<std::string> paths;
   for (const auto& [path, _] : files_) paths.push_back(path);  // in key order
-  EXPECT_EQ(origin->listedAfter(), std::vector<std::string>{paths[9]});
+  EXPECT_EQ(origin->listedRanges(), (std::vector<KeyRange>{{.after = paths[9], .through = ""}}));
   EXPECT_EQ(state.progress.totalFiles, static_cast<int64_t>(files_.size()));
   EXPECT_EQ(state.progress.totalBytes, datasetBytes());
   std::set<uint64_t> inodes;
@@ -223,6 +223,69 @@ TEST_F(DatasetCacheTest, AListingCutShortGoesOnWhereItEnded) {
   }
   EXPECT_EQ(inodes.size(), paths.size());
   EXPECT_EQ(*inodes.rbegin(), kRootInode + paths.size()) << "each file was numbered once";
+  expectAllFilesRead(*again);
+}
+
+// An origin that lists in key order is listed in parts side by side, cut at its top-level
+// directories; one that fails half-way, and a node restarted then: each part left goes on after
+// the last path of it stored, a part listed whole is not listed again, and no file is stored
+// twice.
+TEST_F(DatasetCacheTest, ThePartsOfAListingCutShortGoOnWhereEachEnded) {
+  std::vector<std::string> directories;
+  for (int d = 0; d < 6; ++d) {
+    directories.push_back("p" + std::to_string(d) + "/");
+    for (int i = 0; i < 10; ++i)
+      writeOrigin(directories.back() + "f" + std::to_string(i), std::string(d * 10 + i, 'x'));
+  }
+  TestNode node(root_, "n1");
+  node.context->listingConcurrency = 3;
+  const auto prepare = [&](int failAfter) {
+    return [&directories, failAfter](RecordingOrigin& o) {
+      o.keyOrder = true;
+      o.directories = directories;
+      o.failListAfter = failAfter;
+    };
+  };
+  RecordingOrigin* origin;
+  auto cache = open(node, neverWarmed(), &origin, prepare(25));
+  ASSERT_TRUE(granary::testing::eventually([&] {
+    return cache->state().message.find("listing cut short") != std::string::npos;
+  })) << cache->state().message;
+  std::vector<KeyRange> parts = origin->listedRanges();
+  std::sort(parts.begin(), parts.end(),
+            [](const auto& a, const auto& b) { return a.after < b.after; });
+  EXPECT_EQ(parts, (std::vector<KeyRange>{{.after = "", .through = "p2/"},
+                                          {.after = "p2/", .through = "p4/"},
+                                          {.after = "p4/", .through = ""}}))
+      << "3 parts side by side, 2 directories each";
+  cache.reset();
+
+  auto again = open(node, neverWarmed(), &origin, prepare(-1));
+  const DatasetState state = again->waitSettled(20s);
+  ASSERT_EQ(state.phase, Phase::kOnDemand) << state.message;
+  const std::vector<KeyRange> resumed = origin->listedRanges();
+  EXPECT_FALSE(resumed.empty());
+  EXPECT_LE(resumed.size(), parts.size());
+  bool wentOn = false;
+  for (const KeyRange& range : resumed) {
+    const auto part = std::find_if(parts.begin(), parts.end(),
+                                   [&](const KeyRange& p) { return p.through == range.through; });
+    ASSERT_NE(part, parts.end()) << "a part of the first listing: " << range.after;
+    EXPECT_GE(range.after, part->after) << "never before where it stood";
+    wentOn = wentOn || range.after != part->after;
+  }
+  EXPECT_TRUE(wentOn) << "25 files were stored before the failure: a part goes on after them";
+  EXPECT_EQ(state.progress.totalFiles, 60);
+  std::set<uint64_t> inodes;
+  for (const auto& directory : directories) {
+    for (int i = 0; i < 10; ++i) {
+      const auto entry = again->stat(directory + "f" + std::to_string(i));
+      ASSERT_TRUE(entry.isOk()) << directory << i << ": " << entry.status();
+      inodes.insert(entry->inode);
+    }
+  }
+  EXPECT_EQ(inodes.size(), 60u);
+  EXPECT_EQ(*inodes.rbegin(), kRootInode + 60) << "each file was numbered once";
   expectAllFilesRead(*again);
 }
 

@@ -25,7 +25,7 @@ class RecordingOrigin final : public Origin {
   explicit RecordingOrigin(std::unique_ptr<Origin> inner) : inner_(std::move(inner)) {}
 
   Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
-    if (keyOrder) return listAfter("", each);
+    if (keyOrder) return listRange({}, each);
     ++lists;
     if (failLists.load() > 0) {
       --failLists;
@@ -49,16 +49,22 @@ class RecordingOrigin final : public Origin {
   std::function<void(const std::string& path)> afterListed;
 
   // Set before the listing starts: list in key order (one object a batch), as S3 does, so that a
-  // listing can go on after a path; and fail a listing once it handed over so many objects.
+  // listing can go on after a path, and split at `directories` (splitAtDirectories); fail a
+  // listing once it handed over so many objects (of all its parts).
   bool keyOrder = false;
-  int failListAfter = -1;
+  std::vector<std::string> directories;
+  std::atomic<int> failListAfter{-1};
   bool listsInKeyOrder() const override { return keyOrder; }
-  Status listAfter(const std::string& after,
+  Result<std::vector<KeyRange>> split(size_t parts) override {
+    if (!keyOrder) return Origin::split(parts);
+    return splitAtDirectories(directories, parts);
+  }
+  Status listRange(const KeyRange& range,
                    const std::function<Status(std::vector<OriginObject>&&)>& each) override {
-    if (!keyOrder) return Origin::listAfter(after, each);
+    if (!keyOrder) return Origin::listRange(range, each);
     {
       std::lock_guard lock(mutex_);
-      listedAfter_.push_back(after);
+      listedRanges_.push_back(range);
     }
     ++lists;
     std::vector<OriginObject> all;
@@ -68,12 +74,10 @@ class RecordingOrigin final : public Origin {
     }));
     std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
     for (auto& object : all) {
-      if (object.path <= after) continue;
-      if (failListAfter == 0) {
-        failListAfter = -1;
+      if (!range.contains(object.path)) continue;
+      if (failListAfter.fetch_sub(1) == 0) {
         return unavailable("injected origin failure: listing cut short");
       }
-      if (failListAfter > 0) --failListAfter;
       const std::string path = object.path;
       std::vector<OriginObject> one;
       one.push_back(std::move(object));
@@ -82,10 +86,10 @@ class RecordingOrigin final : public Origin {
     }
     return Status::ok();
   }
-  // The `after` of each listing in key order ("" for one from the start).
-  std::vector<std::string> listedAfter() const {
+  // The range of each listing in key order, as asked.
+  std::vector<KeyRange> listedRanges() const {
     std::lock_guard lock(mutex_);
-    return listedAfter_;
+    return listedRanges_;
   }
 
   Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
@@ -138,7 +142,7 @@ class RecordingOrigin final : public Origin {
   mutable std::mutex mutex_;
   std::vector<std::string> reads_;
   std::vector<Fetch> fetches_;
-  std::vector<std::string> listedAfter_;
+  std::vector<KeyRange> listedRanges_;
   int failReads = 0;
 };
 

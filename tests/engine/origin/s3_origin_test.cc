@@ -749,22 +749,55 @@ TEST_F(S3ProtocolTest, ListsMoreThanOneFullPage) {
   EXPECT_EQ(sizes, (std::vector<size_t>{1000, 1}));
 }
 
-// A listing cut short goes on after the last path it stored, under the prefix, over pages.
-TEST_F(S3ProtocolTest, ListsAfterAPathInKeyOrder) {
+// A part of the key order: after a path (a listing cut short goes on after the last path it
+// stored), through another, under the prefix, over pages.
+TEST_F(S3ProtocolTest, ListsARangeOfTheKeyOrder) {
   for (int i = 0; i < 12; ++i)
     put("resume/d" + std::to_string(i % 3) + "/f" + std::to_string(10 + i), "x");
   put("resume-sibling/outside.txt", "no");
   auto o = origin("resume/", /*pageSize=*/4);
   ASSERT_TRUE(o->listsInKeyOrder());
-  std::vector<std::string> paths;
-  const Status s = o->listAfter("d1/f14", [&](std::vector<OriginObject>&& batch) {
-    for (auto& object : batch) paths.push_back(object.path);
-    return Status::ok();
-  });
-  ASSERT_TRUE(s.isOk()) << s;
-  EXPECT_EQ(paths,
+  const auto paths = [&](const KeyRange& range) {
+    std::vector<std::string> listed;
+    const Status s = o->listRange(range, [&](std::vector<OriginObject>&& batch) {
+      for (auto& object : batch) listed.push_back(object.path);
+      return Status::ok();
+    });
+    EXPECT_TRUE(s.isOk()) << s;
+    return listed;
+  };
+  EXPECT_EQ(paths({.after = "d1/f14"}),
             (std::vector<std::string>{"d1/f17", "d1/f20", "d2/f12", "d2/f15", "d2/f18", "d2/f21"}))
       << "in key order, and only after d1/f14";
+  EXPECT_EQ(paths({.after = "d0/f13", .through = "d1/f17"}),
+            (std::vector<std::string>{"d0/f16", "d0/f19", "d1/f11", "d1/f14", "d1/f17"}));
+}
+
+// The key order cut at the top-level directories (a listing with delimiter '/'):
+// the parts hold every file once between them, root files included.
+TEST_F(S3ProtocolTest, SplitsTheKeyOrderAtTopLevelDirectories) {
+  std::vector<std::string> all{"top.txt"};
+  for (const std::string dir : {"a", "b", "c", "d", "e", "f"})
+    for (int i = 0; i < 3; ++i) all.push_back(dir + "/f" + std::to_string(i));
+  for (const auto& path : all) put("split/" + path, "x");
+  std::sort(all.begin(), all.end());
+  auto o = origin("split/", /*pageSize=*/4);
+  const auto parts = o->split(3);
+  ASSERT_TRUE(parts.isOk()) << parts.status();
+  EXPECT_EQ(*parts, (std::vector<KeyRange>{{.after = "", .through = "c/"},
+                                           {.after = "c/", .through = "e/"},
+                                           {.after = "e/", .through = ""}}));
+  std::vector<std::string> listed;
+  for (const KeyRange& part : *parts) {
+    ASSERT_TRUE(o->listRange(part, [&](std::vector<OriginObject>&& batch) {
+                   for (auto& object : batch) listed.push_back(object.path);
+                   return Status::ok();
+                 }).isOk());
+  }
+  EXPECT_EQ(listed, all) << "every file once, in key order";
+  EXPECT_EQ(o->split(1)->size(), 1u);
+  EXPECT_EQ(*origin("split/a/")->split(4), std::vector<KeyRange>{KeyRange{}})
+      << "no directories: one part";
 }
 
 TEST_F(S3ProtocolTest, ReadsRangesByteForByte) {
@@ -971,6 +1004,16 @@ TEST(S3XmlTest, DecodesUrlEncodedKeysOnlyWhenTheResponseSaysSo) {
   auto plain = parseListObjectsV2("<ListBucketResult>" + contents);
   ASSERT_TRUE(plain.isOk()) << plain.status();
   EXPECT_EQ(plain->objects[0].key, "p/a+b%2Bc%20d%C3%A9");
+}
+
+TEST(S3XmlTest, ParsesTheDirectoriesOfADelimitedListing) {
+  auto page = parseListObjectsV2(
+      "<ListBucketResult><EncodingType>url</EncodingType><CommonPrefixes><Prefix>p/a%20b/"
+      "</Prefix></CommonPrefixes><CommonPrefixes><Prefix>p/c/</Prefix></CommonPrefixes>"
+      "</ListBucketResult>");
+  ASSERT_TRUE(page.isOk()) << page.status();
+  EXPECT_EQ(page->commonPrefixes, (std::vector<std::string>{"p/a b/", "p/c/"}));
+  EXPECT_TRUE(page->objects.empty());
 }
 
 TEST(S3XmlTest, RefusesWhatIsNotAListing) {

@@ -239,6 +239,55 @@ TEST_F(ManifestStoreTest, InodesOfAStoreWrittenBeforeFilesWereCountedAreFound) {
   EXPECT_EQ(entry->size, 7);
 }
 
+// The progress stored with a put is the last put's, parts and all, until the listing completes.
+TEST_F(ManifestStoreTest, KeepsTheListingsProgressUntilItCompletes) {
+  EXPECT_EQ(store_->progress("ml/ds/1").status().code(), StatusCode::kNotFound);
+  const ListingProgress first{.source = 1,
+                              .ranges = {{.after = "a/f1", .through = "c/"}, {.after = "c/"}},
+                              .totals = {.files = 1, .bytes = 7}};
+  ASSERT_TRUE(store_->put("ml/ds/1", std::vector{file("a/f1", 7)}, &first).isOk());
+  const ListingProgress second{.source = 1,
+                               .ranges = {{.after = "c/f2", .through = ""}},
+                               .totals = {.files = 2, .bytes = 10}};
+  ASSERT_TRUE(store_->put("ml/ds/1", std::vector{file("c/f2", 3)}, &second).isOk());
+  store_.reset();
+  store_ = std::move(*ManifestStore::open(dir_));
+  const auto stored = store_->progress("ml/ds/1");
+  ASSERT_TRUE(stored.isOk()) << stored.status();
+  EXPECT_EQ(stored->source, 1u);
+  EXPECT_EQ(stored->ranges, second.ranges);
+  EXPECT_EQ(stored->totals.files, 2);
+  EXPECT_EQ(stored->totals.bytes, 10);
+  ASSERT_TRUE(store_->markComplete("ml/ds/1", stored->totals).isOk());
+  EXPECT_EQ(store_->progress("ml/ds/1").status().code(), StatusCode::kNotFound);
+}
+
+// Progress stored before sources were listed in parts (source, files, bytes, the last path) is
+// one part, after that path, to the end.
+TEST_F(ManifestStoreTest, ProgressStoredBeforePartsIsOnePart) {
+  store_.reset();
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.string(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::string value;
+    const uint32_t source = 2;
+    const int64_t files = 5, bytes = 50;
+    value.append(reinterpret_cast<const char*>(&source), 4);
+    value.append(reinterpret_cast<const char*>(&files), 8);
+    value.append(reinterpret_cast<const char*>(&bytes), 8);
+    value += "d1/f14";
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), std::string("p\0ml/ds/1", 9), value).ok());
+  }
+  store_ = std::move(*ManifestStore::open(dir_));
+  const auto stored = store_->progress("ml/ds/1");
+  ASSERT_TRUE(stored.isOk()) << stored.status();
+  EXPECT_EQ(stored->source, 2u);
+  EXPECT_EQ(stored->ranges, (std::vector<KeyRange>{{.after = "d1/f14", .through = ""}}));
+  EXPECT_EQ(stored->totals.files, 5);
+  EXPECT_EQ(stored->totals.bytes, 50);
+}
+
 TEST_F(ManifestStoreTest, RefusesBadPathsAndASecondOpen) {
   for (const char* bad : {"", "/abs", "a//b", "a/./b", "../up", "a/"}) {
     EXPECT_EQ(store_->put("g", std::vector{file(bad, 1)}).code(), StatusCode::kInvalidArgument)
