@@ -17,6 +17,8 @@
 //           Ready after the restart, vs a whole listing
 //   listers a generated S3 bucket whose pages take --page-latency-ms each, listed by a node one
 //           request at a time and --listers side by side, vs fetching and parsing it alone
+//   set-listing  that bucket listed by sets of 1, 4 and --nodes node processes: one lists, the
+//           others follow it; every node Ready, and the listing requests the bucket answered
 // Usage: cache_node_bench [--scale F] [--throttle-mib N] [--dir D] [section...]
 // --scale shrinks the file counts and sizes (0.01 for a quick look); the data under --dir
 // (default /var/tmp/granary-bench) is reused between runs.
@@ -272,7 +274,8 @@ std::unique_ptr<grpc::ClientContext> authorized() {
 // (SIGKILL) when it goes.
 class NodeChild {
  public:
-  NodeChild(const fs::path& dir, std::string name, int64_t quota)
+  // `options`: more lines of its options file.
+  NodeChild(const fs::path& dir, std::string name, int64_t quota, const std::string& options = "")
       : name_(std::move(name)), port_(testing::freePort()) {
     fs::remove_all(dir);
     fs::create_directories(dir);
@@ -282,7 +285,8 @@ class NodeChild {
         << "\nmetricsAddress: \"\"\ntokenFile: " << (dir / "token")
         << "\nstateDirectory: " << (dir / "state")
         << "\ncacheDirectories:\n  - path: " << (dir / "cache") << "\n    quota: " << quota
-        << "\nwarmConcurrency: 4\nmountKeeper: false\ngpuTelemetry: false\nlogLevel: warn\n";
+        << "\nwarmConcurrency: 4\nmountKeeper: false\ngpuTelemetry: false\nlogLevel: warn\n"
+        << options;
     pid_ = ::fork();
     if (pid_ == 0) {
       std::freopen((dir / "log").c_str(), "w", stderr);
@@ -660,9 +664,22 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
          "bench}\nspec:\n  source: "
       << source.specSource << "\n  cache: {warm: Never}\n";
   std::ofstream(state / "token") << kSpreadToken << "\n";
-  std::ofstream(state / "options.yaml") << nodeOptions << "\n";
   const std::string& first = source.firstFile;
   const std::string listen = "127.0.0.1:" + std::to_string(testing::freePort());
+  const std::string dataset = (state / "dataset.yaml").string();
+  std::vector<std::string> command{"granary-cache-node",
+                                   "--state-dir",
+                                   state.string(),
+                                   "--listen",
+                                   listen,
+                                   "--metrics-address",
+                                   "",
+                                   "--dataset",
+                                   dataset};
+  if (!nodeOptions.empty()) {  // options beyond the flags, as a file (cache-node/options.h)
+    std::ofstream(state / "options.yaml") << nodeOptions << "\n";
+    command.insert(command.end(), {"--config", (state / "options.yaml").string()});
+  }
   const auto start = std::chrono::steady_clock::now();
   const auto since = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -676,14 +693,20 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
     const pid_t child = ::fork();
     if (child == 0) {
       std::freopen((state / "log").c_str(), "w", stderr);
-      ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--state-dir", state.c_str(),
-              "--listen", listen.c_str(), "--metrics-address", "", "--config",
-              (state / "options.yaml").c_str(), "--dataset", (state / "dataset.yaml").c_str(),
-              nullptr);
+      std::vector<char*> argv;
+      for (auto& arg : command) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      ::execv(GRANARY_CACHE_NODE_BINARY, argv.data());
       ::_exit(127);
     }
-    for (int i = 0; i < 6000 && logText().find("msg=started") == std::string::npos; ++i)
+    for (int i = 0; i < 6000 && logText().find("msg=started") == std::string::npos; ++i) {
+      if (::waitpid(child, nullptr, WNOHANG) == child) {
+        std::fprintf(stderr, "cache_node_bench: the cache node did not start:\n%s",
+                     logText().c_str());
+        std::exit(1);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     return child;
   };
   pid_t pid = launch();
@@ -916,6 +939,62 @@ void listersSection(const Args& args) {
       mib(many.memory.current), mib(many.memory.peak));
 }
 
+// The generated bucket (a latency per page) listed by sets of 1, 4 and --nodes cache node
+// processes: one node of a set lists the origin, in parts side by side, and the others follow
+// its listing; how long until every node is Ready, and how many listing requests the bucket
+// answered.
+void setListingSection(const Args& args) {
+  const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
+  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(args.pageLatencyMs));
+  const auto ensure = [&](NodeChild& node, const std::vector<NodeChild*>& nodeSet) {
+    v1::EnsureDatasetRequest request;
+    *request.mutable_dataset() = spreadDataset();
+    auto* source = request.add_mounts()->mutable_source();
+    source->set_uri(std::string("s3://") + bench::GeneratedBucket::kBucket + "/");
+    source->set_endpoint(bucket.endpoint());
+    request.mutable_cache()->set_warm(v1::WARM_MODE_NEVER);
+    for (NodeChild* member : nodeSet) {
+      auto* endpoint = request.add_node_set();
+      endpoint->set_node_name(member->name());
+      endpoint->set_address(member->address());
+    }
+    v1::EnsureDatasetResponse response;
+    const grpc::Status status = node.api().EnsureDataset(authorized().get(), request, &response);
+    if (!status.ok()) {
+      std::fprintf(stderr, "ensure on %s: %s\n", node.name().c_str(),
+                   status.error_message().c_str());
+      std::exit(1);
+    }
+  };
+  const double alone = bucketListSeconds(bucket, files, static_cast<size_t>(args.listers));
+  for (const int count : std::set<int>{1, 4, args.nodes}) {
+    std::vector<std::unique_ptr<NodeChild>> children;
+    std::vector<NodeChild*> nodes;
+    for (int i = 0; i < count; ++i) {
+      children.push_back(std::make_unique<NodeChild>(
+          args.dir / ("listing-node-" + std::to_string(i)), "n" + std::to_string(i), 1 << 30,
+          "listingConcurrency: " + std::to_string(args.listers) + "\n"));
+      nodes.push_back(children.back().get());
+    }
+    const int64_t requestsBefore = bucket.listRequests();
+    const auto start = Clock_::now();
+    for (NodeChild* node : nodes) ensure(*node, nodes);
+    const auto statuses = waitAllReady(nodes);
+    const double took = seconds(start);
+    int64_t wrongTotals = 0;
+    for (const auto& status : statuses) wrongTotals += status.progress().total_files() != files;
+    std::printf(
+        "set-listing %lld files, %d ms a page, %d node(s), %d listers: every node Ready %.1f s "
+        "(%.0f files/s)   listing requests %lld (one listing: %lld)   nodes holding another "
+        "count: %lld   fetching alone with %d listers %.1f s\n",
+        static_cast<long long>(files), args.pageLatencyMs, count, args.listers, took,
+        static_cast<double>(files) / took,
+        static_cast<long long>(bucket.listRequests() - requestsBefore),
+        static_cast<long long>((files + 999) / 1000), static_cast<long long>(wrongTotals),
+        args.listers, alone);
+  }
+}
+
 void addFlags(CLI::App& app, Args& args) {
   addDataFlags(app, args);
   app.add_option("--concurrency", args.concurrency, "warm fetches in flight")
@@ -934,10 +1013,10 @@ void addFlags(CLI::App& app, Args& args) {
       ->capture_default_str()
       ->check(CLI::Range(2, 64));
   app.add_option("section", args.sections,
-                 "warm (warm-small, warm-big), origin, read, memory, resume, listers, spread "
-                 "(default: all but resume, listers and spread)")
+                 "warm (warm-small, warm-big), origin, read, memory, resume, listers, set-listing, "
+                 "spread (default: all but resume, listers, set-listing and spread)")
       ->check(CLI::IsMember({"warm", "warm-small", "warm-big", "origin", "read", "memory", "resume",
-                             "listers", "spread"}));
+                             "listers", "set-listing", "spread"}));
 }
 
 }  // namespace
@@ -969,6 +1048,7 @@ int main(int argc, char** argv) {
   if (args.sections.contains("memory")) memorySection(args);
   if (args.sections.contains("resume")) resumeSection(args);
   if (args.sections.contains("listers")) listersSection(args);
+  if (args.sections.contains("set-listing")) setListingSection(args);
   if (args.sections.contains("spread")) spreadSection(args);
   return 0;
 }

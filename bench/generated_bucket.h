@@ -9,6 +9,7 @@
 
 #include <civetweb.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +46,8 @@ class GeneratedBucket {
   GeneratedBucket& operator=(const GeneratedBucket&) = delete;
 
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // Listing requests answered so far.
+  int64_t listRequests() const { return listRequests_; }
   // The key of file `n`.
   static std::string keyOf(int64_t n) {
     char key[64];
@@ -58,7 +61,7 @@ class GeneratedBucket {
   // start-after and no token, from the first file after that key (a file's, or a directory's
   // "d<dir>/"). With delimiter=/: directories N to N+K-1.
   static int handle(mg_connection* conn, void* data) {
-    const auto& self = *static_cast<GeneratedBucket*>(data);
+    auto& self = *static_cast<GeneratedBucket*>(data);
     const mg_request_info* request = mg_get_request_info(conn);
     const std::string query = request->query_string ? request->query_string : "";
     if (std::strcmp(request->local_uri, (std::string("/") + kBucket).c_str()) != 0 ||
@@ -66,6 +69,7 @@ class GeneratedBucket {
       mg_printf(conn, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
       return 404;
     }
+    ++self.listRequests_;
     std::this_thread::sleep_for(self.pageLatency_);
     const auto var = [&](const char* name) -> std::optional<std::string> {
       char value[128];
@@ -111,6 +115,7 @@ class GeneratedBucket {
 
   const int64_t files_;
   const std::chrono::milliseconds pageLatency_;
+  std::atomic<int64_t> listRequests_{0};
   mg_context* context_ = nullptr;
   int port_ = 0;
 };
