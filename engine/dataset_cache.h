@@ -188,10 +188,6 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // else the start, with what a listing cut short stored dropped.
   Result<ListingProgress> listingStart() GRANARY_EXCLUDES(mutex_);
   Status listFromOrigins(std::stop_token stop, ListingProgress from) GRANARY_EXCLUDES(mutex_);
-  // Lists the parts of source `progress.source` still to list (progress.ranges), up to
-  // NodeContext::listingConcurrency side by side, storing each batch with the progress it makes;
-  // once all are listed, `progress` (stored) names the next source.
-  Status listSource(std::stop_token stop, ListingProgress& progress) GRANARY_EXCLUDES(mutex_);
   // Waits up to kListerWait for `lister` to hold the dataset and be listing it (it may have just
   // been told of it, or be between tries of an origin that failed).
   Status followLister(const std::string& lister, std::stop_token stop) GRANARY_EXCLUDES(mutex_);

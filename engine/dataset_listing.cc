@@ -1,13 +1,11 @@
 // DatasetCache's listing: the background thread that fills the generation's manifest, once, from
 // the origins or from the node of the set that lists them, and what it shares with peers that
 // follow it (engine/listing_feed.h).
-#include <algorithm>
-#include <atomic>
-
 #include "common/backoff.h"
 #include "common/log.h"
 #include "engine/core/placement.h"
 #include "engine/dataset_cache.h"
+#include "engine/source_listing.h"
 
 namespace granary::cache {
 namespace {
@@ -15,10 +13,6 @@ namespace {
 constexpr size_t kShareBatch = 1000;
 // How long a follower's heartbeat may be apart while the listing goes on.
 constexpr std::chrono::seconds kHeartbeat{1};
-
-std::string joinPath(const std::string& mount, const std::string& path) {
-  return mount.empty() ? path : mount + "/" + path;
-}
 
 }  // namespace
 
@@ -95,81 +89,17 @@ Status DatasetCache::listFromOrigins(std::stop_token stop, ListingProgress from)
       GRANARY_ASSIGN_OR_RETURN(progress.ranges,
                                origin.split(static_cast<size_t>(node_.listingConcurrency)));
     }
-    GRANARY_RETURN_IF_ERROR(listSource(stop, progress));
+    const SourceListing listing{
+        .manifests = node_.manifests,
+        .generation = id_,
+        .source = sources[progress.source],
+        .maxListers = node_.listingConcurrency,
+        .counted = [this](const ManifestTotals& totals) { setTotals(totals); },
+        .stored = [this](std::span<const ManifestEntry> batch,
+                         std::stop_token cut) { feed_.publish(batch, cut); }};
+    GRANARY_RETURN_IF_ERROR(listSource(listing, progress, stop));
   }
   return node_.manifests.markComplete(id_, progress.totals);
-}
-
-Status DatasetCache::listSource(std::stop_token stop, ListingProgress& progress) {
-  const DatasetSource& source = fetcher_.sources()[progress.source];
-  const std::vector<KeyRange> parts = progress.ranges;
-  Mutex storing;  // `progress`, and the puts that record it
-  std::stop_source cutShort;
-  const std::stop_callback stopping(stop, [&] { cutShort.request_stop(); });
-  // Stores a batch of `part` with the progress it makes.
-  const auto store = [&](const KeyRange& part, std::vector<OriginObject>&& batch) -> Status {
-    if (cutShort.stop_requested()) return cancelled("stopping");
-    if (batch.empty()) return Status::ok();
-    std::vector<ManifestEntry> entries;
-    entries.reserve(batch.size());
-    ManifestTotals added;
-    for (auto& object : batch) {
-      entries.push_back({.path = joinPath(source.mount, object.path),
-                         .size = object.size,
-                         .etag = std::move(object.etag),
-                         .modifiedUnixNanos = object.modifiedUnixNanos,
-                         .mode = object.mode});
-      added.files += 1;
-      added.bytes += object.size;
-    }
-    {
-      MutexLock lock(storing);
-      for (KeyRange& range : progress.ranges) {
-        if (range.through == part.through) range.after = batch.back().path;
-      }
-      progress.totals.files += added.files;
-      progress.totals.bytes += added.bytes;
-      GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, entries, &progress));
-      setTotals(progress.totals);
-    }
-    feed_.publish(entries, cutShort.get_token());
-    return Status::ok();
-  };
-  // Lists `part` whole; then it is left out of the progress, and the source once none is left.
-  const auto listPart = [&](const KeyRange& part) -> Status {
-    const auto each = [&](std::vector<OriginObject>&& batch) {
-      return store(part, std::move(batch));
-    };
-    GRANARY_RETURN_IF_ERROR(source.origin->listsInKeyOrder() ? source.origin->listRange(part, each)
-                                                             : source.origin->list(each));
-    MutexLock lock(storing);
-    std::erase_if(progress.ranges, [&](const KeyRange& r) { return r.through == part.through; });
-    if (progress.ranges.empty()) progress.source += 1;
-    return node_.manifests.put(id_, {}, &progress);
-  };
-  // Parts side by side, each taken by the next free lister; the first error ends them all.
-  std::atomic<size_t> next{0};
-  Mutex failing;
-  Status failed = Status::ok();
-  const auto lister = [&] {
-    for (size_t i = next++; i < parts.size() && !cutShort.stop_requested(); i = next++) {
-      const Status listed = listPart(parts[i]);
-      if (listed.isOk()) continue;
-      MutexLock lock(failing);
-      if (failed.isOk() && !cutShort.stop_requested()) failed = listed;
-      cutShort.request_stop();
-    }
-  };
-  {
-    const size_t listers =
-        std::min(parts.size(), static_cast<size_t>(std::max(1, node_.listingConcurrency)));
-    std::vector<std::jthread> others;
-    for (size_t i = 1; i < listers; ++i) others.emplace_back(lister);
-    lister();
-  }
-  if (stop.stop_requested()) return cancelled("stopping");
-  MutexLock lock(failing);
-  return failed;
 }
 
 Status DatasetCache::followLister(const std::string& lister, std::stop_token stop) {

@@ -65,7 +65,15 @@ class RecordingOrigin final : public Origin {
     {
       std::lock_guard lock(mutex_);
       listedRanges_.push_back(range);
+      mostAtOnce_ = std::max(mostAtOnce_, ++atOnce_);
     }
+    const struct Ended {
+      RecordingOrigin& self;
+      ~Ended() {
+        std::lock_guard lock(self.mutex_);
+        --self.atOnce_;
+      }
+    } ended{*this};
     ++lists;
     std::vector<OriginObject> all;
     GRANARY_RETURN_IF_ERROR(inner_->list([&](std::vector<OriginObject>&& batch) {
@@ -85,6 +93,11 @@ class RecordingOrigin final : public Origin {
       if (afterListed) afterListed(path);
     }
     return Status::ok();
+  }
+  // The most listings in key order that ran at once.
+  int mostListingsAtOnce() const {
+    std::lock_guard lock(mutex_);
+    return mostAtOnce_;
   }
   // The range of each listing in key order, as asked.
   std::vector<KeyRange> listedRanges() const {
@@ -143,6 +156,7 @@ class RecordingOrigin final : public Origin {
   std::vector<std::string> reads_;
   std::vector<Fetch> fetches_;
   std::vector<KeyRange> listedRanges_;
+  int atOnce_ = 0, mostAtOnce_ = 0;
   int failReads = 0;
 };
 

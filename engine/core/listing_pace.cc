@@ -1,0 +1,28 @@
+#include "engine/core/listing_pace.h"
+
+namespace granary::cache {
+
+bool ListingPace::page(std::chrono::nanoseconds waited, std::chrono::nanoseconds stored) {
+  if (ignored_ > 0) {  // the listing's first pages: connections made, a start-after sought
+    --ignored_;
+    return false;
+  }
+  constexpr double kWeight = 0.25;
+  const bool first = pages_++ == 0;
+  waited_ = first ? static_cast<double>(waited.count())
+                  : waited_ + kWeight * (static_cast<double>(waited.count()) - waited_);
+  stored_ = first ? static_cast<double>(stored.count())
+                  : stored_ + kWeight * (static_cast<double>(stored.count()) - stored_);
+  if (settling_ > 0) {
+    --settling_;
+    return false;
+  }
+  // While a page takes longer to come than the n listers' pages take to store, the store waits
+  // for the origin more than it works: one more lister pays for the keys it interleaves.
+  if (listers_ >= maxListers_ || waited_ <= listers_ * stored_) return false;
+  ++listers_;
+  settling_ = kSettlePages;
+  return true;
+}
+
+}  // namespace granary::cache

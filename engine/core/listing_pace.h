@@ -1,0 +1,39 @@
+// How many parts of a listing to list side by side. Parts listed side by side interleave their
+// keys in the manifest store, which costs its compaction dearly at scale, so a listing starts
+// with one lister and adds another only while the store waits for the origin: while a page takes
+// longer to come than the listers' pages take to store. Pure; not thread-safe (callers
+// serialize).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace granary::cache {
+
+class ListingPace {
+ public:
+  // Pages at the start of a listing that say nothing of its pace, and pages a new lister is given
+  // to show its effect before another is considered.
+  static constexpr int kIgnoredPages = 2;
+  static constexpr int kSettlePages = 4;
+
+  explicit ListingPace(int maxListers) : maxListers_(maxListers) {}
+
+  // A page came after `waited` (fetching and parsing it) and was stored in `stored` (waiting
+  // for the store included). Whether to start another lister now; if so, it counts as started.
+  bool page(std::chrono::nanoseconds waited, std::chrono::nanoseconds stored);
+  // A lister ended (its parts are listed).
+  void listerEnded() { --listers_; }
+  int listers() const { return listers_; }
+
+ private:
+  const int maxListers_;
+  int listers_ = 1;
+  int ignored_ = kIgnoredPages;
+  int settling_ = kSettlePages;
+  int64_t pages_ = 0;  // counted in the averages
+  // Smoothed over pages (each new page weighs a quarter).
+  double waited_ = 0, stored_ = 0;
+};
+
+}  // namespace granary::cache

@@ -1,0 +1,151 @@
+#include "engine/source_listing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "common/thread_annotations.h"
+#include "engine/core/listing_pace.h"
+
+namespace granary::cache {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string joinPath(const std::string& mount, const std::string& path) {
+  return mount.empty() ? path : mount + "/" + path;
+}
+
+// The listers of one source and what they share.
+class PartListers {
+ public:
+  PartListers(const SourceListing& listing, ListingProgress& progress, std::stop_token stop)
+      : listing_(listing),
+        progress_(progress),
+        parts_(progress.ranges),
+        stopping_(stop, [this] { cutShort_.request_stop(); }),
+        pace_(std::max(1, listing.maxListers)) {
+    others_.reserve(static_cast<size_t>(std::max(1, listing.maxListers)));
+  }
+
+  // Lists every part on this thread and those the pace adds; returns once all have ended.
+  Status run() {
+    lister();
+    for (size_t joined = 0;; ++joined) {
+      std::jthread* other = nullptr;
+      {
+        MutexLock lock(mutex_);
+        if (joined == others_.size()) return failed_;
+        other = &others_[joined];  // reserved: never moved while another is added
+      }
+      other->join();
+    }
+  }
+
+ private:
+  // Takes parts until none is left or the listing is cut short.
+  void lister() {
+    for (;;) {
+      const KeyRange* part = nullptr;
+      {
+        MutexLock lock(mutex_);
+        if (next_ == parts_.size() || cutShort_.stop_requested()) {
+          pace_.listerEnded();
+          return;
+        }
+        part = &parts_[next_++];
+      }
+      const Status listed = listPart(*part);
+      if (listed.isOk()) continue;
+      MutexLock lock(mutex_);
+      if (failed_.isOk() && !cutShort_.stop_requested()) failed_ = listed;
+      cutShort_.request_stop();
+    }
+  }
+
+  // Lists `part` whole; then it is left out of the progress, and the source once none is left.
+  Status listPart(const KeyRange& part) {
+    Origin& origin = *listing_.source.origin;
+    auto last = SteadyClock::now();
+    const auto each = [&](std::vector<OriginObject>&& batch) -> Status {
+      const auto came = SteadyClock::now();
+      GRANARY_RETURN_IF_ERROR(store(part, std::move(batch)));
+      const auto done = SteadyClock::now();
+      paced(came - last, done - came);
+      last = done;
+      return Status::ok();
+    };
+    GRANARY_RETURN_IF_ERROR(origin.listsInKeyOrder() ? origin.listRange(part, each)
+                                                     : origin.list(each));
+    MutexLock lock(mutex_);
+    std::erase_if(progress_.ranges, [&](const KeyRange& r) { return r.through == part.through; });
+    if (progress_.ranges.empty()) progress_.source += 1;
+    return listing_.manifests.put(listing_.generation, {}, &progress_);
+  }
+
+  // Stores a batch of `part` with the progress it makes.
+  Status store(const KeyRange& part, std::vector<OriginObject>&& batch) {
+    if (cutShort_.stop_requested()) return cancelled("stopping");
+    if (batch.empty()) return Status::ok();
+    std::vector<ManifestEntry> entries;
+    entries.reserve(batch.size());
+    ManifestTotals added;
+    for (auto& object : batch) {
+      entries.push_back({.path = joinPath(listing_.source.mount, object.path),
+                         .size = object.size,
+                         .etag = std::move(object.etag),
+                         .modifiedUnixNanos = object.modifiedUnixNanos,
+                         .mode = object.mode});
+      added.files += 1;
+      added.bytes += object.size;
+    }
+    {
+      MutexLock lock(mutex_);
+      for (KeyRange& range : progress_.ranges) {
+        if (range.through == part.through) range.after = batch.back().path;
+      }
+      progress_.totals.files += added.files;
+      progress_.totals.bytes += added.bytes;
+      GRANARY_RETURN_IF_ERROR(listing_.manifests.put(listing_.generation, entries, &progress_));
+      listing_.counted(progress_.totals);
+    }
+    listing_.stored(entries, cutShort_.get_token());
+    return Status::ok();
+  }
+
+  // A page came after `waited` and was stored in `stored`: another lister, if that pays and a
+  // part is left for it.
+  void paced(SteadyClock::duration waited, SteadyClock::duration stored) {
+    MutexLock lock(mutex_);
+    if (next_ < parts_.size() && !cutShort_.stop_requested() && pace_.page(waited, stored)) {
+      others_.emplace_back([this] { lister(); });
+    }
+  }
+
+  const SourceListing& listing_;
+  Mutex mutex_;
+  ListingProgress& progress_ GRANARY_GUARDED_BY(mutex_);
+  const std::vector<KeyRange> parts_;
+  std::stop_source cutShort_;
+  const std::stop_callback<std::function<void()>> stopping_;
+  size_t next_ GRANARY_GUARDED_BY(mutex_) = 0;  // the next part to take
+  ListingPace pace_ GRANARY_GUARDED_BY(mutex_);
+  std::vector<std::jthread> others_ GRANARY_GUARDED_BY(mutex_);
+  Status failed_ GRANARY_GUARDED_BY(mutex_) = Status::ok();
+};
+
+}  // namespace
+
+Status listSource(const SourceListing& listing, ListingProgress& progress, std::stop_token stop) {
+  if (progress.ranges.empty()) {
+    progress.source += 1;
+    return listing.manifests.put(listing.generation, {}, &progress);
+  }
+  PartListers listers(listing, progress, stop);
+  GRANARY_RETURN_IF_ERROR(listers.run());
+  if (stop.stop_requested()) return cancelled("stopping");
+  return Status::ok();
+}
+
+}  // namespace granary::cache
