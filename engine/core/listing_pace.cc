@@ -19,7 +19,8 @@ bool ListingPace::page(std::chrono::nanoseconds waited, std::chrono::nanoseconds
   }
   // While a page takes longer to come than the n listers' pages take to store, the store waits
   // for the origin more than it works: one more lister pays for the keys it interleaves.
-  if (listers_ >= maxListers_ || waited_ <= listers_ * stored_) return false;
+  const double nearby = static_cast<double>(std::chrono::nanoseconds(kNearbyPage).count());
+  if (listers_ >= maxListers_ || waited_ <= listers_ * stored_ || waited_ <= nearby) return false;
   ++listers_;
   settling_ = kSettlePages;
   return true;

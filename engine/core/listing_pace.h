@@ -1,8 +1,10 @@
 // How many parts of a listing to list side by side. Parts listed side by side interleave their
 // keys in the manifest store, which costs its compaction dearly at scale, so a listing starts
-// with one lister and adds another only while the store waits for the origin: while a page takes
-// longer to come than the listers' pages take to store. Pure; not thread-safe (callers
-// serialize).
+// with one lister and adds another only while the store waits for a remote origin: while a page
+// takes longer to come than the listers' pages take to store, and longer than kNearbyPage. A
+// page that comes sooner is from a store nearby, or late only because the node's own cores are
+// busy (storing, compacting): more listers would not make it come sooner. Pure; not thread-safe
+// (callers serialize).
 #pragma once
 
 #include <chrono>
@@ -16,6 +18,7 @@ class ListingPace {
   // to show its effect before another is considered.
   static constexpr int kIgnoredPages = 2;
   static constexpr int kSettlePages = 4;
+  static constexpr std::chrono::milliseconds kNearbyPage{10};
 
   explicit ListingPace(int maxListers) : maxListers_(maxListers) {}
 

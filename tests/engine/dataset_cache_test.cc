@@ -286,8 +286,8 @@ TEST_F(DatasetCacheTest, ThePartsOfAListingCutShortGoOnWhereEachEnded) {
   expectAllFilesRead(*again);
 }
 
-// Parts are listed side by side while the origin is slower than the store (each object here
-// takes 2 ms to come), up to listingConcurrency of them.
+// Parts are listed side by side while a remote origin is slower than the store (each object here
+// takes 12 ms to come), up to listingConcurrency of them.
 TEST_F(DatasetCacheTest, ASlowOriginIsListedInPartsSideBySide) {
   std::vector<std::string> directories;
   for (int d = 0; d < 6; ++d) {
@@ -300,7 +300,7 @@ TEST_F(DatasetCacheTest, ASlowOriginIsListedInPartsSideBySide) {
   auto cache = open(node, neverWarmed(), &origin, [&](RecordingOrigin& o) {
     o.keyOrder = true;
     o.directories = directories;
-    o.afterListed = [](const std::string&) { std::this_thread::sleep_for(2ms); };
+    o.afterListed = [](const std::string&) { std::this_thread::sleep_for(12ms); };
   });
   const DatasetState state = cache->waitSettled(20s);
   ASSERT_EQ(state.phase, Phase::kOnDemand) << state.message;

@@ -39,6 +39,13 @@ TEST(ListingPaceTest, ANewListerSettlesBeforeAnotherIsAdded) {
   EXPECT_EQ(pace.listers(), 3);
 }
 
+TEST(ListingPaceTest, ANearbyOriginKeepsOneListerThoughTheStoreIsFaster) {
+  ListingPace pace(8);
+  EXPECT_EQ(listersAfter(pace, 1000, milliseconds(8), milliseconds(1)), 1)
+      << "8 ms a page: a store nearby, or cores busy";
+  EXPECT_EQ(listersAfter(pace, 1000, milliseconds(12), milliseconds(1)), 8);
+}
+
 TEST(ListingPaceTest, TheFirstPagesSayNothingOfThePace) {
   ListingPace pace(8);
   for (int i = 0; i < ListingPace::kIgnoredPages; ++i)
