@@ -68,8 +68,10 @@ struct Args : DataArgs {
   std::set<std::string> sections;
   // The memory section lists a generated S3 bucket (bench/generated_bucket.h) instead of a tree.
   bool generatedListing = false;
-  int pageLatencyMs = 20;  // the listers section's time per listing request
-  int listers = 8;         // the listers section's listing requests side by side
+  // The generated bucket's time per listing request: -1 for the section's own (listers and
+  // set-listing 20 ms, resume none).
+  int pageLatencyMs = -1;
+  int listers = 8;  // the listers section's listing requests side by side
 };
 
 // An engine of its own in `state`, serving gRPC on loopback.
@@ -773,6 +775,11 @@ double walkSeconds(const fs::path& tree, int64_t files) {
   return seconds;
 }
 
+// The milliseconds --page-latency-ms gives, or the section's `fallback`.
+int pageLatency(const Args& args, int fallback) {
+  return args.pageLatencyMs >= 0 ? args.pageLatencyMs : fallback;
+}
+
 // Seconds to fetch and parse the generated bucket's listing alone: the node's own S3 origin,
 // listing into nothing, in `parts` side by side.
 double bucketListSeconds(const bench::GeneratedBucket& bucket, int64_t files, size_t parts = 1) {
@@ -884,7 +891,7 @@ ManifestCheck checkGeneratedManifest(v1::CacheNode::Stub& node, int64_t files) {
 // how long until Ready after the restart, beside a whole listing of the same bucket.
 void resumeSection(const Args& args) {
   const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
-  const bench::GeneratedBucket bucket(files);
+  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(pageLatency(args, 0)));
   const MemorySource source{std::string("{uri: \"s3://") + bench::GeneratedBucket::kBucket +
                                 "/\", endpoint: \"" + bucket.endpoint() + "\"}",
                             bench::GeneratedBucket::keyOf(0)};
@@ -894,9 +901,11 @@ void resumeSection(const Args& args) {
     check = checkGeneratedManifest(node, files);
   });
   std::printf(
-      "resume listing %lld files: killed -9 after %.1f s at %lld files listed (%.0f%%); Ready "
-      "%.1f s after the restart, holding %lld files   a whole listing: Ready %.1f s   ratio %.2f\n",
-      static_cast<long long>(files), cut.killedSeconds, static_cast<long long>(cut.killedFiles),
+      "resume listing %lld files, %d ms a page: killed -9 after %.1f s at %lld files listed "
+      "(%.0f%%); Ready %.1f s after the restart, holding %lld files   a whole listing: Ready %.1f "
+      "s   ratio %.2f\n",
+      static_cast<long long>(files), pageLatency(args, 0), cut.killedSeconds,
+      static_cast<long long>(cut.killedFiles),
       100.0 * static_cast<double>(cut.killedFiles) / static_cast<double>(files), cut.readySeconds,
       static_cast<long long>(cut.readyFiles), whole.readySeconds,
       cut.readySeconds / whole.readySeconds);
@@ -911,7 +920,8 @@ void resumeSection(const Args& args) {
 // parsing it alone both ways; the parallel listing's manifest compared with the bucket.
 void listersSection(const Args& args) {
   const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
-  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(args.pageLatencyMs));
+  const int latency = pageLatency(args, 20);
+  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(latency));
   const MemorySource source{std::string("{uri: \"s3://") + bench::GeneratedBucket::kBucket +
                                 "/\", endpoint: \"" + bucket.endpoint() + "\"}",
                             bench::GeneratedBucket::keyOf(0)};
@@ -931,7 +941,7 @@ void listersSection(const Args& args) {
       "side %.1f s (%.0f files/s)   granary with %d listers ÷ fetching alone with %d: %.2f\n"
       "listers manifest of the %d-lister node: %lld entries compared with the bucket's keys, %lld "
       "wrong or missing; RSS %.1f MiB (peak %.1f)\n",
-      static_cast<long long>(files), args.pageLatencyMs, one.readySeconds, rate(one.readySeconds),
+      static_cast<long long>(files), latency, one.readySeconds, rate(one.readySeconds),
       args.listers, many.readySeconds, rate(many.readySeconds),
       one.readySeconds / many.readySeconds, aloneOne, rate(aloneOne), args.listers, aloneMany,
       rate(aloneMany), args.listers, args.listers, aloneMany / many.readySeconds, args.listers,
@@ -945,7 +955,8 @@ void listersSection(const Args& args) {
 // answered.
 void setListingSection(const Args& args) {
   const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
-  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(args.pageLatencyMs));
+  const int latency = pageLatency(args, 20);
+  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(latency));
   const auto ensure = [&](NodeChild& node, const std::vector<NodeChild*>& nodeSet) {
     v1::EnsureDatasetRequest request;
     *request.mutable_dataset() = spreadDataset();
@@ -987,7 +998,7 @@ void setListingSection(const Args& args) {
         "set-listing %lld files, %d ms a page, %d node(s), %d listers: every node Ready %.1f s "
         "(%.0f files/s)   listing requests %lld (one listing: %lld)   nodes holding another "
         "count: %lld   fetching alone with %d listers %.1f s\n",
-        static_cast<long long>(files), args.pageLatencyMs, count, args.listers, took,
+        static_cast<long long>(files), latency, count, args.listers, took,
         static_cast<double>(files) / took,
         static_cast<long long>(bucket.listRequests() - requestsBefore),
         static_cast<long long>((files + 999) / 1000), static_cast<long long>(wrongTotals),
@@ -1006,10 +1017,10 @@ void addFlags(CLI::App& app, Args& args) {
   app.add_flag("--generated-listing", args.generatedListing,
                "memory: list a generated S3 bucket (no files on disk) instead of a tree of files");
   app.add_option("--page-latency-ms", args.pageLatencyMs,
-                 "listers: the generated bucket's time per listing request")
-      ->capture_default_str()
+                 "listers, set-listing, resume: the generated bucket's time per listing request "
+                 "(default: 20 for listers and set-listing, 0 for resume)")
       ->check(CLI::Range(0, 1000));
-  app.add_option("--listers", args.listers, "listers: listing requests side by side")
+  app.add_option("--listers", args.listers, "listers, set-listing: the node's listingConcurrency")
       ->capture_default_str()
       ->check(CLI::Range(2, 64));
   app.add_option("section", args.sections,

@@ -62,8 +62,11 @@ Result<ListingProgress> DatasetCache::listingStart() {
   auto progress = node_.manifests.progress(id_);
   const auto& sources = fetcher_.sources();
   // A source not begun, or one whose parts go on where they stood.
-  if (progress.isOk() && progress->source <= sources.size() &&
-      (progress->ranges.empty() || sources[progress->source].origin->listsInKeyOrder())) {
+  const auto resumable = [&](const ListingProgress& p) {
+    if (p.ranges.empty()) return p.source <= sources.size();
+    return p.source < sources.size() && sources[p.source].origin->listsInKeyOrder();
+  };
+  if (progress.isOk() && resumable(*progress)) {
     Logger("cache")
         .with({{"dataset", key_.label()}})
         .info("going on with the listing where it was cut short",

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <iterator>
+#include <list>
 #include <thread>
 #include <vector>
 
@@ -25,9 +28,7 @@ class PartListers {
         progress_(progress),
         parts_(progress.ranges),
         stopping_(stop, [this] { cutShort_.request_stop(); }),
-        pace_(std::max(1, listing.maxListers)) {
-    others_.reserve(static_cast<size_t>(std::max(1, listing.maxListers)));
-  }
+        pace_(std::max(1, listing.maxListers)) {}
 
   // Lists every part on this thread and those the pace adds; returns once all have ended.
   Status run() {
@@ -37,9 +38,9 @@ class PartListers {
       {
         MutexLock lock(mutex_);
         if (joined == others_.size()) return failed_;
-        other = &others_[joined];  // reserved: never moved while another is added
+        other = &*std::next(others_.begin(), static_cast<std::ptrdiff_t>(joined));
       }
-      other->join();
+      other->join();  // a list's elements stay where they are while others are added
     }
   }
 
@@ -131,7 +132,7 @@ class PartListers {
   const std::stop_callback<std::function<void()>> stopping_;
   size_t next_ GRANARY_GUARDED_BY(mutex_) = 0;  // the next part to take
   ListingPace pace_ GRANARY_GUARDED_BY(mutex_);
-  std::vector<std::jthread> others_ GRANARY_GUARDED_BY(mutex_);
+  std::list<std::jthread> others_ GRANARY_GUARDED_BY(mutex_);
   Status failed_ GRANARY_GUARDED_BY(mutex_) = Status::ok();
 };
 

@@ -275,10 +275,8 @@ class S3Origin final : public Origin {
                            "\", outside the prefix");
       }
     }
-    if (page->truncated && page->nextContinuationToken.empty()) {
-      return unavailable(what + ": a truncated page without a continuation token");
-    }
-    if (page->truncated && page->nextContinuationToken == query.token) {
+    if (page->truncated &&
+        (page->nextContinuationToken.empty() || page->nextContinuationToken == query.token)) {
       return unavailable(what + ": a truncated page without a new continuation token");
     }
     return page;

@@ -538,6 +538,30 @@ TEST_F(S3FaultTest, ListingStopsAtTheFirstErrorOfEach) {
   EXPECT_EQ(server_->requests().size(), 1u);
 }
 
+// split() reads the delimited listing page after page (what s3rver cannot show: it answers one
+// page), asking with delimiter=/ under the prefix; a directory outside the prefix is refused.
+TEST_F(S3FaultTest, SplitsAtDirectoriesListedOverPages) {
+  const auto page = [](std::vector<std::string> prefixes, const std::string& next) {
+    std::string body = "<ListBucketResult><IsTruncated>" +
+                       std::string(next.empty() ? "false" : "true") + "</IsTruncated>";
+    if (!next.empty()) body += "<NextContinuationToken>" + next + "</NextContinuationToken>";
+    for (const auto& prefix : prefixes)
+      body += "<CommonPrefixes><Prefix>" + prefix + "</Prefix></CommonPrefixes>";
+    return ScriptedServer::Reply{.body = body + "</ListBucketResult>"};
+  };
+  serve({page({"p/a/", "p/b/"}, "t2"), page({"p/c/", "p/d/"}, "")});
+  const auto parts = origin()->split(2);
+  ASSERT_TRUE(parts.isOk()) << parts.status();
+  EXPECT_EQ(*parts, (std::vector<KeyRange>{{.after = "", .through = "c/"}, {.after = "c/"}}));
+  ASSERT_EQ(server_->requests().size(), 2u);
+  EXPECT_NE(server_->requests()[0].target.find("delimiter=%2F"), std::string::npos)
+      << server_->requests()[0].target;
+  EXPECT_NE(server_->requests()[1].target.find("continuation-token=t2"), std::string::npos);
+
+  serve({page({"p/a/", "elsewhere/"}, "")});
+  EXPECT_EQ(origin()->split(2).status().code(), StatusCode::kUnavailable);
+}
+
 // ---- Against s3rver ----
 
 // s3rver on a loopback port, with an empty store in a temporary directory and one bucket,
