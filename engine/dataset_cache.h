@@ -46,6 +46,7 @@
 #include "engine/dataset_settings.h"
 #include "engine/listing_feed.h"
 #include "engine/origin/origin.h"
+#include "engine/source_listing.h"
 #include "engine/store/chunk_store.h"
 #include "engine/store/manifest_store.h"
 #include "engine/warmer.h"
@@ -167,6 +168,13 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // passes; returns the state then.
   DatasetState waitSettled(std::chrono::milliseconds timeout);
 
+  // Lists the origins again into the manifest of generation `id` (another version of this
+  // dataset), going on from a listing of it cut short where its source lists in key order, else
+  // from the start; one listed whole before is listed again. `counted` gets the totals stored so
+  // far after each batch. FailedPrecondition while this generation is not listed yet.
+  Status listVersion(const std::string& id, std::stop_token stop,
+                     const std::function<void(const ManifestTotals&)>& counted);
+
   // Stops warming and removes the generation's chunks and manifest; returns the bytes freed.
   Result<int64_t> purge();
 
@@ -186,8 +194,13 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Status listOnce(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   // Where listing the origins starts: the progress stored, where its source can go on from it;
   // else the start, with what a listing cut short stored dropped.
-  Result<ListingProgress> listingStart() GRANARY_EXCLUDES(mutex_);
+  Result<ListingProgress> listingStart(const std::string& id) GRANARY_EXCLUDES(mutex_);
+  // This generation's listing of the origins, from `from`, its batches fed to followers.
   Status listFromOrigins(std::stop_token stop, ListingProgress from) GRANARY_EXCLUDES(mutex_);
+  // The origins listed into the manifest of generation `id` from `from`, then marked complete.
+  Status listOrigins(const std::string& id, ListingProgress from, std::stop_token stop,
+                     const std::function<void(const ManifestTotals&)>& counted,
+                     const SourceListing::Stored& stored) GRANARY_EXCLUDES(mutex_);
   // Waits up to kListerWait for `lister` to hold the dataset and be listing it (it may have just
   // been told of it, or be between tries of an origin that failed).
   Status followLister(const std::string& lister, std::stop_token stop) GRANARY_EXCLUDES(mutex_);

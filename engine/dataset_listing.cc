@@ -32,7 +32,7 @@ Status DatasetCache::listOnce(std::stop_token stop) {
   if (follows) {
     GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));  // a listing cut short: start over
   } else {
-    GRANARY_ASSIGN_OR_RETURN(start, listingStart());
+    GRANARY_ASSIGN_OR_RETURN(start, listingStart(id_));
   }
   feed_.open();
   Status listed = Status::ok();
@@ -58,8 +58,8 @@ Status DatasetCache::listOnce(std::stop_token stop) {
   return listed;
 }
 
-Result<ListingProgress> DatasetCache::listingStart() {
-  auto progress = node_.manifests.progress(id_);
+Result<ListingProgress> DatasetCache::listingStart(const std::string& id) {
+  auto progress = node_.manifests.progress(id);
   const auto& sources = fetcher_.sources();
   // A source not begun, or one whose parts go on where they stood.
   const auto resumable = [&](const ListingProgress& p) {
@@ -70,7 +70,8 @@ Result<ListingProgress> DatasetCache::listingStart() {
     Logger("cache")
         .with({{"dataset", key_.label()}})
         .info("going on with the listing where it was cut short",
-              {{"source", progress->source},
+              {{"generation", id},
+               {"source", progress->source},
                {"parts_left", progress->ranges.size()},
                {"files_stored", progress->totals.files}});
     return std::move(*progress);
@@ -78,13 +79,31 @@ Result<ListingProgress> DatasetCache::listingStart() {
   if (!progress.isOk() && progress.status().code() != StatusCode::kNotFound) {
     return progress.status();
   }
-  GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));  // a listing cut short: start over
+  GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id));  // a listing cut short: start over
   return ListingProgress{};
 }
 
 Status DatasetCache::listFromOrigins(std::stop_token stop, ListingProgress from) {
+  setTotals(from.totals);
+  return listOrigins(
+      id_, std::move(from), stop, [this](const ManifestTotals& totals) { setTotals(totals); },
+      [this](std::span<const ManifestEntry> batch, std::stop_token cut) {
+        feed_.publish(batch, cut);
+      });
+}
+
+Status DatasetCache::listVersion(const std::string& id, std::stop_token stop,
+                                 const std::function<void(const ManifestTotals&)>& counted) {
+  if (!listed()) return failedPrecondition("dataset " + key_.label() + " is still listed");
+  if (node_.manifests.totals(id).isOk()) GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id));
+  GRANARY_ASSIGN_OR_RETURN(ListingProgress start, listingStart(id));
+  return listOrigins(id, std::move(start), stop, counted, {});
+}
+
+Status DatasetCache::listOrigins(const std::string& id, ListingProgress from, std::stop_token stop,
+                                 const std::function<void(const ManifestTotals&)>& counted,
+                                 const SourceListing::Stored& stored) {
   ListingProgress progress = std::move(from);
-  setTotals(progress.totals);
   const auto& sources = fetcher_.sources();
   while (progress.source < sources.size()) {
     Origin& origin = *sources[progress.source].origin;
@@ -92,17 +111,15 @@ Status DatasetCache::listFromOrigins(std::stop_token stop, ListingProgress from)
       GRANARY_ASSIGN_OR_RETURN(progress.ranges,
                                origin.split(static_cast<size_t>(node_.listingConcurrency)));
     }
-    const SourceListing listing{
-        .manifests = node_.manifests,
-        .generation = id_,
-        .source = sources[progress.source],
-        .maxListers = node_.listingConcurrency,
-        .counted = [this](const ManifestTotals& totals) { setTotals(totals); },
-        .stored = [this](std::span<const ManifestEntry> batch,
-                         std::stop_token cut) { feed_.publish(batch, cut); }};
+    const SourceListing listing{.manifests = node_.manifests,
+                                .generation = id,
+                                .source = sources[progress.source],
+                                .maxListers = node_.listingConcurrency,
+                                .counted = counted,
+                                .stored = stored};
     GRANARY_RETURN_IF_ERROR(listSource(listing, progress, stop));
   }
-  return node_.manifests.markComplete(id_, progress.totals);
+  return node_.manifests.markComplete(id, progress.totals);
 }
 
 Status DatasetCache::followLister(const std::string& lister, std::stop_token stop) {

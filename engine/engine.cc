@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "engine/manifest_comparison.h"
 #include "engine/origin/beneath.h"
 
 namespace granary::cache {
@@ -190,6 +191,35 @@ Result<Resolved> CacheEngine::resolve(const DatasetKey& key) const {
                     ", which is not on this node");
   }
   return Resolved{std::move(*source), spec.path};
+}
+
+Result<ManifestChanges> CacheEngine::refresh(
+    const DatasetKey& current, int64_t next, std::stop_token stop,
+    const std::function<void(const ManifestTotals&)>& counted) {
+  GRANARY_ASSIGN_OR_RETURN(const std::shared_ptr<DatasetCache> serving, find(current));
+  DatasetKey version = serving->key();
+  if (next <= version.generation) {
+    return invalidArgument("refresh of " + version.label() + ": version " + std::to_string(next) +
+                           " is not above the one served, " + std::to_string(version.generation));
+  }
+  version.generation = next;
+  if (find(version).isOk()) {
+    return failedPrecondition("refresh of " + version.label() + ": version " +
+                              std::to_string(next) + " is held already");
+  }
+  const std::string id = version.id();
+  GRANARY_RETURN_IF_ERROR(serving->listVersion(
+      id, stop, counted ? counted : [](const ManifestTotals&) {}));
+  GRANARY_ASSIGN_OR_RETURN(const ManifestChanges changes,
+                           compareVersions(*manifests_, serving->key().id(), id, stop));
+  if (!changes.any()) GRANARY_RETURN_IF_ERROR(manifests_->drop(id));
+  Logger("cache").info("dataset refreshed", {{"dataset", version.label()},
+                                             {"generation", serving->key().generation},
+                                             {"new_version", changes.any() ? next : int64_t{0}},
+                                             {"added", changes.added},
+                                             {"changed", changes.changed},
+                                             {"removed", changes.removed}});
+  return changes;
 }
 
 Result<int64_t> CacheEngine::purge(const DatasetKey& key, bool allGenerations) {

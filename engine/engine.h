@@ -17,6 +17,7 @@
 
 #include "common/thread_annotations.h"
 #include "engine/core/bandwidth_limiter.h"
+#include "engine/core/manifest_changes.h"
 #include "engine/dataset_cache.h"
 #include "engine/origin/make_origin.h"
 #include "engine/store/chunk_store.h"
@@ -101,6 +102,15 @@ class CacheEngine final : public SameSourceChunks {
   // The dataset `key` names (as find()), or the view's source and directory. NotFound when
   // neither is here, or a view's source is not.
   Result<Resolved> resolve(const DatasetKey& key) const;
+  // Lists the origins of `current` (generation 0: the newest held) again, as generation `next`,
+  // and compares the two file by file. With a change, `next` stays listed whole, for an ensure()
+  // of it to serve without listing (a new version: unchanged files are linked from `current`'s
+  // chunks, not fetched); without one, it is dropped. A listing cut short (`stop`, an origin
+  // that failed) leaves `current` as it is, and a refresh to the same `next` goes on from it.
+  // InvalidArgument when `next` is not above `current`'s generation, FailedPrecondition when
+  // `next` is held already or `current` is still listed.
+  Result<ManifestChanges> refresh(const DatasetKey& current, int64_t next, std::stop_token stop,
+                                  const std::function<void(const ManifestTotals&)>& counted = {});
   // Purges one generation, or every generation of namespace/name. Returns the bytes freed;
   // NotFound when nothing matched. Purging a view frees nothing: its source keeps its bytes.
   Result<int64_t> purge(const DatasetKey& key, bool allGenerations);

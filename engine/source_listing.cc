@@ -111,7 +111,7 @@ class PartListers {
       GRANARY_RETURN_IF_ERROR(listing_.manifests.put(listing_.generation, entries, &progress_));
       listing_.counted(progress_.totals);
     }
-    listing_.stored(entries, cutShort_.get_token());
+    if (listing_.stored) listing_.stored(entries, cutShort_.get_token());
     return Status::ok();
   }
 

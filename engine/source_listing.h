@@ -17,6 +17,8 @@
 namespace granary::cache {
 
 struct SourceListing {
+  using Stored = std::function<void(std::span<const ManifestEntry>, std::stop_token)>;
+
   ManifestStore& manifests;
   std::string generation;
   const DatasetSource& source;
@@ -24,8 +26,9 @@ struct SourceListing {
   // After each batch is stored: the totals stored so far, called one batch at a time, in the
   // order they were stored.
   std::function<void(const ManifestTotals&)> counted;
-  // Then the batch itself, from the lister's thread, side by side with other listers'.
-  std::function<void(std::span<const ManifestEntry>, std::stop_token)> stored;
+  // Then the batch itself, from the lister's thread, side by side with other listers' (none: not
+  // called).
+  Stored stored;
 };
 
 // Lists the parts of source `progress.source` left in `progress` (none: nothing to list); once

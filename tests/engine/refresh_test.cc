@@ -1,0 +1,179 @@
+// A dataset refreshed on one node (CacheEngine::refresh): a file:// origin changed under a Ready
+// dataset, listed again as a new version beside the one served, every byte of both compared with
+// what the origin held when each was made.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "common/clock.h"
+#include "engine/engine.h"
+#include "tests/engine/test_node.h"
+
+namespace granary::cache {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+class RefreshTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("granary-refresh-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    origin_ = root_ / "origin";
+    fs::create_directories(origin_ / "shards");
+    for (int i = 0; i < 20; ++i) {
+      write("shards/" + std::to_string(i) + ".bin", testing::randomBytes(3000 + i * 700, i));
+    }
+    write("a.txt", "one");
+    write("b.txt", "two");
+    EngineOptions options{.nodeName = "node-a",
+                          .stateDirectory = root_ / "state",
+                          .cacheDirectories = {{root_ / "cache", 256 << 20}},
+                          .defaultChunkSize = 4096};
+    options.origins.fileOriginRoots = {origin_};
+    engine_ = std::move(*CacheEngine::open(options, realClock(), nullptr, nullptr));
+  }
+  void TearDown() override {
+    engine_.reset();
+    fs::remove_all(root_);
+  }
+
+  void write(const std::string& path, const std::string& bytes) {
+    std::ofstream(origin_ / path, std::ios::binary | std::ios::trunc) << bytes;
+    held_[path] = bytes;
+  }
+  void remove(const std::string& path) {
+    fs::remove(origin_ / path);
+    held_.erase(path);
+  }
+
+  EnsureSpec spec(int64_t generation) const {
+    EnsureSpec spec;
+    spec.key = {"ml", "train", generation, "uid-1"};
+    spec.mounts = {{"", {.uri = "file://" + origin_.string()}}};
+    return spec;
+  }
+  std::shared_ptr<DatasetCache> ready(int64_t generation) {
+    auto cache = engine_->ensure(spec(generation));
+    EXPECT_TRUE(cache.isOk()) << cache.status();
+    if (!cache.isOk()) return nullptr;
+    EXPECT_EQ((*cache)->waitSettled(20s).phase, Phase::kReady);
+    return *cache;
+  }
+  // Every file `expected` names reads as it says, and the version holds no other file.
+  static void expectHolds(DatasetCache& version,
+                          const std::map<std::string, std::string>& expected) {
+    int64_t files = 0;
+    auto top = version.list("", "", 1000);
+    ASSERT_TRUE(top.isOk()) << top.status();
+    for (const auto& entry : *top) files += entry.directory ? 0 : 1;
+    auto shards = version.list("shards", "", 1000);
+    ASSERT_TRUE(shards.isOk()) << shards.status();
+    files += static_cast<int64_t>(shards->size());
+    EXPECT_EQ(files, static_cast<int64_t>(expected.size()));
+    for (const auto& [path, bytes] : expected) {
+      auto read = version.read(path, 0, -1);
+      ASSERT_TRUE(read.isOk()) << path << ": " << read.status();
+      EXPECT_EQ(*read, bytes) << path;
+    }
+  }
+  DatasetKey newest() const { return {"ml", "train", 0, "uid-1"}; }
+
+  fs::path root_, origin_;
+  std::map<std::string, std::string> held_;  // what the origin holds now
+  std::unique_ptr<CacheEngine> engine_;
+};
+
+TEST_F(RefreshTest, ANewVersionHoldsTheOriginAsItIsNowAndTheOldOneAsItWas) {
+  auto first = ready(1);
+  ASSERT_TRUE(first);
+  const auto before = held_;
+  write("a.txt", "one, fixed");
+  write("c.txt", "three");
+  remove("b.txt");
+
+  auto changes = engine_->refresh(newest(), 2, {});
+  ASSERT_TRUE(changes.isOk()) << changes.status();
+  EXPECT_EQ(*changes, (ManifestChanges{.added = 1,
+                                       .changed = 1,
+                                       .removed = 1,
+                                       .unchanged = 20,
+                                       .addedBytes = 5,
+                                       .changedBytes = 10}));
+  auto second = ready(2);
+  ASSERT_TRUE(second);
+  expectHolds(*second, held_);
+  expectHolds(*first, before);
+  EXPECT_EQ(second->stat("b.txt").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(first->stat("c.txt").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ((*engine_->find(newest()))->key().generation, 2);
+}
+
+TEST_F(RefreshTest, UnchangedFilesAreTakenFromTheVersionBeforeNotFetched) {
+  ASSERT_TRUE(ready(1));
+  const auto before = held_;
+  write("a.txt", "one, fixed");
+  ASSERT_TRUE(engine_->refresh(newest(), 2, {}).isOk());
+  // Whatever the new version fetched from the origin now would fail: only a.txt is left there.
+  for (const auto& [path, _] : before) {
+    if (path != "a.txt") fs::remove(origin_ / path);
+  }
+  auto second = ready(2);
+  ASSERT_TRUE(second);
+  auto expected = before;
+  expected["a.txt"] = "one, fixed";
+  expectHolds(*second, expected);
+}
+
+TEST_F(RefreshTest, AnOriginWithoutChangeMakesNoVersion) {
+  ASSERT_TRUE(ready(1));
+  auto changes = engine_->refresh(newest(), 2, {});
+  ASSERT_TRUE(changes.isOk()) << changes.status();
+  EXPECT_FALSE(changes->any());
+  EXPECT_EQ(changes->unchanged, 22);
+  EXPECT_EQ(engine_->find({"ml", "train", 2, "uid-1"}).status().code(), StatusCode::kNotFound);
+  // Nothing of the listing is kept: a refresh that finds a change later lists it whole again.
+  write("c.txt", "three");
+  auto later = engine_->refresh(newest(), 2, {});
+  ASSERT_TRUE(later.isOk()) << later.status();
+  EXPECT_EQ(later->added, 1);
+  EXPECT_EQ(later->unchanged, 22);
+}
+
+TEST_F(RefreshTest, ARefreshCutShortLeavesTheVersionServedAsItWas) {
+  auto first = ready(1);
+  ASSERT_TRUE(first);
+  const auto before = held_;
+  write("c.txt", "three");
+  std::stop_source stop;
+  stop.request_stop();
+  EXPECT_FALSE(engine_->refresh(newest(), 2, stop.get_token()).isOk());
+  fs::rename(origin_, root_ / "gone");  // an origin that fails
+  EXPECT_FALSE(engine_->refresh(newest(), 2, {}).isOk());
+  EXPECT_EQ(engine_->find({"ml", "train", 2, "uid-1"}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ((*engine_->find(newest()))->key().generation, 1);
+  expectHolds(*first, before);
+  fs::rename(root_ / "gone", origin_);
+  auto changes = engine_->refresh(newest(), 2, {});
+  ASSERT_TRUE(changes.isOk()) << changes.status();
+  EXPECT_EQ(changes->added, 1);
+}
+
+TEST_F(RefreshTest, ANewVersionIsAboveTheOneServedAndNotHeldYet) {
+  ASSERT_TRUE(ready(1));
+  EXPECT_EQ(engine_->refresh(newest(), 1, {}).status().code(), StatusCode::kInvalidArgument);
+  write("c.txt", "three");
+  ASSERT_TRUE(engine_->refresh(newest(), 2, {}).isOk());
+  ASSERT_TRUE(ready(2));
+  EXPECT_EQ(engine_->refresh({"ml", "train", 1, "uid-1"}, 2, {}).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace granary::cache
