@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/thread_annotations.h"
 #include "engine/engine.h"
+#include "engine/local_versions.h"
 #include "engine/mount/dataset_fs.h"
 #include "engine/standalone.h"
 
@@ -182,13 +183,28 @@ class LocalRun {
     GRANARY_ASSIGN_OR_RETURN(
         auto fs, DatasetFilesystem::mountPending(spec.key.label(), d.localPath, &accounting_,
                                                  {.allowOther = true}));
-    GRANARY_ASSIGN_OR_RETURN(auto cache, engine_->ensure(spec));
+    GRANARY_ASSIGN_OR_RETURN(auto cache, ensureNewestVersion(*engine_, spec));
+    if (settings_.refresh) {
+      const auto say = [&](const std::string& line) {
+        screen_.print(spec.key.label() + " " + line);
+      };
+      GRANARY_ASSIGN_OR_RETURN(
+          LocalRefresh refreshed,
+          refreshLocally(*engine_, std::move(cache), spec, stop_, listingReporter(say)));
+      cache = std::move(refreshed.serving);
+      say(refreshed.summary);
+      refreshed.summary.insert(0, "; ");
+      refreshes_.push_back(std::move(refreshed.summary));
+    } else {
+      refreshes_.push_back("");
+    }
     if (!d.accessOrderFile.empty())  // the job's hint, as SetWarmPlan hands it to a cache node
       cache->setWarmPlan({.accessOrderFile = d.accessOrderFile, .hasReaders = true});
     fs->serve(cache);
     screen_.print(spec.key.label() + " mounted read-only at " + d.localPath.string() + " (" +
                   d.mountPath + " in the job)");
     caches_.push_back(cache);
+    retired_.push_back(false);
     mounts_.push_back(std::move(fs));
     return Status::ok();
   }
@@ -302,7 +318,7 @@ class LocalRun {
 
   int finish() {
     setOutcome(0, "Succeeded");
-    refresh();
+    redraw();
     return *exitCode_;
   }
 
@@ -315,7 +331,10 @@ class LocalRun {
       lastGpuSample_ = now;
       sampleGpus();
     }
-    if (now - lastView_ >= (screen_.live() ? kViewPeriod : kPlainPeriod)) refresh();
+    if (now - lastView_ >= (screen_.live() ? kViewPeriod : kPlainPeriod)) {
+      retireOlderVersions();
+      redraw();
+    }
   }
 
   // Adds the running workers' GPU utilization to their means.
@@ -348,7 +367,13 @@ class LocalRun {
     }
   }
 
-  void refresh() {
+  // Purges the versions a refresh left behind, once the one read is Ready.
+  void retireOlderVersions() {
+    for (size_t i = 0; i < caches_.size(); ++i)
+      if (!retired_[i]) retired_[i] = cache::retireOlderVersions(*engine_, *caches_[i]);
+  }
+
+  void redraw() {
     const auto now = clock_.monoNow();
     const double period = std::max(1e-3, secondsBetween(lastView_, now));
     lastView_ = now;
@@ -356,8 +381,8 @@ class LocalRun {
                  .elapsedSeconds = secondsSince(start_),
                  .attempt = attempt_,
                  .attempts = plan_.job.spec.runPolicy.backoffLimit + 1};
-    for (const auto& cache : caches_)
-      view.datasets.push_back(progressLine(cache->key(), cache->state()));
+    for (size_t i = 0; i < caches_.size(); ++i)
+      view.datasets.push_back(progressLine(caches_[i]->key(), caches_[i]->state()) + refreshes_[i]);
     const auto totals = totalsByWorker();
     for (size_t rank = 0; rank < workers_.size(); ++rank)
       view.workers.push_back(workerView(rank, totals[rank], period));
@@ -445,7 +470,9 @@ class LocalRun {
   WorkerIdentities identities_;
   ReaderAccounting accounting_;
   std::unique_ptr<CacheEngine> engine_;
-  std::vector<std::shared_ptr<DatasetCache>> caches_;
+  std::vector<std::shared_ptr<DatasetCache>> caches_;  // the version each dataset's mount serves
+  std::vector<std::string> refreshes_;  // what each one's refresh found, for the view ("" none)
+  std::vector<bool> retired_;           // whether its older versions are purged
   std::vector<std::unique_ptr<DatasetFilesystem>> mounts_;  // after the engine: unmounted first
   std::vector<WorkerRecord> workers_;
   Mutex linesMutex_;

@@ -26,6 +26,9 @@ struct LocalRunSettings {
   std::filesystem::path cacheDirectory;  // the engine's state and chunks
   int64_t cacheBytes = 0;                // the chunks' quota
   bool plain = false;                    // timestamped lines even on a terminal
+  // List each dataset's origin again before the job starts; a change makes a new version
+  // (engine/local_versions.h), which the job reads.
+  bool refresh = false;
 };
 
 // Returns the exit code: 0 when every worker exits 0; the failing worker's code; 124 past the

@@ -15,6 +15,7 @@
 #include "common/quantity.h"
 #include "common/termination.h"
 #include "engine/engine.h"
+#include "engine/local_versions.h"
 #include "engine/mount/dataset_fs.h"
 #include "engine/standalone.h"
 
@@ -25,9 +26,11 @@ using namespace granary::cache;
 
 constexpr const char* kMountUsage =
     "usage: granaryctl mount -f DATASET.yaml [--name NAME] [--state-dir DIR] [--cache-size SIZE] "
-    "MOUNTPOINT\n"
+    "[--refresh] MOUNTPOINT\n"
     "  serves the Dataset read-only at MOUNTPOINT until `granaryctl unmount MOUNTPOINT` or "
-    "Ctrl-C;\n  warms it meanwhile (state and cache default to /var/tmp/granary, 10Gi)\n";
+    "Ctrl-C;\n  warms it meanwhile (state and cache default to /var/tmp/granary, 10Gi); "
+    "--refresh lists the origin\n  again first and serves what it holds now, fetching only "
+    "what changed\n";
 
 int usage(const std::string& message) {
   std::fprintf(stderr, "granaryctl mount: %s\n%s", message.c_str(), kMountUsage);
@@ -77,6 +80,7 @@ void printReaders(const ReaderAccounting& accounting) {
 
 int mountCommand(const std::vector<std::string>& args) {
   std::string file, name, stateDir = "/var/tmp/granary", cacheSize = "10Gi", mountpoint;
+  bool refresh = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const auto value = [&](std::string& into) {
       if (i + 1 >= args.size()) return false;
@@ -93,6 +97,8 @@ int mountCommand(const std::vector<std::string>& args) {
       ok = value(stateDir);
     else if (arg == "--cache-size")
       ok = value(cacheSize);
+    else if (arg == "--refresh")
+      refresh = true;
     else if (!arg.starts_with("-") && mountpoint.empty())
       mountpoint = arg;
     else
@@ -139,7 +145,19 @@ int mountCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "granaryctl mount: %s\n", engine.status().message().c_str());
     return 1;
   }
-  auto cache = (*engine)->ensure(spec);
+  auto cache = ensureNewestVersion(**engine, spec);
+  if (cache.isOk() && refresh) {
+    const auto say = [&](const std::string& line) {
+      std::fprintf(stderr, "%s %s\n", spec.key.label().c_str(), line.c_str());
+    };
+    auto refreshed = refreshLocally(**engine, *cache, spec, stop.get_token(), listingReporter(say));
+    if (refreshed.isOk()) {
+      say(refreshed->summary);
+      cache = std::move(refreshed->serving);
+    } else {
+      cache = refreshed.status();
+    }
+  }
   if (!cache.isOk()) {
     std::fprintf(stderr, "granaryctl mount: %s\n", cache.status().message().c_str());
     return 1;
@@ -148,7 +166,9 @@ int mountCommand(const std::vector<std::string>& args) {
   std::fprintf(stderr, "%s mounted read-only at %s (granaryctl unmount %s to stop)\n",
                (*cache)->key().label().c_str(), mountpoint.c_str(), mountpoint.c_str());
   std::pair<Phase, int64_t> printed{Phase::kPending, -1};  // a line when either changes
+  bool retired = false;
   while (!stop.stop_requested() && (*fs)->serving()) {
+    retired = retired || retireOlderVersions(**engine, **cache);
     const DatasetState state = (*cache)->state();
     if (std::pair(state.phase, state.progress.cachedBytes) != printed)
       std::fprintf(stderr, "%s\n", progressLine((*cache)->key(), state).c_str());

@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kRunUsage =
     "usage: granaryctl run -f FILE [-f FILE ...] [--job NAME] [--cache-dir DIR] "
     "[--cache-size SIZE]\n"
-    "                      [--run-dir DIR] [--nvml-library PATH] [--plain]\n"
+    "                      [--run-dir DIR] [--nvml-library PATH] [--refresh] [--plain]\n"
     "  runs the TrainingJob of FILE (files or directories of manifests) with its Datasets on\n"
     "  this machine: the cache in process, each dataset mounted read-only at RUN_DIR/<mountPath>,\n"
     "  spec.workers local processes; a live view while it runs, a summary at the end.\n"
@@ -31,6 +31,8 @@ constexpr const char* kRunUsage =
     "  --cache-size  the chunks' quota (default 10Gi)\n"
     "  --run-dir     where the datasets are mounted and the workers' logs go "
     "(default /tmp/granary-run)\n"
+    "  --refresh     lists each dataset's origin again first: the job reads what it holds now,\n"
+    "                and only the files added or changed since the cache's version are fetched\n"
     "  --plain       timestamped lines instead of the live view, even on a terminal\n"
     "  exit code: 0 success, the failing worker's code, 124 past activeDeadlineSeconds,\n"
     "  130 stopped (Ctrl-C), 1 bad manifests or a run that cannot start, 2 bad usage\n";
@@ -48,6 +50,7 @@ struct RunFlags {
   std::string runDirectory = "/tmp/granary-run";
   std::string nvmlLibrary = gpu::Nvml::kLibrary;
   bool plain = false;
+  bool refresh = false;
 };
 
 // XDG's cache folder for granary: $XDG_CACHE_HOME/granary, else ~/.cache/granary.
@@ -84,6 +87,8 @@ std::string parseRunFlags(const std::vector<std::string>& args, RunFlags& flags)
     const auto named = valued.find(arg);
     if (arg == "--plain") {
       flags.plain = true;
+    } else if (arg == "--refresh") {
+      flags.refresh = true;
     } else if (!file && named == valued.end()) {
       return "unexpected argument \"" + arg + "\"";
     } else if (i + 1 >= args.size()) {
@@ -154,7 +159,8 @@ int runCommand(const std::vector<std::string>& args) {
     }
   const LocalRunSettings settings{.cacheDirectory = std::filesystem::absolute(flags.cacheDirectory),
                                   .cacheBytes = quota->bytes,
-                                  .plain = flags.plain};
+                                  .plain = flags.plain,
+                                  .refresh = flags.refresh};
   return runLocally(*plan, settings, sampler->get(), stop.get_token());
 }
 

@@ -171,7 +171,7 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // Lists the origins again into the manifest of generation `id` (another version of this
   // dataset), going on from a listing of it cut short where its source lists in key order, else
   // from the start; one listed whole before is listed again. `counted` gets the totals stored so
-  // far after each batch. FailedPrecondition while this generation is not listed yet.
+  // far after each batch. FailedPrecondition while this generation is not listed whole yet.
   Status listVersion(const std::string& id, std::stop_token stop,
                      const std::function<void(const ManifestTotals&)>& counted);
 

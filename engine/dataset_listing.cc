@@ -94,7 +94,8 @@ Status DatasetCache::listFromOrigins(std::stop_token stop, ListingProgress from)
 
 Status DatasetCache::listVersion(const std::string& id, std::stop_token stop,
                                  const std::function<void(const ManifestTotals&)>& counted) {
-  if (!listed()) return failedPrecondition("dataset " + key_.label() + " is still listed");
+  if (!node_.manifests.totals(id_).isOk())
+    return failedPrecondition("dataset " + key_.label() + " is not listed whole yet");
   if (node_.manifests.totals(id).isOk()) GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id));
   GRANARY_ASSIGN_OR_RETURN(ListingProgress start, listingStart(id));
   return listOrigins(id, std::move(start), stop, counted, {});

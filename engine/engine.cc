@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <algorithm>
+#include <charconv>
 #include <functional>
 #include <set>
 
@@ -220,6 +222,22 @@ Result<ManifestChanges> CacheEngine::refresh(
                                              {"changed", changes.changed},
                                              {"removed", changes.removed}});
   return changes;
+}
+
+Result<std::vector<int64_t>> CacheEngine::listedVersions(const DatasetKey& key) const {
+  const std::string prefix = key.ns + "/" + key.name + "/";
+  GRANARY_ASSIGN_OR_RETURN(const auto ids, manifests_->completedGenerations(prefix));
+  std::vector<int64_t> versions;
+  for (const std::string& id : ids) {
+    const std::string_view rest = std::string_view(id).substr(prefix.size());  // generation/uid
+    const size_t slash = rest.find('/');
+    if (slash == std::string_view::npos || rest.substr(slash + 1) != key.uid) continue;
+    int64_t generation = 0;
+    const auto [end, error] = std::from_chars(rest.data(), rest.data() + slash, generation);
+    if (error == std::errc() && end == rest.data() + slash) versions.push_back(generation);
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
 }
 
 Result<int64_t> CacheEngine::purge(const DatasetKey& key, bool allGenerations) {

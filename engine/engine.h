@@ -108,9 +108,12 @@ class CacheEngine final : public SameSourceChunks {
   // chunks, not fetched); without one, it is dropped. A listing cut short (`stop`, an origin
   // that failed) leaves `current` as it is, and a refresh to the same `next` goes on from it.
   // InvalidArgument when `next` is not above `current`'s generation, FailedPrecondition when
-  // `next` is held already or `current` is still listed.
+  // `next` is held already or `current` is not listed whole yet.
   Result<ManifestChanges> refresh(const DatasetKey& current, int64_t next, std::stop_token stop,
                                   const std::function<void(const ManifestTotals&)>& counted = {});
+  // The generations of `key`'s dataset (namespace, name and uid) listed whole on this node, held
+  // or not, in ascending order.
+  Result<std::vector<int64_t>> listedVersions(const DatasetKey& key) const;
   // Purges one generation, or every generation of namespace/name. Returns the bytes freed;
   // NotFound when nothing matched. Purging a view frees nothing: its source keeps its bytes.
   Result<int64_t> purge(const DatasetKey& key, bool allGenerations);

@@ -435,6 +435,17 @@ Result<std::vector<ManifestEntry>> ManifestStore::files(std::string_view generat
   return out;
 }
 
+Result<std::vector<std::string>> ManifestStore::completedGenerations(
+    std::string_view prefix) const {
+  const std::string start = completionKey(prefix);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  std::vector<std::string> out;
+  for (it->Seek(start); it->Valid() && it->key().starts_with(start); it->Next())
+    out.emplace_back(it->key().ToStringView().substr(2));  // past "c" NUL
+  GRANARY_RETURN_IF_ERROR(fromRocks(it->status(), "manifest completion marks"));
+  return out;
+}
+
 Result<ListingProgress> ManifestStore::progress(std::string_view generation) const {
   std::string value;
   const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), progressKey(generation), &value);

@@ -105,6 +105,10 @@ class ManifestStore {
   // NotFound while the generation's listing is incomplete (or never started).
   Result<ManifestTotals> totals(std::string_view generation) const;
 
+  // The generations whose names start with `prefix` (e.g. "namespace/name/") and whose listing
+  // completed, in key order.
+  Result<std::vector<std::string>> completedGenerations(std::string_view prefix) const;
+
   // Removes every entry of a generation, its progress and its completion mark. Its inode
   // counter stays, so that a listing of it again never gives a number a kernel may hold to
   // another path.

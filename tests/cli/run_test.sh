@@ -2,7 +2,8 @@
 # granaryctl run end to end: two workers that check their environment and compare every byte of
 # the mounted dataset with the origin; a failing worker restarting the gang up to backoffLimit;
 # BeforeStart; the deadline; Ctrl-C leaving no mount and no process; GPUs from the fake NVML;
-# the access-order hint; clear errors for a bad file, a missing command and too few GPUs.
+# the access-order hint; --refresh after the origin changed; clear errors for a bad file, a
+# missing command and too few GPUs.
 # Usage: run_test.sh GRANARYCTL FAKE_NVML_LIBRARY. Skips (exit 77) without root or /dev/fuse.
 set -euo pipefail
 granaryctl="$1"
@@ -81,6 +82,20 @@ grep -q "good-worker-1 | rank 1 read every byte" "$root/good.out" || fail "rank 
 grep -q "default/good Succeeded" "$root/good.out" || fail "the summary says Succeeded"
 grep -q "rank 0 read every byte" "$root/run-good/logs/good-worker-0.log" || fail "the worker's log"
 ! grep -q " $root/run-good/" /proc/self/mounts || fail "the mount is gone after the run"
+
+# 1b. --refresh: after the origin changed, a run reads what it holds now; a later run without
+# --refresh keeps that version.
+head -c 2000 /dev/urandom > "$root/origin/val/x.bin"
+head -c 3000 /dev/urandom > "$root/origin/val/y.bin"
+rm "$root/origin/train/a/part-12.bin"
+run good --refresh
+[[ $code == 0 ]] || fail "a refreshed run exits 0"
+grep -q "default/sample refreshed: version 2, 1 added, 1 changed, 1 removed, 11 unchanged" \
+  "$root/good.out" || fail "the refresh says what it found"
+grep -q "good-worker-1 | rank 1 read every byte" "$root/good.out" || fail "the refreshed bytes"
+run good
+[[ $code == 0 ]] || fail "a run after the refresh exits 0"
+grep -q "good-worker-0 | rank 0 read every byte" "$root/good.out" || fail "the newest version"
 
 # 2. A failing worker restarts the gang backoffLimit times, then the run fails with its code.
 job failing Parallel "  runPolicy: {backoffLimit: 2, restartPolicy: OnFailure}" \

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "engine/engine.h"
+#include "engine/local_versions.h"
 #include "tests/engine/test_node.h"
 
 namespace granary::cache {
@@ -45,6 +46,7 @@ class RefreshTest : public ::testing::Test {
   }
 
   void write(const std::string& path, const std::string& bytes) {
+    fs::create_directories((origin_ / path).parent_path());
     std::ofstream(origin_ / path, std::ios::binary | std::ios::trunc) << bytes;
     held_[path] = bytes;
   }
@@ -173,6 +175,90 @@ TEST_F(RefreshTest, ANewVersionIsAboveTheOneServedAndNotHeldYet) {
   ASSERT_TRUE(ready(2));
   EXPECT_EQ(engine_->refresh({"ml", "train", 1, "uid-1"}, 2, {}).status().code(),
             StatusCode::kFailedPrecondition);
+}
+
+// Local mode: the newest version is served by the commands after the refresh that made it; the
+// one before is held until the newest is Ready, then purged with its chunks.
+TEST_F(RefreshTest, LocalModeServesTheNewestVersionAndRetiresTheOldOnes) {
+  auto first = ensureNewestVersion(*engine_, spec(1));
+  ASSERT_TRUE(first.isOk()) << first.status();
+  ASSERT_EQ((*first)->waitSettled(20s).phase, Phase::kReady);
+  write("a.txt", "one, fixed");
+  auto refreshed = refreshLocally(*engine_, *first, spec(1), {});
+  ASSERT_TRUE(refreshed.isOk()) << refreshed.status();
+  EXPECT_EQ(refreshed->summary,
+            "refreshed: version 2, 0 added, 1 changed, 0 removed, 21 unchanged");
+  ASSERT_EQ(refreshed->serving->key().generation, 2);
+  ASSERT_EQ(refreshed->serving->waitSettled(20s).phase, Phase::kReady);
+  EXPECT_TRUE(retireOlderVersions(*engine_, *refreshed->serving));
+  EXPECT_EQ(*engine_->listedVersions(spec(1).key), std::vector<int64_t>{2});
+  EXPECT_EQ(engine_->find(spec(1).key).status().code(), StatusCode::kNotFound);
+  expectHolds(*refreshed->serving, held_);
+
+  // The next command, with the spec's own generation, 1.
+  engine_.reset();
+  EngineOptions options{.nodeName = "node-a",
+                        .stateDirectory = root_ / "state",
+                        .cacheDirectories = {{root_ / "cache", 256 << 20}},
+                        .defaultChunkSize = 4096};
+  options.origins.fileOriginRoots = {origin_};
+  engine_ = std::move(*CacheEngine::open(options, realClock(), nullptr, nullptr));
+  auto next = ensureNewestVersion(*engine_, spec(1));
+  ASSERT_TRUE(next.isOk()) << next.status();
+  EXPECT_EQ((*next)->key().generation, 2);
+  EXPECT_EQ((*next)->waitSettled(20s).phase, Phase::kReady);
+  expectHolds(**next, held_);
+  auto again = refreshLocally(*engine_, *next, spec(1), {});
+  ASSERT_TRUE(again.isOk()) << again.status();
+  EXPECT_EQ(again->summary, "refreshed: the origin is unchanged (22 files)");
+  EXPECT_EQ(again->serving, *next);
+}
+
+// A process that stops in the middle of a refresh (here its listing cut short once a few hundred
+// files are stored) leaves a partial listing that no later command serves: the next one serves the
+// version before, whole, and its refresh lists the origin again from the start.
+TEST_F(RefreshTest, ARefreshStoppedHalfWayIsNeverServed) {
+  for (int i = 0; i < 3000; ++i) write("many/" + std::to_string(i), std::to_string(i));
+  auto first = ensureNewestVersion(*engine_, spec(1));
+  ASSERT_TRUE(first.isOk()) << first.status();
+  ASSERT_EQ((*first)->waitSettled(30s).phase, Phase::kReady);
+  const auto before = held_;
+  write("a.txt", "one, fixed");
+  std::stop_source stop;
+  auto cut = engine_->refresh((*first)->key(), 2, stop.get_token(), [&](const ManifestTotals& t) {
+    if (t.files >= 500) stop.request_stop();
+  });
+  ASSERT_FALSE(cut.isOk());
+  engine_.reset();
+  EngineOptions options{.nodeName = "node-a",
+                        .stateDirectory = root_ / "state",
+                        .cacheDirectories = {{root_ / "cache", 256 << 20}},
+                        .defaultChunkSize = 4096};
+  options.origins.fileOriginRoots = {origin_};
+  engine_ = std::move(*CacheEngine::open(options, realClock(), nullptr, nullptr));
+  auto again = ensureNewestVersion(*engine_, spec(1));
+  ASSERT_TRUE(again.isOk()) << again.status();
+  EXPECT_EQ((*again)->key().generation, 1);
+  ASSERT_EQ((*again)->waitSettled(30s).phase, Phase::kReady);
+  auto refreshed = refreshLocally(*engine_, *again, spec(1), {});
+  ASSERT_TRUE(refreshed.isOk()) << refreshed.status();
+  EXPECT_EQ(refreshed->summary,
+            "refreshed: version 2, 0 added, 1 changed, 0 removed, 3021 unchanged");
+  ASSERT_EQ(refreshed->serving->waitSettled(30s).phase, Phase::kReady);
+  EXPECT_EQ(*refreshed->serving->read("a.txt", 0, -1), "one, fixed");
+  EXPECT_EQ(*refreshed->serving->read("many/2999", 0, -1), "2999");
+  EXPECT_EQ(*(*again)->read("a.txt", 0, -1), before.at("a.txt"));
+}
+
+TEST_F(RefreshTest, LocalModeLeavesAVersionNotListedWholeAsItIs) {
+  EnsureSpec awaited = spec(1);
+  awaited.mounts[0].source.uri += "/not-there-yet";  // listed again with backoff meanwhile
+  auto first = ensureNewestVersion(*engine_, awaited);
+  ASSERT_TRUE(first.isOk()) << first.status();
+  auto refreshed = refreshLocally(*engine_, *first, awaited, {});
+  ASSERT_TRUE(refreshed.isOk()) << refreshed.status();
+  EXPECT_EQ(refreshed->serving, *first);
+  EXPECT_EQ(refreshed->summary, "not refreshed: the first listing is the newest");
 }
 
 }  // namespace

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# granaryctl mount --refresh end to end: a Dataset over a file origin, Ready; then a file added,
+# one rewritten and one removed at the origin. A mount without --refresh still serves the version
+# cached; one with --refresh lists the origin again and serves what it holds now, byte for byte,
+# and so does every mount after it; a refresh of an unchanged origin makes no version. Skips
+# (exit 77) without root or /dev/fuse.
+set -euo pipefail
+granaryctl="$1"
+if [[ $(id -u) != 0 || ! -w /dev/fuse ]]; then
+  echo "skipped: FUSE mounts need root and /dev/fuse"
+  exit 77
+fi
+root=$(mktemp -d /tmp/granaryctl-refresh.XXXXXX)
+trap 'umount -l "$root/mnt" 2>/dev/null || true; kill %1 2>/dev/null || true; rm -rf "$root"' EXIT
+mkdir -p "$root/origin/shards" "$root/mnt"
+echo one > "$root/origin/a.txt"
+echo two > "$root/origin/b.txt"
+for i in $(seq 1 10); do head -c $((i * 7919)) /dev/urandom > "$root/origin/shards/$i.bin"; done
+cat > "$root/dataset.yaml" <<YAML
+apiVersion: granary.io/v1alpha1
+kind: Dataset
+metadata: {name: sample, namespace: default}
+spec:
+  source: {uri: "file://$root/origin/"}
+YAML
+
+# Mounts with the given flags and waits until the dataset is Ready there.
+mount_ready() {
+  "$granaryctl" mount -f "$root/dataset.yaml" --state-dir "$root/state" "$@" "$root/mnt" \
+    2> "$root/log.txt" &
+  for _ in $(seq 1 200); do
+    grep -q "default/sample Ready" "$root/log.txt" && return 0
+    sleep 0.1
+  done
+  cat "$root/log.txt"
+  exit 1
+}
+unmount() {
+  "$granaryctl" unmount "$root/mnt"
+  wait %1
+}
+
+mount_ready
+diff -r "$root/origin" "$root/mnt"
+unmount
+cp -r "$root/origin" "$root/before"
+
+echo "one, fixed" > "$root/origin/a.txt"
+echo three > "$root/origin/c.txt"
+rm "$root/origin/b.txt"
+
+mount_ready  # without --refresh: the version cached
+diff -r "$root/before" "$root/mnt"
+unmount
+
+mount_ready --refresh
+grep -q "default/sample refreshed: version 2, 1 added, 1 changed, 1 removed, 10 unchanged" \
+  "$root/log.txt" || { cat "$root/log.txt"; exit 1; }
+diff -r "$root/origin" "$root/mnt"
+unmount
+
+mount_ready  # the newest version stays the one served
+diff -r "$root/origin" "$root/mnt"
+unmount
+
+mount_ready --refresh
+grep -q "default/sample refreshed: the origin is unchanged (12 files)" "$root/log.txt" ||
+  { cat "$root/log.txt"; exit 1; }
+diff -r "$root/origin" "$root/mnt"
+unmount
+echo "ok: the cached version kept, the origin's changes served after --refresh"
