@@ -106,7 +106,8 @@ class CacheEngine final : public SameSourceChunks {
   // and compares the two file by file. With a change, `next` stays listed whole, for an ensure()
   // of it to serve without listing (a new version: unchanged files are linked from `current`'s
   // chunks, not fetched); without one, it is dropped. A listing cut short (`stop`, an origin
-  // that failed) leaves `current` as it is, and a refresh to the same `next` goes on from it.
+  // that failed) leaves `current` as it is and nothing of `next` served; a refresh to the same
+  // `next` goes on from it where its source lists in key order, else starts over.
   // InvalidArgument when `next` is not above `current`'s generation, FailedPrecondition when
   // `next` is held already or `current` is not listed whole yet.
   Result<ManifestChanges> refresh(const DatasetKey& current, int64_t next, std::stop_token stop,

@@ -63,8 +63,7 @@ Result<LocalRefresh> refreshLocally(CacheEngine& engine, std::shared_ptr<Dataset
 
 std::function<void(const ManifestTotals&)> listingReporter(
     std::function<void(const std::string&)> say, std::chrono::milliseconds period) {
-  auto last =
-      std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();  // the first batch says
   return [say = std::move(say), period, last](const ManifestTotals& totals) {
     const auto now = std::chrono::steady_clock::now();
     if (now - *last < period) return;

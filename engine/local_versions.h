@@ -33,8 +33,8 @@ Result<LocalRefresh> refreshLocally(CacheEngine& engine, std::shared_ptr<Dataset
                                     EnsureSpec spec, std::stop_token stop,
                                     const std::function<void(const ManifestTotals&)>& listed = {});
 
-// A `listed` for refreshLocally that says "refreshing: N files listed" through `say` every
-// `period` at most, since listing a large origin again takes minutes.
+// A `listed` for refreshLocally that says "refreshing: N files listed" through `say` at the first
+// batch, then every `period` at most, since listing a large origin again takes minutes.
 std::function<void(const ManifestTotals&)> listingReporter(
     std::function<void(const std::string&)> say,
     std::chrono::milliseconds period = std::chrono::seconds(2));

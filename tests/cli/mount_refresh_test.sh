@@ -2,8 +2,8 @@
 # granaryctl mount --refresh end to end: a Dataset over a file origin, Ready; then a file added,
 # one rewritten and one removed at the origin. A mount without --refresh still serves the version
 # cached; one with --refresh lists the origin again and serves what it holds now, byte for byte,
-# and so does every mount after it; a refresh of an unchanged origin makes no version. Skips
-# (exit 77) without root or /dev/fuse.
+# and so does every mount after it; a refresh of an unchanged origin makes no version; a mount
+# killed -9 during a refresh leaves a version whole. Skips (exit 77) without root or /dev/fuse.
 set -euo pipefail
 granaryctl="$1"
 if [[ $(id -u) != 0 || ! -w /dev/fuse ]]; then
@@ -28,7 +28,7 @@ YAML
 mount_ready() {
   "$granaryctl" mount -f "$root/dataset.yaml" --state-dir "$root/state" "$@" "$root/mnt" \
     2> "$root/log.txt" &
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 1200); do
     grep -q "default/sample Ready" "$root/log.txt" && return 0
     sleep 0.1
   done
@@ -68,4 +68,37 @@ grep -q "default/sample refreshed: the origin is unchanged (12 files)" "$root/lo
   { cat "$root/log.txt"; exit 1; }
 diff -r "$root/origin" "$root/mnt"
 unmount
-echo "ok: the cached version kept, the origin's changes served after --refresh"
+# kill -9 in the middle of a refresh (once it says it is listing): the next mount serves a
+# version whole, never a mixed listing, and a refresh after it serves the origin byte for byte.
+cp -r "$root/origin" "$root/version-2"
+python3 - "$root/origin/many" <<'PY'
+import os, sys
+for d in range(20):
+    os.makedirs(f"{sys.argv[1]}/{d}")
+    for f in range(1000):
+        with open(f"{sys.argv[1]}/{d}/{f}", "w") as out:
+            out.write(str(d * 1000 + f))
+PY
+"$granaryctl" mount -f "$root/dataset.yaml" --state-dir "$root/state" --refresh "$root/mnt" \
+  2> "$root/log.txt" &
+for _ in $(seq 1 1000); do
+  grep -q "refreshing: " "$root/log.txt" && break
+  sleep 0.01
+done
+kill -9 %1
+wait %1 || true
+grep -q "refreshing: " "$root/log.txt" || { cat "$root/log.txt"; exit 1; }
+mount_ready
+if diff -rq "$root/version-2" "$root/mnt" > /dev/null; then
+  echo "killed during the refresh: version 2 served"
+else
+  diff -r "$root/origin" "$root/mnt"
+  echo "killed after the refresh: version 3 served"
+fi
+unmount
+mount_ready --refresh
+grep -Eq "default/sample refreshed: (version 3, 20000 added, 0 changed, 0 removed, 12 unchanged|the origin is unchanged)" \
+  "$root/log.txt" || { cat "$root/log.txt"; exit 1; }
+diff -r "$root/origin" "$root/mnt"
+unmount
+echo "ok: the cached version kept, the origin's changes served after --refresh, kill -9 survived"

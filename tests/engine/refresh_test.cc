@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/local_versions.h"
 #include "tests/engine/test_node.h"
+#include "tests/support/s3rver.h"
 
 namespace granary::cache {
 namespace {
@@ -259,6 +260,106 @@ TEST_F(RefreshTest, LocalModeLeavesAVersionNotListedWholeAsItIs) {
   ASSERT_TRUE(refreshed.isOk()) << refreshed.status();
   EXPECT_EQ(refreshed->serving, *first);
   EXPECT_EQ(refreshed->summary, "not refreshed: the first listing is the newest");
+}
+
+// The same against an S3-compatible store (s3rver), listed in parts at its top-level directories,
+// where a change of content keeps the size and only the ETag tells it.
+class S3RefreshTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = S3rver::start(GRANARY_SOURCE_DIR, skip_);
+    if (server.isOk()) server_ = std::move(*server).release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_NE(server_, nullptr) << "s3rver did not start";
+    root_ = fs::temp_directory_path() / ("granary-s3-refresh-" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    EngineOptions options{.nodeName = "node-a",
+                          .stateDirectory = root_ / "state",
+                          .cacheDirectories = {{root_ / "cache", 256 << 20}},
+                          .defaultChunkSize = 4096};
+    engine_ = std::move(*CacheEngine::open(options, realClock(), nullptr, nullptr));
+  }
+  void TearDown() override {
+    engine_.reset();
+    fs::remove_all(root_);
+  }
+  void put(const std::string& key, const std::string& bytes) {
+    ASSERT_EQ(server_->put("refresh/" + key, bytes), 200) << key;
+    held_[key] = bytes;
+  }
+  void remove(const std::string& key) {
+    ASSERT_EQ(server_->remove("refresh/" + key), 204) << key;
+    held_.erase(key);
+  }
+  EnsureSpec spec(int64_t generation) const {
+    EnsureSpec spec;
+    spec.key = {"ml", "bucket", generation, "uid-2"};
+    spec.mounts = {{"",
+                    {.uri = "s3://data/refresh/",
+                     .endpoint = server_->endpoint(),
+                     .accessKeyId = Secret("S3RVER"),
+                     .secretAccessKey = Secret("S3RVER")}}};
+    return spec;
+  }
+  std::shared_ptr<DatasetCache> ready(int64_t generation) {
+    auto cache = engine_->ensure(spec(generation));
+    EXPECT_TRUE(cache.isOk()) << cache.status();
+    if (!cache.isOk()) return nullptr;
+    EXPECT_EQ((*cache)->waitSettled(30s).phase, Phase::kReady) << (*cache)->state().message;
+    return *cache;
+  }
+  static void expectHolds(DatasetCache& version, const std::map<std::string, std::string>& held) {
+    for (const auto& [key, bytes] : held) {
+      auto read = version.read(key, 0, -1);
+      ASSERT_TRUE(read.isOk()) << key << ": " << read.status();
+      EXPECT_EQ(*read, bytes) << key;
+    }
+  }
+
+  static inline S3rver* server_ = nullptr;
+  static inline std::string skip_;
+  fs::path root_;
+  std::map<std::string, std::string> held_;
+  std::unique_ptr<CacheEngine> engine_;
+};
+
+TEST_F(S3RefreshTest, ANewVersionOfABucketHoldsItAsItIsNowAndTheOldOneAsItWas) {
+  for (const char* dir : {"a", "b", "c", "d"})
+    for (int i = 0; i < 10; ++i)
+      put(std::string(dir) + "/" + std::to_string(i) + ".bin", testing::randomBytes(5000, i));
+  auto first = ready(1);
+  ASSERT_TRUE(first);
+  const auto before = held_;
+  put("a/1.bin", testing::randomBytes(5000, 99));  // the same size, another ETag
+  remove("b/2.bin");
+  put("c/new.bin", "new");
+
+  auto changes = engine_->refresh(first->key(), 2, {});
+  ASSERT_TRUE(changes.isOk()) << changes.status();
+  EXPECT_EQ(*changes, (ManifestChanges{.added = 1,
+                                       .changed = 1,
+                                       .removed = 1,
+                                       .unchanged = 38,
+                                       .addedBytes = 3,
+                                       .changedBytes = 5000}));
+  // The unchanged objects are no longer in the bucket: the new version takes them from the old.
+  for (const auto& [key, bytes] : before) {
+    if (key != "a/1.bin" && key != "b/2.bin") {
+      ASSERT_EQ(server_->remove("refresh/" + key), 204) << key;
+    }
+  }
+  auto second = ready(2);
+  ASSERT_TRUE(second);
+  expectHolds(*second, held_);
+  expectHolds(*first, before);
+  EXPECT_EQ(second->stat("b/2.bin").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(first->stat("c/new.bin").status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace
