@@ -134,6 +134,27 @@ TEST_F(RefreshTest, UnchangedFilesAreTakenFromTheVersionBeforeNotFetched) {
   expectHolds(*second, expected);
 }
 
+// A version keeps naming a file the origin removed; where the cache does not hold it, a read of
+// it fails and says so, and is never answered from another version.
+TEST_F(RefreshTest, AFileRemovedAtTheOriginIsAnErrorInTheVersionThatNamesIt) {
+  EnsureSpec lazy = spec(1);
+  lazy.settings.warm = WarmMode::kNever;  // nothing cached but what is read
+  auto first = engine_->ensure(lazy);
+  ASSERT_TRUE(first.isOk()) << first.status();
+  ASSERT_EQ((*first)->waitSettled(20s).phase, Phase::kOnDemand);
+  remove("b.txt");
+  write("a.txt", "one, fixed");
+  ASSERT_TRUE(engine_->refresh((*first)->key(), 2, {}).isOk());
+  auto second = ready(2);
+  ASSERT_TRUE(second);
+  auto removed = (*first)->read("b.txt", 0, -1);
+  ASSERT_FALSE(removed.isOk());
+  EXPECT_EQ(removed.status().code(), StatusCode::kNotFound) << removed.status();
+  EXPECT_NE(removed.status().message().find("b.txt"), std::string::npos) << removed.status();
+  auto changed = (*first)->read("a.txt", 0, -1);  // version 2 holds the new a.txt, not this one's
+  EXPECT_FALSE(changed.isOk() && *changed == "one, fixed");
+}
+
 TEST_F(RefreshTest, AnOriginWithoutChangeMakesNoVersion) {
   ASSERT_TRUE(ready(1));
   auto changes = engine_->refresh(newest(), 2, {});
