@@ -54,7 +54,7 @@ void writeFile(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-// The tree as made (kept between runs; a run puts it back as it found it).
+// The tree as made (kept between runs; each run puts it back as made first).
 void makeTree(const fs::path& tree, int64_t files) {
   const fs::path done = tree.string() + ".done";
   if (fs::exists(done)) return;
@@ -167,6 +167,7 @@ void run(const DataArgs& args) {
   const fs::path tree = args.dir / "origin" / ("refresh-" + std::to_string(files));
   const auto made = Clock_::now();
   makeTree(tree, files);
+  changeTree(tree, files, true);  // as made, should a run cut short have left it changed
   const int64_t indexBytes = writeIndex(tree);
   std::printf("refresh: %lld files (%.1f s to make or find them)\n", static_cast<long long>(files),
               seconds(made));
