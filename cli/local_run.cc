@@ -142,7 +142,7 @@ class LocalRun {
   int run() {
     if (const Status started = start(); !started.isOk()) {
       std::fprintf(stderr, "granaryctl run: %s\n", started.message().c_str());
-      return 1;
+      return stop_.stop_requested() ? kStoppedExitCode : 1;  // Ctrl-C during a refresh
     }
     const int code = waitForData() ? runAttempts() : finish();
     mounts_.clear();  // unmounts

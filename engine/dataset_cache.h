@@ -169,11 +169,12 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   DatasetState waitSettled(std::chrono::milliseconds timeout);
 
   // Lists the origins again into the manifest of generation `id` (another version of this
-  // dataset), going on from a listing of it cut short where its source lists in key order, else
-  // from the start; one listed whole before is listed again. `counted` gets the totals stored so
-  // far after each batch. FailedPrecondition while this generation is not listed whole yet.
-  Status listVersion(const std::string& id, std::stop_token stop,
-                     const std::function<void(const ManifestTotals&)>& counted);
+  // dataset), from the start (whatever an earlier listing of `id` stored is dropped), and returns
+  // its totals without marking it complete: the caller decides whether it becomes a version.
+  // `counted` gets the totals stored so far after each batch. FailedPrecondition while this
+  // generation is not listed whole yet.
+  Result<ManifestTotals> listVersion(const std::string& id, std::stop_token stop,
+                                     const std::function<void(const ManifestTotals&)>& counted);
 
   // Stops warming and removes the generation's chunks and manifest; returns the bytes freed.
   Result<int64_t> purge();
@@ -197,10 +198,12 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Result<ListingProgress> listingStart(const std::string& id) GRANARY_EXCLUDES(mutex_);
   // This generation's listing of the origins, from `from`, its batches fed to followers.
   Status listFromOrigins(std::stop_token stop, ListingProgress from) GRANARY_EXCLUDES(mutex_);
-  // The origins listed into the manifest of generation `id` from `from`, then marked complete.
-  Status listOrigins(const std::string& id, ListingProgress from, std::stop_token stop,
-                     const std::function<void(const ManifestTotals&)>& counted,
-                     const SourceListing::Stored& stored) GRANARY_EXCLUDES(mutex_);
+  // The origins listed into the manifest of generation `id` from `from`; the totals listed (not
+  // marked complete).
+  Result<ManifestTotals> listOrigins(const std::string& id, ListingProgress from,
+                                     std::stop_token stop,
+                                     const std::function<void(const ManifestTotals&)>& counted,
+                                     const SourceListing::Stored& stored) GRANARY_EXCLUDES(mutex_);
   // Waits up to kListerWait for `lister` to hold the dataset and be listing it (it may have just
   // been told of it, or be between tries of an origin that failed).
   Status followLister(const std::string& lister, std::stop_token stop) GRANARY_EXCLUDES(mutex_);

@@ -85,25 +85,30 @@ Result<ListingProgress> DatasetCache::listingStart(const std::string& id) {
 
 Status DatasetCache::listFromOrigins(std::stop_token stop, ListingProgress from) {
   setTotals(from.totals);
-  return listOrigins(
-      id_, std::move(from), stop, [this](const ManifestTotals& totals) { setTotals(totals); },
-      [this](std::span<const ManifestEntry> batch, std::stop_token cut) {
-        feed_.publish(batch, cut);
-      });
+  GRANARY_ASSIGN_OR_RETURN(
+      const ManifestTotals totals,
+      listOrigins(
+          id_, std::move(from), stop, [this](const ManifestTotals& t) { setTotals(t); },
+          [this](std::span<const ManifestEntry> batch, std::stop_token cut) {
+            feed_.publish(batch, cut);
+          }));
+  return node_.manifests.markComplete(id_, totals);
 }
 
-Status DatasetCache::listVersion(const std::string& id, std::stop_token stop,
-                                 const std::function<void(const ManifestTotals&)>& counted) {
+Result<ManifestTotals> DatasetCache::listVersion(
+    const std::string& id, std::stop_token stop,
+    const std::function<void(const ManifestTotals&)>& counted) {
   if (!node_.manifests.totals(id_).isOk())
     return failedPrecondition("dataset " + key_.label() + " is not listed whole yet");
-  if (node_.manifests.totals(id).isOk()) GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id));
-  GRANARY_ASSIGN_OR_RETURN(ListingProgress start, listingStart(id));
-  return listOrigins(id, std::move(start), stop, counted, {});
+  // From the start: what an earlier try stored is as old as that try.
+  GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id));
+  return listOrigins(id, ListingProgress{}, stop, counted, {});
 }
 
-Status DatasetCache::listOrigins(const std::string& id, ListingProgress from, std::stop_token stop,
-                                 const std::function<void(const ManifestTotals&)>& counted,
-                                 const SourceListing::Stored& stored) {
+Result<ManifestTotals> DatasetCache::listOrigins(
+    const std::string& id, ListingProgress from, std::stop_token stop,
+    const std::function<void(const ManifestTotals&)>& counted,
+    const SourceListing::Stored& stored) {
   ListingProgress progress = std::move(from);
   const auto& sources = fetcher_.sources();
   while (progress.source < sources.size()) {
@@ -120,7 +125,7 @@ Status DatasetCache::listOrigins(const std::string& id, ListingProgress from, st
                                 .stored = stored};
     GRANARY_RETURN_IF_ERROR(listSource(listing, progress, stop));
   }
-  return node_.manifests.markComplete(id, progress.totals);
+  return progress.totals;
 }
 
 Status DatasetCache::followLister(const std::string& lister, std::stop_token stop) {

@@ -210,11 +210,16 @@ Result<ManifestChanges> CacheEngine::refresh(
                               std::to_string(next) + " is held already");
   }
   const std::string id = version.id();
-  GRANARY_RETURN_IF_ERROR(serving->listVersion(
-      id, stop, counted ? counted : [](const ManifestTotals&) {}));
+  // Nothing of an earlier `next` may stay: its chunks were read at other versions of its files.
+  GRANARY_RETURN_IF_ERROR(chunks_->dropGeneration(id).status());
+  GRANARY_ASSIGN_OR_RETURN(const ManifestTotals totals,
+                           serving->listVersion(
+                               id, stop, counted ? counted : [](const ManifestTotals&) {}));
   GRANARY_ASSIGN_OR_RETURN(const ManifestChanges changes,
                            compareVersions(*manifests_, serving->key().id(), id, stop));
-  if (!changes.any()) GRANARY_RETURN_IF_ERROR(manifests_->drop(id));
+  // Marked complete only now: a listing or comparison cut short never becomes a version.
+  GRANARY_RETURN_IF_ERROR(changes.any() ? manifests_->markComplete(id, totals)
+                                        : manifests_->drop(id));
   Logger("cache").info("dataset refreshed", {{"dataset", version.label()},
                                              {"generation", serving->key().generation},
                                              {"new_version", changes.any() ? next : int64_t{0}},

@@ -103,11 +103,12 @@ class CacheEngine final : public SameSourceChunks {
   // neither is here, or a view's source is not.
   Result<Resolved> resolve(const DatasetKey& key) const;
   // Lists the origins of `current` (generation 0: the newest held) again, as generation `next`,
-  // and compares the two file by file. With a change, `next` stays listed whole, for an ensure()
-  // of it to serve without listing (a new version: unchanged files are linked from `current`'s
-  // chunks, not fetched); without one, it is dropped. A listing cut short (`stop`, an origin
-  // that failed) leaves `current` as it is and nothing of `next` served; a refresh to the same
-  // `next` goes on from it where its source lists in key order, else starts over.
+  // from the start, and compares the two file by file. With a change, `next` is marked listed
+  // whole, for an ensure() of it to serve without listing (a new version: unchanged files are
+  // linked from `current`'s chunks, not fetched); without one, it is dropped. A refresh cut short
+  // (`stop`, an origin that failed, the process killed) before that leaves `current` as it is and
+  // `next` never listed whole, so nothing of it is served; a later refresh to the same `next`
+  // drops what it stored and lists again.
   // InvalidArgument when `next` is not above `current`'s generation, FailedPrecondition when
   // `next` is held already or `current` is not listed whole yet.
   Result<ManifestChanges> refresh(const DatasetKey& current, int64_t next, std::stop_token stop,

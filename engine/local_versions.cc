@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "common/log.h"
-
 namespace granary::cache {
 namespace {
 
@@ -31,16 +29,10 @@ Result<std::shared_ptr<DatasetCache>> ensureNewestVersion(CacheEngine& engine, E
   for (int64_t v : listed)
     if (v >= spec.key.generation) versions.push_back(v);
   if (versions.empty()) return engine.ensure(std::move(spec));
-  for (size_t i = 0; i + 2 < versions.size(); ++i) {
-    DatasetKey old = spec.key;
-    old.generation = versions[i];
-    if (auto purged = engine.purge(old, false); !purged.isOk())
-      Logger("cache").warn(
-          "old version not purged",
-          {{"dataset", old.label()}, {"version", versions[i]}, {"error", purged.status()}});
-  }
-  if (versions.size() >= 2)
-    GRANARY_RETURN_IF_ERROR(engine.ensure(heldSpec(spec, versions[versions.size() - 2])).status());
+  // The older ones are held until the newest is Ready (retireOlderVersions): it may still take
+  // unchanged files from any of them.
+  for (size_t i = 0; i + 1 < versions.size(); ++i)
+    GRANARY_RETURN_IF_ERROR(engine.ensure(heldSpec(spec, versions[i])).status());
   spec.key.generation = versions.back();
   return engine.ensure(std::move(spec));
 }

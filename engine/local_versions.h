@@ -1,8 +1,8 @@
 // Versions of a dataset in local mode (granaryctl mount and run), where no operator keeps them:
 // a refresh (CacheEngine::refresh) that finds the origin changed makes the next version, which is
-// served from then on, by this command and the ones after it; the version before it is held (warm
-// Never) until the new one is Ready, since the new one takes the chunks of its unchanged files
-// from it rather than from the origin; older versions are purged.
+// served from then on, by this command and the ones after it; the versions before it are held
+// (warm Never) until the new one is Ready, since the new one takes the chunks of its unchanged
+// files from them rather than from the origin, and then purged.
 #pragma once
 
 #include <chrono>
@@ -16,8 +16,8 @@
 namespace granary::cache {
 
 // Ensures the version of `spec`'s dataset local mode serves: the newest one listed whole on this
-// node at or above spec.key.generation (a refresh made it), else spec.key.generation itself, and
-// the one listed before it (held for the new one's unchanged files); purges older ones.
+// node at or above spec.key.generation (a refresh made it), else spec.key.generation itself; the
+// older ones listed whole are held (warm Never) for its unchanged files until it is Ready.
 Result<std::shared_ptr<DatasetCache>> ensureNewestVersion(CacheEngine& engine, EnsureSpec spec);
 
 struct LocalRefresh {

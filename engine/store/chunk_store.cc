@@ -321,13 +321,17 @@ Result<ChunkStore::Record> ChunkStore::recordOf(const std::string& key) const {
   return r;
 }
 
-Status ChunkStore::dropLocked(const std::string& key, const Record& record) {
+Result<int64_t> ChunkStore::dropLocked(const std::string& key, const Record& record) {
   GRANARY_RETURN_IF_ERROR(
       writeIndex(64, [&] { return index_->Delete(rocksdb::WriteOptions(), key); }));
-  used_[record.directory] -= record.size;
+  const std::filesystem::path file = fileOf(record.directory, key);
+  struct stat st {};
+  // The bytes stay on disk while another name (a link) holds them.
+  const bool last = ::stat(file.c_str(), &st) != 0 || st.st_nlink <= 1;
+  if (last) used_[record.directory] -= record.size;
   std::error_code ignored;  // a missing file is what we wanted anyway
-  std::filesystem::remove(fileOf(record.directory, key), ignored);
-  return Status::ok();
+  std::filesystem::remove(file, ignored);
+  return last ? record.size : 0;
 }
 
 Status ChunkStore::put(const ChunkId& id, std::string_view data) {
@@ -338,7 +342,8 @@ Status ChunkStore::put(const ChunkId& id, std::string_view data) {
     // Under the lock: drop the old copy and reserve room in the directory with the most of it.
     // The file I/O below runs unlocked, so chunks are written in parallel.
     MutexLock lock(mutex_);
-    if (auto old = recordOf(key); old.isOk()) GRANARY_RETURN_IF_ERROR(dropLocked(key, *old));
+    if (auto old = recordOf(key); old.isOk())
+      GRANARY_RETURN_IF_ERROR(dropLocked(key, *old).status());
     int64_t bestRoom = -1;
     bool diskFull = false;
     for (uint32_t d = 0; d < directories_.size(); ++d) {
@@ -409,13 +414,9 @@ Status ChunkStore::link(const ChunkId& from, const ChunkId& to) {
   MutexLock lock(mutex_);
   GRANARY_ASSIGN_OR_RETURN(const Record source, recordOf(fromKey));  // evicted since: NotFound
   if (source.size != size) return notFound("chunk " + fromKey + " was replaced");
-  if (auto old = recordOf(toKey); old.isOk()) GRANARY_RETURN_IF_ERROR(dropLocked(toKey, *old));
+  if (auto old = recordOf(toKey); old.isOk())
+    GRANARY_RETURN_IF_ERROR(dropLocked(toKey, *old).status());
   const uint32_t directory = source.directory;  // a link stays on its file system
-  if (directories_[directory].quotaBytes - used_[directory] < size) {
-    return {StatusCode::kResourceExhausted,
-            "cache directory " + directories_[directory].path.string() + " has no room for " +
-                std::to_string(size) + " bytes; evict first"};
-  }
   const std::filesystem::path original = fileOf(directory, fromKey);
   const std::filesystem::path target = fileOf(directory, toKey);
   std::error_code error;
@@ -437,8 +438,7 @@ Status ChunkStore::link(const ChunkId& from, const ChunkId& to) {
     std::filesystem::remove(target, error);
     return written;
   }
-  used_[directory] += size;
-  unflushed_ = true;
+  unflushed_ = true;  // no bytes more on disk: the quota counts them once
   return Status::ok();
 }
 
@@ -552,7 +552,7 @@ Status ChunkStore::remove(const ChunkId& id) {
   const std::string key = id.key();
   MutexLock lock(mutex_);
   GRANARY_ASSIGN_OR_RETURN(Record record, recordOf(key));
-  return dropLocked(key, record);
+  return dropLocked(key, record).status();
 }
 
 Status ChunkStore::forEachChunk(std::string_view generation,
@@ -586,8 +586,8 @@ Result<int64_t> ChunkStore::dropGeneration(std::string_view generation) {
   int64_t freed = 0;
   MutexLock lock(mutex_);
   for (const auto& [key, record] : doomed) {
-    GRANARY_RETURN_IF_ERROR(dropLocked(key, record));
-    freed += record.size;
+    GRANARY_ASSIGN_OR_RETURN(const int64_t bytes, dropLocked(key, record));
+    freed += bytes;
   }
   return freed;
 }
@@ -596,6 +596,7 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
   ReconcileReport report;
   MutexLock lock(mutex_);
   std::set<std::filesystem::path> expected;
+  std::vector<int64_t> held(directories_.size(), 0);  // the bytes of the chunks kept
   std::vector<std::pair<std::string, Record>> bad;
   {
     std::unique_ptr<rocksdb::Iterator> it(index_->NewIterator(scanOptions()));
@@ -608,9 +609,9 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
         continue;
       }
       const auto file = fileOf(record->directory, key);
-      std::error_code error;
-      const auto size = std::filesystem::file_size(file, error);
-      bool intact = !error && static_cast<int64_t>(size) == record->size;
+      struct stat st {};
+      bool intact = ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                    static_cast<int64_t>(st.st_size) == record->size;
       // A chunk written after the last flush may have reached the index but not the disk
       // (a machine crash): its bytes are checked too.
       if (intact && (verifyChecksums || record->epoch > flushedEpoch_)) {
@@ -619,6 +620,9 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
       }
       if (intact) {
         expected.insert(file);
+        // A file with several names (links) counts once, a share under each name.
+        const auto links = static_cast<int64_t>(std::max<nlink_t>(st.st_nlink, 1));
+        held[record->directory] += (record->size + links - 1) / links;
         ++report.kept;
         if (record->epoch > flushedEpoch_) ++report.verifiedUnflushed;
       } else {
@@ -631,10 +635,11 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
       // `&k = key`: clang before 16 cannot capture a structured binding (the fuzz build's).
       (void)writeIndex(64, [&, &k = key] { return index_->Delete(rocksdb::WriteOptions(), k); });
     } else {
-      GRANARY_RETURN_IF_ERROR(dropLocked(key, record));
+      GRANARY_RETURN_IF_ERROR(dropLocked(key, record).status());
     }
     ++report.droppedRecords;
   }
+  used_ = std::move(held);
   for (const auto& directory : directories_) {
     std::error_code error;
     for (auto it = std::filesystem::recursive_directory_iterator(directory.path, error);

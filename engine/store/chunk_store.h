@@ -91,10 +91,10 @@ class ChunkStore {
   // parallel; callers do not put the same chunk twice at once (they share one fetch).
   Status put(const ChunkId& id, std::string_view data);
   // Records `to` as a second name of chunk `from`'s file (a hard link): the disk holds the bytes
-  // once, for as long as either is recorded, and each name counts against its directory's quota
-  // (so removing one never frees what the other still holds). `from` is read and checked first.
+  // once, for as long as either is recorded, and its directory's quota counts them once (removing
+  // one name frees nothing while another holds the file). `from` is read and checked first.
   // NotFound when `from` is not recorded; Corruption when it fails its checksums (then dropped);
-  // ResourceExhausted when its directory's quota has no room; Unavailable when the link fails.
+  // Unavailable when the link fails.
   Status link(const ChunkId& from, const ChunkId& to);
   // Reads `length` bytes from `offset` of a recorded chunk (-1 to its end). NotFound when not
   // cached; Corruption when the file no longer matches its record (the record is dropped).
@@ -119,7 +119,8 @@ class ChunkStore {
   // state at start-up).
   Status forEachChunk(std::string_view generation,
                       const std::function<void(ChunkId&&, int64_t size)>& each) const;
-  // Removes every chunk of a generation; returns the bytes freed.
+  // Removes every chunk of a generation; returns the bytes freed (not those of chunks another
+  // name still holds).
   Result<int64_t> dropGeneration(std::string_view generation);
 
   // Makes the index and the disks agree (run at start-up): drops records whose file is missing
@@ -160,7 +161,8 @@ class ChunkStore {
   // drops the chunk and becomes Corruption.
   Status verifyRead(const ChunkId& id, const std::string& key, const Record& record,
                     const Status& read, int64_t start, std::string_view blocks);
-  Status dropLocked(const std::string& key, const Record& record) GRANARY_REQUIRES(mutex_);
+  // Forgets chunk `key` and removes its file; the bytes freed (0 while another name holds them).
+  Result<int64_t> dropLocked(const std::string& key, const Record& record) GRANARY_REQUIRES(mutex_);
   // Bytes a put may still write to a directory's file system, beyond what it keeps free and
   // what puts in flight are writing.
   int64_t diskRoom(uint32_t directory) const GRANARY_REQUIRES(mutex_);
@@ -173,6 +175,8 @@ class ChunkStore {
   std::unique_ptr<StoreGuard> guard_;
   std::vector<CacheDirectory> directories_;
   mutable Mutex mutex_;  // also serializes index updates with accounting
+  // Bytes on disk per directory, a file with several names once: from the records at open (each
+  // name counted), then from the files themselves once reconcile() has run.
   std::vector<int64_t> used_ GRANARY_GUARDED_BY(mutex_);
   // Bytes of puts in flight, per directory.
   std::vector<int64_t> writing_ GRANARY_GUARDED_BY(mutex_);

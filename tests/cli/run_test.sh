@@ -83,8 +83,8 @@ grep -q "default/good Succeeded" "$root/good.out" || fail "the summary says Succ
 grep -q "rank 0 read every byte" "$root/run-good/logs/good-worker-0.log" || fail "the worker's log"
 ! grep -q " $root/run-good/" /proc/self/mounts || fail "the mount is gone after the run"
 
-# 1b. --refresh: after the origin changed, a run reads what it holds now; a later run without
-# --refresh keeps that version.
+# 1b. --refresh: after the origin changed, a run reads what it holds now, and so does a later run
+# without --refresh (tests/cli/mount_refresh_test.sh shows that it keeps the version made).
 head -c 2000 /dev/urandom > "$root/origin/val/x.bin"
 head -c 3000 /dev/urandom > "$root/origin/val/y.bin"
 rm "$root/origin/train/a/part-12.bin"

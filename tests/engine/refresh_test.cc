@@ -162,6 +162,7 @@ TEST_F(RefreshTest, AnOriginWithoutChangeMakesNoVersion) {
   EXPECT_FALSE(changes->any());
   EXPECT_EQ(changes->unchanged, 22);
   EXPECT_EQ(engine_->find({"ml", "train", 2, "uid-1"}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*engine_->listedVersions(spec(1).key), std::vector<int64_t>{1});
   // Nothing of the listing is kept: a refresh that finds a change later lists it whole again.
   write("c.txt", "three");
   auto later = engine_->refresh(newest(), 2, {});
@@ -236,21 +237,27 @@ TEST_F(RefreshTest, LocalModeServesTheNewestVersionAndRetiresTheOldOnes) {
   EXPECT_EQ(again->serving, *next);
 }
 
-// A process that stops in the middle of a refresh (here its listing cut short once a few hundred
-// files are stored) leaves a partial listing that no later command serves: the next one serves the
-// version before, whole, and its refresh lists the origin again from the start.
+// A process that stops in the middle of a refresh (its listing cut short after the first batch of
+// many) leaves a partial listing that no later command serves: the next one serves the version
+// before, whole, and its refresh lists the origin again from the start, so a change made since the
+// cut is seen.
 TEST_F(RefreshTest, ARefreshStoppedHalfWayIsNeverServed) {
-  for (int i = 0; i < 3000; ++i) write("many/" + std::to_string(i), std::to_string(i));
+  for (int i = 0; i < 9000; ++i) write("many/" + std::to_string(i), std::to_string(i));
   auto first = ensureNewestVersion(*engine_, spec(1));
   ASSERT_TRUE(first.isOk()) << first.status();
-  ASSERT_EQ((*first)->waitSettled(30s).phase, Phase::kReady);
+  ASSERT_EQ((*first)->waitSettled(60s).phase, Phase::kReady);
   const auto before = held_;
-  write("a.txt", "one, fixed");
+  write("c.txt", "three");
   std::stop_source stop;
+  int64_t stored = 0;
   auto cut = engine_->refresh((*first)->key(), 2, stop.get_token(), [&](const ManifestTotals& t) {
-    if (t.files >= 500) stop.request_stop();
+    stored = t.files;
+    stop.request_stop();
   });
   ASSERT_FALSE(cut.isOk());
+  ASSERT_GT(stored, 0);
+  ASSERT_LT(stored, 9023) << "the listing was to be cut short";
+  write("a.txt", "one, fixed");  // after the cut
   engine_.reset();
   EngineOptions options{.nodeName = "node-a",
                         .stateDirectory = root_ / "state",
@@ -258,18 +265,20 @@ TEST_F(RefreshTest, ARefreshStoppedHalfWayIsNeverServed) {
                         .defaultChunkSize = 4096};
   options.origins.fileOriginRoots = {origin_};
   engine_ = std::move(*CacheEngine::open(options, realClock(), nullptr, nullptr));
+  EXPECT_EQ(*engine_->listedVersions(spec(1).key), std::vector<int64_t>{1});
   auto again = ensureNewestVersion(*engine_, spec(1));
   ASSERT_TRUE(again.isOk()) << again.status();
   EXPECT_EQ((*again)->key().generation, 1);
-  ASSERT_EQ((*again)->waitSettled(30s).phase, Phase::kReady);
+  ASSERT_EQ((*again)->waitSettled(60s).phase, Phase::kReady);
+  EXPECT_EQ(*(*again)->read("a.txt", 0, -1), before.at("a.txt"));
+  EXPECT_EQ((*again)->stat("c.txt").status().code(), StatusCode::kNotFound);
   auto refreshed = refreshLocally(*engine_, *again, spec(1), {});
   ASSERT_TRUE(refreshed.isOk()) << refreshed.status();
   EXPECT_EQ(refreshed->summary,
-            "refreshed: version 2, 0 added, 1 changed, 0 removed, 3021 unchanged");
-  ASSERT_EQ(refreshed->serving->waitSettled(30s).phase, Phase::kReady);
+            "refreshed: version 2, 1 added, 1 changed, 0 removed, 9021 unchanged");
+  ASSERT_EQ(refreshed->serving->waitSettled(60s).phase, Phase::kReady);
   EXPECT_EQ(*refreshed->serving->read("a.txt", 0, -1), "one, fixed");
-  EXPECT_EQ(*refreshed->serving->read("many/2999", 0, -1), "2999");
-  EXPECT_EQ(*(*again)->read("a.txt", 0, -1), before.at("a.txt"));
+  EXPECT_EQ(*refreshed->serving->read("many/8999", 0, -1), "8999");
 }
 
 TEST_F(RefreshTest, LocalModeLeavesAVersionNotListedWholeAsItIs) {

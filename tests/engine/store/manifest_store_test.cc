@@ -4,8 +4,11 @@
 #include <rocksdb/db.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+
+#include "engine/core/manifest_changes.h"
 
 namespace granary::cache {
 namespace {
@@ -295,6 +298,24 @@ TEST_F(ManifestStoreTest, RefusesBadPathsAndASecondOpen) {
   }
   auto second = ManifestStore::open(dir_);
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable) << "RocksDB's lock holds";
+}
+
+// A refresh walks two manifests side by side in the order files() gives, which must be
+// manifestOrder (engine/core/manifest_changes.h), bytes above 0x7f included.
+TEST_F(ManifestStoreTest, FilesComeInManifestOrder) {
+  std::vector<std::string> paths = {"b",          "a/d",    "a-1/x",  "a/b/c", "a/b/x/d", "a/b0/x",
+                                    "a/\xc3\xa9", "\xff/x", "a/\x7f", "a.b",   "z/\x80/q"};
+  std::vector<ManifestEntry> files;
+  for (const auto& path : paths) files.push_back(file(path, 1));
+  ASSERT_TRUE(store_->put("ml/order/1", files).isOk());
+  std::string cursor;
+  auto listed = store_->files("ml/order/1", cursor, 100);
+  ASSERT_TRUE(listed.isOk()) << listed.status();
+  std::vector<std::string> order;
+  for (const auto& entry : *listed) order.push_back(entry.path);
+  std::sort(paths.begin(), paths.end(),
+            [](const auto& x, const auto& y) { return manifestOrder(x, y) < 0; });
+  EXPECT_EQ(order, paths);
 }
 
 }  // namespace
