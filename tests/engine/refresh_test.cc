@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "engine/engine.h"
@@ -20,31 +21,66 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-class RefreshTest : public ::testing::Test {
+// One node's engine in a temporary directory, and what the origin holds now, by path.
+class VersionsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void TearDown() override {
+    engine_.reset();
+    if (!root_.empty()) fs::remove_all(root_);
+  }
+  virtual EnsureSpec spec(int64_t generation) const = 0;
+
+  void makeRoot(const std::string& name) {
     root_ = fs::temp_directory_path() /
-            ("granary-refresh-" + std::to_string(::getpid()) + "-" +
+            (name + "-" + std::to_string(::getpid()) + "-" +
              ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
+  }
+  // Opens the engine on root_ (again, as the next process would).
+  void openEngine(std::vector<fs::path> fileOriginRoots = {}) {
+    engine_.reset();
+    EngineOptions options{.nodeName = "node-a",
+                          .stateDirectory = root_ / "state",
+                          .cacheDirectories = {{root_ / "cache", 256 << 20}},
+                          .defaultChunkSize = 4096};
+    options.origins.fileOriginRoots = std::move(fileOriginRoots);
+    engine_ = std::move(*CacheEngine::open(options, realClock(), nullptr, nullptr));
+  }
+  std::shared_ptr<DatasetCache> ready(int64_t generation) {
+    auto cache = engine_->ensure(spec(generation));
+    EXPECT_TRUE(cache.isOk()) << cache.status();
+    if (!cache.isOk()) return nullptr;
+    EXPECT_EQ((*cache)->waitSettled(30s).phase, Phase::kReady) << (*cache)->state().message;
+    return *cache;
+  }
+  // Every file `expected` names reads as it says.
+  static void expectReads(DatasetCache& version,
+                          const std::map<std::string, std::string>& expected) {
+    for (const auto& [path, bytes] : expected) {
+      auto read = version.read(path, 0, -1);
+      ASSERT_TRUE(read.isOk()) << path << ": " << read.status();
+      EXPECT_EQ(*read, bytes) << path;
+    }
+  }
+
+  fs::path root_;
+  std::map<std::string, std::string> held_;  // what the origin holds now
+  std::unique_ptr<CacheEngine> engine_;
+};
+
+class RefreshTest : public VersionsTest {
+ protected:
+  void SetUp() override {
+    makeRoot("granary-refresh");
     origin_ = root_ / "origin";
-    fs::create_directories(origin_ / "shards");
     for (int i = 0; i < 20; ++i) {
       write("shards/" + std::to_string(i) + ".bin", testing::randomBytes(3000 + i * 700, i));
     }
     write("a.txt", "one");
     write("b.txt", "two");
-    EngineOptions options{.nodeName = "node-a",
-                          .stateDirectory = root_ / "state",
-                          .cacheDirectories = {{root_ / "cache", 256 << 20}},
-                          .defaultChunkSize = 4096};
-    options.origins.fileOriginRoots = {origin_};
-    engine_ = std::move(*CacheEngine::open(options, realClock(), nullptr, nullptr));
+    reopen();
   }
-  void TearDown() override {
-    engine_.reset();
-    fs::remove_all(root_);
-  }
+  void reopen() { openEngine({origin_}); }
 
   void write(const std::string& path, const std::string& bytes) {
     fs::create_directories((origin_ / path).parent_path());
@@ -56,18 +92,11 @@ class RefreshTest : public ::testing::Test {
     held_.erase(path);
   }
 
-  EnsureSpec spec(int64_t generation) const {
+  EnsureSpec spec(int64_t generation) const override {
     EnsureSpec spec;
     spec.key = {"ml", "train", generation, "uid-1"};
     spec.mounts = {{"", {.uri = "file://" + origin_.string()}}};
     return spec;
-  }
-  std::shared_ptr<DatasetCache> ready(int64_t generation) {
-    auto cache = engine_->ensure(spec(generation));
-    EXPECT_TRUE(cache.isOk()) << cache.status();
-    if (!cache.isOk()) return nullptr;
-    EXPECT_EQ((*cache)->waitSettled(20s).phase, Phase::kReady);
-    return *cache;
   }
   // Every file `expected` names reads as it says, and the version holds no other file.
   static void expectHolds(DatasetCache& version,
@@ -80,17 +109,11 @@ class RefreshTest : public ::testing::Test {
     ASSERT_TRUE(shards.isOk()) << shards.status();
     files += static_cast<int64_t>(shards->size());
     EXPECT_EQ(files, static_cast<int64_t>(expected.size()));
-    for (const auto& [path, bytes] : expected) {
-      auto read = version.read(path, 0, -1);
-      ASSERT_TRUE(read.isOk()) << path << ": " << read.status();
-      EXPECT_EQ(*read, bytes) << path;
-    }
+    expectReads(version, expected);
   }
   DatasetKey newest() const { return {"ml", "train", 0, "uid-1"}; }
 
-  fs::path root_, origin_;
-  std::map<std::string, std::string> held_;  // what the origin holds now
-  std::unique_ptr<CacheEngine> engine_;
+  fs::path origin_;
 };
 
 TEST_F(RefreshTest, ANewVersionHoldsTheOriginAsItIsNowAndTheOldOneAsItWas) {
@@ -219,13 +242,7 @@ TEST_F(RefreshTest, LocalModeServesTheNewestVersionAndRetiresTheOldOnes) {
   expectHolds(*refreshed->serving, held_);
 
   // The next command, with the spec's own generation, 1.
-  engine_.reset();
-  EngineOptions options{.nodeName = "node-a",
-                        .stateDirectory = root_ / "state",
-                        .cacheDirectories = {{root_ / "cache", 256 << 20}},
-                        .defaultChunkSize = 4096};
-  options.origins.fileOriginRoots = {origin_};
-  engine_ = std::move(*CacheEngine::open(options, realClock(), nullptr, nullptr));
+  reopen();
   auto next = ensureNewestVersion(*engine_, spec(1));
   ASSERT_TRUE(next.isOk()) << next.status();
   EXPECT_EQ((*next)->key().generation, 2);
@@ -258,13 +275,7 @@ TEST_F(RefreshTest, ARefreshStoppedHalfWayIsNeverServed) {
   ASSERT_GT(stored, 0);
   ASSERT_LT(stored, 9023) << "the listing was to be cut short";
   write("a.txt", "one, fixed");  // after the cut
-  engine_.reset();
-  EngineOptions options{.nodeName = "node-a",
-                        .stateDirectory = root_ / "state",
-                        .cacheDirectories = {{root_ / "cache", 256 << 20}},
-                        .defaultChunkSize = 4096};
-  options.origins.fileOriginRoots = {origin_};
-  engine_ = std::move(*CacheEngine::open(options, realClock(), nullptr, nullptr));
+  reopen();
   EXPECT_EQ(*engine_->listedVersions(spec(1).key), std::vector<int64_t>{1});
   auto again = ensureNewestVersion(*engine_, spec(1));
   ASSERT_TRUE(again.isOk()) << again.status();
@@ -294,7 +305,7 @@ TEST_F(RefreshTest, LocalModeLeavesAVersionNotListedWholeAsItIs) {
 
 // The same against an S3-compatible store (s3rver), listed in parts at its top-level directories,
 // where a change of content keeps the size and only the ETag tells it.
-class S3RefreshTest : public ::testing::Test {
+class S3RefreshTest : public VersionsTest {
  protected:
   static void SetUpTestSuite() {
     auto server = S3rver::start(GRANARY_SOURCE_DIR, skip_);
@@ -307,17 +318,8 @@ class S3RefreshTest : public ::testing::Test {
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
     ASSERT_NE(server_, nullptr) << "s3rver did not start";
-    root_ = fs::temp_directory_path() / ("granary-s3-refresh-" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    EngineOptions options{.nodeName = "node-a",
-                          .stateDirectory = root_ / "state",
-                          .cacheDirectories = {{root_ / "cache", 256 << 20}},
-                          .defaultChunkSize = 4096};
-    engine_ = std::move(*CacheEngine::open(options, realClock(), nullptr, nullptr));
-  }
-  void TearDown() override {
-    engine_.reset();
-    fs::remove_all(root_);
+    makeRoot("granary-s3-refresh");
+    openEngine();
   }
   void put(const std::string& key, const std::string& bytes) {
     ASSERT_EQ(server_->put("refresh/" + key, bytes), 200) << key;
@@ -327,7 +329,7 @@ class S3RefreshTest : public ::testing::Test {
     ASSERT_EQ(server_->remove("refresh/" + key), 204) << key;
     held_.erase(key);
   }
-  EnsureSpec spec(int64_t generation) const {
+  EnsureSpec spec(int64_t generation) const override {
     EnsureSpec spec;
     spec.key = {"ml", "bucket", generation, "uid-2"};
     spec.mounts = {{"",
@@ -337,26 +339,9 @@ class S3RefreshTest : public ::testing::Test {
                      .secretAccessKey = Secret("S3RVER")}}};
     return spec;
   }
-  std::shared_ptr<DatasetCache> ready(int64_t generation) {
-    auto cache = engine_->ensure(spec(generation));
-    EXPECT_TRUE(cache.isOk()) << cache.status();
-    if (!cache.isOk()) return nullptr;
-    EXPECT_EQ((*cache)->waitSettled(30s).phase, Phase::kReady) << (*cache)->state().message;
-    return *cache;
-  }
-  static void expectHolds(DatasetCache& version, const std::map<std::string, std::string>& held) {
-    for (const auto& [key, bytes] : held) {
-      auto read = version.read(key, 0, -1);
-      ASSERT_TRUE(read.isOk()) << key << ": " << read.status();
-      EXPECT_EQ(*read, bytes) << key;
-    }
-  }
 
   static inline S3rver* server_ = nullptr;
   static inline std::string skip_;
-  fs::path root_;
-  std::map<std::string, std::string> held_;
-  std::unique_ptr<CacheEngine> engine_;
 };
 
 TEST_F(S3RefreshTest, ANewVersionOfABucketHoldsItAsItIsNowAndTheOldOneAsItWas) {
@@ -386,8 +371,8 @@ TEST_F(S3RefreshTest, ANewVersionOfABucketHoldsItAsItIsNowAndTheOldOneAsItWas) {
   }
   auto second = ready(2);
   ASSERT_TRUE(second);
-  expectHolds(*second, held_);
-  expectHolds(*first, before);
+  expectReads(*second, held_);
+  expectReads(*first, before);
   EXPECT_EQ(second->stat("b/2.bin").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(first->stat("c/new.bin").status().code(), StatusCode::kNotFound);
 }
