@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cache-node/api_convert.h"
+#include "cache-node/refreshes.h"
 #include "common/files.h"
 #include "common/grpc_status.h"
 #include "granary/v1/cache_node.grpc.pb.h"
@@ -38,14 +39,16 @@ class CacheNodeService final : public v1::CacheNode::Service {
  public:
   CacheNodeService(CacheEngine& engine, GrpcPeers& peers, const Secret& token,
                    ReaderAccounting* readers, GpuSampler* gpus, EnsuredRecord* ensured,
-                   const CutOffReaders* cutOff)
+                   const CutOffReaders* cutOff, const GenerationReaders* generationReaders)
       : engine_(engine),
         peers_(peers),
         token_(token),
         readers_(readers),
         gpus_(gpus),
         ensured_(ensured),
-        cutOff_(cutOff) {}
+        cutOff_(cutOff),
+        generationReaders_(generationReaders),
+        refreshes_(engine) {}
 
   grpc::Status EnsureDataset(grpc::ServerContext* context, const v1::EnsureDatasetRequest* request,
                              v1::EnsureDatasetResponse* response) override {
@@ -66,6 +69,22 @@ class CacheNodeService final : public v1::CacheNode::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status RefreshDataset(grpc::ServerContext* context,
+                              const v1::RefreshDatasetRequest* request,
+                              v1::RefreshDatasetResponse* response) override {
+    GRANARY_AUTHORIZE(context);
+    if (request->dataset().generation() <= 0 ||
+        request->next_generation() <= request->dataset().generation()) {
+      return toGrpc(invalidArgument("next_generation: a refresh of generation " +
+                                    std::to_string(request->dataset().generation()) +
+                                    " makes a version above it"));
+    }
+    auto answer = refreshes_.request(keyOf(request->dataset()), request->next_generation());
+    if (!answer.isOk()) return toGrpc(answer.status());
+    *response = std::move(*answer);
+    return grpc::Status::OK;
+  }
+
   grpc::Status GetDatasetStatus(grpc::ServerContext* context,
                                 const v1::GetDatasetStatusRequest* request,
                                 v1::DatasetStatus* response) override {
@@ -76,8 +95,11 @@ class CacheNodeService final : public v1::CacheNode::Service {
   grpc::Status ListDatasets(grpc::ServerContext* context, const v1::ListDatasetsRequest*,
                             v1::ListDatasetsResponse* response) override {
     GRANARY_AUTHORIZE(context);
-    for (const auto& cache : engine_.datasets())
-      *response->add_datasets() = statusOf(cache->key(), cache->state(), engine_.nodeName());
+    for (const auto& cache : engine_.datasets()) {
+      v1::DatasetStatus& status = *response->add_datasets();
+      status = statusOf(cache->key(), cache->state(), engine_.nodeName());
+      status.set_readers(readersOf(cache->key()));
+    }
     return grpc::Status::OK;
   }
 
@@ -229,7 +251,9 @@ class CacheNodeService final : public v1::CacheNode::Service {
   grpc::Status statusOfDataset(const v1::DatasetRef& ref, v1::DatasetStatus& out) const {
     auto served = engine_.resolve(keyOf(ref));
     if (!served.isOk()) return toGrpc(served.status());
-    out = statusOf(served->cache->key(), served->cache->state(), engine_.nodeName());
+    const DatasetKey& key = served->cache->key();
+    out = statusOf(key, served->cache->state(), engine_.nodeName());
+    out.set_readers(readersOf(key));
     if (cutOff_) {
       for (const auto& reader : cutOff_->of(ref.namespace_() + "/" + ref.name())) {
         v1::CutOffReader* out_reader = out.add_cut_off_readers();
@@ -244,13 +268,19 @@ class CacheNodeService final : public v1::CacheNode::Service {
     return grpc::Status::OK;
   }
 
+  int readersOf(const DatasetKey& key) const {
+    return generationReaders_ ? generationReaders_->of({key.ns, key.name, key.generation}) : 0;
+  }
+
   CacheEngine& engine_;
   GrpcPeers& peers_;
   const Secret& token_;
   ReaderAccounting* readers_;
   GpuSampler* gpus_;
-  EnsuredRecord* ensured_;       // may be null
-  const CutOffReaders* cutOff_;  // may be null
+  EnsuredRecord* ensured_;                      // may be null
+  const CutOffReaders* cutOff_;                 // may be null
+  const GenerationReaders* generationReaders_;  // may be null
+  Refreshes refreshes_;
 };
 
 class PeerService final : public v1::Peer::Service {
@@ -341,7 +371,7 @@ struct CacheNodeServer::Services {
   Services(CacheEngine& engine, GrpcPeers& peers, Secret t, const ServerOptions& options)
       : token(std::move(t)),
         cacheNode(engine, peers, token, options.readers, options.gpus, options.ensured,
-                  options.cutOff),
+                  options.cutOff, options.generationReaders),
         peer(engine, token) {}
 };
 

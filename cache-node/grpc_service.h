@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cache-node/csi/cut_off_readers.h"
+#include "cache-node/csi/generation_readers.h"
 #include "cache-node/ensured_record.h"
 #include "cache-node/grpc_peers.h"
 #include "common/names.h"
@@ -31,6 +32,8 @@ struct ServerOptions {
   GpuSampler* gpus = nullptr;             // the node's GPUs, for GetTelemetry
   EnsuredRecord* ensured = nullptr;       // records what EnsureDataset and PurgeDataset change
   const CutOffReaders* cutOff = nullptr;  // pods whose views ended, in each dataset's status
+  // The pods bound to each generation, in each generation's status.
+  const GenerationReaders* generationReaders = nullptr;
 };
 
 // What EnsureDataset does with a request: the view, or the dataset generation (its node set's

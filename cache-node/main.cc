@@ -290,6 +290,7 @@ int main(int argc, char** argv) {
   if (!awaitOlderNode(stateDirectory, metricsServer.get(), stop.get_token())) return 0;
   EnsuredRecord ensured;
   CutOffReaders cutOff(metrics->get());
+  GenerationReaders generationReaders;
   GrpcPeers peers({.token = *token, .tlsCaFile = options.tls.caFile});
   EngineOptions engineOptions = engineOptionsOf(options);
   for (auto& named : fileSourcesOf(datasets))  // standalone: what the manifest names
@@ -320,7 +321,8 @@ int main(int argc, char** argv) {
                                         .readers = &readers,
                                         .gpus = gpus.get(),
                                         .ensured = &ensured,
-                                        .cutOff = &cutOff});
+                                        .cutOff = &cutOff,
+                                        .generationReaders = &generationReaders});
   if (!server.isOk()) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;
@@ -362,7 +364,8 @@ int main(int argc, char** argv) {
           .keeperStartWait = std::chrono::seconds(options.mountKeeperWaitSeconds),
           .mount = {.passthrough = passthrough,
                     .passthroughMinAverageFileBytes = options.passthroughMinAverageFileSize.bytes},
-          .cutOff = &cutOff},
+          .cutOff = &cutOff,
+          .generationReaders = &generationReaders},
       readers);
   std::unique_ptr<CsiServer> csi;
   if (!options.csiSocket.empty()) {

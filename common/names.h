@@ -33,6 +33,10 @@ inline constexpr const char* kAccessOrderFilesAnnotation = "granary.io/access-or
 // then names the pod in Events once; a TrainingJob worker with it restarts its gang.
 inline constexpr const char* kMountLostAnnotation = "granary.io/dataset-mount-lost";
 
+// On a Dataset: any new value asks for a refresh (its origin listed again, a new version made
+// when anything changed). status.refresh.observedRequest says which value was acted on.
+inline constexpr const char* kRefreshRequestedAnnotation = "granary.io/refresh-requested";
+
 // On a granary-cache-node pod: the cache space it offers, a quantity such as "800Gi".
 inline constexpr const char* kCacheCapacityAnnotation = "granary.io/cache-capacity";
 
@@ -43,6 +47,8 @@ inline constexpr const char* kDatasetFinalizer = "granary.io/cache-purge";
 inline constexpr const char* kCsiDriver = "csi.granary.io";
 inline constexpr const char* kCsiDatasetAttribute = "dataset";      // the Dataset's name
 inline constexpr const char* kCsiNamespaceAttribute = "namespace";  // optional: must be the pod's
+// Optional: the Dataset version to mount (its status.version); the newest on the node without it.
+inline constexpr const char* kCsiVersionAttribute = "version";
 
 // The components, as they name themselves (Leases, Events, the scheduler's schedulerName).
 inline constexpr const char* kOperator = "granary-operator";

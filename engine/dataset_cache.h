@@ -175,6 +175,9 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // generation is not listed whole yet.
   Result<ManifestTotals> listVersion(const std::string& id, std::stop_token stop,
                                      const std::function<void(const ManifestTotals&)>& counted);
+  // The node of the set that lists generation `generation` of this dataset (this one, or a
+  // version a refresh makes): the highest rendezvous weight for that generation.
+  std::string listerOf(int64_t generation) const GRANARY_EXCLUDES(mutex_);
 
   // Stops warming and removes the generation's chunks and manifest; returns the bytes freed.
   Result<int64_t> purge();
@@ -207,8 +210,8 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // Waits up to kListerWait for `lister` to hold the dataset and be listing it (it may have just
   // been told of it, or be between tries of an origin that failed).
   Status followLister(const std::string& lister, std::stop_token stop) GRANARY_EXCLUDES(mutex_);
-  // The node of the set that lists the origins: the highest rendezvous weight for the dataset.
-  std::string listerOf() const GRANARY_EXCLUDES(mutex_);
+  // The node of the set that lists this generation's origins.
+  std::string listerOf() const GRANARY_EXCLUDES(mutex_) { return listerOf(key_.generation); }
   void setTotals(const ManifestTotals& totals) GRANARY_EXCLUDES(mutex_);
 
   // ---- the warmer's share accounting ----

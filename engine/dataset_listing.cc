@@ -16,9 +16,11 @@ constexpr std::chrono::seconds kHeartbeat{1};
 
 }  // namespace
 
-std::string DatasetCache::listerOf() const {
+std::string DatasetCache::listerOf(int64_t generation) const {
+  DatasetKey version = key_;
+  version.generation = generation;
   MutexLock lock(mutex_);
-  return cache::ownersOf(id_, settings_.nodeSet, 1).front();
+  return cache::ownersOf(version.id(), settings_.nodeSet, 1).front();
 }
 
 Status DatasetCache::listOnce(std::stop_token stop) {

@@ -179,17 +179,20 @@ Status CacheEngine::ensureView(ViewSpec spec) {
   return Status::ok();
 }
 
-Result<Resolved> CacheEngine::resolve(const DatasetKey& key) const {
+Result<Resolved> CacheEngine::resolve(const DatasetKey& key, int64_t version) const {
   MutexLock lock(mutex_);
   const auto view = views_.find(key.label());
   if (view == views_.end()) {
-    GRANARY_ASSIGN_OR_RETURN(auto cache, findLocked(key));
+    DatasetKey served = key;
+    if (version != 0) served.generation = version;
+    GRANARY_ASSIGN_OR_RETURN(auto cache, findLocked(served));
     return Resolved{std::move(cache), ""};
   }
   const ViewSpec& spec = view->second;
-  auto source = findLocked({spec.source.ns, spec.source.name, 0, ""});
+  auto source = findLocked({spec.source.ns, spec.source.name, version, ""});
   if (!source.isOk()) {
     return notFound("dataset " + key.label() + " is a view of " + spec.source.label() +
+                    (version ? " version " + std::to_string(version) : "") +
                     ", which is not on this node");
   }
   return Resolved{std::move(*source), spec.path};

@@ -99,9 +99,10 @@ class CacheEngine final : public SameSourceChunks {
   // NotFound while this node does not hold the source; FailedPrecondition when a dataset of
   // this node has the view's name.
   Status ensureView(ViewSpec spec);
-  // The dataset `key` names (as find()), or the view's source and directory. NotFound when
-  // neither is here, or a view's source is not.
-  Result<Resolved> resolve(const DatasetKey& key) const;
+  // The dataset `key` names (as find()), or the view's source and directory. `version`, when not
+  // 0, is the generation of the dataset served (a view's source) to resolve to. NotFound when
+  // neither is here, or a view's source (or that version) is not.
+  Result<Resolved> resolve(const DatasetKey& key, int64_t version = 0) const;
   // Lists the origins of `current` (generation 0: the newest held) again, as generation `next`,
   // from the start, and compares the two file by file. With a change, `next` is marked listed
   // whole, for an ensure() of it to serve without listing (a new version: unchanged files are

@@ -65,7 +65,26 @@ NodeProgress progressOf(const v1::DatasetStatus& s) {
                           .podUid = pod.pod_uid(),
                           .since = std::chrono::system_clock::time_point(
                               std::chrono::seconds(pod.since().seconds()))});
+  out.readers = s.readers();
   return out;
+}
+
+RefreshAnswer refreshAnswerOf(const v1::RefreshDatasetResponse& response, const std::string& node) {
+  using State = RefreshAnswer::State;
+  using V1 = v1::RefreshDatasetResponse;
+  const State state = response.state() == V1::STATE_CHANGED     ? State::kChanged
+                      : response.state() == V1::STATE_UNCHANGED ? State::kUnchanged
+                      : response.state() == V1::STATE_RUNNING   ? State::kRunning
+                                                                : State::kFailed;
+  return {.state = state,
+          .lister = node,
+          .listed = response.listed_files(),
+          .added = response.added(),
+          .changed = response.changed(),
+          .removed = response.removed(),
+          .message = response.state() == V1::STATE_FAILED || state != State::kFailed
+                         ? response.message()
+                         : "cache node " + node + " answered a refresh it does not know"};
 }
 
 Result<CounterFamily> declareCacheNodeRequests(MetricsRegistry& registry) {
@@ -135,13 +154,22 @@ Result<int64_t> CacheNodeClient::purge(const std::string& address, const v1::Dat
   return response.freed_bytes();
 }
 
-Result<std::vector<v1::DatasetRef>> CacheNodeClient::list(const std::string& address) {
+Result<std::vector<CacheNodeClient::Held>> CacheNodeClient::list(const std::string& address) {
   GRANARY_ASSIGN_OR_RETURN(
       auto response,
       call(address, "ListDatasets", &v1::CacheNode::Stub::ListDatasets, v1::ListDatasetsRequest()));
-  std::vector<v1::DatasetRef> out;
-  for (const auto& d : response.datasets()) out.push_back(d.dataset());
+  std::vector<Held> out;
+  for (const auto& d : response.datasets()) out.push_back({d.dataset(), progressOf(d)});
   return out;
+}
+
+Result<v1::RefreshDatasetResponse> CacheNodeClient::refresh(const std::string& address,
+                                                            const v1::DatasetRef& dataset,
+                                                            int64_t next) {
+  v1::RefreshDatasetRequest request;
+  *request.mutable_dataset() = dataset;
+  request.set_next_generation(next);
+  return call(address, "RefreshDataset", &v1::CacheNode::Stub::RefreshDataset, request);
 }
 
 Status CacheNodeClient::setWarmPlan(const std::string& address,

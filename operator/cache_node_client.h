@@ -18,6 +18,7 @@
 #include "common/secret.h"
 #include "common/thread_annotations.h"
 #include "granary/v1/cache_node.grpc.pb.h"
+#include "operator/core/dataset_refresh.h"
 #include "operator/core/dataset_status.h"
 
 namespace granary::op {
@@ -44,7 +45,14 @@ class CacheNodeClient {
   Result<int64_t> purge(const std::string& address, const v1::DatasetRef& dataset,
                         bool allGenerations);
   // Every dataset generation the node holds.
-  Result<std::vector<v1::DatasetRef>> list(const std::string& address);
+  struct Held {
+    v1::DatasetRef dataset;
+    NodeProgress progress;
+  };
+  Result<std::vector<Held>> list(const std::string& address);
+  // Asks for a refresh of `dataset` into version `next`, or how it stands (RefreshDataset).
+  Result<v1::RefreshDatasetResponse> refresh(const std::string& address,
+                                             const v1::DatasetRef& dataset, int64_t next);
   Status setWarmPlan(const std::string& address, const v1::SetWarmPlanRequest& request);
   Result<v1::GetTelemetryResponse> telemetry(const std::string& address,
                                              const v1::GetTelemetryRequest& request);
@@ -67,5 +75,7 @@ class CacheNodeClient {
 
 // One node's DatasetStatus in the operator's terms.
 NodeProgress progressOf(const v1::DatasetStatus& status);
+// A RefreshDatasetResponse (not STATE_ELSEWHERE) from the node `node`, in the operator's terms.
+RefreshAnswer refreshAnswerOf(const v1::RefreshDatasetResponse& response, const std::string& node);
 
 }  // namespace granary::op

@@ -1,5 +1,6 @@
 #include "operator/dataset_controller.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -10,6 +11,7 @@
 #include "operator/cache_node_discovery.h"
 #include "operator/core/cache_generation.h"
 #include "operator/core/dataset_reference.h"
+#include "operator/core/dataset_refresh.h"
 #include "operator/core/workers.h"
 #include "operator/object_views.h"
 
@@ -165,7 +167,68 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
     plan = planDataset(observation, planning);
   }
   plan.status = withCacheGeneration(withReferrers(std::move(plan.status), referrers), cache);
+  RefreshStep refreshed = refresh(*object, dataset, requests.bare.dataset(), requests.set, plan);
+  plan.status = std::move(refreshed.status);
+  if (refreshed.requeueAfter)
+    plan.requeueAfter = std::min(plan.requeueAfter, *refreshed.requeueAfter);
+  if (refreshed.event) {
+    if (plan.event)
+      recordEvent(*object, *refreshed.event);
+    else
+      plan.event = std::move(refreshed.event);
+  }
+  const bool settledEverywhere =
+      std::all_of(observation.answers.begin(), observation.answers.end(), [](const auto& answer) {
+        return answer.second.status.isOk() && isSettled(answer.second.status->phase);
+      });
+  if (settledEverywhere)
+    retireOtherVersions(kube::uidOf(*object), requests.set, requests.bare.dataset(),
+                        pinnedVersions(*object, referrers));
   return apply(*object, plan, {&dataset, &requests, &credentials});
+}
+
+RefreshStep DatasetController::refresh(const Json& object, const api::Dataset& dataset,
+                                       const v1::DatasetRef& current, const NodeSetPlan& set,
+                                       const DatasetPlan& plan) {
+  const std::optional<DatasetPhase> phase = phaseOfStatus(plan.status);
+  const RefreshObservation o{
+      .interval = dataset.spec.refresh.interval,
+      .requested = kube::stringMap(object, "annotations")[names::kRefreshRequestedAnnotation],
+      .previous = statusOf(object),
+      .version = current.generation(),
+      .generation = kube::generationOf(object),
+      .settled = phase && isSettled(*phase) && !set.nodes.empty(),
+      .now = clock_.wallNow()};
+  const std::optional<RefreshAsk> ask = refreshToAsk(o);
+  Result<RefreshAnswer> answer = notFound("not asked");
+  if (ask) {
+    answer = askRefresh(set, current, *ask);
+    log().info("refresh", {{"dataset", kube::objectKey(object)},
+                           {"version", current.generation()},
+                           {"next_version", ask->next},
+                           {"result", answer.isOk() ? Status::ok() : answer.status()}});
+  }
+  return refreshStep(o, plan.status, ask, answer);
+}
+
+Result<RefreshAnswer> DatasetController::askRefresh(const NodeSetPlan& set,
+                                                    const v1::DatasetRef& current,
+                                                    const RefreshAsk& ask) {
+  std::string name = ask.lister.empty() ? set.nodes.front().node.name : ask.lister;
+  for (int hop = 0; hop < 2; ++hop) {  // the node asked names the lister when it is not
+    const auto node = std::find_if(set.nodes.begin(), set.nodes.end(),
+                                   [&](const CacheNode& n) { return n.node.name == name; });
+    if (node == set.nodes.end())
+      return unavailable("cache node " + name + ", which lists version " +
+                         std::to_string(ask.next) + ", is not in the dataset's node set");
+    GRANARY_ASSIGN_OR_RETURN(const v1::RefreshDatasetResponse response,
+                             nodes_.refresh(node->address, current, ask.next));
+    if (response.state() != v1::RefreshDatasetResponse::STATE_ELSEWHERE)
+      return refreshAnswerOf(response, name);
+    name = response.lister();
+  }
+  return unavailable("the cache nodes of the set do not agree which of them lists version " +
+                     std::to_string(ask.next));
 }
 
 std::vector<std::string> DatasetController::withSources(std::vector<std::string> keys) const {
@@ -344,7 +407,6 @@ Status DatasetController::ensure(const api::Dataset& dataset, const CacheNode& n
       MutexLock lock(mutex_);
       ensured_[memo] = {requests.fingerprint, clock_.monoNow(), requests.noReaders};
     }
-    purgeOtherGenerations(node.address, requests.bare.dataset());
     return Status::ok();
   }
   forget(memo);
@@ -380,21 +442,73 @@ void DatasetController::announceReaders(const std::string& memo, const std::stri
   if (sent.isOk() && it != ensured_.end()) it->second.warmPlan = fingerprint;
 }
 
-void DatasetController::purgeOtherGenerations(const std::string& address,
-                                              const v1::DatasetRef& current) {
-  auto held = nodes_.list(address);
-  if (!held.isOk()) return;  // tried again at the next ensure
-  for (const auto& ref : *held) {
-    if (ref.namespace_() != current.namespace_() || ref.name() != current.name() ||
-        ref.generation() == current.generation())
-      continue;
-    auto purged = nodes_.purge(address, ref, false);
-    log().info("old generation purged",
-               {{"dataset", current.namespace_() + "/" + current.name()},
-                {"generation", ref.generation()},
-                {"node", address},
-                {"result", purged.isOk() ? Status::ok() : purged.status()}});
+std::set<int64_t> DatasetController::pinnedVersions(
+    const Json& object, const std::vector<std::string>& referrers) const {
+  std::set<int64_t> pinned;
+  std::vector<std::string> keys = referrers;
+  keys.push_back(kube::objectKey(object));
+  for (const auto& key : keys) {
+    const std::string name = key.substr(key.find('/') + 1);
+    for (const auto& job : jobs_->store().byIndex(kJobsByDataset, key)) {
+      const Json phase = kube::pathValue(*job, "status.phase");
+      if (phase.is_string() && (phase.as_string() == "Succeeded" || phase.as_string() == "Failed"))
+        continue;
+      const Json versions = kube::pathValue(*job, "status.datasetVersions");
+      if (versions.is_object() && versions.has_integer_field(name))
+        pinned.insert(versions.at(name).as_number().to_int64());
+    }
   }
+  return pinned;
+}
+
+void DatasetController::retireOtherVersions(const std::string& uid, const NodeSetPlan& set,
+                                            const v1::DatasetRef& current, std::set<int64_t> kept) {
+  const auto isOther = [&](const v1::DatasetRef& ref) {
+    return ref.namespace_() == current.namespace_() && ref.name() == current.name() &&
+           ref.generation() != current.generation();
+  };
+  // What each node not known to be done holds; a version read on any node is kept on all, since
+  // a reader's node takes the chunks others own from them.
+  std::vector<std::pair<const CacheNode*, std::vector<CacheNodeClient::Held>>> holding;
+  for (const auto& node : set.nodes) {
+    {
+      MutexLock lock(mutex_);
+      const auto it = ensured_.find(uid + "/" + node.address);
+      if (it == ensured_.end()) return;  // not ensured by this process yet: the next poll
+      if (it->second.othersRetired) continue;
+    }
+    auto held = nodes_.list(node.address);
+    if (!held.isOk()) return;  // tried again at the next poll
+    for (const auto& [ref, progress] : *held)
+      if (isOther(ref) && progress.readers > 0) kept.insert(ref.generation());
+    holding.emplace_back(&node, std::move(*held));
+  }
+  for (const auto& [node, held] : holding) {
+    bool left = false;
+    for (const auto& [ref, progress] : held) {
+      if (!isOther(ref)) continue;
+      if (kept.contains(ref.generation())) {
+        left = true;
+        continue;
+      }
+      auto purged = nodes_.purge(node->address, ref, false);
+      left = left || (!purged.isOk() && purged.status().code() != StatusCode::kNotFound);
+      log().info("older version purged",
+                 {{"dataset", current.namespace_() + "/" + current.name()},
+                  {"version", ref.generation()},
+                  {"node", node->node.name},
+                  {"result", purged.isOk() ? Status::ok() : purged.status()}});
+    }
+    MutexLock lock(mutex_);
+    const auto it = ensured_.find(uid + "/" + node->address);
+    if (!left && it != ensured_.end()) it->second.othersRetired = true;
+  }
+}
+
+void DatasetController::recordEvent(const Json& dataset, const DatasetEvent& event) {
+  manager_.recorder().record(dataset,
+                             event.warning ? kube::EventType::kWarning : kube::EventType::kNormal,
+                             event.reason, event.message);
 }
 
 void DatasetController::markCutOff(const Json& dataset,
@@ -446,9 +560,7 @@ Status DatasetController::writeStatus(const Json& dataset, const Json& status,
     if (!written.isOk()) return written.status();
   }
   if (event) {
-    manager_.recorder().record(
-        dataset, event->warning ? kube::EventType::kWarning : kube::EventType::kNormal,
-        event->reason, event->message);
+    recordEvent(dataset, *event);
     const std::optional<DatasetPhase> phase = phaseOfStatus(status);
     log().info("phase", {{"dataset", kube::objectKey(dataset)},
                          {"phase", phase ? api::datasetPhaseName(*phase) : "-"},

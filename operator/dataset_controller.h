@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/kube/manager.h"
@@ -25,6 +26,7 @@
 #include "operator/cache_node_client.h"
 #include "operator/cache_node_discovery.h"
 #include "operator/core/dataset_plan.h"
+#include "operator/core/dataset_refresh.h"
 #include "operator/core/node_set.h"
 #include "operator/ensure_request.h"
 
@@ -61,7 +63,8 @@ class DatasetController {
   struct Ensured {
     size_t fingerprint = 0;  // of the EnsureDataset request, without credentials
     Clock::MonoTime at{};
-    size_t warmPlan = 0;  // of the SetWarmPlan request the node last accepted
+    size_t warmPlan = 0;         // of the SetWarmPlan request the node last accepted
+    bool othersRetired = false;  // no other version of the dataset is left on the node
   };
   // What the nodes of a dataset's set are asked this reconcile, and the fingerprints that tell
   // whether a node already has it.
@@ -118,9 +121,27 @@ class DatasetController {
   // Sends `plan` (the dataset's readers) to the node at `address` unless it already has it.
   void announceReaders(const std::string& memo, const std::string& address,
                        const v1::SetWarmPlanRequest& plan, size_t fingerprint);
-  // Drops generations of the dataset other than `current` from a node (best effort: one still
-  // mounted by a pod stays until the next ensure).
-  void purgeOtherGenerations(const std::string& address, const v1::DatasetRef& current);
+  // The refresh of the version served (operator/core/dataset_refresh.h): asked of the node that
+  // lists the next version when one is due or running, and `plan`'s status with its state.
+  RefreshStep refresh(const kube::Json& object, const api::Dataset& dataset,
+                      const v1::DatasetRef& current, const NodeSetPlan& set,
+                      const DatasetPlan& plan);
+  // Asks the node of `set` that lists version ask.next (the node asked first names it when it
+  // is another).
+  Result<RefreshAnswer> askRefresh(const NodeSetPlan& set, const v1::DatasetRef& current,
+                                   const RefreshAsk& ask);
+  // The versions of the dataset that running TrainingJobs read (their status.datasetVersions),
+  // through its own name or a referrer's.
+  std::set<int64_t> pinnedVersions(const kube::Json& object,
+                                   const std::vector<std::string>& referrers) const;
+  // Once `current` is settled on every node of `set`: drops the dataset's other versions that no
+  // pod of any node reads and that are not `kept` (the versions running jobs are pinned to).
+  // A pod keeps the version it mounted; the next version takes the chunks of its unchanged files
+  // from the one before while it warms. A node is asked only until none is left after each
+  // ensure of it.
+  void retireOtherVersions(const std::string& uid, const NodeSetPlan& set,
+                           const v1::DatasetRef& current, std::set<int64_t> kept);
+  void recordEvent(const kube::Json& dataset, const DatasetEvent& event);
   void forget(const std::string& memo);
 
   kube::Manager& manager_;

@@ -104,6 +104,8 @@ DatasetState datasetOf(const std::string& name, const kube::ObjectPtr& object,
     if (warm.is_string() && warm.as_string() == api::warmPolicyName(policy)) d.warm = policy;
   const Json total = kube::pathValue(*object, "status.totalBytes");
   d.totalBytes = total.is_integer() ? total.as_number().to_int64() : 0;
+  const Json version = cachedBy ? kube::pathValue(*cachedBy, "status.version") : Json();
+  d.version = version.is_integer() ? version.as_number().to_int64() : 0;
   const Json nodes = kube::pathValue(*object, "status.nodes");
   if (nodes.is_array())
     for (const auto& n : nodes.as_array())
@@ -268,8 +270,9 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
       return created.status();
   }
   for (int rank : plan.create) {
-    auto created =
-        client.create(kube::resources::pods(), ns, workerPod(job, o.spec, rank, attempt));
+    auto created = client.create(
+        kube::resources::pods(), ns,
+        workerPod(job, o.spec, rank, attempt, kube::pathValue(plan.status, "datasetVersions")));
     if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
       return created.status();
   }

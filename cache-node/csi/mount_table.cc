@@ -80,6 +80,7 @@ MountTable::MountTable(CacheEngine& engine, MountTableOptions options, ReaderAcc
     repairLocked(cache);
   });
   MutexLock lock(mutex_);
+  saveRecordsLocked();  // counts the readers of each generation
   for (const auto& cache : engine_.datasets()) repairLocked(cache);
   if (awaitKeeper) {
     keeperAwaited_ = true;
@@ -249,6 +250,12 @@ void MountTable::repairLocked(const std::shared_ptr<DatasetCache>& cache) {
 }
 
 void MountTable::saveRecordsLocked() const {
+  if (options_.generationReaders) {
+    std::map<GenerationReaders::Generation, int> counts;
+    for (const auto& [_, record] : published_)
+      ++counts[{record.servedNamespace, record.servedName, record.generation}];
+    options_.generationReaders->set(std::move(counts));
+  }
   const std::filesystem::path file = recordsFile();
   std::error_code error;
   std::filesystem::create_directories(options_.root, error);
@@ -263,7 +270,7 @@ void MountTable::saveRecordsLocked() const {
 }
 
 Status MountTable::publish(const Publication& p) {
-  auto served = engine_.resolve({p.datasetNamespace, p.datasetName, 0, ""});
+  auto served = engine_.resolve({p.datasetNamespace, p.datasetName, 0, ""}, p.version);
   if (!served.isOk()) {
     // "dataset <ns>/<name> is not on this node", or which source a view lacks.
     return notFound(served.status().message() + " (" + engine_.nodeName() +

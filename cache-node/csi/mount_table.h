@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "cache-node/csi/cut_off_readers.h"
+#include "cache-node/csi/generation_readers.h"
 #include "cache-node/csi/publication.h"
 #include "common/thread_annotations.h"
 #include "engine/engine.h"
@@ -42,6 +43,8 @@ struct MountTableOptions {
   // Where the pods whose views ended are recorded (found when their views are bound again);
   // may be null.
   CutOffReaders* cutOff = nullptr;
+  // Where the pods bound to each generation are counted; may be null.
+  GenerationReaders* generationReaders = nullptr;
 };
 
 class MountTable {
@@ -61,9 +64,9 @@ class MountTable {
   // mounts the keeper holds stay, for it to adopt; the others end. The table serves no more.
   void handOver();
 
-  // Mounts the newest generation of the publication's dataset (once) and bind-mounts it
-  // read-only at the target. Idempotent. NotFound while the dataset is not on this node;
-  // Unavailable when a mount fails.
+  // Mounts the publication's version of its dataset (the newest held when it names none) once,
+  // and bind-mounts it read-only at the target. Idempotent. NotFound while the dataset (or that
+  // version) is not on this node; Unavailable when a mount fails.
   Status publish(const Publication& publication);
   // Removes a pod's bind mount and its directory. Idempotent: a missing target is fine.
   Status unpublish(const std::filesystem::path& targetPath);

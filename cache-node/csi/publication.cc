@@ -1,5 +1,6 @@
 #include "cache-node/csi/publication.h"
 
+#include <charconv>
 #include <vector>
 
 #include "common/names.h"
@@ -55,12 +56,21 @@ Result<Publication> parsePublication(const PublishFields& fields) {
                   "(\"" +
                       p.podNamespace + "\"), not of \"" + ns + "\"");
   }
+  if (const std::string version = valueOf(context, names::kCsiVersionAttribute); !version.empty()) {
+    const auto [end, error] =
+        std::from_chars(version.data(), version.data() + version.size(), p.version);
+    if (error != std::errc() || end != version.data() + version.size() || p.version <= 0) {
+      return invalidArgument("volumeAttributes.version: \"" + version +
+                             "\" is not a version; give a Dataset's status.version, or leave it "
+                             "out for the newest");
+    }
+  }
   for (const auto& [key, value] : context) {
     if (key.starts_with("csi.storage.k8s.io/") || key == names::kCsiDatasetAttribute ||
-        key == names::kCsiNamespaceAttribute)
+        key == names::kCsiNamespaceAttribute || key == names::kCsiVersionAttribute)
       continue;
     return invalidArgument("volumeAttributes." + key +
-                           ": unknown; granary reads \"dataset\" and \"namespace\"");
+                           ": unknown; granary reads \"dataset\", \"namespace\" and \"version\"");
   }
   // A record is one line of tab-separated fields (formatRecord): a tab or a newline in one
   // would make the node misread it after a restart.

@@ -16,6 +16,9 @@ struct Publication {
   std::filesystem::path targetPath;
   std::string datasetNamespace;  // always the pod's namespace
   std::string datasetName;
+  // The version of the Dataset to mount (volumeAttributes.version: a TrainingJob keeps the one
+  // its workers first read); 0 for the newest on the node.
+  int64_t version = 0;
   std::string podNamespace, podName, podUid;
 };
 

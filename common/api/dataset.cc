@@ -222,6 +222,20 @@ Result<SourceKind> sourceKindOf(std::string_view uri) {
                          std::string(startsWith(uri, "pvc://") ? kPvcFix : ""));
 }
 
+Status decodeValue(const config::Node& node, RefreshPolicy& out) {
+  config::Fields f(node);
+  std::chrono::nanoseconds interval{0};
+  if (const config::Node* given = f.optional(
+          "interval", interval, [](std::chrono::nanoseconds d) { return d.count() > 0; },
+          "a duration above zero, such as 1h or 30m")) {
+    if (given->isScalar() &&
+        given->scalar().find_first_not_of("0123456789hms") != std::string::npos)
+      f.fail(config::expected(*given, "a duration in hours, minutes and seconds, such as 1h30m"));
+    out.interval = interval;
+  }
+  return f.finish();
+}
+
 Status decodeValue(const config::Node& node, DatasetSpec& out) {
   config::Fields f(node);
   const config::Node* source = node.find("source");
@@ -257,6 +271,12 @@ Status decodeValue(const config::Node& node, DatasetSpec& out) {
     f.fail(invalidArgument(node.where() + ": set source (one origin) or mounts (several)"));
   }
   f.optional("cache", out.cache);
+  if (const config::Node* refresh = f.optional("refresh", out.refresh);
+      reference && refresh && !refresh->isNull()) {
+    f.fail(config::expected(*refresh,
+                            "no refresh: a Dataset that refers to another (dataset://) follows "
+                            "its source's versions; set spec.refresh on the source"));
+  }
   const config::Node* sharing = f.optional("sharing", out.sharing);
   if (reference && sharing && !out.sharing.namespaces.empty()) {
     f.fail(config::expected(*sharing,

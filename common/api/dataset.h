@@ -3,6 +3,7 @@
 // and CEL validations, so a manifest that granaryctl accepts is one the API server accepts.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -77,6 +78,13 @@ struct Sharing {
   std::vector<std::string> namespaces;
 };
 
+// spec.refresh: how the Dataset follows its origin (docs/operator.md, "Refresh and versions").
+struct RefreshPolicy {
+  // List the origin again this long after the last refresh; unset: only when asked (the
+  // granary.io/refresh-requested annotation).
+  std::optional<std::chrono::nanoseconds> interval;
+};
+
 struct DatasetSpec {
   // spec.source becomes the single mount named ""; spec.mounts[] are taken as they are. Empty
   // for a reference.
@@ -86,6 +94,7 @@ struct DatasetSpec {
   std::optional<DatasetReference> reference;
   Sharing sharing;
   CacheSpec cache;
+  RefreshPolicy refresh;
 };
 
 // Whether `spec` offers its cached bytes to Datasets of namespace `ns`.
@@ -130,6 +139,7 @@ Status decodeValue(const config::Node& node, EvictionPolicy& out);
 Status decodeValue(const config::Node& node, WarmPolicy& out);
 Status decodeValue(const config::Node& node, CacheSpec& out);
 Status decodeValue(const config::Node& node, Sharing& out);
+Status decodeValue(const config::Node& node, RefreshPolicy& out);
 Status decodeValue(const config::Node& node, DatasetSpec& out);
 
 std::string_view sourceKindName(SourceKind kind);

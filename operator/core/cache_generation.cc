@@ -1,5 +1,6 @@
 #include "operator/core/cache_generation.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace granary::op {
@@ -25,8 +26,18 @@ CacheGeneration cacheGenerationOf(const Json& dataset) {
   CacheGeneration cache{kube::generationOf(dataset), digestOf(spec.serialize())};
   const Json generation = kube::pathValue(dataset, "status.cacheGeneration");
   const Json digest = kube::pathValue(dataset, "status.cacheDigest");
-  if (generation.is_integer() && digest.is_string() && digest.as_string() == cache.digest)
-    cache.generation = generation.as_number().to_int64();
+  if (!generation.is_integer()) return cache;
+  const int64_t held = generation.as_number().to_int64();
+  if (digest.is_string() && digest.as_string() == cache.digest) {
+    cache.generation = held;
+    return cache;
+  }
+  // A new cache: above every version made or being made, which refreshes number past
+  // metadata.generation.
+  const Json refreshing = kube::pathValue(dataset, "status.refresh.nextVersion");
+  cache.generation =
+      std::max({cache.generation, held + 1,
+                refreshing.is_integer() ? refreshing.as_number().to_int64() + 1 : int64_t{0}});
   return cache;
 }
 

@@ -16,7 +16,9 @@ struct CacheGeneration {
   std::string digest;  // of spec without sharing
 };
 
-// status.cacheGeneration when status.cacheDigest matches the spec's; else metadata.generation.
+// status.cacheGeneration when status.cacheDigest matches the spec's (a refresh that found the
+// origin changed sets it to the version it made); else a new generation: metadata.generation,
+// or above every version a refresh made or is making (status.refresh.nextVersion), if higher.
 CacheGeneration cacheGenerationOf(const kube::Json& dataset);
 
 // `status` recording `cache` (status.cacheGeneration and status.cacheDigest).

@@ -14,7 +14,7 @@ namespace {
 // The figures a reference shows: its source's, which are its own bytes too.
 constexpr const char* kMirrored[] = {"phase",       "totalBytes",  "totalSize",        "totalFiles",
                                      "cachedBytes", "cachedFiles", "cachedPercentage", "warm",
-                                     "nodes"};
+                                     "nodes",       "version",     "versionTime"};
 
 bool isRefusal(const std::string& reason) {
   for (const char* refusal :

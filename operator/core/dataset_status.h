@@ -54,6 +54,7 @@ struct NodeProgress {
   int64_t originBytes = 0, chunkHits = 0, chunkMisses = 0;
   int64_t capacityBytes = 0;
   std::vector<CutOffPod> cutOff;  // pods on this node whose view of the dataset ended
+  int readers = 0;                // pods on this node whose volumes read this generation
 };
 
 struct NodeReport {

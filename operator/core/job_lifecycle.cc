@@ -397,7 +397,19 @@ struct Planner {
     return std::nullopt;
   }
 
+  // The version of each dataset the workers read: the newest when the job first creates workers
+  // for it, then kept for the job's life, gang restarts included (names::kCsiVersionAttribute).
+  void pinVersions() {
+    if (plan.create.empty()) return;
+    Json versions = kube::pathValue(status, "datasetVersions");
+    if (!versions.is_object()) versions = Json::object();
+    for (const auto& d : o.datasets)
+      if (d.version > 0 && !versions.has_field(d.name)) versions[d.name] = Json::number(d.version);
+    if (versions.size() > 0) status["datasetVersions"] = versions;
+  }
+
   JobPlan done(const std::vector<const WorkerState*>& current) {
+    pinVersions();
     counts(current);
     placement(current);
     status["conditions"] = conditions;

@@ -69,6 +69,8 @@ struct DatasetState {
   api::WarmPolicy warm = api::WarmPolicy::kOnCreate;  // spec.cache.warm
   int64_t totalBytes = 0;
   std::map<std::string, int64_t> cachedBytesByNode;
+  // status.version of the Dataset that caches it (its source, for a reference); 0 when none yet.
+  int64_t version = 0;
 };
 
 struct JobObservation {

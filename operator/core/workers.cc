@@ -52,7 +52,8 @@ std::string masterAddress(const std::string& job, const std::string& ns) {
   return workerName(job, 0) + "." + job + "." + ns + ".svc";
 }
 
-Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int attempt) {
+Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int attempt,
+               const Json& versions) {
   const std::string name = kube::nameOf(job), ns = kube::namespaceOf(job);
   const Json tmpl = kube::pathValue(job, "spec.template");
   Json pod = Json::object();
@@ -103,6 +104,10 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
     v["csi"]["driver"] = Json::string(names::kCsiDriver);
     v["csi"]["readOnly"] = Json::boolean(true);
     v["csi"]["volumeAttributes"][names::kCsiDatasetAttribute] = Json::string(d.name);
+    if (versions.is_object() && versions.has_integer_field(d.name)) {
+      v["csi"]["volumeAttributes"][names::kCsiVersionAttribute] =
+          Json::string(std::to_string(versions.at(d.name).as_number().to_int64()));
+    }
     volumes[volumes.size()] = std::move(v);
   }
   appendNamed(podSpec, "volumes", volumes, "name");

@@ -21,8 +21,9 @@ std::string masterAddress(const std::string& job, const std::string& ns);
 // subdomain for DNS, an owner reference to the job, the access-order hints
 // (names::kAccessOrderFilesAnnotation), and, on ranks above 0, an init container that waits until
 // rank 0's DNS record resolves.
-kube::Json workerPod(const kube::Json& job, const api::TrainingJobSpec& spec, int rank,
-                     int attempt);
+// `versions` (the job's status.datasetVersions, or null) pins each dataset's volume to a version.
+kube::Json workerPod(const kube::Json& job, const api::TrainingJobSpec& spec, int rank, int attempt,
+                     const kube::Json& versions = kube::Json());
 // Headless, publishing addresses before readiness, so rank 0 resolves as soon as it has an IP.
 kube::Json headlessService(const kube::Json& job, const api::TrainingJobSpec& spec);
 

@@ -186,10 +186,12 @@ class CacheNodeProcessTest : public ::testing::Test {
 
   // Reads a whole file through the node's Read stream, counting bytes by source.
   static std::string readFile(NodeProcess& node, const std::string& path,
-                              std::map<v1::ReadSource, int64_t>* sources = nullptr) {
+                              std::map<v1::ReadSource, int64_t>* sources = nullptr,
+                              int64_t generation = 0) {
     v1::ReadRequest request;
     request.mutable_dataset()->set_namespace_("ml");
     request.mutable_dataset()->set_name("coco");
+    request.mutable_dataset()->set_generation(generation);
     request.set_path(path);
     request.set_length(-1);
     auto context = authorized();
@@ -525,6 +527,65 @@ TEST_F(CacheNodeProcessTest, ThreeNodesReadTheOriginOnceAndServeEveryByte) {
                          std::to_string(sources[v1::READ_SOURCE_PEER])),
             std::string::npos)
       << metrics;
+}
+
+TEST_F(CacheNodeProcessTest, ASetRefreshesAtOneListerAndItsNewVersionFetchesOnlyTheChange) {
+  addNode("n1");
+  addNode("n2");
+  addNode("n3");
+  v1::EnsureDatasetRequest request = ensureRequest();
+  for (auto& node : nodes_) {
+    v1::EnsureDatasetResponse response;
+    ASSERT_TRUE(node->api().EnsureDataset(authorized().get(), request, &response).ok());
+  }
+  for (auto& node : nodes_) ASSERT_EQ(waitReady(*node).phase(), v1::DATASET_PHASE_READY);
+  const std::map<std::string, std::string> before = files_;
+  write("train/part-0.bin", std::string(7000, 'x'));
+  write("train/part-new.bin", "a file added after the first version");
+  std::filesystem::remove(root_ / "origin" / "train" / "part-23.bin");
+  files_.erase("train/part-23.bin");
+  const int64_t listings = origin_->directoryListings();
+  const int64_t served = origin_->bytesServed();
+
+  // Asked of any node, the refresh runs at the node that lists version 2.
+  v1::RefreshDatasetRequest refresh;
+  *refresh.mutable_dataset() = request.dataset();
+  refresh.set_next_generation(2);
+  v1::RefreshDatasetResponse answer;
+  ASSERT_TRUE(nodes_[0]->api().RefreshDataset(authorized().get(), refresh, &answer).ok());
+  NodeProcess* lister = nodes_[0].get();
+  if (answer.state() == v1::RefreshDatasetResponse::STATE_ELSEWHERE) {
+    for (auto& node : nodes_)
+      if (node->name() == answer.lister()) lister = node.get();
+    ASSERT_NE(lister, nodes_[0].get()) << answer.lister();
+  }
+  ASSERT_TRUE(testing::eventually([&] {
+    return lister->api().RefreshDataset(authorized().get(), refresh, &answer).ok() &&
+           answer.state() != v1::RefreshDatasetResponse::STATE_RUNNING;
+  })) << answer.ShortDebugString();
+  ASSERT_EQ(answer.state(), v1::RefreshDatasetResponse::STATE_CHANGED) << answer.message();
+  EXPECT_EQ(answer.added(), 1);
+  EXPECT_EQ(answer.changed(), 1);
+  EXPECT_EQ(answer.removed(), 1);
+  EXPECT_EQ(answer.unchanged(), static_cast<int64_t>(before.size()) - 2);
+  EXPECT_EQ(origin_->bytesServed(), served) << "a refresh lists; it fetches nothing";
+  const int64_t listedOnce = origin_->directoryListings() - listings;
+  EXPECT_GT(listedOnce, 0);
+
+  // Version 2 on every node: listed nowhere again, and only the added and changed bytes fetched.
+  request.mutable_dataset()->set_generation(2);
+  for (auto& node : nodes_) {
+    v1::EnsureDatasetResponse response;
+    ASSERT_TRUE(node->api().EnsureDataset(authorized().get(), request, &response).ok());
+  }
+  for (auto& node : nodes_) ASSERT_EQ(waitReady(*node).phase(), v1::DATASET_PHASE_READY);
+  EXPECT_EQ(origin_->directoryListings() - listings, listedOnce);
+  EXPECT_EQ(origin_->bytesServed() - served,
+            static_cast<int64_t>(files_["train/part-0.bin"].size() +
+                                 files_["train/part-new.bin"].size()));
+  // Each version serves its own bytes, the old one the file since removed too.
+  for (const auto& [path, data] : files_) EXPECT_EQ(readFile(*nodes_[1], path, nullptr, 2), data);
+  for (const auto& [path, data] : before) EXPECT_EQ(readFile(*nodes_[1], path, nullptr, 1), data);
 }
 
 TEST_F(CacheNodeProcessTest, KilledWhileWarmingResumesWithoutFetchingVerifiedChunksAgain) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <random>
+#include <set>
 
 #include "common/kube/manager.h"
 #include "common/names.h"
@@ -303,6 +304,34 @@ class DatasetControllerTest : public ClusterTest {
       if (slurp(volume / relative) == want) ++matched;
     }
     return matched;
+  }
+
+  // The origin's files as they are now, copied to `copy`: what a reader of this version reads.
+  void snapshotOrigin(const std::filesystem::path& copy) {
+    std::filesystem::remove_all(copy);
+    std::filesystem::copy(root_ / "origin", copy, std::filesystem::copy_options::recursive);
+  }
+  // The origin changes: one file rewritten (longer), one added, one removed.
+  void changeOrigin() {
+    std::ofstream(root_ / "origin" / "train" / "part-0.bin", std::ios::binary | std::ios::trunc)
+        << std::string(5000, 'x');
+    std::ofstream(root_ / "origin" / "train" / "part-new.bin", std::ios::binary) << "new file";
+    std::filesystem::remove(root_ / "origin" / "train" / "part-11.bin");
+  }
+  // A new value of the granary.io/refresh-requested annotation.
+  void requestRefresh(const std::string& value, const std::string& name = "coco") {
+    ASSERT_TRUE(edit(client(), resources::datasets(), ns(), name, [&](Json& dataset) {
+                  dataset["metadata"]["annotations"][names::kRefreshRequestedAnnotation] =
+                      Json::string(value);
+                }).isOk());
+  }
+  std::string statusString(const std::string& field) {
+    const Json v = kube::pathValue(dataset(), "status." + field);
+    return v.is_string() ? v.as_string() : "";
+  }
+  std::set<int64_t> heldVersions(NodeProcess& node) {
+    const auto held = heldGenerations(node);
+    return {held.begin(), held.end()};
   }
 
   std::vector<std::string> otherNamespaces_;
@@ -882,6 +911,139 @@ TEST_F(DatasetControllerTest, EitherDeletionOrderLeavesTheOtherDatasetWhole) {
   EXPECT_TRUE(heldGenerations(node).empty());
   EXPECT_TRUE(kube::pathValue(datasetIn(team, "coco"), "status.nodes").is_null())
       << "a refused reference lists no node, so no job is placed by it";
+}
+
+TEST_F(DatasetControllerTest, ARefreshMakesANewVersionForNewReadersWhileOldReadersKeepTheirs) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  NodeProcess& a = cacheNode("a");
+  NodeProcess& b = cacheNode("b");
+  startOperator();
+  createDataset();
+  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  ASSERT_TRUE(eventually([&] { return statusInt("version") == 1; })) << dataset().serialize();
+  EXPECT_EQ(kube::pathValue(dataset(), "status.refresh").is_null(), true)
+      << "no refresh without spec.refresh or the annotation";
+  snapshotOrigin(root_ / "v1");
+  ASSERT_TRUE(publishVolume(a, ns(), "coco", "old").ok());
+  changeOrigin();
+  snapshotOrigin(root_ / "v2");
+  requestRefresh("1");
+
+  ASSERT_TRUE(eventually([&] { return statusInt("version") > 1 && phase() == "Ready"; }, 60s))
+      << dataset().serialize();
+  const int64_t version = statusInt("version");
+  EXPECT_EQ(statusString("refresh.state"), "Changed");
+  EXPECT_EQ(statusInt("refresh.added"), 1);
+  EXPECT_EQ(statusInt("refresh.changed"), 1);
+  EXPECT_EQ(statusInt("refresh.removed"), 1);
+  EXPECT_EQ(statusString("refresh.observedRequest"), "1");
+  EXPECT_TRUE(hasEvent("Normal/Refreshed")) << ::testing::PrintToString(events());
+  // The pod that mounted version 1 reads version 1, every byte, the file since removed too
+  // (on node a, taking from node b the chunks b owns).
+  EXPECT_EQ(filesMatchingOrigin("old", root_ / "v1"), 12);
+  // A pod that mounts now reads the new version.
+  ASSERT_TRUE(publishVolume(a, ns(), "coco", "new").ok());
+  EXPECT_EQ(filesMatchingOrigin("new", root_ / "v2"), 12);
+  EXPECT_FALSE(std::filesystem::exists(root_ / "kubelet" / "new" / "data" / "train" /
+                                       "part-11.bin"));
+  // Version 1 stays on every node while a pod reads it, and goes once none does.
+  EXPECT_EQ(heldVersions(a), (std::set<int64_t>{1, version}));
+  EXPECT_EQ(heldVersions(b), (std::set<int64_t>{1, version}));
+  unpublishVolume(a, "old");
+  EXPECT_TRUE(eventually([&] {
+    return heldVersions(a) == std::set<int64_t>{version} &&
+           heldVersions(b) == std::set<int64_t>{version};
+  })) << ::testing::PrintToString(heldGenerations(a));
+
+  // Asked again with nothing changed: no new version, only the refresh's time and outcome.
+  const std::string versionTime = statusString("versionTime");
+  requestRefresh("2");
+  ASSERT_TRUE(eventually([&] { return statusString("refresh.observedRequest") == "2"; }, 30s))
+      << dataset().serialize();
+  EXPECT_EQ(statusString("refresh.state"), "Unchanged");
+  EXPECT_EQ(statusInt("version"), version);
+  EXPECT_EQ(statusString("versionTime"), versionTime);
+  EXPECT_EQ(heldVersions(a), std::set<int64_t>{version});
+  unpublishVolume(a, "new");
+}
+
+TEST_F(DatasetControllerTest, ARefreshThatCannotListTheOriginKeepsTheVersionServing) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  NodeProcess& a = cacheNode("a");
+  startOperator();
+  createDataset();
+  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  snapshotOrigin(root_ / "v1");
+  origin_.reset();  // the origin goes away
+  requestRefresh("1");
+  ASSERT_TRUE(eventually([&] { return statusString("refresh.state") == "Failed"; }, 60s))
+      << dataset().serialize();
+  EXPECT_EQ(phase(), "Ready");
+  EXPECT_EQ(statusInt("version"), 1);
+  const op::Condition failed =
+      op::conditionOf(kube::pathValue(dataset(), "status"), "RefreshFailed");
+  EXPECT_TRUE(failed.status) << dataset().serialize();
+  EXPECT_NE(failed.message.find("version 1 still serves; tried again at"), std::string::npos)
+      << failed.message;
+  EXPECT_FALSE(statusString("refresh.nextTime").empty());
+  EXPECT_TRUE(hasEvent("Warning/RefreshFailed")) << ::testing::PrintToString(events());
+  EXPECT_EQ(heldVersions(a), std::set<int64_t>{1}) << "nothing half-listed is kept";
+  ASSERT_TRUE(publishVolume(a, ns(), "coco", "reader").ok());
+  EXPECT_EQ(filesMatchingOrigin("reader", root_ / "v1"), 12);
+  unpublishVolume(a, "reader");
+}
+
+TEST_F(DatasetControllerTest, AJobKeepsTheVersionItsWorkersFirstReadThroughAGangRestart) {
+  cacheNode("a");
+  const std::string nodeName = "a-" + suffix_;
+  startOperator({}, true);
+  createDataset();
+  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  ASSERT_TRUE(client()
+                  .create(resources::trainingJobs(), ns(),
+                          yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: "
+                               "{name: bert}\nspec:\n  datasets: [{name: coco, mountPath: "
+                               "/data}]\n  runPolicy: {backoffLimit: 3}\n  template: {spec: "
+                               "{containers: [{name: trainer, image: pytorch}]}}"))
+                  .isOk());
+  const auto versionOf = [](const Json& pod) {
+    const Json volumes = kube::pathValue(pod, "spec.volumes");
+    for (const auto& v : volumes.as_array())
+      if (v.has_object_field("csi")) {
+        const Json attribute = kube::pathValue(v, "csi.volumeAttributes.version");
+        return attribute.is_string() ? attribute.as_string() : std::string("none");
+      }
+    return std::string("no volume");
+  };
+  Json worker = createdWorker();
+  EXPECT_EQ(versionOf(worker), "1") << worker.serialize();
+  ASSERT_TRUE(runOn(nodeName));
+  changeOrigin();
+  requestRefresh("1");
+  ASSERT_TRUE(eventually([&] { return statusInt("version") > 1 && phase() == "Ready"; }, 60s))
+      << dataset().serialize();
+  // The worker fails: its gang restarts on version 1, which the node keeps for it.
+  const std::string firstUid = kube::uidOf(worker);
+  ASSERT_TRUE(client()
+                  .mergePatch(resources::pods(), ns(), "bert-worker-0",
+                              yaml("status: {phase: Failed, containerStatuses: [{name: trainer, "
+                                   "state: {terminated: {exitCode: 1}}}]}"),
+                              "status")
+                  .isOk());
+  ASSERT_TRUE(eventually([&] {
+    auto got = client().get(resources::pods(), ns(), "bert-worker-0");
+    if (got.isOk()) worker = *got;
+    return got.isOk() && kube::uidOf(*got) != firstUid;
+  })) << "the gang was not restarted";
+  EXPECT_EQ(versionOf(worker), "1") << worker.serialize();
+  auto job = client().get(resources::trainingJobs(), ns(), "bert");
+  ASSERT_TRUE(job.isOk());
+  EXPECT_EQ(kube::pathValue(*job, "status.datasetVersions.coco").as_number().to_int64(), 1)
+      << job->serialize();
+  EXPECT_TRUE(heldVersions(*processes_["a-" + suffix_]).contains(1))
+      << "a version a running job reads is kept";
 }
 
 }  // namespace

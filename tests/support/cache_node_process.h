@@ -167,6 +167,7 @@ class KeeperProcess {
 struct PodVolume {
   std::string dataset = "coco";
   std::string podNamespace = "ml", podName = "worker-0", podUid = "uid-a";
+  std::string version;  // volumeAttributes.version; "" for the newest
 };
 
 // A pod's volume, published through the node's CSI socket, as the kubelet does.
@@ -185,6 +186,7 @@ inline grpc::Status publishVolume(NodeProcess& node, const std::filesystem::path
        {"csi.storage.k8s.io/pod.namespace", volume.podNamespace},
        {"csi.storage.k8s.io/pod.name", volume.podName},
        {"csi.storage.k8s.io/pod.uid", volume.podUid}});
+  if (!volume.version.empty()) (*request.mutable_volume_context())["version"] = volume.version;
   grpc::ClientContext context;
   csi::v1::NodePublishVolumeResponse response;
   return csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, request, &response);

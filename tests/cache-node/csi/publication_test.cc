@@ -45,6 +45,21 @@ TEST(Publication, RefusesWhatItCannotServe) {
             std::string::npos);
 }
 
+TEST(Publication, AVersionPinsTheVolumeAndOnlyAPositiveNumberIsOne) {
+  EXPECT_EQ(parsePublication(request())->version, 0) << "none: the newest on the node";
+  auto pinned = request();
+  pinned.volumeContext["version"] = "7";
+  EXPECT_EQ(parsePublication(pinned)->version, 7);
+  for (const char* bad : {"0", "-1", "7a", "latest", "99999999999999999999"}) {
+    auto wrong = request();
+    wrong.volumeContext["version"] = bad;
+    const auto parsed = parsePublication(wrong);
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(parsed.status().message().find("volumeAttributes.version"), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
 TEST(Publication, FieldsWithTabsOrNewlinesAreRefusedNotMisrecorded) {
   // Found by tests/fuzz/csi_publication_fuzz: a tab in the pod's name (or a newline in the
   // dataset attribute, which any pod author writes) was accepted, and its one-line record read

@@ -210,6 +210,33 @@ TEST(JobLifecycleTest, AFailedWorkerRestartsTheWholeGangUpToTheBackoffLimit) {
   EXPECT_EQ(failed.remove, names({1})) << "cleanPodPolicy Running keeps the failed worker";
 }
 
+TEST(JobLifecycleTest, TheWorkersKeepTheDatasetVersionTheyFirstReadThroughGangRestarts) {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.runPolicy.backoffLimit = 3;
+  DatasetState v1 = dataset("Ready");
+  v1.version = 1;
+  const JobPlan created = planJob(observe(spec, {}, Json(), kCreated + 10s, v1));
+  EXPECT_EQ(created.create, (std::vector<int>{0, 1}));
+  EXPECT_EQ(field(created, "datasetVersions.wiki"), 1);
+
+  // The dataset was refreshed to version 2 meanwhile; the gang restarts on version 1.
+  DatasetState v2 = v1;
+  v2.version = 2;
+  const JobPlan running = planJob(observe(
+      spec, {worker(0, Phase::kRunning), worker(1, Phase::kRunning)}, created.status,
+      kCreated + 20s, v2));
+  const JobPlan restart =
+      planJob(observe(spec, {worker(0, Phase::kRunning), worker(1, Phase::kFailed)},
+                      running.status, kCreated + 30s, v2));
+  const JobPlan recreate = planJob(observe(spec, {}, restart.status, kCreated + 40s, v2));
+  EXPECT_EQ(recreate.create, (std::vector<int>{0, 1}));
+  EXPECT_EQ(field(recreate, "datasetVersions.wiki"), 1);
+
+  // A new job reads the newest version.
+  EXPECT_EQ(field(planJob(observe(spec, {}, Json(), kCreated + 50s, v2)), "datasetVersions.wiki"),
+            2);
+}
+
 TEST(JobLifecycleTest, ExitCodeRestartsOnlyTheKilledAndNeverRestartsNothing) {
   api::TrainingJobSpec spec = twoWorkers();
   spec.runPolicy.restartPolicy = api::RestartPolicy::kExitCode;

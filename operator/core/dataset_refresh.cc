@@ -1,0 +1,164 @@
+#include "operator/core/dataset_refresh.h"
+
+#include <algorithm>
+
+#include "operator/core/conditions.h"
+
+namespace granary::op {
+
+using kube::Json;
+using State = RefreshAnswer::State;
+
+namespace {
+
+constexpr const char* kRefreshFailed = "RefreshFailed";
+
+int64_t integerAt(const Json& object, const std::string& path) {
+  const Json value = kube::pathValue(object, path);
+  return value.is_integer() ? value.as_number().to_int64() : 0;
+}
+
+std::string stringAt(const Json& object, const std::string& path) {
+  const Json value = kube::pathValue(object, path);
+  return value.is_string() ? value.as_string() : "";
+}
+
+std::optional<std::chrono::system_clock::time_point> timeAt(const Json& object,
+                                                            const std::string& path) {
+  return kube::parseMetav1Time(stringAt(object, path));
+}
+
+bool running(const RefreshObservation& o) {
+  return stringAt(o.previous, "refresh.state") == "Running" &&
+         integerAt(o.previous, "refresh.nextVersion") > o.version;
+}
+
+// When the interval makes the next refresh due: from the last refresh, or since the version
+// served was made.
+std::optional<std::chrono::system_clock::time_point> intervalDue(const RefreshObservation& o) {
+  if (!o.interval) return std::nullopt;
+  auto since = timeAt(o.previous, "refresh.lastTime");
+  if (!since) since = timeAt(o.previous, "versionTime");
+  if (!since) return std::nullopt;  // the first version is not made yet
+  return *since + std::chrono::duration_cast<std::chrono::system_clock::duration>(*o.interval);
+}
+
+// When the next refresh comes: a failed one's retry, else the interval's; none without either.
+std::optional<std::chrono::system_clock::time_point> nextDue(const RefreshObservation& o,
+                                                             const Json& refresh) {
+  if (refresh.has_string_field("state") && refresh.at("state").as_string() == "Failed")
+    return timeAt(refresh, "nextTime");
+  RefreshObservation after = o;
+  after.previous = Json::object();
+  after.previous["refresh"] = refresh;
+  return intervalDue(after);
+}
+
+std::string countsOf(const RefreshAnswer& a) {
+  return std::to_string(a.added) + " added, " + std::to_string(a.changed) + " changed, " +
+         std::to_string(a.removed) + " removed";
+}
+
+}  // namespace
+
+std::chrono::seconds refreshBackoff(int failures) {
+  const int doublings = std::clamp(failures - 1, 0, 5);
+  return std::min<std::chrono::seconds>(std::chrono::seconds(30) * (1 << doublings),
+                                        std::chrono::minutes(10));
+}
+
+std::optional<RefreshAsk> refreshToAsk(const RefreshObservation& o) {
+  if (running(o))
+    return RefreshAsk{integerAt(o.previous, "refresh.nextVersion"),
+                      stringAt(o.previous, "refresh.lister")};
+  if (!o.settled) return std::nullopt;
+  const RefreshAsk fresh{std::max(o.version, o.generation) + 1, ""};
+  if (!o.requested.empty() && o.requested != stringAt(o.previous, "refresh.observedRequest"))
+    return fresh;
+  const Json refresh = kube::pathValue(o.previous, "refresh");
+  std::optional<std::chrono::system_clock::time_point> due =
+      refresh.is_object() ? nextDue(o, refresh) : intervalDue(o);
+  if (due && o.now >= *due) return fresh;
+  return std::nullopt;
+}
+
+RefreshStep refreshStep(const RefreshObservation& o, Json status,
+                        const std::optional<RefreshAsk>& ask, const Result<RefreshAnswer>& answer) {
+  RefreshStep step;
+  // The version served, and since when.
+  const bool sameVersion = integerAt(o.previous, "version") == o.version;
+  status["version"] = Json::number(o.version);
+  status["versionTime"] = Json::string(sameVersion && !stringAt(o.previous, "versionTime").empty()
+                                           ? stringAt(o.previous, "versionTime")
+                                           : kube::metav1Time(o.now));
+  Json refresh = kube::pathValue(o.previous, "refresh");
+  if (!ask) {
+    if (refresh.is_object()) status["refresh"] = refresh;
+    step.status = std::move(status);
+    return step;
+  }
+  if (!refresh.is_object()) refresh = Json::object();
+  for (const char* field : {"nextVersion", "lister", "message", "listedFiles"})
+    kube::eraseField(refresh, field);
+  const bool ok = answer.isOk() && answer->state != State::kFailed;
+  if (answer.isOk() && answer->state == State::kRunning) {
+    refresh["state"] = Json::string("Running");
+    refresh["nextVersion"] = Json::number(ask->next);
+    refresh["lister"] = Json::string(answer->lister);
+    refresh["listedFiles"] = Json::number(answer->listed);
+    step.requeueAfter = std::chrono::seconds(5);
+  } else {
+    refresh["lastTime"] = Json::string(kube::metav1Time(o.now));
+    refresh["observedRequest"] = Json::string(o.requested);
+    if (ok) {
+      const bool changed = answer->state == State::kChanged;
+      refresh["state"] = Json::string(changed ? "Changed" : "Unchanged");
+      refresh["added"] = Json::number(answer->added);
+      refresh["changed"] = Json::number(answer->changed);
+      refresh["removed"] = Json::number(answer->removed);
+      refresh["failures"] = Json::number(0);
+      if (changed) {
+        status["version"] = Json::number(ask->next);
+        status["versionTime"] = Json::string(kube::metav1Time(o.now));
+        status["cacheGeneration"] = Json::number(ask->next);
+        step.newVersion = true;
+        step.requeueAfter = std::chrono::milliseconds(0);
+        step.event =
+            DatasetEvent{false, "Refreshed",
+                         "version " + std::to_string(ask->next) + ": " + countsOf(*answer) +
+                             " since version " + std::to_string(o.version)};
+      }
+    } else {
+      const int failures = static_cast<int>(integerAt(refresh, "failures")) + 1;
+      const auto retry = o.now + refreshBackoff(failures);
+      const std::string why = answer.isOk() ? answer->message : answer.status().message();
+      refresh["state"] = Json::string("Failed");
+      refresh["failures"] = Json::number(failures);
+      refresh["message"] = Json::string(why);
+      refresh["nextTime"] = Json::string(kube::metav1Time(retry));
+      const std::string message = "the origin could not be listed again: " + why + "; version " +
+                                  std::to_string(o.version) + " still serves; tried again at " +
+                                  kube::metav1Time(retry);
+      step.event = DatasetEvent{true, kRefreshFailed, message};
+      setCondition(status["conditions"], {kRefreshFailed, true, "OriginFailed", message},
+                   o.generation, o.now);
+    }
+  }
+  const bool ended = ok && answer->state != State::kRunning;
+  if (ended && conditionOf(status, kRefreshFailed).status)
+    setCondition(status["conditions"],
+                 {kRefreshFailed, false, "Refreshed",
+                  "the last refresh "
+                  "listed the origin whole"},
+                 o.generation, o.now);
+  if (refresh.at("state").as_string() != "Failed") {
+    kube::eraseField(refresh, "nextTime");
+    if (const auto due = nextDue(o, refresh))
+      refresh["nextTime"] = Json::string(kube::metav1Time(*due));
+  }
+  status["refresh"] = refresh;
+  step.status = std::move(status);
+  return step;
+}
+
+}  // namespace granary::op
