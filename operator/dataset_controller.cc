@@ -169,8 +169,9 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
   plan.status = withCacheGeneration(withReferrers(std::move(plan.status), referrers), cache);
   RefreshStep refreshed = refresh(*object, dataset, requests.bare.dataset(), requests.set, plan);
   plan.status = std::move(refreshed.status);
-  if (refreshed.requeueAfter)
-    plan.requeueAfter = std::min(plan.requeueAfter, *refreshed.requeueAfter);
+  if (refreshed.requeueAfter &&
+      (plan.requeueAfter.count() == 0 || *refreshed.requeueAfter < plan.requeueAfter))
+    plan.requeueAfter = *refreshed.requeueAfter;
   if (refreshed.event) {
     if (plan.event)
       recordEvent(*object, *refreshed.event);

@@ -54,6 +54,14 @@ std::optional<std::chrono::system_clock::time_point> nextDue(const RefreshObserv
   return intervalDue(after);
 }
 
+// How long until `due` (at least a second); none without one.
+std::optional<std::chrono::milliseconds> untilDue(
+    const RefreshObservation& o, std::optional<std::chrono::system_clock::time_point> due) {
+  if (!due) return std::nullopt;
+  return std::max<std::chrono::milliseconds>(
+      std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*due - o.now));
+}
+
 std::string countsOf(const RefreshAnswer& a) {
   return std::to_string(a.added) + " added, " + std::to_string(a.changed) + " changed, " +
          std::to_string(a.removed) + " removed";
@@ -94,6 +102,9 @@ RefreshStep refreshStep(const RefreshObservation& o, Json status,
   Json refresh = kube::pathValue(o.previous, "refresh");
   if (!ask) {
     if (refresh.is_object()) status["refresh"] = refresh;
+    // Unsettled, the plan looks again soon enough.
+    if (o.settled)
+      step.requeueAfter = untilDue(o, refresh.is_object() ? nextDue(o, refresh) : intervalDue(o));
     step.status = std::move(status);
     return step;
   }
@@ -121,8 +132,15 @@ RefreshStep refreshStep(const RefreshObservation& o, Json status,
         status["version"] = Json::number(ask->next);
         status["versionTime"] = Json::string(kube::metav1Time(o.now));
         status["cacheGeneration"] = Json::number(ask->next);
+        // Until the nodes report on it, the new version is being listed, not Ready.
+        status["phase"] = Json::string("Listing");
+        setCondition(status["conditions"],
+                     {"Ready", false, "Listing",
+                      "version " + std::to_string(ask->next) +
+                          " is taken up by the cache nodes (its listing is made)"},
+                     o.generation, o.now);
         step.newVersion = true;
-        step.requeueAfter = std::chrono::milliseconds(0);
+        step.requeueAfter = std::chrono::milliseconds(1);  // ensure the nodes with it
         step.event =
             DatasetEvent{false, "Refreshed",
                          "version " + std::to_string(ask->next) + ": " + countsOf(*answer) +
@@ -156,6 +174,7 @@ RefreshStep refreshStep(const RefreshObservation& o, Json status,
     if (const auto due = nextDue(o, refresh))
       refresh["nextTime"] = Json::string(kube::metav1Time(*due));
   }
+  if (!step.requeueAfter) step.requeueAfter = untilDue(o, timeAt(refresh, "nextTime"));
   status["refresh"] = refresh;
   step.status = std::move(status);
   return step;

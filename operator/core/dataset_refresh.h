@@ -48,7 +48,8 @@ struct RefreshAnswer {
 
 struct RefreshStep {
   // `status` with status.refresh, status.version and status.versionTime; a new version also
-  // sets status.cacheGeneration to it, and a failure the RefreshFailed condition.
+  // sets status.cacheGeneration to it (and the phase Listing, until the nodes report on it), and
+  // a failure the RefreshFailed condition.
   kube::Json status;
   bool newVersion = false;  // ensure the nodes with status.cacheGeneration now
   std::optional<DatasetEvent> event;

@@ -56,6 +56,9 @@ TEST(DatasetRefresh, TheIntervalCountsFromTheVersionThenFromTheLastRefresh) {
   RefreshObservation o = settled(1h);
   o.now = kStart + 59min;
   EXPECT_FALSE(refreshToAsk(o));
+  EXPECT_EQ(refreshStep(o, Json::object(), std::nullopt, notFound("")).requeueAfter,
+            std::optional<std::chrono::milliseconds>(1min))
+      << "looked at again when it is due";
   o.now = kStart + 1h;
   const auto ask = refreshToAsk(o);
   ASSERT_TRUE(ask);
@@ -113,6 +116,8 @@ TEST(DatasetRefresh, ARunningRefreshIsPolledUntilItMakesANewVersion) {
   EXPECT_EQ(step.status.at("version").as_number().to_int64(), 2);
   EXPECT_EQ(step.status.at("cacheGeneration").as_number().to_int64(), 2);
   EXPECT_EQ(step.status.at("versionTime").as_string(), kube::metav1Time(o.now));
+  EXPECT_EQ(step.status.at("phase").as_string(), "Listing") << "not Ready before the nodes say";
+  EXPECT_EQ(conditionOf(step.status, "Ready").reason, "Listing");
   EXPECT_EQ(kube::pathValue(step.status, "refresh.state").as_string(), "Changed");
   EXPECT_EQ(kube::pathValue(step.status, "refresh.added").as_number().to_int64(), 3);
   EXPECT_EQ(kube::pathValue(step.status, "refresh.changed").as_number().to_int64(), 2);
