@@ -588,6 +588,52 @@ TEST_F(CacheNodeProcessTest, ASetRefreshesAtOneListerAndItsNewVersionFetchesOnly
   for (const auto& [path, data] : before) EXPECT_EQ(readFile(*nodes_[1], path, nullptr, 1), data);
 }
 
+TEST_F(CacheNodeProcessTest, KilledMidRefreshItServesTheLastVersionAndRefreshesAgainWhole) {
+  NodeProcess& node = addNode("n1");
+  ASSERT_TRUE(ensureReady(node));
+  const std::map<std::string, std::string> before = files_;
+  for (int i = 0; i < 2000; ++i) write("more/f-" + std::to_string(i), std::to_string(i));
+  write("train/part-0.bin", std::string(7000, 'x'));
+  v1::RefreshDatasetRequest refresh;
+  *refresh.mutable_dataset() = ensureRequest().dataset();
+  refresh.set_next_generation(2);
+  v1::RefreshDatasetResponse answer;
+  ASSERT_TRUE(node.api().RefreshDataset(authorized().get(), refresh, &answer).ok());
+  ASSERT_EQ(answer.state(), v1::RefreshDatasetResponse::STATE_RUNNING);
+  node.kill(SIGKILL);  // mid-listing: the refresh is gone with the process
+  node.start();
+
+  // The node comes back on version 1, whole; version 2 does not exist until a refresh makes it.
+  ASSERT_TRUE(ensureReady(node));
+  for (const auto& [path, data] : before) EXPECT_EQ(readFile(node, path), data);
+  v1::GetDatasetStatusRequest second;
+  *second.mutable_dataset() = refresh.dataset();
+  second.mutable_dataset()->set_generation(2);
+  v1::DatasetStatus status;
+  EXPECT_EQ(node.api().GetDatasetStatus(authorized().get(), second, &status).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  // Asked again, the refresh starts over and lists the origin whole: nothing of the cut one is
+  // counted twice or missed.
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        return node.api().RefreshDataset(authorized().get(), refresh, &answer).ok() &&
+               answer.state() != v1::RefreshDatasetResponse::STATE_RUNNING;
+      },
+      std::chrono::seconds(30)))
+      << answer.ShortDebugString();
+  ASSERT_EQ(answer.state(), v1::RefreshDatasetResponse::STATE_CHANGED) << answer.message();
+  EXPECT_EQ(answer.added(), 2000);
+  EXPECT_EQ(answer.changed(), 1);
+  EXPECT_EQ(answer.removed(), 0);
+  EXPECT_EQ(answer.unchanged(), static_cast<int64_t>(before.size()) - 1);
+  v1::EnsureDatasetRequest next = ensureRequest();
+  next.mutable_dataset()->set_generation(2);
+  v1::EnsureDatasetResponse ensured;
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), next, &ensured).ok());
+  ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  for (const auto& [path, data] : files_) EXPECT_EQ(readFile(node, path, nullptr, 2), data);
+}
+
 TEST_F(CacheNodeProcessTest, KilledWhileWarmingResumesWithoutFetchingVerifiedChunksAgain) {
   NodeProcess& node = addNode("n1");
   const int64_t rate = 2 << 20;  // the 5 MiB blob and the small files take ~3 s
