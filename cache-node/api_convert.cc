@@ -124,6 +124,7 @@ v1::DatasetStatus statusOf(const DatasetKey& key, const DatasetState& state,
   out.set_node_name(nodeName);
   out.set_capacity_bytes(state.capacityBytes);
   out.set_used_bytes(state.usedBytes);
+  for (const auto& path : state.goneFromOrigin) out.add_gone_from_origin(path);
   auto& p = *out.mutable_progress();
   const WarmProgress& w = state.progress;
   p.set_total_files(w.totalFiles);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/backoff.h"
+#include "common/log.h"
 
 namespace granary::cache {
 namespace {
@@ -253,7 +254,27 @@ Result<std::string> ChunkFetcher::readOrigin(FetchKind kind, const ManifestEntry
                        std::to_string(length) + " bytes of \"" + file.path + "\"");
   }
   if (!data.isOk() && metrics_ != nullptr) metrics_->originErrors.increment();
+  const StatusCode code = data.isOk() ? StatusCode::kOk : data.status().code();
+  if (code == StatusCode::kNotFound || code == StatusCode::kFailedPrecondition) {
+    MutexLock lock(mutex_);
+    if (gone_.size() < kGoneKept &&
+        std::find(gone_.begin(), gone_.end(), file.path) == gone_.end()) {
+      gone_.push_back(file.path);
+      Logger("cache").warn(
+          "the origin no longer has a file as this version listed it: reads "
+          "of it that the cache cannot serve fail",
+          {{"dataset", key_.label()},
+           {"version", key_.generation},
+           {"path", file.path},
+           {"error", data.status()}});
+    }
+  }
   return data;
+}
+
+std::vector<std::string> ChunkFetcher::goneFromOrigin() const {
+  MutexLock lock(mutex_);
+  return gone_;
 }
 
 void ChunkFetcher::awaitOwnLimit(FetchKind kind, int64_t length) {

@@ -179,6 +179,10 @@ class ChunkFetcher {
   // Requests the origins retried after transient failures, all sources together.
   int64_t originRetries() const;
   int64_t chunkLength(const ManifestEntry& file, int64_t index) const;
+  // Files of this generation the origin no longer has as it was listed (removed, or changed
+  // since): a read of them that the cache cannot serve fails. The first kGoneKept found.
+  static constexpr size_t kGoneKept = 10;
+  std::vector<std::string> goneFromOrigin() const;
 
  private:
   Result<Piece> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind,
@@ -229,6 +233,7 @@ class ChunkFetcher {
   std::chrono::milliseconds readRetryTime_ GRANARY_GUARDED_BY(mutex_);
   std::map<std::string, uint64_t> pinnedContent_ GRANARY_GUARDED_BY(mutex_);  // by path
   std::function<void(bool)> ownLimitWaitObserver_ GRANARY_GUARDED_BY(mutex_);
+  std::vector<std::string> gone_ GRANARY_GUARDED_BY(mutex_);  // goneFromOrigin()
 };
 
 }  // namespace granary::cache

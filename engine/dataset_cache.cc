@@ -497,6 +497,7 @@ DatasetState DatasetCache::state() {
   }
   state.reads = reads_;
   state.reads.originRetries += fetcher_.originRetries();
+  state.goneFromOrigin = fetcher_.goneFromOrigin();
   if (metrics_ && state.reads.originRetries > reportedRetries_) {
     metrics_->originRetries.increment(
         static_cast<double>(state.reads.originRetries - reportedRetries_));

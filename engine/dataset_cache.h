@@ -85,6 +85,7 @@ struct DatasetState {
   ReadTotals reads;
   int64_t capacityBytes = 0;
   int64_t usedBytes = 0;
+  std::vector<std::string> goneFromOrigin;  // ChunkFetcher::goneFromOrigin
 };
 
 // The same read into a caller's buffer: how many bytes, and from where.

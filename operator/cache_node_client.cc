@@ -66,6 +66,7 @@ NodeProgress progressOf(const v1::DatasetStatus& s) {
                           .since = std::chrono::system_clock::time_point(
                               std::chrono::seconds(pod.since().seconds()))});
   out.readers = s.readers();
+  out.goneFromOrigin = {s.gone_from_origin().begin(), s.gone_from_origin().end()};
   return out;
 }
 

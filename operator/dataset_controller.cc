@@ -178,12 +178,15 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
     else
       plan.event = std::move(refreshed.event);
   }
+  for (const auto& [node, answer] : observation.answers)
+    if (answer.status.isOk())
+      reportGoneFromOrigin(*object, cache.generation, answer.status->goneFromOrigin);
   const bool settledEverywhere =
       std::all_of(observation.answers.begin(), observation.answers.end(), [](const auto& answer) {
         return answer.second.status.isOk() && isSettled(answer.second.status->phase);
       });
   if (settledEverywhere)
-    retireOtherVersions(kube::uidOf(*object), requests.set, requests.bare.dataset(),
+    retireOtherVersions(*object, requests.set, requests.bare.dataset(),
                         pinnedVersions(*object, referrers));
   return apply(*object, plan, {&dataset, &requests, &credentials});
 }
@@ -462,8 +465,9 @@ std::set<int64_t> DatasetController::pinnedVersions(
   return pinned;
 }
 
-void DatasetController::retireOtherVersions(const std::string& uid, const NodeSetPlan& set,
+void DatasetController::retireOtherVersions(const Json& object, const NodeSetPlan& set,
                                             const v1::DatasetRef& current, std::set<int64_t> kept) {
+  const std::string uid = kube::uidOf(object);
   const auto isOther = [&](const v1::DatasetRef& ref) {
     return ref.namespace_() == current.namespace_() && ref.name() == current.name() &&
            ref.generation() != current.generation();
@@ -480,8 +484,11 @@ void DatasetController::retireOtherVersions(const std::string& uid, const NodeSe
     }
     auto held = nodes_.list(node.address);
     if (!held.isOk()) return;  // tried again at the next poll
-    for (const auto& [ref, progress] : *held)
-      if (isOther(ref) && progress.readers > 0) kept.insert(ref.generation());
+    for (const auto& [ref, progress] : *held) {
+      if (!isOther(ref)) continue;
+      if (progress.readers > 0) kept.insert(ref.generation());
+      reportGoneFromOrigin(object, ref.generation(), progress.goneFromOrigin);
+    }
     holding.emplace_back(&node, std::move(*held));
   }
   for (const auto& [node, held] : holding) {
@@ -504,6 +511,19 @@ void DatasetController::retireOtherVersions(const std::string& uid, const NodeSe
     const auto it = ensured_.find(uid + "/" + node->address);
     if (!left && it != ensured_.end()) it->second.othersRetired = true;
   }
+}
+
+void DatasetController::reportGoneFromOrigin(const Json& dataset, int64_t version,
+                                             const std::vector<std::string>& paths) {
+  std::vector<std::string> fresh;
+  {
+    MutexLock lock(mutex_);
+    for (const auto& path : paths)
+      if (reportedGone_.insert(kube::uidOf(dataset) + "/" + std::to_string(version) + "/" + path)
+              .second)
+        fresh.push_back(path);
+  }
+  if (!fresh.empty()) recordEvent(dataset, goneFromOriginEvent(version, fresh));
 }
 
 void DatasetController::recordEvent(const Json& dataset, const DatasetEvent& event) {

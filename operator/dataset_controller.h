@@ -139,8 +139,12 @@ class DatasetController {
   // A pod keeps the version it mounted; the next version takes the chunks of its unchanged files
   // from the one before while it warms. A node is asked only until none is left after each
   // ensure of it.
-  void retireOtherVersions(const std::string& uid, const NodeSetPlan& set,
+  void retireOtherVersions(const kube::Json& object, const NodeSetPlan& set,
                            const v1::DatasetRef& current, std::set<int64_t> kept);
+  // A Warning Event naming the files of `version` the origin no longer has that a node reports
+  // and no Event named yet (goneFromOriginEvent).
+  void reportGoneFromOrigin(const kube::Json& dataset, int64_t version,
+                            const std::vector<std::string>& paths);
   void recordEvent(const kube::Json& dataset, const DatasetEvent& event);
   void forget(const std::string& memo);
 
@@ -155,6 +159,8 @@ class DatasetController {
   Mutex mutex_;
   // By uid + "/" + node address.
   std::map<std::string, Ensured> ensured_ GRANARY_GUARDED_BY(mutex_);
+  // uid/version/path of each file named gone from the origin by an Event.
+  std::set<std::string> reportedGone_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::op

@@ -69,6 +69,15 @@ std::string countsOf(const RefreshAnswer& a) {
 
 }  // namespace
 
+DatasetEvent goneFromOriginEvent(int64_t version, const std::vector<std::string>& paths) {
+  std::string named;
+  for (const auto& path : paths) named += (named.empty() ? "" : ", ") + path;
+  return {true, "FilesGoneFromOrigin",
+          "version " + std::to_string(version) + " names files the origin no longer has as " +
+              "listed (removed or changed since) and the cache does not hold, so reads of them " +
+              "fail: " + named + "; a refresh makes a version without them"};
+}
+
 std::chrono::seconds refreshBackoff(int failures) {
   const int doublings = std::clamp(failures - 1, 0, 5);
   return std::min<std::chrono::seconds>(std::chrono::seconds(30) * (1 << doublings),

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/kube/object.h"
 #include "common/result.h"
@@ -60,6 +61,10 @@ struct RefreshStep {
 // asked, else what `answer` says (an error: the node could not be asked, counted as a failure).
 RefreshStep refreshStep(const RefreshObservation& o, kube::Json status,
                         const std::optional<RefreshAsk>& ask, const Result<RefreshAnswer>& answer);
+
+// The Warning Event naming files of `version` the origin no longer has as they were listed
+// (removed or changed since; a node could not serve a read of them from the cache).
+DatasetEvent goneFromOriginEvent(int64_t version, const std::vector<std::string>& paths);
 
 // How long after the n-th refresh failure in a row the next try comes: 30 s, doubling, at most
 // 10 minutes.

@@ -55,6 +55,8 @@ struct NodeProgress {
   int64_t capacityBytes = 0;
   std::vector<CutOffPod> cutOff;  // pods on this node whose view of the dataset ended
   int readers = 0;                // pods on this node whose volumes read this generation
+  // Files of this generation the origin no longer has as listed, found by failed reads.
+  std::vector<std::string> goneFromOrigin;
 };
 
 struct NodeReport {

@@ -968,6 +968,35 @@ TEST_F(DatasetControllerTest, ARefreshMakesANewVersionForNewReadersWhileOldReade
   unpublishVolume(a, "new");
 }
 
+TEST_F(DatasetControllerTest, AFileTheOriginRemovedFailsInTheOldVersionAndAnEventNamesIt) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  NodeProcess& a = cacheNode("a");
+  startOperator();
+  createDataset("", "coco", ", warm: Never");  // nothing cached until read
+  ASSERT_TRUE(waitPhase("OnDemand")) << dataset().serialize();
+  ASSERT_TRUE(publishVolume(a, ns(), "coco", "old").ok());
+  changeOrigin();
+  requestRefresh("1");
+  ASSERT_TRUE(eventually([&] { return statusInt("version") > 1 && phase() == "OnDemand"; }, 60s))
+      << dataset().serialize();
+  // The pod on version 1 reads a file the origin no longer has: an error, never another
+  // version's bytes.
+  std::ifstream removed(root_ / "kubelet" / "old" / "data" / "train" / "part-11.bin",
+                        std::ios::binary);
+  ASSERT_TRUE(removed.is_open()) << "version 1 still names the file";
+  std::string data(100, '\0');
+  removed.read(data.data(), static_cast<std::streamsize>(data.size()));
+  EXPECT_TRUE(removed.bad() || removed.gcount() == 0) << "read " << removed.gcount() << " bytes";
+  EXPECT_TRUE(hasEvent("Warning/FilesGoneFromOrigin")) << ::testing::PrintToString(events());
+  bool named = false;
+  for (const auto& e : events())
+    named = named || (e.starts_with("Warning/FilesGoneFromOrigin: version 1 ") &&
+                      e.find("train/part-11.bin") != std::string::npos);
+  EXPECT_TRUE(named) << ::testing::PrintToString(events());
+  unpublishVolume(a, "old");
+}
+
 TEST_F(DatasetControllerTest, ARefreshThatCannotListTheOriginKeepsTheVersionServing) {
   if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
     GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";

@@ -170,6 +170,16 @@ TEST(DatasetRefresh, AFailureKeepsTheVersionAndIsTriedAgainWithBackoff) {
       << "no interval: nothing is due until asked";
 }
 
+TEST(DatasetRefresh, FilesGoneFromTheOriginAreNamedWithTheFix) {
+  const DatasetEvent event = goneFromOriginEvent(3, {"a.bin", "b/c.bin"});
+  EXPECT_TRUE(event.warning);
+  EXPECT_EQ(event.reason, "FilesGoneFromOrigin");
+  EXPECT_EQ(event.message,
+            "version 3 names files the origin no longer has as listed (removed or changed since) "
+            "and the cache does not hold, so reads of them fail: a.bin, b/c.bin; a refresh makes "
+            "a version without them");
+}
+
 TEST(DatasetRefresh, TheBackoffDoublesUpToTenMinutes) {
   EXPECT_EQ(refreshBackoff(1), 30s);
   EXPECT_EQ(refreshBackoff(2), 60s);
