@@ -167,28 +167,36 @@ Result<kube::ReconcileResult> DatasetController::reconcile(const std::string& ke
     plan = planDataset(observation, planning);
   }
   plan.status = withCacheGeneration(withReferrers(std::move(plan.status), referrers), cache);
-  RefreshStep refreshed = refresh(*object, dataset, requests.bare.dataset(), requests.set, plan);
+  followVersions(*object, dataset, requests, observation, referrers, plan);
+  return apply(*object, plan, {&dataset, &requests, &credentials});
+}
+
+void DatasetController::followVersions(const Json& object, const api::Dataset& dataset,
+                                       const Requests& requests,
+                                       const DatasetObservation& observation,
+                                       const std::vector<std::string>& referrers,
+                                       DatasetPlan& plan) {
+  const v1::DatasetRef& current = requests.bare.dataset();
+  RefreshStep refreshed = refresh(object, dataset, current, requests.set, plan);
   plan.status = std::move(refreshed.status);
   if (refreshed.requeueAfter &&
       (plan.requeueAfter.count() == 0 || *refreshed.requeueAfter < plan.requeueAfter))
     plan.requeueAfter = *refreshed.requeueAfter;
   if (refreshed.event) {
     if (plan.event)
-      recordEvent(*object, *refreshed.event);
+      recordEvent(object, *refreshed.event);
     else
       plan.event = std::move(refreshed.event);
   }
-  for (const auto& [node, answer] : observation.answers)
+  bool settledEverywhere = true;
+  for (const auto& [node, answer] : observation.answers) {
+    settledEverywhere =
+        settledEverywhere && answer.status.isOk() && isSettled(answer.status->phase);
     if (answer.status.isOk())
-      reportGoneFromOrigin(*object, cache.generation, answer.status->goneFromOrigin);
-  const bool settledEverywhere =
-      std::all_of(observation.answers.begin(), observation.answers.end(), [](const auto& answer) {
-        return answer.second.status.isOk() && isSettled(answer.second.status->phase);
-      });
+      reportGoneFromOrigin(object, current.generation(), answer.status->goneFromOrigin);
+  }
   if (settledEverywhere)
-    retireOtherVersions(*object, requests.set, requests.bare.dataset(),
-                        pinnedVersions(*object, referrers));
-  return apply(*object, plan, {&dataset, &requests, &credentials});
+    retireOtherVersions(object, requests.set, current, pinnedVersions(object, referrers));
 }
 
 RefreshStep DatasetController::refresh(const Json& object, const api::Dataset& dataset,
@@ -635,6 +643,9 @@ Result<kube::ReconcileResult> DatasetController::finalize(const Json& dataset) {
     const std::string uid = kube::uidOf(dataset);
     for (auto it = ensured_.lower_bound(uid); it != ensured_.end() && it->first.starts_with(uid);)
       it = ensured_.erase(it);
+    for (auto it = reportedGone_.lower_bound(uid);
+         it != reportedGone_.end() && it->starts_with(uid);)
+      it = reportedGone_.erase(it);
   }
   auto updated =
       manager_.client().update(kube::resources::datasets(), withFinalizer(dataset, false));

@@ -121,6 +121,12 @@ class DatasetController {
   // Sends `plan` (the dataset's readers) to the node at `address` unless it already has it.
   void announceReaders(const std::string& memo, const std::string& address,
                        const v1::SetWarmPlanRequest& plan, size_t fingerprint);
+  // Versions (docs/operator.md, Refresh and versions): `plan` with the refresh's state, files
+  // the nodes found gone from the origin named in Events, and, once the version served is
+  // settled everywhere, the older versions nobody reads dropped.
+  void followVersions(const kube::Json& object, const api::Dataset& dataset,
+                      const Requests& requests, const DatasetObservation& observation,
+                      const std::vector<std::string>& referrers, DatasetPlan& plan);
   // The refresh of the version served (operator/core/dataset_refresh.h): asked of the node that
   // lists the next version when one is due or running, and `plan`'s status with its state.
   RefreshStep refresh(const kube::Json& object, const api::Dataset& dataset,
