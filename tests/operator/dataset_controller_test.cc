@@ -177,6 +177,18 @@ class DatasetControllerTest : public ClusterTest {
         },
         10s);
   }
+  // TrainingJob bert: one worker reading coco at /data, gang restarts up to `backoffLimit`.
+  void createJob(int backoffLimit) {
+    ASSERT_TRUE(client()
+                    .create(resources::trainingJobs(), ns(),
+                            yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: "
+                                 "{name: bert}\nspec:\n  datasets: [{name: coco, mountPath: "
+                                 "/data}]\n  runPolicy: {backoffLimit: " +
+                                 std::to_string(backoffLimit) +
+                                 "}\n  template: {spec: {containers: [{name: trainer, image: "
+                                 "pytorch}]}}"))
+                    .isOk());
+  }
   // Job bert's worker 0 once the operator created it (null after 20 s without).
   Json createdWorker() {
     Json worker;
@@ -723,13 +735,7 @@ TEST_F(DatasetControllerTest, AWorkerCutOffFromItsDatasetIsNamedAndItsGangRestar
   startOperator({}, true);
   createDataset();
   ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
-  ASSERT_TRUE(client()
-                  .create(resources::trainingJobs(), ns(),
-                          yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: "
-                               "{name: bert}\nspec:\n  datasets: [{name: coco, mountPath: "
-                               "/data}]\n  runPolicy: {backoffLimit: 0}\n  template: {spec: "
-                               "{containers: [{name: trainer, image: pytorch}]}}"))
-                  .isOk());
+  createJob(0);
   const Json worker = createdWorker();
   const std::string uid = kube::uidOf(worker);
   ASSERT_TRUE(runOn(nodeName));
@@ -945,8 +951,8 @@ TEST_F(DatasetControllerTest, ARefreshMakesANewVersionForNewReadersWhileOldReade
   // A pod that mounts now reads the new version.
   ASSERT_TRUE(publishVolume(a, ns(), "coco", "new").ok());
   EXPECT_EQ(filesMatchingOrigin("new", root_ / "v2"), 12);
-  EXPECT_FALSE(std::filesystem::exists(root_ / "kubelet" / "new" / "data" / "train" /
-                                       "part-11.bin"));
+  EXPECT_FALSE(
+      std::filesystem::exists(root_ / "kubelet" / "new" / "data" / "train" / "part-11.bin"));
   // Version 1 stays on every node while a pod reads it, and goes once none does.
   EXPECT_EQ(heldVersions(a), (std::set<int64_t>{1, version}));
   EXPECT_EQ(heldVersions(b), (std::set<int64_t>{1, version}));
@@ -1030,13 +1036,7 @@ TEST_F(DatasetControllerTest, AJobKeepsTheVersionItsWorkersFirstReadThroughAGang
   startOperator({}, true);
   createDataset();
   ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
-  ASSERT_TRUE(client()
-                  .create(resources::trainingJobs(), ns(),
-                          yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: "
-                               "{name: bert}\nspec:\n  datasets: [{name: coco, mountPath: "
-                               "/data}]\n  runPolicy: {backoffLimit: 3}\n  template: {spec: "
-                               "{containers: [{name: trainer, image: pytorch}]}}"))
-                  .isOk());
+  createJob(3);
   const auto versionOf = [](const Json& pod) {
     const Json volumes = kube::pathValue(pod, "spec.volumes");
     for (const auto& v : volumes.as_array())

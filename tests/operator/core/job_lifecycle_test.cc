@@ -222,12 +222,12 @@ TEST(JobLifecycleTest, TheWorkersKeepTheDatasetVersionTheyFirstReadThroughGangRe
   // The dataset was refreshed to version 2 meanwhile; the gang restarts on version 1.
   DatasetState v2 = v1;
   v2.version = 2;
-  const JobPlan running = planJob(observe(
-      spec, {worker(0, Phase::kRunning), worker(1, Phase::kRunning)}, created.status,
-      kCreated + 20s, v2));
+  const JobPlan running =
+      planJob(observe(spec, {worker(0, Phase::kRunning), worker(1, Phase::kRunning)},
+                      created.status, kCreated + 20s, v2));
   const JobPlan restart =
-      planJob(observe(spec, {worker(0, Phase::kRunning), worker(1, Phase::kFailed)},
-                      running.status, kCreated + 30s, v2));
+      planJob(observe(spec, {worker(0, Phase::kRunning), worker(1, Phase::kFailed)}, running.status,
+                      kCreated + 30s, v2));
   const JobPlan recreate = planJob(observe(spec, {}, restart.status, kCreated + 40s, v2));
   EXPECT_EQ(recreate.create, (std::vector<int>{0, 1}));
   EXPECT_EQ(field(recreate, "datasetVersions.wiki"), 1);
