@@ -1003,6 +1003,44 @@ TEST_F(DatasetControllerTest, AFileTheOriginRemovedFailsInTheOldVersionAndAnEven
   unpublishVolume(a, "old");
 }
 
+TEST_F(DatasetControllerTest, AReferenceFollowsItsSourcesVersionsAndItsReadersKeepTheirs) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
+    GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  NodeProcess& node = cacheNode("a");
+  const std::string team = otherNamespace();
+  ASSERT_FALSE(team.empty());
+  startOperator();
+  createDataset("", "coco", "}\n  sharing: {namespaces: [" + team + "]");
+  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  ASSERT_TRUE(createReference(team, "coco", "dataset://" + ns() + "/coco").isOk());
+  ASSERT_TRUE(eventually([&] { return phaseIn(team, "coco") == "Ready"; }, 30s))
+      << datasetIn(team, "coco").serialize();
+  snapshotOrigin(root_ / "v1");
+  ASSERT_TRUE(publishVolume(node, team, "coco", "team-old").ok());
+  changeOrigin();
+  snapshotOrigin(root_ / "v2");
+  requestRefresh("1");
+  ASSERT_TRUE(eventually(
+      [&] {
+        const Json v = kube::pathValue(datasetIn(team, "coco"), "status.version");
+        return v.is_integer() && v.as_number().to_int64() > 1 && phaseIn(team, "coco") == "Ready";
+      },
+      60s))
+      << datasetIn(team, "coco").serialize();
+  // The reference shows its source's version; its reader keeps version 1, a new one reads the
+  // new version, and version 1 stays while the reference's pod reads it.
+  EXPECT_EQ(kube::pathValue(datasetIn(team, "coco"), "status.version").as_number().to_int64(),
+            statusInt("version"));
+  EXPECT_EQ(filesMatchingOrigin("team-old", root_ / "v1"), 12);
+  ASSERT_TRUE(publishVolume(node, team, "coco", "team-new").ok());
+  EXPECT_EQ(filesMatchingOrigin("team-new", root_ / "v2"), 12);
+  EXPECT_EQ(heldVersions(node), (std::set<int64_t>{1, statusInt("version")}));
+  unpublishVolume(node, "team-old");
+  EXPECT_TRUE(eventually([&] { return heldVersions(node).size() == 1; }))
+      << ::testing::PrintToString(heldGenerations(node));
+  unpublishVolume(node, "team-new");
+}
+
 TEST_F(DatasetControllerTest, ARefreshThatCannotListTheOriginKeepsTheVersionServing) {
   if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0)
     GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
