@@ -69,6 +69,7 @@ Result<v1::RefreshDatasetResponse> Refreshes::request(const DatasetKey& current,
   refreshes_[dataset] = start(key, next);
   v1::RefreshDatasetResponse started;
   started.set_state(v1::RefreshDatasetResponse::STATE_RUNNING);
+  started.set_started(true);
   return started;
 }
 

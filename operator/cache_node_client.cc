@@ -79,6 +79,7 @@ RefreshAnswer refreshAnswerOf(const v1::RefreshDatasetResponse& response, const 
                                                                 : State::kFailed;
   return {.state = state,
           .lister = node,
+          .started = response.started(),
           .listed = response.listed_files(),
           .added = response.added(),
           .changed = response.changed(),

@@ -109,10 +109,14 @@ RefreshStep refreshStep(const RefreshObservation& o, Json status,
                                            ? stringAt(o.previous, "versionTime")
                                            : kube::metav1Time(o.now));
   Json refresh = kube::pathValue(o.previous, "refresh");
-  if (!ask) {
+  // Just started: nothing is written yet, so that a refresh over by the next look (most) makes
+  // one status write, of its outcome. It is asked again then, as it is still due.
+  const bool started = ask && answer.isOk() && answer->state == State::kRunning && answer->started;
+  if (!ask || started) {
     if (refresh.is_object()) status["refresh"] = refresh;
-    // Unsettled, the plan looks again soon enough.
-    if (o.settled)
+    if (started)
+      step.requeueAfter = std::chrono::seconds(1);
+    else if (o.settled)  // unsettled, the plan looks again soon enough
       step.requeueAfter = untilDue(o, refresh.is_object() ? nextDue(o, refresh) : intervalDue(o));
     step.status = std::move(status);
     return step;

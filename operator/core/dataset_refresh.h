@@ -42,7 +42,8 @@ std::optional<RefreshAsk> refreshToAsk(const RefreshObservation& o);
 struct RefreshAnswer {
   enum class State { kRunning, kChanged, kUnchanged, kFailed };
   State state = State::kRunning;
-  std::string lister;  // the node that answered
+  std::string lister;    // the node that answered
+  bool started = false;  // kRunning: this ask started it
   int64_t listed = 0, added = 0, changed = 0, removed = 0;
   std::string message;  // kFailed: why
 };
@@ -58,7 +59,9 @@ struct RefreshStep {
 };
 
 // `status` (the plan's) with the refresh's state: carried over from o.previous when nothing was
-// asked, else what `answer` says (an error: the node could not be asked, counted as a failure).
+// asked or the refresh just started (looked at again in a second: a short refresh writes only
+// its outcome), else what `answer` says (an error: the node could not be asked, counted as a
+// failure).
 RefreshStep refreshStep(const RefreshObservation& o, kube::Json status,
                         const std::optional<RefreshAsk>& ask, const Result<RefreshAnswer>& answer);
 

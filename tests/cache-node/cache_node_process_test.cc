@@ -600,6 +600,7 @@ TEST_F(CacheNodeProcessTest, KilledMidRefreshItServesTheLastVersionAndRefreshesA
   v1::RefreshDatasetResponse answer;
   ASSERT_TRUE(node.api().RefreshDataset(authorized().get(), refresh, &answer).ok());
   ASSERT_EQ(answer.state(), v1::RefreshDatasetResponse::STATE_RUNNING);
+  EXPECT_TRUE(answer.started());
   node.kill(SIGKILL);  // mid-listing: the refresh is gone with the process
   node.start();
 

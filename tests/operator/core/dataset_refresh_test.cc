@@ -32,9 +32,10 @@ RefreshObservation settled(std::optional<std::chrono::nanoseconds> interval = st
 }
 
 Result<RefreshAnswer> answered(State state, int64_t added = 0, int64_t changed = 0,
-                               int64_t removed = 0) {
+                               int64_t removed = 0, bool started = false) {
   return RefreshAnswer{.state = state,
                        .lister = "node-a",
+                       .started = started,
                        .listed = 10,
                        .added = added,
                        .changed = changed,
@@ -97,7 +98,12 @@ TEST(DatasetRefresh, ARunningRefreshIsPolledUntilItMakesANewVersion) {
   RefreshObservation o = settled(std::nullopt, "now");
   const auto ask = refreshToAsk(o);
   ASSERT_TRUE(ask);
-  RefreshStep step = refreshStep(o, Json::object(), ask, answered(State::kRunning));
+  RefreshStep step = refreshStep(o, Json::object(), ask, answered(State::kRunning, 0, 0, 0, true));
+  EXPECT_FALSE(step.status.has_field("refresh")) << "just started: nothing written yet";
+  EXPECT_EQ(step.requeueAfter, std::optional<std::chrono::milliseconds>(1s));
+  o.previous = step.status;
+  ASSERT_TRUE(refreshToAsk(o)) << "still due: asked again";
+  step = refreshStep(o, Json::object(), refreshToAsk(o), answered(State::kRunning));
   EXPECT_EQ(kube::pathValue(step.status, "refresh.state").as_string(), "Running");
   EXPECT_EQ(kube::pathValue(step.status, "refresh.nextVersion").as_number().to_int64(), 2);
   EXPECT_EQ(kube::pathValue(step.status, "refresh.lister").as_string(), "node-a");
