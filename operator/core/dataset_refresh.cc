@@ -67,6 +67,68 @@ std::string countsOf(const RefreshAnswer& a) {
          std::to_string(a.removed) + " removed";
 }
 
+// `step` moved to version `next`: served to new readers, ensured on the nodes at once, and
+// Listing until they report on it.
+void makeVersion(const RefreshObservation& o, int64_t next, const RefreshAnswer& answer,
+                 RefreshStep& step) {
+  Json& status = step.status;
+  status["version"] = Json::number(next);
+  status["versionTime"] = Json::string(kube::metav1Time(o.now));
+  status["cacheGeneration"] = Json::number(next);
+  status["phase"] = Json::string("Listing");
+  setCondition(
+      status["conditions"],
+      {"Ready", false, "Listing",
+       "version " + std::to_string(next) + " is taken up by the cache nodes (its listing is made)"},
+      o.generation, o.now);
+  step.newVersion = true;
+  step.requeueAfter = std::chrono::milliseconds(1);
+  step.event = DatasetEvent{false, "Refreshed",
+                            "version " + std::to_string(next) + ": " + countsOf(answer) +
+                                " since version " + std::to_string(o.version)};
+}
+
+// `refresh` and `step` for a refresh that listed the origin whole.
+void listedWhole(const RefreshObservation& o, const RefreshAsk& ask, const RefreshAnswer& answer,
+                 Json& refresh, RefreshStep& step) {
+  const bool changed = answer.state == State::kChanged;
+  refresh["state"] = Json::string(changed ? "Changed" : "Unchanged");
+  refresh["added"] = Json::number(answer.added);
+  refresh["changed"] = Json::number(answer.changed);
+  refresh["removed"] = Json::number(answer.removed);
+  refresh["failures"] = Json::number(0);
+  if (changed) makeVersion(o, ask.next, answer, step);
+  if (conditionOf(step.status, kRefreshFailed).status)
+    setCondition(step.status["conditions"],
+                 {kRefreshFailed, false, "Refreshed", "the last refresh listed the origin whole"},
+                 o.generation, o.now);
+}
+
+// `refresh` and `step` for a refresh that failed (`why`): tried again after the backoff.
+void failed(const RefreshObservation& o, const std::string& why, Json& refresh, RefreshStep& step) {
+  const int failures = static_cast<int>(integerAt(refresh, "failures")) + 1;
+  const auto retry = o.now + refreshBackoff(failures);
+  refresh["state"] = Json::string("Failed");
+  refresh["failures"] = Json::number(failures);
+  refresh["message"] = Json::string(why);
+  refresh["nextTime"] = Json::string(kube::metav1Time(retry));
+  const std::string message = "the origin could not be listed again: " + why + "; version " +
+                              std::to_string(o.version) + " still serves; tried again at " +
+                              kube::metav1Time(retry);
+  step.event = DatasetEvent{true, kRefreshFailed, message};
+  setCondition(step.status["conditions"], {kRefreshFailed, true, "OriginFailed", message},
+               o.generation, o.now);
+}
+
+// `status` with the version served and since when.
+Json withVersion(const RefreshObservation& o, Json status) {
+  const bool same = integerAt(o.previous, "version") == o.version;
+  const std::string since = stringAt(o.previous, "versionTime");
+  status["version"] = Json::number(o.version);
+  status["versionTime"] = Json::string(same && !since.empty() ? since : kube::metav1Time(o.now));
+  return status;
+}
+
 }  // namespace
 
 DatasetEvent goneFromOriginEvent(int64_t version, const std::vector<std::string>& paths) {
@@ -101,31 +163,23 @@ std::optional<RefreshAsk> refreshToAsk(const RefreshObservation& o) {
 
 RefreshStep refreshStep(const RefreshObservation& o, Json status,
                         const std::optional<RefreshAsk>& ask, const Result<RefreshAnswer>& answer) {
-  RefreshStep step;
-  // The version served, and since when.
-  const bool sameVersion = integerAt(o.previous, "version") == o.version;
-  status["version"] = Json::number(o.version);
-  status["versionTime"] = Json::string(sameVersion && !stringAt(o.previous, "versionTime").empty()
-                                           ? stringAt(o.previous, "versionTime")
-                                           : kube::metav1Time(o.now));
+  RefreshStep step{.status = withVersion(o, std::move(status))};
   Json refresh = kube::pathValue(o.previous, "refresh");
   // Just started: nothing is written yet, so that a refresh over by the next look (most) makes
   // one status write, of its outcome. It is asked again then, as it is still due.
-  const bool started = ask && answer.isOk() && answer->state == State::kRunning && answer->started;
-  if (!ask || started) {
-    if (refresh.is_object()) status["refresh"] = refresh;
-    if (started)
+  const bool inProgress = answer.isOk() && answer->state == State::kRunning;
+  if (!ask || (inProgress && answer->started)) {
+    if (refresh.is_object()) step.status["refresh"] = refresh;
+    if (ask)
       step.requeueAfter = std::chrono::seconds(1);
     else if (o.settled)  // unsettled, the plan looks again soon enough
       step.requeueAfter = untilDue(o, refresh.is_object() ? nextDue(o, refresh) : intervalDue(o));
-    step.status = std::move(status);
     return step;
   }
   if (!refresh.is_object()) refresh = Json::object();
   for (const char* field : {"nextVersion", "lister", "message", "listedFiles"})
     kube::eraseField(refresh, field);
-  const bool ok = answer.isOk() && answer->state != State::kFailed;
-  if (answer.isOk() && answer->state == State::kRunning) {
+  if (inProgress) {
     refresh["state"] = Json::string("Running");
     refresh["nextVersion"] = Json::number(ask->next);
     refresh["lister"] = Json::string(answer->lister);
@@ -134,62 +188,18 @@ RefreshStep refreshStep(const RefreshObservation& o, Json status,
   } else {
     refresh["lastTime"] = Json::string(kube::metav1Time(o.now));
     refresh["observedRequest"] = Json::string(o.requested);
-    if (ok) {
-      const bool changed = answer->state == State::kChanged;
-      refresh["state"] = Json::string(changed ? "Changed" : "Unchanged");
-      refresh["added"] = Json::number(answer->added);
-      refresh["changed"] = Json::number(answer->changed);
-      refresh["removed"] = Json::number(answer->removed);
-      refresh["failures"] = Json::number(0);
-      if (changed) {
-        status["version"] = Json::number(ask->next);
-        status["versionTime"] = Json::string(kube::metav1Time(o.now));
-        status["cacheGeneration"] = Json::number(ask->next);
-        // Until the nodes report on it, the new version is being listed, not Ready.
-        status["phase"] = Json::string("Listing");
-        setCondition(status["conditions"],
-                     {"Ready", false, "Listing",
-                      "version " + std::to_string(ask->next) +
-                          " is taken up by the cache nodes (its listing is made)"},
-                     o.generation, o.now);
-        step.newVersion = true;
-        step.requeueAfter = std::chrono::milliseconds(1);  // ensure the nodes with it
-        step.event =
-            DatasetEvent{false, "Refreshed",
-                         "version " + std::to_string(ask->next) + ": " + countsOf(*answer) +
-                             " since version " + std::to_string(o.version)};
-      }
-    } else {
-      const int failures = static_cast<int>(integerAt(refresh, "failures")) + 1;
-      const auto retry = o.now + refreshBackoff(failures);
-      const std::string why = answer.isOk() ? answer->message : answer.status().message();
-      refresh["state"] = Json::string("Failed");
-      refresh["failures"] = Json::number(failures);
-      refresh["message"] = Json::string(why);
-      refresh["nextTime"] = Json::string(kube::metav1Time(retry));
-      const std::string message = "the origin could not be listed again: " + why + "; version " +
-                                  std::to_string(o.version) + " still serves; tried again at " +
-                                  kube::metav1Time(retry);
-      step.event = DatasetEvent{true, kRefreshFailed, message};
-      setCondition(status["conditions"], {kRefreshFailed, true, "OriginFailed", message},
-                   o.generation, o.now);
-    }
+    if (answer.isOk() && answer->state != State::kFailed)
+      listedWhole(o, *ask, *answer, refresh, step);
+    else
+      failed(o, answer.isOk() ? answer->message : answer.status().message(), refresh, step);
   }
-  const bool ended = ok && answer->state != State::kRunning;
-  if (ended && conditionOf(status, kRefreshFailed).status)
-    setCondition(status["conditions"],
-                 {kRefreshFailed, false, "Refreshed",
-                  "the last refresh "
-                  "listed the origin whole"},
-                 o.generation, o.now);
   if (refresh.at("state").as_string() != "Failed") {
     kube::eraseField(refresh, "nextTime");
     if (const auto due = nextDue(o, refresh))
       refresh["nextTime"] = Json::string(kube::metav1Time(*due));
   }
   if (!step.requeueAfter) step.requeueAfter = untilDue(o, timeAt(refresh, "nextTime"));
-  status["refresh"] = refresh;
-  step.status = std::move(status);
+  step.status["refresh"] = refresh;
   return step;
 }
 
