@@ -11,6 +11,7 @@
 #include <atomic>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "common/kube/manager.h"
 #include "common/names.h"
@@ -340,6 +341,18 @@ class DatasetControllerTest : public ClusterTest {
   std::string statusString(const std::string& field) {
     const Json v = kube::pathValue(dataset(), "status." + field);
     return v.is_string() ? v.as_string() : "";
+  }
+  // The Dataset's status once the operator has caught up with the nodes (the same for a second).
+  Json settledStatus() {
+    Json seen;
+    EXPECT_TRUE(eventually(
+        [&] {
+          seen = kube::pathValue(dataset(), "status");
+          std::this_thread::sleep_for(1s);
+          return kube::sameJson(seen, kube::pathValue(dataset(), "status"));
+        },
+        20s));
+    return seen;
   }
   std::set<int64_t> heldVersions(NodeProcess& node) {
     const auto held = heldGenerations(node);
@@ -967,10 +980,17 @@ TEST_F(DatasetControllerTest, ARefreshMakesANewVersionForNewReadersWhileOldReade
     kube::eraseField(status, "refresh");
     return status;
   };
-  const Json before = withoutRefresh(kube::pathValue(dataset(), "status"));
+  const Json before = withoutRefresh(settledStatus());
+  const int64_t writes = operatorWrites_;
   requestRefresh("2");
   ASSERT_TRUE(eventually([&] { return statusString("refresh.observedRequest") == "2"; }, 30s))
       << dataset().serialize();
+  std::this_thread::sleep_for(1500ms);  // a second write, were there one, would come by now
+  {
+    std::lock_guard lock(writesMutex_);
+    EXPECT_EQ(operatorWrites_ - writes, 1)
+        << "one status write, of the outcome; the last: " << lastWrite_;
+  }
   EXPECT_EQ(statusString("refresh.state"), "Unchanged");
   EXPECT_EQ(
       statusInt("refresh.added") + statusInt("refresh.changed") + statusInt("refresh.removed"), 0);
