@@ -35,6 +35,7 @@
 #include "tests/support/http_file_server.h"
 #include "tests/support/http_get.h"
 #include "tests/support/mount_readers.h"
+#include "tests/support/s3rver.h"
 #include "tests/support/test_certificates.h"
 
 namespace granary::cache {
@@ -586,6 +587,58 @@ TEST_F(CacheNodeProcessTest, ASetRefreshesAtOneListerAndItsNewVersionFetchesOnly
   // Each version serves its own bytes, the old one the file since removed too.
   for (const auto& [path, data] : files_) EXPECT_EQ(readFile(*nodes_[1], path, nullptr, 2), data);
   for (const auto& [path, data] : before) EXPECT_EQ(readFile(*nodes_[1], path, nullptr, 1), data);
+}
+
+TEST_F(CacheNodeProcessTest, ABucketRefreshedAtTheNodeMakesAVersionOfItAsItIsNow) {
+  std::string skip;
+  auto bucket = S3rver::start(GRANARY_SOURCE_DIR, skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  ASSERT_TRUE(bucket.isOk()) << bucket.status();
+  std::map<std::string, std::string> held;
+  const auto put = [&](const std::string& key, const std::string& bytes) {
+    ASSERT_EQ((*bucket)->put("train/" + key, bytes), 200) << key;
+    held[key] = bytes;
+  };
+  std::mt19937 random(3);
+  const auto bytes = [&](size_t size) {
+    std::string data(size, '\0');
+    for (auto& c : data) c = static_cast<char>(random());
+    return data;
+  };
+  for (int i = 0; i < 20; ++i) put("part-" + std::to_string(i) + ".bin", bytes(3000 + 100 * i));
+  NodeProcess& node = addNode("n1");
+  v1::EnsureDatasetRequest request = ensureRequest();
+  v1::Mount& mount = *request.mutable_mounts(0);
+  mount.mutable_source()->set_uri("s3://data/train/");
+  mount.mutable_source()->set_endpoint((*bucket)->endpoint());
+  mount.mutable_credentials()->set_access_key_id("S3RVER");
+  mount.mutable_credentials()->set_secret_access_key("S3RVER");
+  v1::EnsureDatasetResponse ensured;
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), request, &ensured).ok());
+  ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  const auto before = held;
+  put("part-3.bin", bytes(3300));  // the same size, another ETag
+  put("part-new.bin", "added");
+  ASSERT_EQ((*bucket)->remove("train/part-7.bin"), 204);
+  held.erase("part-7.bin");
+
+  v1::RefreshDatasetRequest refresh;
+  *refresh.mutable_dataset() = request.dataset();
+  refresh.set_next_generation(2);
+  v1::RefreshDatasetResponse answer;
+  ASSERT_TRUE(testing::eventually([&] {
+    return node.api().RefreshDataset(authorized().get(), refresh, &answer).ok() &&
+           answer.state() != v1::RefreshDatasetResponse::STATE_RUNNING;
+  })) << answer.ShortDebugString();
+  ASSERT_EQ(answer.state(), v1::RefreshDatasetResponse::STATE_CHANGED) << answer.message();
+  EXPECT_EQ(answer.added(), 1);
+  EXPECT_EQ(answer.changed(), 1);
+  EXPECT_EQ(answer.removed(), 1);
+  request.mutable_dataset()->set_generation(2);
+  ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), request, &ensured).ok());
+  ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  for (const auto& [path, data] : held) EXPECT_EQ(readFile(node, path, nullptr, 2), data);
+  for (const auto& [path, data] : before) EXPECT_EQ(readFile(node, path, nullptr, 1), data);
 }
 
 TEST_F(CacheNodeProcessTest, KilledMidRefreshItServesTheLastVersionAndRefreshesAgainWhole) {
