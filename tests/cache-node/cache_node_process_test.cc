@@ -176,6 +176,21 @@ class CacheNodeProcessTest : public ::testing::Test {
     });
   }
 
+  // Asks `node` for the refresh `refresh` until it is no longer running (30 s at most); the last
+  // answer.
+  static v1::RefreshDatasetResponse refreshUntilDone(NodeProcess& node,
+                                                     const v1::RefreshDatasetRequest& refresh) {
+    v1::RefreshDatasetResponse answer;
+    EXPECT_TRUE(testing::eventually(
+        [&] {
+          return node.api().RefreshDataset(authorized().get(), refresh, &answer).ok() &&
+                 answer.state() != v1::RefreshDatasetResponse::STATE_RUNNING;
+        },
+        std::chrono::seconds(30)))
+        << answer.ShortDebugString();
+    return answer;
+  }
+
   static bool canMount() { return ::geteuid() == 0 && ::access("/dev/fuse", R_OK | W_OK) == 0; }
 
   // Ensures ml/coco on `node` and waits until it is Ready.
@@ -560,10 +575,7 @@ TEST_F(CacheNodeProcessTest, ASetRefreshesAtOneListerAndItsNewVersionFetchesOnly
       if (node->name() == answer.lister()) lister = node.get();
     ASSERT_NE(lister, nodes_[0].get()) << answer.lister();
   }
-  ASSERT_TRUE(testing::eventually([&] {
-    return lister->api().RefreshDataset(authorized().get(), refresh, &answer).ok() &&
-           answer.state() != v1::RefreshDatasetResponse::STATE_RUNNING;
-  })) << answer.ShortDebugString();
+  answer = refreshUntilDone(*lister, refresh);
   ASSERT_EQ(answer.state(), v1::RefreshDatasetResponse::STATE_CHANGED) << answer.message();
   EXPECT_EQ(answer.added(), 1);
   EXPECT_EQ(answer.changed(), 1);
@@ -625,11 +637,7 @@ TEST_F(CacheNodeProcessTest, ABucketRefreshedAtTheNodeMakesAVersionOfItAsItIsNow
   v1::RefreshDatasetRequest refresh;
   *refresh.mutable_dataset() = request.dataset();
   refresh.set_next_generation(2);
-  v1::RefreshDatasetResponse answer;
-  ASSERT_TRUE(testing::eventually([&] {
-    return node.api().RefreshDataset(authorized().get(), refresh, &answer).ok() &&
-           answer.state() != v1::RefreshDatasetResponse::STATE_RUNNING;
-  })) << answer.ShortDebugString();
+  const v1::RefreshDatasetResponse answer = refreshUntilDone(node, refresh);
   ASSERT_EQ(answer.state(), v1::RefreshDatasetResponse::STATE_CHANGED) << answer.message();
   EXPECT_EQ(answer.added(), 1);
   EXPECT_EQ(answer.changed(), 1);
@@ -668,13 +676,7 @@ TEST_F(CacheNodeProcessTest, KilledMidRefreshItServesTheLastVersionAndRefreshesA
             grpc::StatusCode::NOT_FOUND);
   // Asked again, the refresh starts over and lists the origin whole: nothing of the cut one is
   // counted twice or missed.
-  ASSERT_TRUE(testing::eventually(
-      [&] {
-        return node.api().RefreshDataset(authorized().get(), refresh, &answer).ok() &&
-               answer.state() != v1::RefreshDatasetResponse::STATE_RUNNING;
-      },
-      std::chrono::seconds(30)))
-      << answer.ShortDebugString();
+  answer = refreshUntilDone(node, refresh);
   ASSERT_EQ(answer.state(), v1::RefreshDatasetResponse::STATE_CHANGED) << answer.message();
   EXPECT_EQ(answer.added(), 2000);
   EXPECT_EQ(answer.changed(), 1);

@@ -251,6 +251,11 @@ class DatasetControllerTest : public ClusterTest {
                      "}\nspec:\n  source: {uri: \"" + uri + "\"}\n" + extra))
         .status();
   }
+  // Dataset coco, offered to namespace `team` (spec.sharing), once Ready.
+  void offerDataset(const std::string& team) {
+    createDataset("", "coco", "}\n  sharing: {namespaces: [" + team + "]");
+    ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  }
   Json datasetIn(const std::string& ns, const std::string& name) {
     auto got = client().get(resources::datasets(), ns, name);
     return got.isOk() ? *got : Json();
@@ -793,8 +798,7 @@ TEST_F(DatasetControllerTest, AReferenceInAnotherNamespaceReadsTheOwnersCacheWit
   const std::string team = otherNamespace();
   ASSERT_FALSE(team.empty());
   startOperator();
-  createDataset("", "coco", "}\n  sharing: {namespaces: [" + team + "]");
-  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  offerDataset(team);
   const int64_t originBytes = origin_->bytesServed();
   EXPECT_EQ(originBytes, totalBytes_);
 
@@ -1036,8 +1040,7 @@ TEST_F(DatasetControllerTest, AReferenceFollowsItsSourcesVersionsAndItsReadersKe
   const std::string team = otherNamespace();
   ASSERT_FALSE(team.empty());
   startOperator();
-  createDataset("", "coco", "}\n  sharing: {namespaces: [" + team + "]");
-  ASSERT_TRUE(waitPhase("Ready")) << dataset().serialize();
+  offerDataset(team);
   ASSERT_TRUE(createReference(team, "coco", "dataset://" + ns() + "/coco").isOk());
   ASSERT_TRUE(eventually([&] { return phaseIn(team, "coco") == "Ready"; }, 30s))
       << datasetIn(team, "coco").serialize();
