@@ -95,11 +95,8 @@ class CacheNodeService final : public v1::CacheNode::Service {
   grpc::Status ListDatasets(grpc::ServerContext* context, const v1::ListDatasetsRequest*,
                             v1::ListDatasetsResponse* response) override {
     GRANARY_AUTHORIZE(context);
-    for (const auto& cache : engine_.datasets()) {
-      v1::DatasetStatus& status = *response->add_datasets();
-      status = statusOf(cache->key(), cache->state(), engine_.nodeName());
-      status.set_readers(readersOf(cache->key()));
-    }
+    for (const auto& cache : engine_.datasets())
+      *response->add_datasets() = statusWithReaders(*cache);
     return grpc::Status::OK;
   }
 
@@ -251,9 +248,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
   grpc::Status statusOfDataset(const v1::DatasetRef& ref, v1::DatasetStatus& out) const {
     auto served = engine_.resolve(keyOf(ref));
     if (!served.isOk()) return toGrpc(served.status());
-    const DatasetKey& key = served->cache->key();
-    out = statusOf(key, served->cache->state(), engine_.nodeName());
-    out.set_readers(readersOf(key));
+    out = statusWithReaders(*served->cache);
     if (cutOff_) {
       for (const auto& reader : cutOff_->of(ref.namespace_() + "/" + ref.name())) {
         v1::CutOffReader* out_reader = out.add_cut_off_readers();
@@ -268,8 +263,13 @@ class CacheNodeService final : public v1::CacheNode::Service {
     return grpc::Status::OK;
   }
 
-  int readersOf(const DatasetKey& key) const {
-    return generationReaders_ ? generationReaders_->of({key.ns, key.name, key.generation}) : 0;
+  // A generation's status, with the pods whose volumes read it.
+  v1::DatasetStatus statusWithReaders(DatasetCache& cache) const {
+    const DatasetKey& key = cache.key();
+    v1::DatasetStatus status = statusOf(key, cache.state(), engine_.nodeName());
+    if (generationReaders_)
+      status.set_readers(generationReaders_->of({key.ns, key.name, key.generation}));
+    return status;
   }
 
   CacheEngine& engine_;

@@ -254,22 +254,21 @@ Result<std::string> ChunkFetcher::readOrigin(FetchKind kind, const ManifestEntry
                        std::to_string(length) + " bytes of \"" + file.path + "\"");
   }
   if (!data.isOk() && metrics_ != nullptr) metrics_->originErrors.increment();
-  const StatusCode code = data.isOk() ? StatusCode::kOk : data.status().code();
-  if (code == StatusCode::kNotFound || code == StatusCode::kFailedPrecondition) {
-    MutexLock lock(mutex_);
-    if (gone_.size() < kGoneKept &&
-        std::find(gone_.begin(), gone_.end(), file.path) == gone_.end()) {
-      gone_.push_back(file.path);
-      Logger("cache").warn(
-          "the origin no longer has a file as this version listed it: reads "
-          "of it that the cache cannot serve fail",
-          {{"dataset", key_.label()},
-           {"version", key_.generation},
-           {"path", file.path},
-           {"error", data.status()}});
-    }
-  }
+  if (!data.isOk()) noteIfGone(file.path, data.status());
   return data;
+}
+
+void ChunkFetcher::noteIfGone(const std::string& path, const Status& error) {
+  if (error.code() != StatusCode::kNotFound && error.code() != StatusCode::kFailedPrecondition)
+    return;
+  MutexLock lock(mutex_);
+  if (gone_.size() >= kGoneKept || std::find(gone_.begin(), gone_.end(), path) != gone_.end())
+    return;
+  gone_.push_back(path);
+  Logger("cache").warn(
+      "the origin no longer has a file as this version listed it: reads of it that the cache "
+      "cannot serve fail",
+      {{"dataset", key_.label()}, {"version", key_.generation}, {"path", path}, {"error", error}});
 }
 
 std::vector<std::string> ChunkFetcher::goneFromOrigin() const {

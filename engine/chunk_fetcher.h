@@ -206,6 +206,9 @@ class ChunkFetcher {
   void countWarmed(FetchKind kind, int64_t bytes);
   Result<std::string> readOrigin(FetchKind kind, const ManifestEntry& file, int64_t offset,
                                  int64_t length);
+  // Records `path` in goneFromOrigin() (logged once) when the origin's `error` says it no longer
+  // has the file as listed: NotFound, or FailedPrecondition (another version of it).
+  void noteIfGone(const std::string& path, const Status& error) GRANARY_EXCLUDES(mutex_);
   // Waits until the dataset's own limit lets `length` bytes pass (the observer told of a warm
   // fetch's wait).
   void awaitOwnLimit(FetchKind kind, int64_t length);

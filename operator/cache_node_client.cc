@@ -72,21 +72,31 @@ NodeProgress progressOf(const v1::DatasetStatus& s) {
 
 RefreshAnswer refreshAnswerOf(const v1::RefreshDatasetResponse& response, const std::string& node) {
   using State = RefreshAnswer::State;
-  using V1 = v1::RefreshDatasetResponse;
-  const State state = response.state() == V1::STATE_CHANGED     ? State::kChanged
-                      : response.state() == V1::STATE_UNCHANGED ? State::kUnchanged
-                      : response.state() == V1::STATE_RUNNING   ? State::kRunning
-                                                                : State::kFailed;
-  return {.state = state,
-          .lister = node,
-          .started = response.started(),
-          .listed = response.listed_files(),
-          .added = response.added(),
-          .changed = response.changed(),
-          .removed = response.removed(),
-          .message = response.state() == V1::STATE_FAILED || state != State::kFailed
-                         ? response.message()
-                         : "cache node " + node + " answered a refresh it does not know"};
+  RefreshAnswer answer{.lister = node,
+                       .started = response.started(),
+                       .listed = response.listed_files(),
+                       .added = response.added(),
+                       .changed = response.changed(),
+                       .removed = response.removed(),
+                       .message = response.message()};
+  switch (response.state()) {
+    case v1::RefreshDatasetResponse::STATE_RUNNING:
+      answer.state = State::kRunning;
+      break;
+    case v1::RefreshDatasetResponse::STATE_CHANGED:
+      answer.state = State::kChanged;
+      break;
+    case v1::RefreshDatasetResponse::STATE_UNCHANGED:
+      answer.state = State::kUnchanged;
+      break;
+    case v1::RefreshDatasetResponse::STATE_FAILED:
+      answer.state = State::kFailed;
+      break;
+    default:
+      answer.state = State::kFailed;
+      answer.message = "cache node " + node + " answered a refresh it does not know";
+  }
+  return answer;
 }
 
 Result<CounterFamily> declareCacheNodeRequests(MetricsRegistry& registry) {

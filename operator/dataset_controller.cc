@@ -460,15 +460,8 @@ std::set<int64_t> DatasetController::pinnedVersions(
   std::vector<std::string> keys = referrers;
   keys.push_back(kube::objectKey(object));
   for (const auto& key : keys) {
-    const std::string name = key.substr(key.find('/') + 1);
-    for (const auto& job : jobs_->store().byIndex(kJobsByDataset, key)) {
-      const Json phase = kube::pathValue(*job, "status.phase");
-      if (phase.is_string() && (phase.as_string() == "Succeeded" || phase.as_string() == "Failed"))
-        continue;
-      const Json versions = kube::pathValue(*job, "status.datasetVersions");
-      if (versions.is_object() && versions.has_integer_field(name))
-        pinned.insert(versions.at(name).as_number().to_int64());
-    }
+    pinned.merge(versionsPinnedBy(jobs_->store().byIndex(kJobsByDataset, key),
+                                  key.substr(key.find('/') + 1)));
   }
   return pinned;
 }

@@ -140,6 +140,19 @@ DatasetEvent goneFromOriginEvent(int64_t version, const std::vector<std::string>
               "fail: " + named + "; a refresh makes a version without them"};
 }
 
+std::set<int64_t> versionsPinnedBy(const std::vector<kube::ObjectPtr>& jobs,
+                                   const std::string& name) {
+  std::set<int64_t> pinned;
+  for (const auto& job : jobs) {
+    const std::string phase = stringAt(*job, "status.phase");
+    if (phase == "Succeeded" || phase == "Failed") continue;
+    const Json versions = kube::pathValue(*job, "status.datasetVersions");
+    if (versions.is_object() && versions.has_integer_field(name))
+      pinned.insert(versions.at(name).as_number().to_int64());
+  }
+  return pinned;
+}
+
 std::chrono::seconds refreshBackoff(int failures) {
   const int doublings = std::clamp(failures - 1, 0, 5);
   return std::min<std::chrono::seconds>(std::chrono::seconds(30) * (1 << doublings),

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,11 @@ RefreshStep refreshStep(const RefreshObservation& o, kube::Json status,
 // The Warning Event naming files of `version` the origin no longer has as they were listed
 // (removed or changed since; a node could not serve a read of them from the cache).
 DatasetEvent goneFromOriginEvent(int64_t version, const std::vector<std::string>& paths);
+
+// The versions of Dataset `name` that `jobs` (TrainingJobs that name it) read and that have not
+// ended: their status.datasetVersions.
+std::set<int64_t> versionsPinnedBy(const std::vector<kube::ObjectPtr>& jobs,
+                                   const std::string& name);
 
 // How long after the n-th refresh failure in a row the next try comes: 30 s, doubling, at most
 // 10 minutes.

@@ -186,6 +186,19 @@ TEST(DatasetRefresh, FilesGoneFromTheOriginAreNamedWithTheFix) {
             "a version without them");
 }
 
+TEST(DatasetRefresh, JobsThatHaveNotEndedPinTheVersionsTheyRead) {
+  const auto job = [](const std::string& status) {
+    return std::make_shared<const Json>(testing::yaml("{status: " + status + "}"));
+  };
+  EXPECT_EQ(versionsPinnedBy(
+                {job("{phase: Running, datasetVersions: {coco: 3, wiki: 9}}"),
+                 job("{phase: Restarting, datasetVersions: {coco: 4}}"),
+                 job("{phase: Succeeded, datasetVersions: {coco: 1}}"),
+                 job("{phase: Failed, datasetVersions: {coco: 2}}"), job("{phase: Pending}")},
+                "coco"),
+            (std::set<int64_t>{3, 4}));
+}
+
 TEST(DatasetRefresh, TheBackoffDoublesUpToTenMinutes) {
   EXPECT_EQ(refreshBackoff(1), 30s);
   EXPECT_EQ(refreshBackoff(2), 60s);
