@@ -7,14 +7,30 @@ node="$1"
 command -v promtool > /dev/null || { echo "skipped: promtool is not installed (Debian's prometheus)"; exit 77; }
 root=$(mktemp -d /tmp/granary-promtool.XXXXXX)
 trap 'kill %1 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$root"' EXIT
-port=$((20000 + RANDOM % 20000))
+port=0
+node_args=()
 
-# scrape NAME: /metrics into $root/NAME.txt, once the node answers with its cache directory
-# (the metrics endpoint is up before the cache's stores are open).
+# start_node ARGS...: the node in the background, its /metrics on a port drawn at random.
+start_node() {
+  node_args=("$@")
+  port=$((20000 + RANDOM % 20000))
+  "$node" --state-dir "$root/state" --listen 127.0.0.1:0 --metrics-address "127.0.0.1:$port" \
+    --log-level warn "${node_args[@]}" > "$root/log.txt" 2>&1 &
+}
+
+# scrape NAME: this node's /metrics into $root/NAME.txt, once it answers with its own cache
+# directory (the metrics endpoint is up before the cache's stores are open). A port another
+# process took between the draw and the bind makes the node exit at once: it starts again on
+# another.
 scrape() {
   for _ in $(seq 1 300); do
+    if grep -q "cannot serve metrics" "$root/log.txt"; then
+      wait %1 || true
+      start_node "${node_args[@]}"
+    fi
     curl -sf "http://127.0.0.1:$port/metrics" -o "$root/$1.txt" &&
-      grep -q "^granary_cache_disk_quota_bytes" "$root/$1.txt" && return 0
+      grep -qF "granary_cache_disk_quota_bytes{directory=\"$root/state/cache\"}" "$root/$1.txt" &&
+      return 0
     sleep 0.1
   done
   echo "FAILED: no /metrics on port $port"; cat "$root/log.txt"; exit 1
@@ -27,8 +43,7 @@ check() {
   done
 }
 
-"$node" --state-dir "$root/state" --listen 127.0.0.1:0 --metrics-address "127.0.0.1:$port" \
-  --log-level warn > "$root/log.txt" 2>&1 &
+start_node
 scrape idle
 check idle
 kill %1; wait %1 || true
@@ -43,8 +58,7 @@ spec:
   source: {uri: "file://$root/origin/"}
   cache: {chunkSize: 1Mi}
 YAML
-"$node" --state-dir "$root/state" --listen 127.0.0.1:0 --metrics-address "127.0.0.1:$port" \
-  --log-level warn --dataset "$root/dataset.yaml" > "$root/log.txt" 2>&1 &
+start_node --dataset "$root/dataset.yaml"
 for _ in $(seq 1 100); do grep -q "Ready" "$root/log.txt" && break; sleep 0.1; done
 scrape warm
 check warm
