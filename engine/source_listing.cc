@@ -1,6 +1,7 @@
 #include "engine/source_listing.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <iterator>
@@ -8,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/bounded_queue.h"
 #include "common/thread_annotations.h"
 #include "engine/core/listing_pace.h"
 
@@ -15,6 +17,9 @@ namespace granary::cache {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+
+// Pages of a part fetched and parsed while earlier ones wait to be stored.
+constexpr size_t kPagesAhead = 4;
 
 std::string joinPath(const std::string& mount, const std::string& path) {
   return mount.empty() ? path : mount + "/" + path;
@@ -66,20 +71,39 @@ class PartListers {
   }
 
   // Lists `part` whole; then it is left out of the progress, and the source once none is left.
+  // Its pages are stored on a thread of their own, up to kPagesAhead behind the origin, so that
+  // fetching and parsing a page overlaps storing the one before it.
   Status listPart(const KeyRange& part) {
-    Origin& origin = *listing_.source.origin;
+    BoundedQueue<std::vector<OriginObject>> pages(kPagesAhead);
+    std::atomic<int64_t> lastStoreNanos{0};
+    Status stored = Status::ok();  // the storer's error, read once it has ended
+    std::jthread storer([&] {
+      while (auto page = pages.pop()) {
+        const auto start = SteadyClock::now();
+        stored = store(part, std::move(*page));
+        if (!stored.isOk()) {
+          pages.close();
+          return;
+        }
+        lastStoreNanos = std::chrono::nanoseconds(SteadyClock::now() - start).count();
+      }
+    });
     auto last = SteadyClock::now();
-    const auto each = [&](std::vector<OriginObject>&& batch) -> Status {
+    const auto each = [&](std::vector<OriginObject>&& page) -> Status {
       const auto came = SteadyClock::now();
-      GRANARY_RETURN_IF_ERROR(store(part, std::move(batch)));
-      const auto done = SteadyClock::now();
-      paced(came - last, done - came);
-      last = done;
+      if (!pages.push(std::move(page))) return cancelled("the listing's store failed");
+      paced(came - last, std::chrono::nanoseconds(lastStoreNanos.load()));
+      last = SteadyClock::now();
       return Status::ok();
     };
-    GRANARY_RETURN_IF_ERROR(origin.listsInKeyOrder() ? origin.listRange(part, each)
-                                                     : origin.list(each));
-    MutexLock lock(mutex_);
+    Origin& origin = *listing_.source.origin;
+    const Status listed =
+        origin.listsInKeyOrder() ? origin.listRange(part, each) : origin.list(each);
+    pages.close();
+    storer.join();
+    GRANARY_RETURN_IF_ERROR(stored);
+    GRANARY_RETURN_IF_ERROR(listed);
+    MutexLock lock(storing_);
     std::erase_if(progress_.ranges, [&](const KeyRange& r) { return r.through == part.through; });
     if (progress_.ranges.empty()) progress_.source += 1;
     return listing_.manifests.put(listing_.generation, {}, &progress_);
@@ -102,7 +126,7 @@ class PartListers {
       added.bytes += object.size;
     }
     {
-      MutexLock lock(mutex_);
+      MutexLock lock(storing_);
       for (KeyRange& range : progress_.ranges) {
         if (range.through == part.through) range.after = batch.back().path;
       }
@@ -115,8 +139,8 @@ class PartListers {
     return Status::ok();
   }
 
-  // A page came after `waited` and was stored in `stored`: another lister, if that pays and a
-  // part is left for it.
+  // A page came after `waited`, and the last one stored took `stored`: another lister, if that
+  // pays and a part is left for it.
   void paced(SteadyClock::duration waited, SteadyClock::duration stored) {
     MutexLock lock(mutex_);
     if (next_ < parts_.size() && !cutShort_.stop_requested() && pace_.page(waited, stored)) {
@@ -125,8 +149,11 @@ class PartListers {
   }
 
   const SourceListing& listing_;
+  // Batches are stored one at a time, each with the progress made by all before it; a page
+  // stored does not hold up the pace of the next one's fetch (mutex_).
+  Mutex storing_;
+  ListingProgress& progress_ GRANARY_GUARDED_BY(storing_);
   Mutex mutex_;
-  ListingProgress& progress_ GRANARY_GUARDED_BY(mutex_);
   const std::vector<KeyRange> parts_;
   std::stop_source cutShort_;
   const std::stop_callback<std::function<void()>> stopping_;

@@ -227,13 +227,71 @@ Status fromRocks(const rocksdb::Status& s, std::string_view what) {
   return unavailable(std::string(what) + ": " + s.ToString());
 }
 
+constexpr const char* kFilesFamily = "files";
+constexpr const char* kInodesFamily = "inodes";
+
 }  // namespace
 
-ManifestStore::ManifestStore(std::unique_ptr<rocksdb::DB> db, std::unique_ptr<StoreGuard> guard)
-    : db_(std::move(db)), guard_(std::move(guard)) {}
+// Two iterators, of the files family and of the default one, as one in key order; on a key in
+// both (the same family twice, in a store opened read-only without its families), the entry once.
+class ManifestStore::EntryScan {
+ public:
+  EntryScan(rocksdb::Iterator* files, rocksdb::Iterator* rest, const std::string& from)
+      : files_(files), rest_(rest) {
+    files_->Seek(from);
+    rest_->Seek(from);
+  }
+  bool Valid() const { return files_->Valid() || rest_->Valid(); }
+  rocksdb::Slice key() const { return current()->key(); }
+  rocksdb::Slice value() const { return current()->value(); }
+  void Next() {
+    if (files_->Valid() && rest_->Valid() && files_->key() == rest_->key()) rest_->Next();
+    current()->Next();
+  }
+  rocksdb::Status status() const {
+    return files_->status().ok() ? rest_->status() : files_->status();
+  }
+
+ private:
+  rocksdb::Iterator* current() const {
+    if (!rest_->Valid()) return files_.get();
+    if (!files_->Valid()) return rest_.get();
+    return rest_->key().compare(files_->key()) < 0 ? rest_.get() : files_.get();
+  }
+  std::unique_ptr<rocksdb::Iterator> files_, rest_;
+};
+
+ManifestStore::ManifestStore(std::unique_ptr<rocksdb::DB> db,
+                             std::vector<rocksdb::ColumnFamilyHandle*> handles,
+                             std::unique_ptr<StoreGuard> guard)
+    : db_(std::move(db)),
+      handles_(std::move(handles)),
+      files_(handles_.at(1)),
+      inodes_(handles_.at(2)),
+      guard_(std::move(guard)) {}
 
 ManifestStore::~ManifestStore() {
-  if (guard_->keepOpen()) StoreGuard::abandon(std::move(db_));  // closing would abort
+  if (guard_->keepOpen()) {  // closing would abort
+    StoreGuard::abandon(std::move(db_));
+    return;
+  }
+  for (auto* handle : std::set<rocksdb::ColumnFamilyHandle*>(handles_.begin(), handles_.end()))
+    db_->DestroyColumnFamilyHandle(handle);
+}
+
+ManifestStore::EntryScan ManifestStore::scan(const std::string& from) const {
+  // Around the block cache: each scan here is of a whole directory or generation, read once.
+  return EntryScan(db_->NewIterator(scanOptions(), files_),
+                   db_->NewIterator(scanOptions(), handles_.front()), from);
+}
+
+Result<ManifestEntry> ManifestStore::entryAt(const std::string& key, std::string path) const {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), files_, key, &value);
+  if (s.IsNotFound()) s = db_->Get(rocksdb::ReadOptions(), key, &value);
+  if (s.IsNotFound()) return notFound("\"" + path + "\" is not in the dataset");
+  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest read"));
+  return decode(std::move(path), value);
 }
 
 Status ManifestStore::write(int64_t bytes, const std::function<rocksdb::Status()>& write) {
@@ -249,11 +307,16 @@ Result<std::unique_ptr<ManifestStore>> ManifestStore::open(const std::filesystem
   // Hints are kept only where one writer fills the memtable at a time (puts take turns).
   options.memtable_insert_with_hint_prefix_extractor = std::make_shared<GenerationPrefix>();
   options.allow_concurrent_memtable_write = false;
+  // The families' memtables together hold what one family's did, and the log that the default
+  // family's few records keep alive is flushed away at 64 MiB (a restart replays it).
+  options.db_write_buffer_size = options.write_buffer_size * options.max_write_buffer_number;
+  options.max_total_wal_size = 64 << 20;
   auto guard = std::make_unique<StoreGuard>(directory, "manifest store");
   rocksdb::DB* raw = nullptr;
-  GRANARY_RETURN_IF_ERROR(guard->open(options, &raw));
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  GRANARY_RETURN_IF_ERROR(guard->open(options, {kFilesFamily, kInodesFamily}, &raw, handles));
   return std::unique_ptr<ManifestStore>(
-      new ManifestStore(std::unique_ptr<rocksdb::DB>(raw), std::move(guard)));
+      new ManifestStore(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), std::move(guard)));
 }
 
 Result<uint64_t> ManifestStore::nextInode(std::string_view generation) {
@@ -302,11 +365,11 @@ Status ManifestStore::put(std::string_view generation, std::span<const ManifestE
   for (const ManifestEntry& file : files) {
     GRANARY_RETURN_IF_ERROR(validateManifestPath(file.path));
     const auto [parent, name] = splitPath(file.path);
-    batch.Put(key(generation, parent, name), encode(file, next));
+    batch.Put(files_, key(generation, parent, name), encode(file, next));
     if (group.empty()) group += static_cast<char>(next % kInodesPerGroup);  // its first slot
     appendToGroup(group, file.path);
     if (++next % kInodesPerGroup == 0) {
-      batch.Put(groupKey(generation, next - 1), group);
+      batch.Put(inodes_, groupKey(generation, next - 1), group);
       group.clear();
     }
     for (std::string_view dir = splitPath(file.path).first; !dir.empty();
@@ -314,7 +377,7 @@ Status ManifestStore::put(std::string_view generation, std::span<const ManifestE
       if (!directories.insert(dir).second) break;  // its parents are in the set already
     }
   }
-  if (!files.empty() && !group.empty()) batch.Put(groupKey(generation, next - 1), group);
+  if (!files.empty() && !group.empty()) batch.Put(inodes_, groupKey(generation, next - 1), group);
   GRANARY_RETURN_IF_ERROR(addDirectories(generation, directories, batch));
   std::string counter;
   append<uint64_t>(counter, next);
@@ -328,7 +391,9 @@ Status ManifestStore::put(std::string_view generation, std::span<const ManifestE
 
 Result<std::string> ManifestStore::storedGroup(std::string_view generation, uint64_t inode) const {
   std::string group;
-  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), groupKey(generation, inode), &group);
+  const std::string at = groupKey(generation, inode);
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), inodes_, at, &group);
+  if (s.IsNotFound()) s = db_->Get(rocksdb::ReadOptions(), at, &group);  // an older store's
   if (s.IsNotFound()) return std::string();  // dropped since, or never written
   GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest inode index"));
   return group;
@@ -343,7 +408,7 @@ Status ManifestStore::addDirectories(std::string_view generation,
     std::string stored;
     const rocksdb::Status s =
         db_->Get(rocksdb::ReadOptions(), key(generation, parent, name), &stored);
-    if (s.ok()) continue;  // an earlier batch's, with its inode
+    if (s.ok()) continue;  // an earlier batch's, with its inode (directories are in the default)
     if (!s.IsNotFound()) return fromRocks(s, "manifest read");
     GRANARY_ASSIGN_OR_RETURN(const uint64_t inode, directoryInode(generation, dir, taken));
     batch.Put(key(generation, parent, name),
@@ -358,11 +423,7 @@ Result<ManifestEntry> ManifestStore::stat(std::string_view generation,
   if (path.empty()) return ManifestEntry{.inode = kRootInode, .mode = 0555, .directory = true};
   GRANARY_RETURN_IF_ERROR(validateManifestPath(path));
   const auto [parent, name] = splitPath(path);
-  std::string value;
-  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key(generation, parent, name), &value);
-  if (s.IsNotFound()) return notFound("\"" + std::string(path) + "\" is not in the dataset");
-  GRANARY_RETURN_IF_ERROR(fromRocks(s, "manifest read"));
-  return decode(std::string(path), value);
+  return entryAt(key(generation, parent, name), std::string(path));
 }
 
 Result<ManifestEntry> ManifestStore::statInode(std::string_view generation, uint64_t inode) const {
@@ -386,23 +447,21 @@ Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generati
   const std::string prefix = key(generation, directory, "");
   // Around the block cache: a mount asks for each directory once (the kernel keeps what readdir
   // returns), so a directory of millions of entries would only push out what lookups use.
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scanOptions()));
+  const std::string start = after.empty() ? prefix : key(generation, directory, after);
+  EntryScan it = scan(start);
   std::vector<ManifestEntry> out;
-  it->Seek(after.empty() ? prefix : key(generation, directory, after));
-  if (!after.empty() && it->Valid() &&
-      it->key().ToStringView() == key(generation, directory, after))
-    it->Next();
-  for (; it->Valid() && out.size() < limit; it->Next()) {
-    const std::string_view k = it->key().ToStringView();
+  if (!after.empty() && it.Valid() && it.key().ToStringView() == start) it.Next();
+  for (; it.Valid() && out.size() < limit; it.Next()) {
+    const std::string_view k = it.key().ToStringView();
     if (k.substr(0, prefix.size()) != prefix) break;
     const std::string_view name = k.substr(prefix.size());
     std::string path =
         directory.empty() ? std::string(name) : std::string(directory) + "/" + std::string(name);
     GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry,
-                             decode(std::move(path), it->value().ToStringView()));
+                             decode(std::move(path), it.value().ToStringView()));
     out.push_back(std::move(entry));
   }
-  GRANARY_RETURN_IF_ERROR(fromRocks(it->status(), "manifest scan"));
+  GRANARY_RETURN_IF_ERROR(fromRocks(it.status(), "manifest scan"));
   if (out.empty() && !directory.empty()) {
     // An empty page of a directory that does not exist is an error; of one that does, not.
     GRANARY_ASSIGN_OR_RETURN(ManifestEntry dir, stat(generation, directory));
@@ -414,12 +473,11 @@ Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generati
 Result<std::vector<ManifestEntry>> ManifestStore::files(std::string_view generation,
                                                         std::string& cursor, size_t limit) const {
   const std::string prefix = generationPrefix('m', generation);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scanOptions()));
+  EntryScan it = scan(cursor.empty() ? prefix : cursor);
   std::vector<ManifestEntry> out;
-  it->Seek(cursor.empty() ? prefix : cursor);
-  if (!cursor.empty() && it->Valid() && it->key().ToStringView() == cursor) it->Next();
-  for (; it->Valid() && out.size() < limit; it->Next()) {
-    const std::string_view k = it->key().ToStringView();
+  if (!cursor.empty() && it.Valid() && it.key().ToStringView() == cursor) it.Next();
+  for (; it.Valid() && out.size() < limit; it.Next()) {
+    const std::string_view k = it.key().ToStringView();
     if (!k.starts_with(prefix)) break;
     cursor = std::string(k);
     const std::string_view rest = k.substr(prefix.size());  // parent NUL name
@@ -428,10 +486,10 @@ Result<std::vector<ManifestEntry>> ManifestStore::files(std::string_view generat
     std::string path =
         parent.empty() ? std::string(name) : std::string(parent) + "/" + std::string(name);
     GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry,
-                             decode(std::move(path), it->value().ToStringView()));
+                             decode(std::move(path), it.value().ToStringView()));
     if (!entry.directory) out.push_back(std::move(entry));
   }
-  GRANARY_RETURN_IF_ERROR(fromRocks(it->status(), "manifest scan"));
+  GRANARY_RETURN_IF_ERROR(fromRocks(it.status(), "manifest scan"));
   return out;
 }
 
@@ -486,16 +544,21 @@ Status ManifestStore::drop(std::string_view generation) {
   marks.Delete(completionKey(generation));
   marks.Delete(progressKey(generation));
   GRANARY_RETURN_IF_ERROR(write(64, [&] { return db_->Write(rocksdb::WriteOptions(), &marks); }));
-  for (const char kind : {'m', 'g', 'i'}) {
+  // Each kind where this store writes it, and in the default family, where an older one did.
+  const std::pair<char, rocksdb::ColumnFamilyHandle*> kinds[] = {{'m', files_},
+                                                                 {'g', inodes_},
+                                                                 {'m', handles_.front()},
+                                                                 {'g', handles_.front()},
+                                                                 {'i', handles_.front()}};
+  for (const auto& [kind, family] : kinds) {
     // kind NUL generation, then kind NUL generation \1: every key of the generation lies between,
     // and neither bound is in GenerationPrefix's domain (the memtable's insert hints are kept
     // per prefix, and RocksDB would use a point key's hint to place a range deletion).
     std::string begin = generationPrefix(kind, generation);
     begin.pop_back();
     const std::string end = begin + '\1';
-    GRANARY_RETURN_IF_ERROR(write(64, [&] {
-      return db_->DeleteRange(rocksdb::WriteOptions(), db_->DefaultColumnFamily(), begin, end);
-    }));
+    GRANARY_RETURN_IF_ERROR(
+        write(64, [&] { return db_->DeleteRange(rocksdb::WriteOptions(), family, begin, end); }));
   }
   return Status::ok();
 }

@@ -2,6 +2,14 @@
 // RocksDB, so that stat and readdir never touch the origin. Keys group a directory's children
 // together: listing a directory is one prefix scan, whatever the dataset's size.
 //
+// What a listing writes by the million lies apart from the rest, each kind in a column family of
+// its own: file entries ("files", in the origin's key order) and the files' inode index
+// ("inodes", in counter order). Each family then receives its keys in ascending order, so
+// RocksDB moves its flushed tables down the levels without rewriting them; with every kind in
+// one family, each flushed table spanned all the older ones and compaction rewrote them again and
+// again. Directories, their inodes and the per-generation records stay in the default family,
+// as does everything of a store written before the families existed: reads look in both.
+//
 // Thread-safety: all methods may be called concurrently (RocksDB is thread-safe; puts take
 // turns).
 #pragma once
@@ -24,7 +32,9 @@
 #include "engine/store/store_guard.h"
 
 namespace rocksdb {
+class ColumnFamilyHandle;
 class DB;
+class Iterator;
 class WriteBatch;
 }  // namespace rocksdb
 
@@ -115,7 +125,13 @@ class ManifestStore {
   Status drop(std::string_view generation);
 
  private:
-  ManifestStore(std::unique_ptr<rocksdb::DB> db, std::unique_ptr<StoreGuard> guard);
+  ManifestStore(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
+                std::unique_ptr<StoreGuard> guard);
+  // The entry stored under `key` (files first, then the default family); NotFound where none.
+  Result<ManifestEntry> entryAt(const std::string& key, std::string path) const;
+  // Entries of both families from `from` on, in key order.
+  class EntryScan;
+  EntryScan scan(const std::string& from) const;
   // Guards a write of about `bytes`.
   Status write(int64_t bytes, const std::function<rocksdb::Status()>& write);
   // The next file inode of `generation`: as stored, or 2 for a generation never put.
@@ -129,6 +145,11 @@ class ManifestStore {
   Result<uint64_t> directoryInode(std::string_view generation, std::string_view path,
                                   std::set<uint64_t>& taken) const;
   std::unique_ptr<rocksdb::DB> db_;
+  // The default family's handle, then the files' and the inodes' (the default's again where a
+  // store opened read-only lacks them).
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  rocksdb::ColumnFamilyHandle* files_;
+  rocksdb::ColumnFamilyHandle* inodes_;
   std::unique_ptr<StoreGuard> guard_;
   // Puts are serialized, so that each writes its generation's counter after any before it.
   Mutex putMutex_;

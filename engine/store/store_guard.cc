@@ -4,6 +4,7 @@
 #include <rocksdb/status.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -21,6 +22,52 @@ Status StoreGuard::open(const rocksdb::Options& options, rocksdb::DB** db) {
   }
   if (opened.ok()) return Status::ok();
   return unavailable(what_ + " " + directory_.string() + ": " + opened.ToString());
+}
+
+namespace {
+
+std::vector<rocksdb::ColumnFamilyDescriptor> descriptorsOf(const rocksdb::Options& options,
+                                                           const std::vector<std::string>& names) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, options);
+  for (const std::string& name : names) descriptors.emplace_back(name, options);
+  return descriptors;
+}
+
+}  // namespace
+
+Status StoreGuard::open(const rocksdb::Options& options, const std::vector<std::string>& families,
+                        rocksdb::DB** db, std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+  rocksdb::Options creating = options;
+  creating.create_missing_column_families = true;
+  const std::string path = directory_.string();
+  rocksdb::Status opened =
+      rocksdb::DB::Open(creating, path, descriptorsOf(options, families), &handles, db);
+  if (opened.IsNoSpace() || (opened.IsIOError() && !admit(0).isOk())) {
+    Logger("cache").warn("the disk is full: the store is opened read-only until a restart",
+                         {{"store", what_}, {"error", opened.ToString()}});
+    std::vector<std::string> existing;
+    rocksdb::DB::ListColumnFamilies(options, path, &existing);
+    std::vector<std::string> present;
+    for (const std::string& name : families) {
+      if (std::find(existing.begin(), existing.end(), name) != existing.end())
+        present.push_back(name);
+    }
+    opened =
+        rocksdb::DB::OpenForReadOnly(options, path, descriptorsOf(options, present), &handles, db);
+    readOnly_ = opened.ok();
+    if (opened.ok()) {  // each family in its place, the default one's handle where it is missing
+      std::vector<rocksdb::ColumnFamilyHandle*> placed{handles.front()};
+      for (const std::string& name : families) {
+        const auto at = std::find(present.begin(), present.end(), name);
+        placed.push_back(at == present.end() ? handles.front()
+                                             : handles[1 + (at - present.begin())]);
+      }
+      handles = std::move(placed);
+    }
+  }
+  if (opened.ok()) return Status::ok();
+  return unavailable(what_ + " " + path + ": " + opened.ToString());
 }
 
 void StoreGuard::abandon(std::unique_ptr<rocksdb::DB> db) {

@@ -13,10 +13,12 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
 namespace rocksdb {
+class ColumnFamilyHandle;
 class DB;
 struct Options;
 class Status;
@@ -34,6 +36,12 @@ class StoreGuard {
   // Opens the database at the guarded directory; where the disk is too full to open it for
   // writing, opens it read-only, and every write is then refused: the node serves what it holds.
   Status open(const rocksdb::Options& options, rocksdb::DB** db);
+  // The same, with column families besides the default one, each with `options` (created where
+  // missing); `handles` gets the default family's handle, then each of `families`' in order, for
+  // the caller to destroy before closing. A store opened read-only that lacks a family (written
+  // before it existed) gets the default family's handle in its place, so reads look there.
+  Status open(const rocksdb::Options& options, const std::vector<std::string>& families,
+              rocksdb::DB** db, std::vector<rocksdb::ColumnFamilyHandle*>& handles);
 
   // OK when `bytes` more fit with the margin left; ResourceExhausted naming the file system.
   Status admit(int64_t bytes) const;

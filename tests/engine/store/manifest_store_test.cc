@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <map>
 
 #include "engine/core/manifest_changes.h"
+#include "tests/engine/test_node.h"
 
 namespace granary::cache {
 namespace {
@@ -37,6 +40,47 @@ class ManifestStoreTest : public ::testing::Test {
     e.modifiedUnixNanos = 1'700'000'000'000'000'000;
     e.mode = 0444;
     return e;
+  }
+
+  // Closes the store, runs `change` on its database opened directly (every column family open,
+  // handles in the order RocksDB lists the families, the default first), and opens it again.
+  void changeDirectly(
+      const std::function<void(rocksdb::DB&, const std::vector<rocksdb::ColumnFamilyHandle*>&)>&
+          change) {
+    store_.reset();
+    std::vector<std::string> names;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::Options(), dir_.string(), &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const std::string& name : names)
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(
+        rocksdb::DB::Open(rocksdb::Options(), dir_.string(), families, &handles, &raw).ok());
+    change(*raw, handles);
+    for (auto* handle : handles) raw->DestroyColumnFamilyHandle(handle);
+    delete raw;
+    auto reopened = ManifestStore::open(dir_);
+    ASSERT_TRUE(reopened.isOk()) << reopened.status();
+    store_ = std::move(*reopened);
+  }
+  // What a build before the column families wrote: every key in the default family (and, with
+  // `dropFamilies`, no other family).
+  void moveEverythingToTheDefaultFamily(bool dropFamilies = false) {
+    changeDirectly([&](rocksdb::DB& db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+      for (size_t family = 1; family < handles.size(); ++family) {
+        std::unique_ptr<rocksdb::Iterator> it(
+            db.NewIterator(rocksdb::ReadOptions(), handles[family]));
+        for (it->SeekToFirst(); it->Valid(); it->Next()) {
+          ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), it->key(), it->value()).ok());
+          ASSERT_TRUE(db.Delete(rocksdb::WriteOptions(), handles[family], it->key()).ok());
+        }
+        it.reset();
+        if (dropFamilies) {
+          ASSERT_TRUE(db.DropColumnFamily(handles[family]).ok());
+        }
+      }
+    });
   }
 
   static std::vector<std::string> names(const std::vector<ManifestEntry>& entries) {
@@ -224,19 +268,13 @@ TEST_F(ManifestStoreTest, EveryFileIsFoundByItsInodeWhateverTheBatches) {
 // node over keeps the kernel's inodes) still answers for them.
 TEST_F(ManifestStoreTest, InodesOfAStoreWrittenBeforeFilesWereCountedAreFound) {
   ASSERT_TRUE(store_->put("ml/ds/1", std::vector{file("old/hashed.bin", 7)}).isOk());
-  store_.reset();
   const uint64_t hashed = 0x1234567890abcdef;
-  {
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.string(), &raw).ok());
-    std::unique_ptr<rocksdb::DB> db(raw);
+  changeDirectly([&](rocksdb::DB& db, const auto&) {
     std::string key("i\0ml/ds/1\0", 10);
     for (int shift = 56; shift >= 0; shift -= 8) key += static_cast<char>((hashed >> shift) & 0xff);
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), key, "old/hashed.bin").ok());
-  }
-  auto reopened = ManifestStore::open(dir_);
-  ASSERT_TRUE(reopened.isOk()) << reopened.status();
-  const auto entry = (*reopened)->statInode("ml/ds/1", hashed);
+    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), key, "old/hashed.bin").ok());
+  });
+  const auto entry = store_->statInode("ml/ds/1", hashed);
   ASSERT_TRUE(entry.isOk()) << entry.status();
   EXPECT_EQ(entry->path, "old/hashed.bin");
   EXPECT_EQ(entry->size, 7);
@@ -268,11 +306,7 @@ TEST_F(ManifestStoreTest, KeepsTheListingsProgressUntilItCompletes) {
 // Progress stored before sources were listed in parts (source, files, bytes, the last path) is
 // one part, after that path, to the end.
 TEST_F(ManifestStoreTest, ProgressStoredBeforePartsIsOnePart) {
-  store_.reset();
-  {
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.string(), &raw).ok());
-    std::unique_ptr<rocksdb::DB> db(raw);
+  changeDirectly([](rocksdb::DB& db, const auto&) {
     std::string value;
     const uint32_t source = 2;
     const int64_t files = 5, bytes = 50;
@@ -280,15 +314,80 @@ TEST_F(ManifestStoreTest, ProgressStoredBeforePartsIsOnePart) {
     value.append(reinterpret_cast<const char*>(&files), 8);
     value.append(reinterpret_cast<const char*>(&bytes), 8);
     value += "d1/f14";
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), std::string("p\0ml/ds/1", 9), value).ok());
-  }
-  store_ = std::move(*ManifestStore::open(dir_));
+    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), std::string("p\0ml/ds/1", 9), value).ok());
+  });
   const auto stored = store_->progress("ml/ds/1");
   ASSERT_TRUE(stored.isOk()) << stored.status();
   EXPECT_EQ(stored->source, 2u);
   EXPECT_EQ(stored->ranges, (std::vector<KeyRange>{{.after = "d1/f14", .through = ""}}));
   EXPECT_EQ(stored->totals.files, 5);
   EXPECT_EQ(stored->totals.bytes, 50);
+}
+
+// A store written before file entries and inodes had column families of their own is read as it
+// was, and a listing of it goes on beside what it holds: stat, readdir, inodes and the pass over
+// every file see both in key order, and drop removes both.
+TEST_F(ManifestStoreTest, AStoreWrittenBeforeTheColumnFamiliesIsReadAndListedOn) {
+  const ListingProgress half{.source = 0, .ranges = {{.after = "d/b"}}, .totals = {.files = 2}};
+  ASSERT_TRUE(store_->put("ml/ds/1", std::vector{file("d/a", 1), file("d/b", 2)}, &half).isOk());
+  ASSERT_TRUE(store_->put("ml/ds/2", std::vector{file("x", 9)}).isOk());
+  ASSERT_TRUE(store_->markComplete("ml/ds/2", {.files = 1, .bytes = 9}).isOk());
+  const uint64_t inodeOfB = store_->stat("ml/ds/1", "d/b")->inode;
+  moveEverythingToTheDefaultFamily();
+
+  EXPECT_EQ(store_->stat("ml/ds/1", "d/a")->size, 1);
+  EXPECT_EQ(store_->statInode("ml/ds/1", inodeOfB)->path, "d/b");
+  EXPECT_EQ(store_->progress("ml/ds/1")->ranges, half.ranges);
+  EXPECT_EQ(store_->totals("ml/ds/2")->files, 1);
+  ASSERT_TRUE(store_->put("ml/ds/1", std::vector{file("d/c", 3), file("e", 4)}).isOk());
+  EXPECT_GT(store_->stat("ml/ds/1", "d/c")->inode, inodeOfB);
+  EXPECT_EQ(store_->statInode("ml/ds/1", store_->stat("ml/ds/1", "d/c")->inode)->path, "d/c");
+  EXPECT_EQ(names(*store_->list("ml/ds/1", "d")), (std::vector<std::string>{"d/a", "d/b", "d/c"}));
+  EXPECT_EQ(names(*store_->list("ml/ds/1", "d", "a", 1)), std::vector<std::string>{"d/b"});
+  EXPECT_EQ(names(*store_->list("ml/ds/1", "")), (std::vector<std::string>{"d", "e"}));
+  std::string cursor;
+  std::vector<std::string> every;
+  for (;;) {
+    const auto batch = store_->files("ml/ds/1", cursor, 1);
+    ASSERT_TRUE(batch.isOk()) << batch.status();
+    if (batch->empty()) break;
+    for (const auto& entry : *batch) every.push_back(entry.path);
+  }
+  EXPECT_EQ(every, (std::vector<std::string>{"e", "d/a", "d/b", "d/c"}));
+
+  ASSERT_TRUE(store_->drop("ml/ds/1").isOk());
+  EXPECT_EQ(store_->stat("ml/ds/1", "d/a").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->stat("ml/ds/1", "d/c").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->statInode("ml/ds/1", inodeOfB).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->stat("ml/ds/2", "x")->size, 9);
+}
+
+// An older store on a disk too full to add the column families to it opens read-only, and what it
+// holds is read from its default family.
+TEST_F(ManifestStoreTest, AnOlderStoreOnAFullDiskIsReadOnlyAndServesWhatItHolds) {
+  ASSERT_TRUE(store_->put("ml/ds/1", std::vector{file("d/a", 1), file("d/b", 2)}).isOk());
+  ASSERT_TRUE(store_->markComplete("ml/ds/1", {.files = 2, .bytes = 3}).isOk());
+  const uint64_t inodeOfB = store_->stat("ml/ds/1", "d/b")->inode;
+  moveEverythingToTheDefaultFamily(/*dropFamilies=*/true);
+  store_.reset();
+  const auto disk = dir_.parent_path() / (dir_.filename().string() + "-disk");
+  testing::ScopedTmpfs tmpfs(disk, "4m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << tmpfs.error();
+  std::filesystem::copy(dir_, disk / "manifest", std::filesystem::copy_options::recursive);
+  {
+    std::ofstream filler(disk / "filler", std::ios::binary);
+    const std::string block(64 << 10, 'x');
+    while (filler.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+    }
+  }
+  auto full = ManifestStore::open(disk / "manifest");
+  ASSERT_TRUE(full.isOk()) << full.status();
+  EXPECT_EQ((*full)->stat("ml/ds/1", "d/a")->size, 1);
+  EXPECT_EQ((*full)->statInode("ml/ds/1", inodeOfB)->path, "d/b");
+  EXPECT_EQ(names(*(*full)->list("ml/ds/1", "d")), (std::vector<std::string>{"d/a", "d/b"}));
+  EXPECT_EQ((*full)->totals("ml/ds/1")->files, 2);
+  EXPECT_EQ((*full)->put("ml/ds/1", std::vector{file("d/c", 3)}).code(),
+            StatusCode::kResourceExhausted);
 }
 
 TEST_F(ManifestStoreTest, RefusesBadPathsAndASecondOpen) {
