@@ -28,7 +28,9 @@ class GeneratedBucket {
                            std::chrono::milliseconds pageLatency = std::chrono::milliseconds(0))
       : files_(files), pageLatency_(pageLatency) {
     mg_init_library(0);
-    const char* options[] = {"listening_ports", "127.0.0.1:0", "num_threads", "64", nullptr};
+    // Connections kept alive between requests, as S3 keeps them.
+    const char* options[] = {"listening_ports",   "127.0.0.1:0", "num_threads", "64",
+                             "enable_keep_alive", "yes",         nullptr};
     mg_callbacks callbacks{};
     callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
     context_ = mg_start(&callbacks, nullptr, options);

@@ -436,27 +436,64 @@ void DatasetCache::countRead(Source source, int64_t bytes, bool hit) {
 void DatasetCache::countOwnedShare(std::stop_token stop) {
   std::vector<std::string> nodes;
   int replicas;
+  ListedShare listed;
   {
     MutexLock lock(mutex_);
     nodes = settings_.nodeSet;
     replicas = settings_.replicas;
+    listed = listedShare_;
   }
-  int64_t ownedFiles = 0, ownedBytes = 0, ownedEmpty = 0;
+  const auto totals = node_.manifests.totals(id_);
+  const bool listedWhole = totals.isOk() && listed.files == totals->files &&
+                           listed.nodeSet == nodes && listed.replicas == replicas;
+  const OwnedCount owned = listedWhole ? listed.owned : scanOwnedShare(nodes, replicas, stop);
+  MutexLock lock(mutex_);
+  progress_.ownedFiles = owned.files;
+  progress_.ownedBytes = owned.bytes;
+  ownedEmptyFiles_ = owned.empty;
+  shareCounted_ = true;
+}
+
+DatasetCache::OwnedCount DatasetCache::scanOwnedShare(const std::vector<std::string>& nodes,
+                                                      int replicas, std::stop_token stop) const {
+  OwnedCount owned;
   std::string cursor;
   while (!stop.stop_requested()) {
     auto batch = node_.manifests.files(id_, cursor, kScanBatch);
     if (!batch.isOk() || batch->empty()) break;
     for (const auto& file : *batch) {
       if (!owns(node_.nodeName, file.path, nodes, replicas)) continue;
-      ++ownedFiles, ownedBytes += file.size;
-      if (file.size == 0) ++ownedEmpty;
+      ++owned.files, owned.bytes += file.size;
+      if (file.size == 0) ++owned.empty;
     }
   }
+  return owned;
+}
+
+void DatasetCache::beginListedShare() {
   MutexLock lock(mutex_);
-  progress_.ownedFiles = ownedFiles;
-  progress_.ownedBytes = ownedBytes;
-  ownedEmptyFiles_ = ownedEmpty;
-  shareCounted_ = true;
+  listedShare_ = {.nodeSet = settings_.nodeSet, .replicas = settings_.replicas};
+}
+
+void DatasetCache::countListed(std::span<const ManifestEntry> batch) {
+  std::vector<std::string> nodes;
+  int replicas;
+  {
+    MutexLock lock(mutex_);
+    nodes = listedShare_.nodeSet;
+    replicas = listedShare_.replicas;
+  }
+  OwnedCount owned;
+  for (const ManifestEntry& file : batch) {
+    if (!owns(node_.nodeName, file.path, nodes, replicas)) continue;
+    ++owned.files, owned.bytes += file.size;
+    if (file.size == 0) ++owned.empty;
+  }
+  MutexLock lock(mutex_);
+  listedShare_.files += static_cast<int64_t>(batch.size());
+  listedShare_.owned.files += owned.files;
+  listedShare_.owned.bytes += owned.bytes;
+  listedShare_.owned.empty += owned.empty;
 }
 
 ShareFacts DatasetCache::shareFacts() {

@@ -220,6 +220,26 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // progress; the owned share against the quota (capacityReached left to the warmer).
   void countOwnedShare(std::stop_token stop) override GRANARY_EXCLUDES(mutex_);
   ShareFacts shareFacts() override GRANARY_EXCLUDES(mutex_);
+  // This node's share of some files under a node set.
+  struct OwnedCount {
+    int64_t files = 0, bytes = 0, empty = 0;
+  };
+  // The share counted from the batches a listing stored, under the node set it began with, so
+  // that the warmer need not read the whole manifest again once it ends. It stands for the
+  // manifest where `files` is the listing's total: every file came once, in this process.
+  struct ListedShare {
+    std::vector<std::string> nodeSet;
+    int replicas = 0;
+    int64_t files = 0;
+    OwnedCount owned;
+  };
+  // A listing (a try of it) begins, under the current node set.
+  void beginListedShare() GRANARY_EXCLUDES(mutex_);
+  // A listing stored `batch`.
+  void countListed(std::span<const ManifestEntry> batch) GRANARY_EXCLUDES(mutex_);
+  // The share read from the whole manifest; partial when `stop` comes first.
+  OwnedCount scanOwnedShare(const std::vector<std::string>& nodes, int replicas,
+                            std::stop_token stop) const;
   ShareFacts shareFactsLocked() const GRANARY_REQUIRES(mutex_);
 
   // ---- reads ----
@@ -284,6 +304,7 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   std::set<std::string> writing_ GRANARY_GUARDED_BY(mutex_);
   int64_t ownedEmptyFiles_ GRANARY_GUARDED_BY(mutex_) = 0;  // cached with no chunk
   bool shareCounted_ GRANARY_GUARDED_BY(mutex_) = false;    // owned files and bytes are known
+  ListedShare listedShare_ GRANARY_GUARDED_BY(mutex_);
   WarmProgress progress_ GRANARY_GUARDED_BY(mutex_);
   ReadTotals reads_ GRANARY_GUARDED_BY(mutex_);
   // Of the origins' retries, what the metric has counted.

@@ -1,6 +1,8 @@
 // DatasetCache's listing: the background thread that fills the generation's manifest, once, from
 // the origins or from the node of the set that lists them, and what it shares with peers that
 // follow it (engine/listing_feed.h).
+#include <chrono>
+
 #include "common/backoff.h"
 #include "common/log.h"
 #include "engine/core/placement.h"
@@ -87,11 +89,13 @@ Result<ListingProgress> DatasetCache::listingStart(const std::string& id) {
 
 Status DatasetCache::listFromOrigins(std::stop_token stop, ListingProgress from) {
   setTotals(from.totals);
+  beginListedShare();
   GRANARY_ASSIGN_OR_RETURN(
       const ManifestTotals totals,
       listOrigins(
           id_, std::move(from), stop, [this](const ManifestTotals& t) { setTotals(t); },
           [this](std::span<const ManifestEntry> batch, std::stop_token cut) {
+            countListed(batch);
             feed_.publish(batch, cut);
           }));
   return node_.manifests.markComplete(id_, totals);
@@ -141,12 +145,14 @@ Status DatasetCache::followLister(const std::string& lister, std::stop_token sto
   const auto giveUp = node_.clock.monoNow() + kListerWait;
   for (;;) {
     ManifestTotals counted;  // a file may come twice: the lister's totals are the listing's
+    beginListedShare();
     auto totals = node_.peers->followListing(
         lister, key_, stop, [&](std::span<const ManifestEntry> batch) -> Status {
           if (batch.empty()) return Status::ok();
           GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, batch));
           for (const auto& entry : batch) counted.files += 1, counted.bytes += entry.size;
           setTotals(counted);
+          countListed(batch);
           feed_.publish(batch, stop);
           return Status::ok();
         });
@@ -195,6 +201,7 @@ void DatasetCache::run(std::stop_token stop) {
   // Only a spec that can never work ends the listing; an origin that cannot be reached yet (a
   // directory not mounted, a server down, a bucket not made) is tried again with backoff.
   Backoff backoff({.initial = std::chrono::seconds(1), .max = kListRetryMax});
+  const auto began = std::chrono::steady_clock::now();
   for (;;) {
     warmer_.setPhase(Phase::kListing,
                      "listing the origin; files listed so far can be read, the rest as they are");
@@ -219,11 +226,18 @@ void DatasetCache::run(std::stop_token stop) {
     if (!node_.clock.sleepFor(delay, stop)) return;
     setListAwaited(false);
   }
+  int64_t files;
   {
     MutexLock lock(mutex_);
     listed_ = true;
+    files = progress_.totalFiles;
     changed_.notify_all();
   }
+  log.info("listed",
+           {{"generation", key_.generation},
+            {"files", files},
+            {"seconds",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count()}});
   warmer_.start();
 }
 

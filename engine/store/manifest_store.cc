@@ -311,6 +311,11 @@ Result<std::unique_ptr<ManifestStore>> ManifestStore::open(const std::filesystem
   // family's few records keep alive is flushed away at 64 MiB (a restart replays it).
   options.db_write_buffer_size = options.write_buffer_size * options.max_write_buffer_number;
   options.max_total_wal_size = 64 << 20;
+  // One compression at every level, so that a table moves down unchanged: with the level-style
+  // defaults (none at levels 0 and 1, then compressed), every table of a listing was rewritten
+  // once more into level 2.
+  options.compression_per_level.clear();
+  options.compression = rocksdb::kLZ4Compression;
   auto guard = std::make_unique<StoreGuard>(directory, "manifest store");
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;

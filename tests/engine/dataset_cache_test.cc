@@ -558,6 +558,46 @@ TEST_F(DatasetCacheTest, OneNodeListsTheOriginAndTheOthersFollowItsListing) {
   for (const auto& cache : caches) expectAllFilesRead(*cache);
 }
 
+// Each node's owned share, counted from the batches its listing stored (the lister's and its
+// followers'), is the share of the files under the node set; so is the share a restarted node,
+// which listed nothing, reads from its manifest.
+TEST_F(DatasetCacheTest, EachNodesOwnedShareIsCountedWhetherItListedFollowedOrRestarted) {
+  writeTree(60);
+  const std::vector<std::string> names = {"n1", "n2", "n3"};
+  LoopbackPeers peers;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  std::vector<std::unique_ptr<DatasetCache>> caches;
+  auto s = neverWarmed();
+  s.nodeSet = names;
+  for (const std::string& name : names) {
+    nodes.push_back(std::make_unique<TestNode>(root_, name));
+    nodes.back()->context->peers = &peers;
+    caches.push_back(open(*nodes.back(), s));
+    peers.add(name, caches.back().get());
+  }
+  const auto expectShares = [&](const std::string& when) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      int64_t files = 0, bytes = 0;
+      for (const auto& [path, data] : files_) {
+        if (!owns(names[i], path, names, 1)) continue;
+        ++files, bytes += static_cast<int64_t>(data.size());
+      }
+      ASSERT_GT(files, 0) << names[i];
+      const DatasetState state = caches[i]->waitSettled(20s);
+      EXPECT_EQ(state.phase, Phase::kOnDemand) << when << " " << names[i] << ": " << state.message;
+      EXPECT_EQ(state.progress.ownedFiles, files) << when << " " << names[i];
+      EXPECT_EQ(state.progress.ownedBytes, bytes) << when << " " << names[i];
+    }
+  };
+  expectShares("listed");
+  for (size_t i = 0; i < names.size(); ++i) {
+    caches[i].reset();
+    caches[i] = open(*nodes[i], s);
+    peers.add(names[i], caches[i].get());
+  }
+  expectShares("restarted");
+}
+
 // A node whose lister holds the dataset but is not listing it yet (here: it waits to try an
 // origin that failed again) waits for that listing and follows it, rather than listing itself.
 TEST_F(DatasetCacheTest, ANodeWaitsForAListerThatIsNotListingYet) {
