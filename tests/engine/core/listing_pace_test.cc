@@ -46,6 +46,14 @@ TEST(ListingPaceTest, ANearbyOriginKeepsOneListerThoughTheStoreIsFaster) {
   EXPECT_EQ(listersAfter(pace, 1000, milliseconds(12), milliseconds(1)), 8);
 }
 
+TEST(ListingPaceTest, AHostThatStallsNowAndThenKeepsOneLister) {
+  ListingPace pace(8);
+  for (int i = 0; i < 1000; ++i) pace.page(milliseconds(i % 3 == 0 ? 60 : 1), milliseconds(1));
+  EXPECT_EQ(pace.listers(), 1) << "every third page 60 ms late: the origin answers in 1 ms";
+  for (int i = 0; i < 1000; ++i) pace.page(milliseconds(i % 8 == 0 ? 30 : 20), milliseconds(1));
+  EXPECT_EQ(pace.listers(), 8) << "every page 20 ms or more: the origin's latency";
+}
+
 TEST(ListingPaceTest, TheFirstPagesSayNothingOfThePace) {
   ListingPace pace(8);
   for (int i = 0; i < ListingPace::kIgnoredPages; ++i)
