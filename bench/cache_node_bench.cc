@@ -723,7 +723,12 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
   for (const auto giveUp = start + std::chrono::hours(4);
        std::chrono::steady_clock::now() < giveUp;) {
     if (logText().find("bench/tree Ready") != std::string::npos) break;
-    if (firstFile < 0 && fileServed(*node, first)) firstFile = since();
+    if (firstFile < 0 && fileServed(*node, first)) {
+      firstFile = since();
+      std::printf("memory listing %lld files: the first file served after %.2f s\n",
+                  static_cast<long long>(files), firstFile);
+      std::fflush(stdout);
+    }
     const int64_t listed =
         killAt > 0 && holding.killedSeconds < 0 ? statusOf(*node).progress().total_files() : 0;
     if (killAt > 0 && holding.killedSeconds < 0 &&
