@@ -232,15 +232,26 @@ constexpr const char* kInodesFamily = "inodes";
 
 }  // namespace
 
-// Two iterators, of the files family and of the default one, as one in key order; on a key in
-// both (the same family twice, in a store opened read-only without its families), the entry once.
+// Two iterators, of the files family and of the default one, as one in key order from `from` up
+// to the end of `prefix`; on a key in both (the same family twice, in a store opened read-only
+// without its families), the entry once. Around the block cache: each scan is of a whole
+// directory or generation, read once.
 class ManifestStore::EntryScan {
  public:
-  EntryScan(rocksdb::Iterator* files, rocksdb::Iterator* rest, const std::string& from)
-      : files_(files), rest_(rest) {
+  EntryScan(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* files, rocksdb::ColumnFamilyHandle* rest,
+            const std::string& from, const std::string& prefix)
+      : end_(prefix.substr(0, prefix.size() - 1) + static_cast<char>(prefix.back() + 1)),
+        bound_(end_) {
+    rocksdb::ReadOptions options = scanOptions();
+    options.iterate_upper_bound = &bound_;  // tables past the prefix are not read
+    files_.reset(db.NewIterator(options, files));
+    rest_.reset(db.NewIterator(options, rest));
     files_->Seek(from);
     rest_->Seek(from);
   }
+  EntryScan(const EntryScan&) = delete;
+  EntryScan& operator=(const EntryScan&) = delete;
+
   bool Valid() const { return files_->Valid() || rest_->Valid(); }
   rocksdb::Slice key() const { return current()->key(); }
   rocksdb::Slice value() const { return current()->value(); }
@@ -258,6 +269,8 @@ class ManifestStore::EntryScan {
     if (!files_->Valid()) return rest_.get();
     return rest_->key().compare(files_->key()) < 0 ? rest_.get() : files_.get();
   }
+  const std::string end_;  // the first key past the prefix
+  const rocksdb::Slice bound_;
   std::unique_ptr<rocksdb::Iterator> files_, rest_;
 };
 
@@ -279,10 +292,9 @@ ManifestStore::~ManifestStore() {
     db_->DestroyColumnFamilyHandle(handle);
 }
 
-ManifestStore::EntryScan ManifestStore::scan(const std::string& from) const {
-  // Around the block cache: each scan here is of a whole directory or generation, read once.
-  return EntryScan(db_->NewIterator(scanOptions(), files_),
-                   db_->NewIterator(scanOptions(), handles_.front()), from);
+std::unique_ptr<ManifestStore::EntryScan> ManifestStore::scan(const std::string& from,
+                                                              const std::string& prefix) const {
+  return std::make_unique<EntryScan>(*db_, files_, handles_.front(), from, prefix);
 }
 
 Result<ManifestEntry> ManifestStore::entryAt(const std::string& key, std::string path) const {
@@ -453,20 +465,20 @@ Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generati
   // Around the block cache: a mount asks for each directory once (the kernel keeps what readdir
   // returns), so a directory of millions of entries would only push out what lookups use.
   const std::string start = after.empty() ? prefix : key(generation, directory, after);
-  EntryScan it = scan(start);
+  const auto it = scan(start, prefix);
   std::vector<ManifestEntry> out;
-  if (!after.empty() && it.Valid() && it.key().ToStringView() == start) it.Next();
-  for (; it.Valid() && out.size() < limit; it.Next()) {
-    const std::string_view k = it.key().ToStringView();
+  if (!after.empty() && it->Valid() && it->key().ToStringView() == start) it->Next();
+  for (; it->Valid() && out.size() < limit; it->Next()) {
+    const std::string_view k = it->key().ToStringView();
     if (k.substr(0, prefix.size()) != prefix) break;
     const std::string_view name = k.substr(prefix.size());
     std::string path =
         directory.empty() ? std::string(name) : std::string(directory) + "/" + std::string(name);
     GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry,
-                             decode(std::move(path), it.value().ToStringView()));
+                             decode(std::move(path), it->value().ToStringView()));
     out.push_back(std::move(entry));
   }
-  GRANARY_RETURN_IF_ERROR(fromRocks(it.status(), "manifest scan"));
+  GRANARY_RETURN_IF_ERROR(fromRocks(it->status(), "manifest scan"));
   if (out.empty() && !directory.empty()) {
     // An empty page of a directory that does not exist is an error; of one that does, not.
     GRANARY_ASSIGN_OR_RETURN(ManifestEntry dir, stat(generation, directory));
@@ -478,11 +490,11 @@ Result<std::vector<ManifestEntry>> ManifestStore::list(std::string_view generati
 Result<std::vector<ManifestEntry>> ManifestStore::files(std::string_view generation,
                                                         std::string& cursor, size_t limit) const {
   const std::string prefix = generationPrefix('m', generation);
-  EntryScan it = scan(cursor.empty() ? prefix : cursor);
+  const auto it = scan(cursor.empty() ? prefix : cursor, prefix);
   std::vector<ManifestEntry> out;
-  if (!cursor.empty() && it.Valid() && it.key().ToStringView() == cursor) it.Next();
-  for (; it.Valid() && out.size() < limit; it.Next()) {
-    const std::string_view k = it.key().ToStringView();
+  if (!cursor.empty() && it->Valid() && it->key().ToStringView() == cursor) it->Next();
+  for (; it->Valid() && out.size() < limit; it->Next()) {
+    const std::string_view k = it->key().ToStringView();
     if (!k.starts_with(prefix)) break;
     cursor = std::string(k);
     const std::string_view rest = k.substr(prefix.size());  // parent NUL name
@@ -491,10 +503,10 @@ Result<std::vector<ManifestEntry>> ManifestStore::files(std::string_view generat
     std::string path =
         parent.empty() ? std::string(name) : std::string(parent) + "/" + std::string(name);
     GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry,
-                             decode(std::move(path), it.value().ToStringView()));
+                             decode(std::move(path), it->value().ToStringView()));
     if (!entry.directory) out.push_back(std::move(entry));
   }
-  GRANARY_RETURN_IF_ERROR(fromRocks(it.status(), "manifest scan"));
+  GRANARY_RETURN_IF_ERROR(fromRocks(it->status(), "manifest scan"));
   return out;
 }
 

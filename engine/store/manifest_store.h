@@ -129,9 +129,9 @@ class ManifestStore {
                 std::unique_ptr<StoreGuard> guard);
   // The entry stored under `key` (files first, then the default family); NotFound where none.
   Result<ManifestEntry> entryAt(const std::string& key, std::string path) const;
-  // Entries of both families from `from` on, in key order.
+  // Entries of both families from `from` to the end of `prefix` (not empty), in key order.
   class EntryScan;
-  EntryScan scan(const std::string& from) const;
+  std::unique_ptr<EntryScan> scan(const std::string& from, const std::string& prefix) const;
   // Guards a write of about `bytes`.
   Status write(int64_t bytes, const std::function<rocksdb::Status()>& write);
   // The next file inode of `generation`: as stored, or 2 for a generation never put.
