@@ -26,8 +26,8 @@ struct SourceListing {
   // After each batch is stored: the totals stored so far, called one batch at a time, in the
   // order they were stored.
   std::function<void(const ManifestTotals&)> counted;
-  // Then the batch itself, from the lister's thread, side by side with other listers' (none: not
-  // called).
+  // Then the batch itself, from the thread that stored it, side by side with other parts'
+  // (none: not called).
   Stored stored;
 };
 
