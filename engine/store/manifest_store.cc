@@ -567,7 +567,8 @@ Status ManifestStore::drop(std::string_view generation) {
                                                                  {'m', handles_.front()},
                                                                  {'g', handles_.front()},
                                                                  {'i', handles_.front()}};
-  for (const auto& [kind, family] : kinds) {
+  for (const auto& [kind, where] : kinds) {
+    rocksdb::ColumnFamilyHandle* const family = where;  // a lambda cannot capture a binding
     // kind NUL generation, then kind NUL generation \1: every key of the generation lies between,
     // and neither bound is in GenerationPrefix's domain (the memtable's insert hints are kept
     // per prefix, and RocksDB would use a point key's hint to place a range deletion).
