@@ -31,9 +31,9 @@ class GeneratedBucket {
     // Connections kept alive between requests, as S3 keeps them; each response sent as written
     // (Nagle's algorithm held a response's last segment back until the client's delayed
     // acknowledgement, 40 ms, on a kept connection).
-    const char* options[] = {"listening_ports",   "127.0.0.1:0", "num_threads", "64",
-                             "enable_keep_alive", "yes",         "tcp_nodelay", "1",
-                             nullptr};
+    const char* options[] = {
+        "listening_ports", "127.0.0.1:0", "num_threads", "64", "enable_keep_alive", "yes",
+        "tcp_nodelay",     "1",           nullptr};
     mg_callbacks callbacks{};
     callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
     context_ = mg_start(&callbacks, nullptr, options);
