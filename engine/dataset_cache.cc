@@ -461,11 +461,7 @@ DatasetCache::OwnedCount DatasetCache::scanOwnedShare(const std::vector<std::str
   while (!stop.stop_requested()) {
     auto batch = node_.manifests.files(id_, cursor, kScanBatch);
     if (!batch.isOk() || batch->empty()) break;
-    for (const auto& file : *batch) {
-      if (!owns(node_.nodeName, file.path, nodes, replicas)) continue;
-      ++owned.files, owned.bytes += file.size;
-      if (file.size == 0) ++owned.empty;
-    }
+    owned.add(*batch, node_.nodeName, nodes, replicas);
   }
   return owned;
 }
@@ -484,16 +480,24 @@ void DatasetCache::countListed(std::span<const ManifestEntry> batch) {
     replicas = listedShare_.replicas;
   }
   OwnedCount owned;
-  for (const ManifestEntry& file : batch) {
-    if (!owns(node_.nodeName, file.path, nodes, replicas)) continue;
-    ++owned.files, owned.bytes += file.size;
-    if (file.size == 0) ++owned.empty;
-  }
+  owned.add(batch, node_.nodeName, nodes, replicas);
   MutexLock lock(mutex_);
   listedShare_.files += static_cast<int64_t>(batch.size());
-  listedShare_.owned.files += owned.files;
-  listedShare_.owned.bytes += owned.bytes;
-  listedShare_.owned.empty += owned.empty;
+  listedShare_.owned += owned;
+}
+
+void DatasetCache::OwnedCount::add(std::span<const ManifestEntry> batch, std::string_view node,
+                                   std::span<const std::string> nodes, int replicas) {
+  for (const ManifestEntry& file : batch) {
+    if (!owns(node, file.path, nodes, replicas)) continue;
+    ++files, bytes += file.size;
+    if (file.size == 0) ++empty;
+  }
+}
+
+DatasetCache::OwnedCount& DatasetCache::OwnedCount::operator+=(const OwnedCount& other) {
+  files += other.files, bytes += other.bytes, empty += other.empty;
+  return *this;
 }
 
 ShareFacts DatasetCache::shareFacts() {

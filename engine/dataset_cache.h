@@ -32,6 +32,7 @@
 #include <span>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -223,6 +224,10 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // This node's share of some files under a node set.
   struct OwnedCount {
     int64_t files = 0, bytes = 0, empty = 0;
+    // Adds the files of `batch` that `node` owns among `nodes` with `replicas` copies.
+    void add(std::span<const ManifestEntry> batch, std::string_view node,
+             std::span<const std::string> nodes, int replicas);
+    OwnedCount& operator+=(const OwnedCount& other);
   };
   // The share counted from the batches a listing stored, under the node set it began with, so
   // that the warmer need not read the whole manifest again once it ends. It stands for the
