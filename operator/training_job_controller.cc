@@ -171,7 +171,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   if (!object) {
     MutexLock lock(mutex_);
     attempts_.erase(key);
-    samples_.erase(key);
+    telemetry_.erase(key);
     if (options_.series) {
       const auto [ns, name] = kube::splitKey(key);
       options_.series->remove(ns, name);
@@ -237,10 +237,9 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   const bool running = kube::pathValue(plan.status, "phase").is_string() &&
                        plan.status.at("phase").as_string() == "Running";
   if (options_.cacheNodes && running && !o.spec.datasets.empty()) {
-    if (auto summaries = sampleTelemetry(key, ns, o.spec, o.workers)) {
-      if (!summaries->data.is_null()) plan.status["data"] = summaries->data;
-      if (!summaries->gpu.is_null()) plan.status["gpu"] = summaries->gpu;
-    }
+    const Summaries shown = sampleTelemetry(key, ns, o.spec, o.workers);
+    if (!shown.data.is_null()) plan.status["data"] = shown.data;
+    if (!shown.gpu.is_null()) plan.status["gpu"] = shown.gpu;
     if (result.requeueAfter == Clock::Duration::zero() ||
         result.requeueAfter > options_.telemetryInterval)
       result.requeueAfter = options_.telemetryInterval;
@@ -284,14 +283,15 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   return result;
 }
 
-std::optional<TrainingJobController::Summaries> TrainingJobController::sampleTelemetry(
+TrainingJobController::Summaries TrainingJobController::sampleTelemetry(
     const std::string& key, const std::string& ns, const api::TrainingJobSpec& spec,
     const std::vector<WorkerState>& workers) {
   {
     MutexLock lock(mutex_);
-    const auto last = samples_.find(key);
-    if (last != samples_.end() && clock_.monoNow() - last->second.at < options_.telemetryInterval)
-      return std::nullopt;
+    const auto last = telemetry_.find(key);
+    if (last != telemetry_.end() &&
+        clock_.monoNow() - last->second.sample.at < options_.telemetryInterval)
+      return last->second.shown;
   }
   std::set<std::string> uids, names;
   std::map<std::string, std::vector<std::string>> uidsByNode;
@@ -334,8 +334,12 @@ std::optional<TrainingJobController::Summaries> TrainingJobController::sampleTel
         sample.starvedSeconds[pod.name()] = pod.data_starved_seconds();
   }
   MutexLock lock(mutex_);
-  const JobSample previous = std::exchange(samples_[key], sample);
-  return Summaries{dataSummary(previous, sample), gpuSummary(previous, sample)};
+  Telemetry& last = telemetry_[key];
+  const JobSample previous = std::exchange(last.sample, sample);
+  Summaries made{dataSummary(previous, sample), gpuSummary(previous, sample)};
+  if (!made.data.is_null()) last.shown.data = std::move(made.data);
+  if (!made.gpu.is_null()) last.shown.gpu = std::move(made.gpu);
+  return last.shown;
 }
 
 }  // namespace granary::op

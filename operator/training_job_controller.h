@@ -45,11 +45,14 @@ class TrainingJobController {
   struct Summaries {
     kube::Json data, gpu;  // status.data and status.gpu; null when there is nothing to say
   };
-  // A new sample of the job's workers when the last is telemetryInterval old, summarized
-  // against the last one; nullopt when it is not time yet.
-  std::optional<Summaries> sampleTelemetry(const std::string& key, const std::string& ns,
-                                           const api::TrainingJobSpec& spec,
-                                           const std::vector<WorkerState>& workers);
+  // What the job's status shows of its workers' telemetry: a new sample when the last is
+  // telemetryInterval old, summarized against the last one; until then the summaries last
+  // made (a reconcile from a cache that has not yet seen the status they were written to
+  // must still show them, in the status and in the job's series). A summary with nothing to
+  // say leaves the one before it standing.
+  Summaries sampleTelemetry(const std::string& key, const std::string& ns,
+                            const api::TrainingJobSpec& spec,
+                            const std::vector<WorkerState>& workers);
 
   kube::Manager& manager_;
   TrainingJobControllerOptions options_;
@@ -68,8 +71,12 @@ class TrainingJobController {
   };
   Mutex mutex_;
   std::map<std::string, Written> attempts_ GRANARY_GUARDED_BY(mutex_);
-  // The last telemetry sample per job key.
-  std::map<std::string, JobSample> samples_ GRANARY_GUARDED_BY(mutex_);
+  // The last telemetry sample per job key, and the summaries shown since.
+  struct Telemetry {
+    JobSample sample;
+    Summaries shown;
+  };
+  std::map<std::string, Telemetry> telemetry_ GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::op

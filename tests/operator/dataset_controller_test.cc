@@ -979,21 +979,52 @@ TEST_F(DatasetControllerTest, ARefreshMakesANewVersionForNewReadersWhileOldReade
            heldVersions(b) == std::set<int64_t>{version};
   })) << ::testing::PrintToString(heldGenerations(a));
 
-  // Asked again with nothing changed: no new version, only the refresh's time and outcome.
+  // Asked again with nothing changed: no new version, only the refresh's time and outcome. Every
+  // status written is watched: the outcome, and before it `Running` only when the listing
+  // outlasts the second after which a running refresh is shown.
   const auto withoutRefresh = [](Json status) {
     kube::eraseField(status, "refresh");
     return status;
   };
   const Json before = withoutRefresh(settledStatus());
+  const Json watchedFrom = dataset();
+  std::mutex seenMutex;
+  std::vector<Json> statusesSeen;  // each status the Dataset took since watchedFrom
+  std::jthread watcher([&](std::stop_token stop) {
+    (void)client().watch(
+        resources::datasets(), ns(),
+        {.fieldSelector = "metadata.name=coco",
+         .resourceVersion = kube::pathValue(watchedFrom, "metadata.resourceVersion").as_string()},
+        [&](kube::WatchEvent&& e) {
+          if (e.type != kube::WatchEvent::Type::kModified) return;
+          const Json status = kube::pathValue(e.object, "status");
+          std::lock_guard lock(seenMutex);
+          const Json& last =
+              statusesSeen.empty() ? kube::pathValue(watchedFrom, "status") : statusesSeen.back();
+          if (!kube::sameJson(status, last)) statusesSeen.push_back(status);
+        },
+        stop);
+  });
   const int64_t writes = operatorWrites_;
   requestRefresh("2");
   ASSERT_TRUE(eventually([&] { return statusString("refresh.observedRequest") == "2"; }, 30s))
       << dataset().serialize();
-  std::this_thread::sleep_for(1500ms);  // a second write, were there one, would come by now
+  std::this_thread::sleep_for(1500ms);  // a further write, were there one, would come by now
+  watcher.request_stop();
   {
     std::lock_guard lock(writesMutex_);
-    EXPECT_EQ(operatorWrites_ - writes, 1)
-        << "one status write, of the outcome; the last: " << lastWrite_;
+    std::lock_guard seen(seenMutex);
+    ASSERT_FALSE(statusesSeen.empty());
+    EXPECT_EQ(operatorWrites_ - writes, static_cast<int64_t>(statusesSeen.size()))
+        << "each status write changes the status; the last: " << lastWrite_;
+    EXPECT_LE(statusesSeen.size(), 2u) << ::testing::PrintToString(statusesSeen.size());
+    for (size_t i = 0; i < statusesSeen.size(); ++i) {
+      EXPECT_TRUE(kube::sameJson(withoutRefresh(statusesSeen[i]), before))
+          << "a write changes status.refresh only: " << statusesSeen[i].serialize()
+          << "\nbefore: " << before.serialize();
+      const Json state = kube::pathValue(statusesSeen[i], "refresh.state");
+      EXPECT_EQ(state.as_string(), i + 1 == statusesSeen.size() ? "Unchanged" : "Running");
+    }
   }
   EXPECT_EQ(statusString("refresh.state"), "Unchanged");
   EXPECT_EQ(
