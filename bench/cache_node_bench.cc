@@ -17,8 +17,9 @@
 //           Ready after the restart, vs a whole listing
 //   listers a generated S3 bucket whose pages take --page-latency-ms each, listed by a node one
 //           request at a time and --listers side by side, vs fetching and parsing it alone
-//   set-listing  that bucket listed by sets of 1, 4 and --nodes node processes: one lists, the
-//           others follow it; every node Ready, and the listing requests the bucket answered
+//   set-listing  that bucket listed by sets of 1, 4 and --nodes node processes, each a share of
+//           it, following the others': every node Ready, the listing requests the bucket
+//           answered, every node's manifest against the bucket
 // Usage: cache_node_bench [--scale F] [--throttle-mib N] [--dir D] [section...]
 // --scale shrinks the file counts and sizes (0.01 for a quick look); the data under --dir
 // (default /var/tmp/granary-bench) is reused between runs.
@@ -855,10 +856,11 @@ struct ManifestCheck {
   int64_t compared = 0, wrong = 0;
 };
 
-std::vector<v1::FileInfo> listedDirectory(v1::CacheNode::Stub& node, const std::string& path) {
+std::vector<v1::FileInfo> listedDirectory(v1::CacheNode::Stub& node, const v1::DatasetRef& dataset,
+                                          const std::string& path) {
   std::vector<v1::FileInfo> entries;
   v1::ListDirectoryRequest request;
-  *request.mutable_dataset() = treeDataset();
+  *request.mutable_dataset() = dataset;
   request.set_path(path);
   do {
     v1::ListDirectoryResponse page;
@@ -869,17 +871,18 @@ std::vector<v1::FileInfo> listedDirectory(v1::CacheNode::Stub& node, const std::
   return entries;
 }
 
-ManifestCheck checkGeneratedManifest(v1::CacheNode::Stub& node, int64_t files) {
+ManifestCheck checkGeneratedManifest(v1::CacheNode::Stub& node, int64_t files,
+                                     const v1::DatasetRef& dataset = treeDataset()) {
   ManifestCheck check;
   const int64_t directories = (files + 999) / 1000;
-  const auto root = listedDirectory(node, "");
+  const auto root = listedDirectory(node, dataset, "");
   check.wrong += std::abs(static_cast<int64_t>(root.size()) - directories);
   int64_t n = 0;
   for (int64_t d = 0; d < directories; ++d) {
     const std::string dir = bench::GeneratedBucket::keyOf(d * 1000).substr(0, 7);
     if (d >= static_cast<int64_t>(root.size()) || root[d].path() != dir || !root[d].is_directory())
       ++check.wrong;
-    const auto entries = listedDirectory(node, dir);
+    const auto entries = listedDirectory(node, dataset, dir);
     const int64_t expected = std::min<int64_t>(1000, files - d * 1000);
     check.wrong += std::abs(static_cast<int64_t>(entries.size()) - expected);
     for (const auto& entry : entries) {
@@ -955,9 +958,9 @@ void listersSection(const Args& args) {
 }
 
 // The generated bucket (a latency per page) listed by sets of 1, 4 and --nodes cache node
-// processes: one node of a set lists the origin, in parts side by side, and the others follow
-// its listing; how long until every node is Ready, and how many listing requests the bucket
-// answered.
+// processes: each node of a set lists a share of the origin's parts and follows the others'
+// shares; how long until every node is Ready, how many listing requests the bucket answered,
+// and every node's manifest compared with the bucket's keys.
 void setListingSection(const Args& args) {
   const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
   const int latency = pageLatency(args, 20);
@@ -997,17 +1000,25 @@ void setListingSection(const Args& args) {
     for (NodeChild* node : nodes) ensure(*node, nodes);
     const auto statuses = waitAllReady(nodes);
     const double took = seconds(start);
+    const int64_t requests = bucket.listRequests() - requestsBefore;
     int64_t wrongTotals = 0;
     for (const auto& status : statuses) wrongTotals += status.progress().total_files() != files;
+    ManifestCheck check;
+    for (NodeChild* node : nodes) {
+      const ManifestCheck one = checkGeneratedManifest(node->api(), files, spreadDataset());
+      check.compared += one.compared;
+      check.wrong += one.wrong;
+    }
     std::printf(
         "set-listing %lld files, %d ms a page, %d node(s), %d listers: every node Ready %.1f s "
         "(%.0f files/s)   listing requests %lld (one listing: %lld)   nodes holding another "
-        "count: %lld   fetching alone with %d listers %.1f s\n",
+        "count: %lld   entries compared with the bucket's keys on every node %lld, wrong or "
+        "missing %lld   fetching alone with %d listers %.1f s\n",
         static_cast<long long>(files), latency, count, args.listers, took,
-        static_cast<double>(files) / took,
-        static_cast<long long>(bucket.listRequests() - requestsBefore),
+        static_cast<double>(files) / took, static_cast<long long>(requests),
         static_cast<long long>((files + 999) / 1000), static_cast<long long>(wrongTotals),
-        args.listers, alone);
+        static_cast<long long>(check.compared), static_cast<long long>(check.wrong), args.listers,
+        alone);
   }
 }
 

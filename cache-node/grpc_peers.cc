@@ -87,8 +87,8 @@ Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetK
 }
 
 Result<ManifestTotals> GrpcPeers::followListing(
-    const std::string& node, const DatasetKey& dataset, std::stop_token stop,
-    const std::function<Status(std::span<const ManifestEntry>)>& each) {
+    const std::string& node, const DatasetKey& dataset, std::span<const KeyRange> share,
+    std::stop_token stop, const std::function<Status(std::span<const ManifestEntry>)>& each) {
   const auto connection = connectionTo(node);
   if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
@@ -96,6 +96,11 @@ Result<ManifestTotals> GrpcPeers::followListing(
   const std::stop_callback cancel(stop, [&] { context.TryCancel(); });
   v1::FollowListingRequest request;
   *request.mutable_dataset() = refOf(dataset);
+  for (const KeyRange& range : share) {
+    v1::ListingRange& wanted = *request.add_share();
+    wanted.set_after(range.after);
+    wanted.set_through(range.through);
+  }
   auto reader = connection->stub->FollowListing(&context, request);
   v1::ListingPage page;
   std::optional<ManifestTotals> totals;

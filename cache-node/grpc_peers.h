@@ -37,7 +37,8 @@ class GrpcPeers final : public PeerReader {
   // No deadline: the lister sends a page at least every second while its listing goes on, and
   // keepalive pings find a peer that stopped answering.
   Result<ManifestTotals> followListing(
-      const std::string& node, const DatasetKey& dataset, std::stop_token stop,
+      const std::string& node, const DatasetKey& dataset, std::span<const KeyRange> share,
+      std::stop_token stop,
       const std::function<Status(std::span<const ManifestEntry>)>& each) override;
 
  private:

@@ -319,7 +319,9 @@ class PeerService final : public v1::Peer::Service {
     GRANARY_AUTHORIZE(context);
     auto cache = engine_.find(keyOf(request->dataset()));
     if (!cache.isOk()) return toGrpc(cache.status());
-    auto totals = (*cache)->shareListing([&](std::span<const ManifestEntry> files) {
+    std::vector<KeyRange> share;
+    for (const auto& range : request->share()) share.push_back({range.after(), range.through()});
+    auto totals = (*cache)->shareListing(share, [&](std::span<const ManifestEntry> files) {
       v1::ListingPage page;
       for (const auto& file : files) *page.add_files() = fileInfoOf(file);
       if (context->IsCancelled() || !writer->Write(page)) return cancelled("the follower left");

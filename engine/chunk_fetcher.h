@@ -64,15 +64,16 @@ class PeerReader {
   virtual Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
                                         const std::string& path, int64_t index,
                                         const std::string& etag, bool fill) = 0;
-  // Follows `node`'s listing of `dataset` (ListingFeed): `each` gets the files listed there in
-  // batches, those already listed first, then the rest as they are listed (a file may come twice;
-  // an empty batch says the listing goes on); returns the listing's totals once it is complete.
-  // NotFound when `node` does not hold the dataset; FailedPrecondition while it neither lists it
-  // nor has listed it. Stops at the first error `each` returns, and with Cancelled once `stop` is
-  // requested.
+  // Follows `node`'s listing of `dataset` (ListingFeed), or of its `share` of it (the origin keys
+  // in those ranges; none: the whole listing): `each` gets the files listed there in batches,
+  // those already listed first, then the rest as they are listed (a file may come twice; an
+  // empty batch says the listing goes on); returns the totals of the listing or share once it
+  // is complete. NotFound when `node` does not hold the dataset; FailedPrecondition while it
+  // neither lists it (or that share) nor has listed it. Stops at the first error `each` returns,
+  // and with Cancelled once `stop` is requested.
   virtual Result<ManifestTotals> followListing(
-      const std::string& node, const DatasetKey& dataset, std::stop_token stop,
-      const std::function<Status(std::span<const ManifestEntry>)>& each) = 0;
+      const std::string& node, const DatasetKey& dataset, std::span<const KeyRange> share,
+      std::stop_token stop, const std::function<Status(std::span<const ManifestEntry>)>& each) = 0;
 };
 
 // Chunks that another dataset of this node holds for the same object at the same version: a

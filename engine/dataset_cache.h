@@ -158,11 +158,14 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Result<std::string> readChunkForPeer(const std::string& path, int64_t index,
                                        const std::string& etag, bool fill);
   bool hasChunk(const std::string& path, int64_t index) const;
-  // For a peer that follows this node's listing (PeerReader::followListing): `send` gets the
-  // files listed so far, then the rest as they are listed (an empty batch while none came for a
-  // second); returns the totals once the listing is complete. FailedPrecondition while this node
-  // neither lists the dataset nor has listed it. Stops at the first error `send` returns.
+  // For a peer that follows this node's listing, or its `share` of it (PeerReader::followListing;
+  // none: the whole listing): `send` gets the files listed so far, then the rest as they are
+  // listed (an empty batch while none came for a second); returns the totals once the listing or
+  // share is complete. A share is served while this node lists it, and any share once the whole
+  // listing is complete here. FailedPrecondition while this node neither lists that (the whole
+  // listing, or the share) nor has listed it. Stops at the first error `send` returns.
   Result<ManifestTotals> shareListing(
+      std::span<const KeyRange> share,
       const std::function<Status(std::span<const ManifestEntry>)>& send);
 
   DatasetState state();
@@ -209,9 +212,36 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
                                      std::stop_token stop,
                                      const std::function<void(const ManifestTotals&)>& counted,
                                      const SourceListing::Stored& stored) GRANARY_EXCLUDES(mutex_);
-  // Waits up to kListerWait for `lister` to hold the dataset and be listing it (it may have just
-  // been told of it, or be between tries of an origin that failed).
-  Status followLister(const std::string& lister, std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  // Takes the listing whole from `lister` (follow), its batches fed to followers, and marks it
+  // complete.
+  Status followLister(const std::string& lister, bool awaitListing, std::stop_token stop)
+      GRANARY_EXCLUDES(mutex_);
+  // Follows `lister`'s listing, or its `share` of it (none: the whole), into the manifest,
+  // `took` called after each batch is stored; the totals `lister` sends at the end. Waits up to
+  // kListerWait for `lister` to hold the dataset (it may have just been told of it), and with
+  // `awaitListing` for it to be listing it too (it may be between tries of an origin that failed).
+  Result<ManifestTotals> follow(const std::string& lister, std::span<const KeyRange> share,
+                                bool awaitListing, std::stop_token stop,
+                                const std::function<void(std::span<const ManifestEntry>)>& took)
+      GRANARY_EXCLUDES(mutex_);
+
+  // ---- a listing split among the nodes of the set (engine/dataset_shares.cc) ----
+  // The nodes that list this generation's origins between them, in the order of their shares:
+  // the node set by rendezvous weight, where it has more than one node, peers can be followed and
+  // the dataset has one source, listed in key order. Empty: one node lists it whole.
+  std::vector<std::string> shareListers() const GRANARY_EXCLUDES(mutex_);
+  // The listing with the set: the origin's parts dealt out among `listers` (shareParts), this
+  // node listing its share and following every other one, or listing it itself where its lister
+  // cannot be followed. A version that the first lister holds whole already (a refresh made it,
+  // or this node joined the set late) is taken whole from it instead.
+  Status listInShares(const std::vector<std::string>& listers, std::stop_token stop)
+      GRANARY_EXCLUDES(mutex_);
+  // Lists `share` of the origin into the manifest (without progress: a share is not resumed),
+  // `took` called after each batch is stored; its totals.
+  Result<ManifestTotals> listShare(const std::vector<KeyRange>& share, std::stop_token stop,
+                                   const SourceListing::Stored& took) GRANARY_EXCLUDES(mutex_);
+  // Whether `entry` is in `share`: its origin key (the path below the one source's mount) is.
+  bool inShare(std::span<const KeyRange> share, const ManifestEntry& entry) const;
   // The node of the set that lists this generation's origins.
   std::string listerOf() const GRANARY_EXCLUDES(mutex_) { return listerOf(key_.generation); }
   void setTotals(const ManifestTotals& totals) GRANARY_EXCLUDES(mutex_);
@@ -316,7 +346,12 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   int64_t reportedRetries_ GRANARY_GUARDED_BY(mutex_) = 0;
   RateMeter fetchRate_ GRANARY_GUARDED_BY(mutex_);  // countFetched(): the warm rate
 
-  ListingFeed feed_;     // the listing, to peers that follow it
+  // Whether this try lists in shares with the set, and this node's share then: the feed carries
+  // that share alone, and its totals are set once it is listed, before the feed closes.
+  bool listsInShares_ GRANARY_GUARDED_BY(mutex_) = false;
+  std::vector<KeyRange> ownShare_ GRANARY_GUARDED_BY(mutex_);
+  std::optional<ManifestTotals> ownShareTotals_ GRANARY_GUARDED_BY(mutex_);
+  ListingFeed feed_;     // the listing (or this node's share of it), to peers that follow it
   Warmer warmer_;        // the warm passes and the phase; after what it calls
   std::jthread thread_;  // the listing; last: stops first
 };

@@ -1,6 +1,7 @@
 // DatasetCache's listing: the background thread that fills the generation's manifest, once, from
 // the origins or from the node of the set that lists them, and what it shares with peers that
 // follow it (engine/listing_feed.h).
+#include <algorithm>
 #include <chrono>
 
 #include "common/backoff.h"
@@ -30,6 +31,14 @@ Status DatasetCache::listOnce(std::stop_token stop) {
     setTotals(*totals);
     return Status::ok();
   }
+  const std::vector<std::string> listers = shareListers();
+  {
+    MutexLock lock(mutex_);
+    listsInShares_ = !listers.empty();
+    ownShare_.clear();
+    ownShareTotals_.reset();
+  }
+  if (!listers.empty()) return listInShares(listers, stop);
   const std::string lister = listerOf();
   const bool follows = lister != node_.nodeName && node_.peers;
   ListingProgress start;
@@ -41,7 +50,7 @@ Status DatasetCache::listOnce(std::stop_token stop) {
   feed_.open();
   Status listed = Status::ok();
   if (follows) {
-    listed = followLister(lister, stop);
+    listed = followLister(lister, true, stop);
     if (!listed.isOk() && !stop.stop_requested()) {
       Logger("cache")
           .with({{"dataset", key_.label()}})
@@ -134,52 +143,75 @@ Result<ManifestTotals> DatasetCache::listOrigins(
   return progress.totals;
 }
 
-Status DatasetCache::followLister(const std::string& lister, std::stop_token stop) {
+Status DatasetCache::followLister(const std::string& lister, bool awaitListing,
+                                  std::stop_token stop) {
   warmer_.setPhase(Phase::kListing, "taking the listing from cache node " + lister +
                                         ", which lists the origin; files listed so far can be "
                                         "read, the rest as they are");
-  // The lister may not hold the dataset yet, since the operator tells the nodes one by one, nor
-  // be listing it yet.
+  ManifestTotals counted;  // a file may come twice: the lister's totals are the listing's
+  beginListedShare();
+  auto totals = follow(lister, {}, awaitListing, stop, [&](std::span<const ManifestEntry> batch) {
+    for (const auto& entry : batch) counted.files += 1, counted.bytes += entry.size;
+    setTotals(counted);
+    countListed(batch);
+    feed_.publish(batch, stop);
+  });
+  if (!totals.isOk()) return totals.status();
+  setTotals(*totals);
+  return node_.manifests.markComplete(id_, *totals);
+}
+
+Result<ManifestTotals> DatasetCache::follow(
+    const std::string& lister, std::span<const KeyRange> share, bool awaitListing,
+    std::stop_token stop, const std::function<void(std::span<const ManifestEntry>)>& took) {
   Backoff backoff(
       {.initial = std::chrono::milliseconds(100), .max = std::chrono::milliseconds(500)});
   const auto giveUp = node_.clock.monoNow() + kListerWait;
   for (;;) {
-    ManifestTotals counted;  // a file may come twice: the lister's totals are the listing's
-    beginListedShare();
     auto totals = node_.peers->followListing(
-        lister, key_, stop, [&](std::span<const ManifestEntry> batch) -> Status {
+        lister, key_, share, stop, [&](std::span<const ManifestEntry> batch) -> Status {
           if (batch.empty()) return Status::ok();
           GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, batch));
-          for (const auto& entry : batch) counted.files += 1, counted.bytes += entry.size;
-          setTotals(counted);
-          countListed(batch);
-          feed_.publish(batch, stop);
+          took(batch);
           return Status::ok();
         });
-    if (totals.isOk()) {
-      setTotals(*totals);
-      return node_.manifests.markComplete(id_, *totals);
-    }
+    if (totals.isOk()) return totals;
     // NotFound: the lister does not hold the dataset yet. FailedPrecondition: it holds it but is
     // not listing now (its listing thread has not begun, or waits to try a failed origin again).
     const StatusCode code = totals.status().code();
-    const bool awaited = code == StatusCode::kNotFound || code == StatusCode::kFailedPrecondition;
+    const bool awaited =
+        code == StatusCode::kNotFound || (awaitListing && code == StatusCode::kFailedPrecondition);
     if (!awaited || node_.clock.monoNow() >= giveUp) return totals.status();
     if (!node_.clock.sleepFor(backoff.next(), stop)) return cancelled("stopping");
   }
 }
 
 Result<ManifestTotals> DatasetCache::shareListing(
+    std::span<const KeyRange> share,
     const std::function<Status(std::span<const ManifestEntry>)>& send) {
-  const auto follower = feed_.follow();  // first: what is stored after this comes through it
-  if (!follower && !node_.manifests.totals(id_).isOk()) {
-    return failedPrecondition("cache node " + node_.nodeName + " is not listing dataset " +
-                              key_.label() + " now: " + state().message);
+  std::shared_ptr<ListingFeed::Follower> follower;
+  bool shareListed = false;
+  {
+    MutexLock lock(mutex_);
+    const bool feeds = share.empty() ? !listsInShares_ : std::ranges::equal(share, ownShare_);
+    if (feeds) {
+      follower = feed_.follow();  // first: what is stored after this comes through it
+      shareListed = ownShareTotals_.has_value();
+    }
   }
+  if (!follower && !shareListed && !node_.manifests.totals(id_).isOk()) {
+    return failedPrecondition("cache node " + node_.nodeName + " is not listing dataset " +
+                              key_.label() + (share.empty() ? "" : " (or not that share of it)") +
+                              " now: " + state().message);
+  }
+  ManifestTotals sent;  // of the share, read from the manifest
   std::string cursor;
   for (;;) {
-    GRANARY_ASSIGN_OR_RETURN(const auto batch, node_.manifests.files(id_, cursor, kShareBatch));
+    GRANARY_ASSIGN_OR_RETURN(auto batch, node_.manifests.files(id_, cursor, kShareBatch));
     if (batch.empty()) break;
+    if (!share.empty())
+      std::erase_if(batch, [&](const ManifestEntry& entry) { return !inShare(share, entry); });
+    for (const auto& entry : batch) sent.files += 1, sent.bytes += entry.size;
     GRANARY_RETURN_IF_ERROR(send(batch));
   }
   while (follower) {
@@ -187,7 +219,10 @@ Result<ManifestTotals> DatasetCache::shareListing(
     if (!batch) break;  // complete
     GRANARY_RETURN_IF_ERROR(send(*batch));
   }
-  return node_.manifests.totals(id_);
+  if (share.empty()) return node_.manifests.totals(id_);
+  MutexLock lock(mutex_);
+  if (ownShareTotals_ && std::ranges::equal(share, ownShare_)) return *ownShareTotals_;
+  return sent;  // another node's share, read whole from a complete manifest
 }
 
 void DatasetCache::setTotals(const ManifestTotals& totals) {

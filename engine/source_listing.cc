@@ -106,6 +106,7 @@ class PartListers {
     MutexLock lock(storing_);
     std::erase_if(progress_.ranges, [&](const KeyRange& r) { return r.through == part.through; });
     if (progress_.ranges.empty()) progress_.source += 1;
+    if (!listing_.recordProgress) return Status::ok();
     return listing_.manifests.put(listing_.generation, {}, &progress_);
   }
 
@@ -132,8 +133,9 @@ class PartListers {
       }
       progress_.totals.files += added.files;
       progress_.totals.bytes += added.bytes;
-      GRANARY_RETURN_IF_ERROR(listing_.manifests.put(listing_.generation, entries, &progress_));
-      listing_.counted(progress_.totals);
+      GRANARY_RETURN_IF_ERROR(listing_.manifests.put(
+          listing_.generation, entries, listing_.recordProgress ? &progress_ : nullptr));
+      if (listing_.counted) listing_.counted(progress_.totals);
     }
     if (listing_.stored) listing_.stored(entries, cutShort_.get_token());
     return Status::ok();

@@ -24,11 +24,15 @@ struct SourceListing {
   const DatasetSource& source;
   int maxListers = 1;
   // After each batch is stored: the totals stored so far, called one batch at a time, in the
-  // order they were stored.
+  // order they were stored (none: not called).
   std::function<void(const ManifestTotals&)> counted;
   // Then the batch itself, from the thread that stored it, side by side with other parts'
   // (none: not called).
   Stored stored;
+  // Whether each batch is stored with the progress it makes (ManifestStore::progress), so that a
+  // listing cut short goes on where it stood. Off for a share of a listing that other nodes list
+  // the rest of: what this node took from them is not in its progress.
+  bool recordProgress = true;
 };
 
 // Lists the parts of source `progress.source` left in `progress` (none: nothing to list); once

@@ -21,4 +21,16 @@ std::vector<KeyRange> splitAtDirectories(const std::vector<std::string>& directo
   return ranges;
 }
 
+std::vector<std::vector<KeyRange>> shareParts(const std::vector<KeyRange>& parts, size_t listers) {
+  const size_t shares = std::min(listers, parts.size());
+  std::vector<std::vector<KeyRange>> dealt(shares);
+  for (size_t i = 0; i < parts.size(); ++i) dealt[i * shares / parts.size()].push_back(parts[i]);
+  return dealt;
+}
+
+bool inRanges(std::span<const KeyRange> ranges, std::string_view key) {
+  return std::any_of(ranges.begin(), ranges.end(),
+                     [&](const KeyRange& range) { return range.contains(key); });
+}
+
 }  // namespace granary::cache

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,5 +33,13 @@ struct KeyRange {
 // inside "d/" (the key "d/" itself is a directory marker, no file). One range, the whole key
 // order, where there are fewer than two directories or `parts` < 2.
 std::vector<KeyRange> splitAtDirectories(const std::vector<std::string>& directories, size_t parts);
+
+// `parts` (in key order) dealt out to at most `listers` nodes of a set: runs of consecutive
+// parts, as even as can be, one run per lister while parts last (fewer runs than listers where
+// there are fewer parts).
+std::vector<std::vector<KeyRange>> shareParts(const std::vector<KeyRange>& parts, size_t listers);
+
+// Whether `key` is in one of `ranges`.
+bool inRanges(std::span<const KeyRange> ranges, std::string_view key);
 
 }  // namespace granary::cache

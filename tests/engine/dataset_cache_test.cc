@@ -41,7 +41,8 @@ class LoopbackPeers final : public PeerReader {
     return cache->readChunkForPeer(path, index, etag, fill);
   }
   Result<ManifestTotals> followListing(
-      const std::string& node, const DatasetKey&, std::stop_token stop,
+      const std::string& node, const DatasetKey&, std::span<const KeyRange> share,
+      std::stop_token stop,
       const std::function<Status(std::span<const ManifestEntry>)>& each) override {
     ++follows;
     DatasetCache* cache = find(node);
@@ -50,7 +51,7 @@ class LoopbackPeers final : public PeerReader {
       if (down_.contains(node)) return unavailable(node + " is down");
       return notFound(node + " does not hold the dataset");
     }
-    return cache->shareListing([&](std::span<const ManifestEntry> batch) {
+    return cache->shareListing(share, [&](std::span<const ManifestEntry> batch) {
       return stop.stop_requested() ? cancelled("stopping") : each(batch);
     });
   }
@@ -141,6 +142,30 @@ class DatasetCacheTest : public ::testing::Test {
       ASSERT_TRUE(read.isOk()) << path << ": " << read.status();
       EXPECT_EQ(*read, data) << path;
     }
+  }
+
+  // `count` directories of `files` files each, written to the origin; their names.
+  std::vector<std::string> writeDirectories(int count, int files) {
+    std::vector<std::string> directories;
+    for (int d = 0; d < count; ++d) {
+      directories.push_back("p" + std::to_string(d) + "/");
+      for (int i = 0; i < files; ++i)
+        writeOrigin(directories.back() + "f" + std::to_string(i), std::string(d * 10 + i, 'x'));
+    }
+    return directories;
+  }
+  // An origin that lists in key order, split at `directories`.
+  static std::function<void(RecordingOrigin&)> inKeyOrder(std::vector<std::string> directories) {
+    return [directories = std::move(directories)](RecordingOrigin& origin) {
+      origin.keyOrder = true;
+      origin.directories = directories;
+    };
+  }
+  // The files of the origin that `node` owns among `nodes` (one replica).
+  int64_t ownedBy(const std::string& node, const std::vector<std::string>& nodes) const {
+    int64_t owned = 0;
+    for (const auto& [path, _] : files_) owned += owns(node, path, nodes, 1) ? 1 : 0;
+    return owned;
   }
 
   int64_t datasetBytes() const {
@@ -652,6 +677,99 @@ TEST_F(DatasetCacheTest, ANodeListsTheOriginItselfWhenTheListerIsDown) {
   EXPECT_EQ(origin->lists.load(), 1);
   EXPECT_GE(peers.follows.load(), 1);
   expectAllFilesRead(*cache);
+}
+
+// A set lists an origin that lists in key order in shares: each node lists one share of its
+// parts and follows the others', so the origin is listed once, and every node holds it whole.
+TEST_F(DatasetCacheTest, ASetListsTheOriginInSharesEachNodeOneAndFollowsTheRest) {
+  const std::vector<std::string> directories = writeDirectories(8, 10);
+  const std::vector<std::string> names = {"n1", "n2", "n3", "n4"};
+  const auto shares = shareParts(splitAtDirectories(directories, 4), 4);
+  ASSERT_EQ(shares.size(), 4u);
+  const std::vector<std::string> listers = ownersOf(key_.id(), names, names.size());
+  LoopbackPeers peers;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  std::vector<RecordingOrigin*> origins(names.size());
+  std::vector<std::unique_ptr<DatasetCache>> caches;
+  auto s = neverWarmed();
+  s.nodeSet = names;
+  for (size_t i = 0; i < names.size(); ++i) {
+    nodes.push_back(std::make_unique<TestNode>(root_, names[i]));
+    nodes.back()->context->peers = &peers;
+    nodes.back()->context->listingConcurrency = 1;
+    caches.push_back(open(*nodes.back(), s, &origins[i], inKeyOrder(directories)));
+    peers.add(names[i], caches.back().get());
+  }
+  std::vector<KeyRange> listed;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const DatasetState state = caches[i]->waitSettled(20s);
+    EXPECT_EQ(state.phase, Phase::kOnDemand) << names[i] << ": " << state.message;
+    EXPECT_EQ(state.progress.totalFiles, 80) << names[i];
+    EXPECT_EQ(state.progress.totalBytes, datasetBytes()) << names[i];
+    EXPECT_EQ(state.progress.ownedFiles, ownedBy(names[i], names)) << names[i];
+    const size_t rank =
+        static_cast<size_t>(std::find(listers.begin(), listers.end(), names[i]) - listers.begin());
+    EXPECT_EQ(origins[i]->listedRanges(), shares[rank]) << names[i] << ": its share alone";
+    for (const auto& range : origins[i]->listedRanges()) listed.push_back(range);
+  }
+  for (const auto& cache : caches) expectAllFilesRead(*cache);
+  std::sort(listed.begin(), listed.end(),
+            [](const KeyRange& a, const KeyRange& b) { return a.after < b.after; });
+  EXPECT_EQ(listed, splitAtDirectories(directories, 4)) << "every part listed once in the set";
+}
+
+// A node lists the share of a lister that is down itself, and is whole.
+TEST_F(DatasetCacheTest, ANodeListsTheShareOfAListerThatIsDownItself) {
+  const std::vector<std::string> directories = writeDirectories(4, 5);
+  const std::vector<std::string> names = {"a", "b"};
+  LoopbackPeers peers;
+  peers.markDown("b");
+  TestNode node(root_, "a");
+  node.context->peers = &peers;
+  node.context->listingConcurrency = 1;
+  auto s = neverWarmed();
+  s.nodeSet = names;
+  RecordingOrigin* origin;
+  auto cache = open(node, s, &origin, inKeyOrder(directories));
+  const DatasetState state = cache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kOnDemand) << state.message;
+  EXPECT_EQ(state.progress.totalFiles, 20);
+  EXPECT_EQ(state.progress.ownedFiles, ownedBy("a", names));
+  auto listed = origin->listedRanges();
+  std::sort(listed.begin(), listed.end(),
+            [](const KeyRange& x, const KeyRange& y) { return x.after < y.after; });
+  EXPECT_EQ(listed, splitAtDirectories(directories, 2)) << "both shares, each once";
+  expectAllFilesRead(*cache);
+}
+
+// A node that comes to a set whose first lister holds the version whole takes it whole from it,
+// without asking the origin anything.
+TEST_F(DatasetCacheTest, ANodeTakesAVersionTheFirstListerHoldsWholeFromIt) {
+  const std::vector<std::string> directories = writeDirectories(4, 5);
+  const std::vector<std::string> names = {"a", "b"};
+  const std::string first = ownersOf(key_.id(), names, 1).front();
+  const std::string late = first == "a" ? "b" : "a";
+  LoopbackPeers peers;
+  peers.markDown(late);
+  auto s = neverWarmed();
+  s.nodeSet = names;
+  TestNode firstNode(root_, first);
+  firstNode.context->peers = &peers;
+  auto firstCache = open(firstNode, s, nullptr, inKeyOrder(directories));
+  peers.add(first, firstCache.get());
+  ASSERT_EQ(firstCache->waitSettled(10s).phase, Phase::kOnDemand);
+
+  TestNode lateNode(root_, late);
+  lateNode.context->peers = &peers;
+  RecordingOrigin* origin;
+  auto lateCache = open(lateNode, s, &origin, inKeyOrder(directories));
+  const DatasetState state = lateCache->waitSettled(10s);
+  EXPECT_EQ(state.phase, Phase::kOnDemand) << state.message;
+  EXPECT_EQ(state.progress.totalFiles, 20);
+  EXPECT_EQ(state.progress.ownedFiles, ownedBy(late, names));
+  EXPECT_EQ(origin->lists.load(), 0);
+  EXPECT_TRUE(origin->listedRanges().empty());
+  expectAllFilesRead(*lateCache);
 }
 
 TEST_F(DatasetCacheTest, SecondReplicaFillsFromTheFirstOwner) {

@@ -52,5 +52,30 @@ TEST(KeyRangeTest, EveryPathIsInOnePart) {
   }
 }
 
+TEST(KeyRangeTest, PartsAreDealtOutInRunsToTheListersOfASet) {
+  const auto parts = splitAtDirectories(directories('a', 'j'), 10);
+  ASSERT_EQ(parts.size(), 10u);
+  const auto shares = shareParts(parts, 4);
+  ASSERT_EQ(shares.size(), 4u);
+  std::vector<KeyRange> joined;
+  for (const auto& share : shares) {
+    EXPECT_GE(share.size(), 2u);
+    EXPECT_LE(share.size(), 3u);
+    joined.insert(joined.end(), share.begin(), share.end());
+  }
+  EXPECT_EQ(joined, parts) << "every part in one share, in key order";
+  // Fewer parts than listers: a share each, the other listers none.
+  EXPECT_EQ(shareParts(parts, 32).size(), 10u);
+  EXPECT_EQ(shareParts({{"", ""}}, 4), (std::vector<std::vector<KeyRange>>{{{"", ""}}}));
+}
+
+TEST(KeyRangeTest, AKeyIsInAShareWhenOneOfItsRangesHoldsIt) {
+  const std::vector<KeyRange> share = {{"", "b/"}, {"d/", "f/"}};
+  for (const char* in : {"a/x", "b-1", "d/x", "e", "f/"}) EXPECT_TRUE(inRanges(share, in)) << in;
+  for (const char* out : {"b/x", "c/x", "d/", "f/x", "g"})
+    EXPECT_FALSE(inRanges(share, out)) << out;
+  EXPECT_FALSE(inRanges({}, "a"));
+}
+
 }  // namespace
 }  // namespace granary::cache
