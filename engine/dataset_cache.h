@@ -236,6 +236,19 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // or this node joined the set late) is taken whole from it instead.
   Status listInShares(const std::vector<std::string>& listers, std::stop_token stop)
       GRANARY_EXCLUDES(mutex_);
+  // Every share at once (`shares[i]` listed by `listers[i]`): this node's (`mine`) listed and
+  // fed to followers, the others followed or listed here (takeShare); the first that fails ends
+  // the others. The listing's totals, the sum of the shares'.
+  Result<ManifestTotals> takeShares(const std::vector<std::string>& listers,
+                                    const std::vector<std::vector<KeyRange>>& shares, size_t mine,
+                                    std::stop_token stop) GRANARY_EXCLUDES(mutex_);
+  // One share into the manifest, `took` called after each batch is stored: this node's own
+  // (`own`) listed, its totals set and its feed closed once it is; another followed from
+  // `lister`, or listed here where that fails. Its totals.
+  Result<ManifestTotals> takeShare(const std::string& lister, const std::vector<KeyRange>& share,
+                                   bool own, std::stop_token stop,
+                                   const std::function<void(std::span<const ManifestEntry>)>& took)
+      GRANARY_EXCLUDES(mutex_);
   // Lists `share` of the origin into the manifest (without progress: a share is not resumed),
   // `took` called after each batch is stored; its totals.
   Result<ManifestTotals> listShare(const std::vector<KeyRange>& share, std::stop_token stop,

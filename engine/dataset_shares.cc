@@ -67,54 +67,45 @@ Status DatasetCache::listInShares(const std::vector<std::string>& listers, std::
   const auto shares = shareParts(parts, listers.size());
   const size_t mine = static_cast<size_t>(
       std::find(listers.begin(), listers.end(), node_.nodeName) - listers.begin());
-  const Logger log = Logger("cache").with({{"dataset", key_.label()}});
-  log.info("listing in shares with the set",
-           {{"shares", shares.size()},
-            {"parts", parts.size()},
-            {"own_parts", mine < shares.size() ? shares[mine].size() : 0}});
+  Logger("cache")
+      .with({{"dataset", key_.label()}})
+      .info("listing in shares with the set",
+            {{"shares", shares.size()},
+             {"parts", parts.size()},
+             {"own_parts", mine < shares.size() ? shares[mine].size() : 0}});
   if (mine < shares.size()) {
     MutexLock lock(mutex_);
     ownShare_ = shares[mine];
     feed_.open();
   }
   beginListedShare();
+  GRANARY_ASSIGN_OR_RETURN(const ManifestTotals totals, takeShares(listers, shares, mine, stop));
+  setTotals(totals);
+  return node_.manifests.markComplete(id_, totals);
+}
+
+Result<ManifestTotals> DatasetCache::takeShares(const std::vector<std::string>& listers,
+                                                const std::vector<std::vector<KeyRange>>& shares,
+                                                size_t mine, std::stop_token stop) {
   SharesStored stored;
   const auto took = [&](std::span<const ManifestEntry> batch) {
     setTotals(stored.add(batch));
     countListed(batch);
   };
-  // The first share to fail ends the others.
   std::stop_source cutShort;
   const std::stop_callback stopping(stop, [&] { cutShort.request_stop(); });
-  std::mutex failedMutex;
+  std::mutex mutex;
   Status failed = Status::ok();
-  const auto takeShare = [&](size_t i) -> Result<ManifestTotals> {
-    const std::stop_token cut = cutShort.get_token();
-    if (i == mine) {
-      auto listed = listShare(shares[i], cut, [&](auto batch, std::stop_token storing) {
-        took(batch);
-        feed_.publish(batch, storing);
-      });
-      MutexLock lock(mutex_);
-      if (listed.isOk()) ownShareTotals_ = *listed;
-      feed_.close(listed.status());
-      return listed;
-    }
-    auto followed = follow(listers[i], shares[i], true, cut, took);
-    if (followed.isOk() || cut.stop_requested()) return followed;
-    log.warn("could not take a share of the listing from the node that lists it; listing it",
-             {{"lister", listers[i]}, {"error", followed.status()}});
-    return listShare(shares[i], cut, [&](auto batch, std::stop_token) { took(batch); });
-  };
-  std::vector<ManifestTotals> totals(shares.size());
+  ManifestTotals totals;
   {
     std::vector<std::jthread> threads;
     for (size_t i = 0; i < shares.size(); ++i) {
       threads.emplace_back([&, i] {
-        auto share = takeShare(i);
-        std::lock_guard lock(failedMutex);
+        auto share = takeShare(listers[i], shares[i], i == mine, cutShort.get_token(), took);
+        std::lock_guard lock(mutex);
         if (share.isOk()) {
-          totals[i] = *share;
+          totals.files += share->files;
+          totals.bytes += share->bytes;
         } else if (failed.isOk()) {
           failed = share.status();
           cutShort.request_stop();
@@ -124,10 +115,29 @@ Status DatasetCache::listInShares(const std::vector<std::string>& listers, std::
   }
   if (stop.stop_requested()) return cancelled("stopping");
   GRANARY_RETURN_IF_ERROR(failed);
-  ManifestTotals listed;
-  for (const auto& share : totals) listed.files += share.files, listed.bytes += share.bytes;
-  setTotals(listed);
-  return node_.manifests.markComplete(id_, listed);
+  return totals;
+}
+
+Result<ManifestTotals> DatasetCache::takeShare(
+    const std::string& lister, const std::vector<KeyRange>& share, bool own, std::stop_token stop,
+    const std::function<void(std::span<const ManifestEntry>)>& took) {
+  if (own) {
+    auto listed = listShare(share, stop, [&](auto batch, std::stop_token storing) {
+      took(batch);
+      feed_.publish(batch, storing);
+    });
+    MutexLock lock(mutex_);  // a follower that comes now finds the totals or the feed
+    if (listed.isOk()) ownShareTotals_ = *listed;
+    feed_.close(listed.status());
+    return listed;
+  }
+  auto followed = follow(lister, share, true, stop, took);
+  if (followed.isOk() || stop.stop_requested()) return followed;
+  Logger("cache")
+      .with({{"dataset", key_.label()}})
+      .warn("could not take a share of the listing from the node that lists it; listing it",
+            {{"lister", lister}, {"error", followed.status()}});
+  return listShare(share, stop, [&](auto batch, std::stop_token) { took(batch); });
 }
 
 Result<ManifestTotals> DatasetCache::listShare(const std::vector<KeyRange>& share,

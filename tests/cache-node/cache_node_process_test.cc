@@ -1019,6 +1019,50 @@ std::string logLine(const NodeProcess& node, const std::string& text) {
   return found;
 }
 
+// A set of three nodes lists a bucket in shares (one top-level directory each, a lister each):
+// each node lists its share and follows the other two over the peer API, and every node holds
+// the bucket whole.
+TEST_F(CacheNodeProcessTest, ASetListsABucketInSharesAndEveryNodeHoldsItWhole) {
+  std::string skip;
+  auto bucket = S3rver::start(GRANARY_SOURCE_DIR, skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  ASSERT_TRUE(bucket.isOk()) << bucket.status();
+  std::map<std::string, std::string> held;
+  for (const char* directory : {"a", "b", "c"}) {
+    for (int i = 0; i < 5; ++i) {
+      const std::string key = std::string(directory) + "/part-" + std::to_string(i) + ".bin";
+      const std::string bytes(1000 + 10 * i, static_cast<char>('a' + i));
+      ASSERT_EQ((*bucket)->put(key, bytes), 200) << key;
+      held[key] = bytes;
+    }
+  }
+  for (const char* name : {"n1", "n2", "n3"}) {
+    nodes_.push_back(std::make_unique<NodeProcess>(root_ / name, name));
+    std::ofstream(root_ / name / "config.yaml", std::ios::app) << "listingConcurrency: 1\n";
+    nodes_.back()->start();
+  }
+  v1::EnsureDatasetRequest request = ensureRequest();
+  v1::Mount& mount = *request.mutable_mounts(0);
+  mount.mutable_source()->set_uri("s3://data/");
+  mount.mutable_source()->set_endpoint((*bucket)->endpoint());
+  mount.mutable_credentials()->set_access_key_id("S3RVER");
+  mount.mutable_credentials()->set_secret_access_key("S3RVER");
+  for (auto& node : nodes_) {
+    v1::EnsureDatasetResponse ensured;
+    ASSERT_TRUE(node->api().EnsureDataset(authorized().get(), request, &ensured).ok());
+  }
+  for (auto& node : nodes_) {
+    const auto status = waitReady(*node);
+    ASSERT_EQ(status.phase(), v1::DATASET_PHASE_READY) << status.message();
+    EXPECT_EQ(status.progress().total_files(), static_cast<int64_t>(held.size()));
+    const std::string listed = logLine(*node, "listing in shares with the set");
+    EXPECT_NE(listed.find("shares=3"), std::string::npos) << node->log();
+    EXPECT_NE(listed.find("own_parts=1"), std::string::npos) << listed;
+  }
+  for (auto& node : nodes_)
+    for (const auto& [path, data] : held) EXPECT_EQ(readFile(*node, path), data) << path;
+}
+
 // A pod's /readyz: 200 when ready.
 long readyz(const NodeProcess& node) {
   std::string body;

@@ -363,8 +363,11 @@ TEST_F(DatasetCacheTest, FilesListedAreServedBeforeTheListingEnds) {
   ASSERT_TRUE(cache.isOk()) << cache.status();
   const std::string first = firstListed.get_future().get();
   EXPECT_EQ((*cache)->state().phase, Phase::kListing);
+  // The origin handed the file over; it is stored a moment later (the listing's storer thread).
+  const bool stored = granary::testing::eventually(
+      [&] { return (*cache)->state().progress.totalFiles >= 1; }, 5s);
   auto early = std::async(std::launch::async, [&] { return (*cache)->read(first, 0, -1); });
-  const bool servedEarly = early.wait_for(5s) == std::future_status::ready;
+  const bool servedEarly = stored && early.wait_for(5s) == std::future_status::ready;
   if (!servedEarly) release.set_value();  // the listing ends, and so does the test
   ASSERT_TRUE(servedEarly) << "a file listed is served while the listing goes on";
   const auto read = early.get();
