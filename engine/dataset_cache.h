@@ -243,8 +243,10 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
                                     const std::vector<std::vector<KeyRange>>& shares, size_t mine,
                                     std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   // One share into the manifest, `took` called after each batch is stored: this node's own
-  // (`own`) listed, its totals set and its feed closed once it is; another followed from
-  // `lister`, or listed here where that fails. Its totals.
+  // (`own`) listed once the other nodes of the set follow it (or 2 s passed: what is stored
+  // before a follower comes, it reads from the manifest, with every other share stored here), its
+  // totals set and its feed closed once it is; another followed from `lister`, or listed here
+  // where that fails. Its totals.
   Result<ManifestTotals> takeShare(const std::string& lister, const std::vector<KeyRange>& share,
                                    bool own, std::stop_token stop,
                                    const std::function<void(std::span<const ManifestEntry>)>& took)

@@ -13,6 +13,9 @@
 namespace granary::cache {
 namespace {
 
+// How long a node waits for the other nodes of the set to follow its share before it lists it.
+constexpr std::chrono::seconds kFollowersWait{2};
+
 // The files and bytes the shares stored so far, summed for the progress.
 class SharesStored {
  public:
@@ -122,6 +125,12 @@ Result<ManifestTotals> DatasetCache::takeShare(
     const std::string& lister, const std::vector<KeyRange>& share, bool own, std::stop_token stop,
     const std::function<void(std::span<const ManifestEntry>)>& took) {
   if (own) {
+    size_t followers;
+    {
+      MutexLock lock(mutex_);
+      followers = settings_.nodeSet.size() - 1;
+    }
+    feed_.awaitFollowers(followers, kFollowersWait, stop);
     auto listed = listShare(share, stop, [&](auto batch, std::stop_token storing) {
       took(batch);
       feed_.publish(batch, storing);

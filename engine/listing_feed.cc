@@ -14,6 +14,7 @@ struct ListingFeed::Queue {
 void ListingFeed::open() {
   MutexLock lock(mutex_);
   open_ = true;
+  came_ = 0;
 }
 
 void ListingFeed::publish(std::span<const ManifestEntry> entries, std::stop_token stop) {
@@ -58,7 +59,15 @@ std::shared_ptr<ListingFeed::Follower> ListingFeed::follow() {
   if (!open_) return nullptr;
   auto queue = std::make_shared<Queue>();
   queues_.push_back(queue);
+  ++came_;
+  changed_.notify_all();
   return std::make_shared<Follower>(*this, std::move(queue));
+}
+
+void ListingFeed::awaitFollowers(size_t count, std::chrono::milliseconds most,
+                                 std::stop_token stop) {
+  MutexLock lock(mutex_);
+  changed_.wait_for(lock, stop, most, [&]() GRANARY_REQUIRES(mutex_) { return came_ >= count; });
 }
 
 ListingFeed::Follower::Follower(ListingFeed& feed, std::shared_ptr<Queue> queue)

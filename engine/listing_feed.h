@@ -43,6 +43,11 @@ class ListingFeed {
   void close(const Status& end) GRANARY_EXCLUDES(mutex_);
   // Null while no attempt is open.
   std::shared_ptr<Follower> follow() GRANARY_EXCLUDES(mutex_);
+  // Waits until `count` followers have come since open() (those gone since count too), at most
+  // `most`, or until `stop`: a listing that waits for its followers before it begins spares them
+  // reading what it stored before they came.
+  void awaitFollowers(size_t count, std::chrono::milliseconds most, std::stop_token stop)
+      GRANARY_EXCLUDES(mutex_);
 
  private:
   struct Queue;
@@ -50,6 +55,7 @@ class ListingFeed {
   Mutex mutex_;
   std::condition_variable_any changed_;  // waits on mutex_
   bool open_ GRANARY_GUARDED_BY(mutex_) = false;
+  size_t came_ GRANARY_GUARDED_BY(mutex_) = 0;  // followers since open()
   std::vector<std::weak_ptr<Queue>> queues_ GRANARY_GUARDED_BY(mutex_);
 };
 

@@ -49,6 +49,25 @@ TEST(ListingFeed, AFollowerWaitingForTheNextBatchGetsAnEmptyOneMeanwhile) {
   EXPECT_TRUE((*next)->empty());
 }
 
+TEST(ListingFeed, AListingAwaitsItsFollowersUntilTheyAllCameOrTheWaitIsOver) {
+  ListingFeed feed;
+  feed.open();
+  const auto first = feed.follow();
+  auto awaited = std::async(std::launch::async, [&] { feed.awaitFollowers(2, 10s, {}); });
+  EXPECT_EQ(awaited.wait_for(100ms), std::future_status::timeout) << "one of two came";
+  const auto second = feed.follow();
+  EXPECT_EQ(awaited.wait_for(5s), std::future_status::ready) << "both came";
+  // One that never comes is waited for no longer than asked.
+  const auto start = std::chrono::steady_clock::now();
+  feed.awaitFollowers(3, 200ms, {});
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+  feed.close(Status::ok());
+  feed.open();
+  std::stop_source stop;
+  stop.request_stop();
+  feed.awaitFollowers(1, 10s, stop.get_token());  // returns at once: stopping
+}
+
 TEST(ListingFeed, AFailedListingEndsEveryFollowerWithItsError) {
   ListingFeed feed;
   feed.open();
