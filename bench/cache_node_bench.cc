@@ -1001,6 +1001,8 @@ void setListingSection(const Args& args) {
     const auto statuses = waitAllReady(nodes);
     const double took = seconds(start);
     const int64_t requests = bucket.listRequests() - requestsBefore;
+    const double originListed =
+        std::chrono::duration<double>(bucket.lastListAnswered() - start).count();
     int64_t wrongTotals = 0;
     for (const auto& status : statuses) wrongTotals += status.progress().total_files() != files;
     ManifestCheck check;
@@ -1011,11 +1013,12 @@ void setListingSection(const Args& args) {
     }
     std::printf(
         "set-listing %lld files, %d ms a page, %d node(s), %d listers: every node Ready %.1f s "
-        "(%.0f files/s)   listing requests %lld (one listing: %lld)   nodes holding another "
+        "(%.0f files/s), the origin's last listing request answered after %.1f s   listing "
+        "requests %lld (one listing: %lld)   nodes holding another "
         "count: %lld   entries compared with the bucket's keys on every node %lld, wrong or "
         "missing %lld   fetching alone with %d listers %.1f s\n",
         static_cast<long long>(files), latency, count, args.listers, took,
-        static_cast<double>(files) / took, static_cast<long long>(requests),
+        static_cast<double>(files) / took, originListed, static_cast<long long>(requests),
         static_cast<long long>((files + 999) / 1000), static_cast<long long>(wrongTotals),
         static_cast<long long>(check.compared), static_cast<long long>(check.wrong), args.listers,
         alone);

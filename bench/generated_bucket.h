@@ -53,6 +53,10 @@ class GeneratedBucket {
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
   // Listing requests answered so far.
   int64_t listRequests() const { return listRequests_; }
+  // When the last listing request so far was answered.
+  std::chrono::steady_clock::time_point lastListAnswered() const {
+    return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(lastAnswered_.load()));
+  }
   // The key of file `n`.
   static std::string keyOf(int64_t n) {
     char key[64];
@@ -115,12 +119,16 @@ class GeneratedBucket {
               "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: %zu\r\n\r\n",
               body.size());
     mg_write(conn, body.data(), body.size());
+    self.lastAnswered_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
     return 200;
   }
 
   const int64_t files_;
   const std::chrono::milliseconds pageLatency_;
   std::atomic<int64_t> listRequests_{0};
+  std::atomic<int64_t> lastAnswered_{0};  // steady_clock nanoseconds
   mg_context* context_ = nullptr;
   int port_ = 0;
 };

@@ -6,10 +6,11 @@
 // (once per generation: a completed listing survives restarts), then hands over to the dataset's
 // Warmer (engine/warmer.h), which warms the chunks this node owns under rendezvous placement, as
 // the warm mode and plan allow, and keeps the phase. Chunks already on disk (verified at start-up
-// by the chunk store) are counted, not fetched again. One node of the set lists the origins (the
-// highest rendezvous weight for the dataset); the others follow its listing as it goes
-// (PeerReader::followListing), so the origin's index is read once per dataset, and list the
-// origins themselves when it cannot be followed.
+// by the chunk store) are counted, not fetched again. The origin's index is read once per set:
+// an S3 origin is listed in shares, each node of the set listing a share and following the
+// others' (engine/dataset_shares.cc); otherwise one node of the set lists the origins (the
+// highest rendezvous weight for the dataset) and the others follow its listing as it goes
+// (PeerReader::followListing). A node lists what it cannot follow itself.
 //
 // A read that misses while warming puts the rest of its file first in the warm order. Demand
 // reads never wait for warming; under a bandwidth limit they also go first (warm fetches wait
@@ -197,9 +198,10 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
 
   // ---- listing (the background thread; engine/dataset_listing.cc) ----
   void run(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
-  // One try at the manifest: kept from a completed listing, else taken from the node that lists
-  // the dataset (listerOf), else listed from the origins, going on from a listing of them cut
-  // short where its source lists in key order. What is stored is fed to followers.
+  // One try at the manifest: kept from a completed listing, else listed in shares with the set
+  // (listInShares), else taken from the node that lists the dataset (listerOf), else listed from
+  // the origins, going on from a listing of them cut short where its source lists in key order.
+  // What is stored is fed to followers.
   Status listOnce(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   // Where listing the origins starts: the progress stored, where its source can go on from it;
   // else the start, with what a listing cut short stored dropped.
