@@ -142,6 +142,17 @@ class CacheNodeProcessTest : public ::testing::Test {
     return request;
   }
 
+  // ensureRequest() of the S3 test server's `uri`, with its credentials.
+  v1::EnsureDatasetRequest ensureBucketRequest(const S3rver& bucket, const std::string& uri) const {
+    v1::EnsureDatasetRequest request = ensureRequest();
+    v1::Mount& mount = *request.mutable_mounts(0);
+    mount.mutable_source()->set_uri(uri);
+    mount.mutable_source()->set_endpoint(bucket.endpoint());
+    mount.mutable_credentials()->set_access_key_id("S3RVER");
+    mount.mutable_credentials()->set_secret_access_key("S3RVER");
+    return request;
+  }
+
   static v1::DatasetStatus statusOf(NodeProcess& node) {
     v1::GetDatasetStatusRequest request;
     request.mutable_dataset()->set_namespace_("ml");
@@ -619,12 +630,7 @@ TEST_F(CacheNodeProcessTest, ABucketRefreshedAtTheNodeMakesAVersionOfItAsItIsNow
   };
   for (int i = 0; i < 20; ++i) put("part-" + std::to_string(i) + ".bin", bytes(3000 + 100 * i));
   NodeProcess& node = addNode("n1");
-  v1::EnsureDatasetRequest request = ensureRequest();
-  v1::Mount& mount = *request.mutable_mounts(0);
-  mount.mutable_source()->set_uri("s3://data/train/");
-  mount.mutable_source()->set_endpoint((*bucket)->endpoint());
-  mount.mutable_credentials()->set_access_key_id("S3RVER");
-  mount.mutable_credentials()->set_secret_access_key("S3RVER");
+  v1::EnsureDatasetRequest request = ensureBucketRequest(**bucket, "s3://data/train/");
   v1::EnsureDatasetResponse ensured;
   ASSERT_TRUE(node.api().EnsureDataset(authorized().get(), request, &ensured).ok());
   ASSERT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
@@ -1041,12 +1047,7 @@ TEST_F(CacheNodeProcessTest, ASetListsABucketInSharesAndEveryNodeHoldsItWhole) {
     std::ofstream(root_ / name / "config.yaml", std::ios::app) << "listingConcurrency: 1\n";
     nodes_.back()->start();
   }
-  v1::EnsureDatasetRequest request = ensureRequest();
-  v1::Mount& mount = *request.mutable_mounts(0);
-  mount.mutable_source()->set_uri("s3://data/");
-  mount.mutable_source()->set_endpoint((*bucket)->endpoint());
-  mount.mutable_credentials()->set_access_key_id("S3RVER");
-  mount.mutable_credentials()->set_secret_access_key("S3RVER");
+  const v1::EnsureDatasetRequest request = ensureBucketRequest(**bucket, "s3://data/");
   for (auto& node : nodes_) {
     v1::EnsureDatasetResponse ensured;
     ASSERT_TRUE(node->api().EnsureDataset(authorized().get(), request, &ensured).ok());
