@@ -2,10 +2,10 @@
 // origin's parts and follows every other node's share, so that the set lists the origin once,
 // side by side on every node, and each node stores the whole manifest.
 #include <algorithm>
-#include <mutex>
 #include <thread>
 
 #include "common/log.h"
+#include "common/thread_annotations.h"
 #include "engine/core/key_range.h"
 #include "engine/core/placement.h"
 #include "engine/dataset_cache.h"
@@ -16,18 +16,39 @@ namespace {
 // How long a node waits for the other nodes of the set to follow its share before it lists it.
 constexpr std::chrono::seconds kFollowersWait{2};
 
-// The files and bytes the shares stored so far, summed for the progress.
-class SharesStored {
+// What the shares of a listing took: the files and bytes stored so far (the progress), and once
+// they end, the sum of their totals or the first failure.
+class SharesTaken {
  public:
-  ManifestTotals add(std::span<const ManifestEntry> batch) {
-    std::lock_guard lock(mutex_);
-    for (const auto& entry : batch) totals_.files += 1, totals_.bytes += entry.size;
-    return totals_;
+  // A batch was stored; the progress then.
+  ManifestTotals stored(std::span<const ManifestEntry> batch) GRANARY_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    for (const auto& entry : batch) stored_.files += 1, stored_.bytes += entry.size;
+    return stored_;
+  }
+  // A share ended; true when it is the first to fail.
+  bool ended(const Result<ManifestTotals>& share) GRANARY_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    if (share.isOk()) {
+      listed_.files += share->files;
+      listed_.bytes += share->bytes;
+      return false;
+    }
+    if (!failed_.isOk()) return false;
+    failed_ = share.status();
+    return true;
+  }
+  Result<ManifestTotals> listed() const GRANARY_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    if (!failed_.isOk()) return failed_;
+    return listed_;
   }
 
  private:
-  std::mutex mutex_;
-  ManifestTotals totals_;
+  mutable Mutex mutex_;
+  ManifestTotals stored_ GRANARY_GUARDED_BY(mutex_);
+  ManifestTotals listed_ GRANARY_GUARDED_BY(mutex_);
+  Status failed_ GRANARY_GUARDED_BY(mutex_) = Status::ok();
 };
 
 }  // namespace
@@ -90,35 +111,24 @@ Status DatasetCache::listInShares(const std::vector<std::string>& listers, std::
 Result<ManifestTotals> DatasetCache::takeShares(const std::vector<std::string>& listers,
                                                 const std::vector<std::vector<KeyRange>>& shares,
                                                 size_t mine, std::stop_token stop) {
-  SharesStored stored;
+  SharesTaken taken;
   const auto took = [&](std::span<const ManifestEntry> batch) {
-    setTotals(stored.add(batch));
+    setTotals(taken.stored(batch));
     countListed(batch);
   };
   std::stop_source cutShort;
   const std::stop_callback stopping(stop, [&] { cutShort.request_stop(); });
-  std::mutex mutex;
-  Status failed = Status::ok();
-  ManifestTotals totals;
   {
     std::vector<std::jthread> threads;
     for (size_t i = 0; i < shares.size(); ++i) {
       threads.emplace_back([&, i] {
-        auto share = takeShare(listers[i], shares[i], i == mine, cutShort.get_token(), took);
-        std::lock_guard lock(mutex);
-        if (share.isOk()) {
-          totals.files += share->files;
-          totals.bytes += share->bytes;
-        } else if (failed.isOk()) {
-          failed = share.status();
-          cutShort.request_stop();
-        }
+        const auto share = takeShare(listers[i], shares[i], i == mine, cutShort.get_token(), took);
+        if (taken.ended(share)) cutShort.request_stop();
       });
     }
   }
   if (stop.stop_requested()) return cancelled("stopping");
-  GRANARY_RETURN_IF_ERROR(failed);
-  return totals;
+  return taken.listed();
 }
 
 Result<ManifestTotals> DatasetCache::takeShare(
