@@ -104,10 +104,12 @@ Result<ManifestTotals> GrpcPeers::followListing(
   auto reader = connection->stub->FollowListing(&context, request);
   v1::ListingPage page;
   std::optional<ManifestTotals> totals;
+  bool ofShare = false;
   Status handed = Status::ok();
   while (handed.isOk() && reader->Read(&page)) {
     if (page.complete()) {
       totals = ManifestTotals{.files = page.total_files(), .bytes = page.total_bytes()};
+      ofShare = page.of_share();
       continue;
     }
     std::vector<ManifestEntry> files;
@@ -124,6 +126,10 @@ Result<ManifestTotals> GrpcPeers::followListing(
     return Status(mapped.code(), "cache node " + node + ": " + mapped.message());
   }
   if (!totals) return unavailable("cache node " + node + " ended its listing early");
+  if (!share.empty() && !ofShare)
+    return conflict("cache node " + node +
+                    " sent its whole listing for a share of it (a version "
+                    "that does not list in shares)");
   return *totals;
 }
 

@@ -332,6 +332,7 @@ class PeerService final : public v1::Peer::Service {
     last.set_complete(true);
     last.set_total_files(totals->files);
     last.set_total_bytes(totals->bytes);
+    last.set_of_share(!share.empty());
     writer->Write(last);
     return grpc::Status::OK;
   }

@@ -164,7 +164,9 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // listed (an empty batch while none came for a second); returns the totals once the listing or
   // share is complete. A share is served while this node lists it, and any share once the whole
   // listing is complete here. FailedPrecondition while this node neither lists that (the whole
-  // listing, or the share) nor has listed it. Stops at the first error `send` returns.
+  // listing, or the share) nor has listed it; Conflict while it lists another share (its split
+  // differs); Unavailable when its listing started over or its share ended early while `send`
+  // was sent it. Stops at the first error `send` returns.
   Result<ManifestTotals> shareListing(
       std::span<const KeyRange> share,
       const std::function<Status(std::span<const ManifestEntry>)>& send);
@@ -214,16 +216,22 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
                                      std::stop_token stop,
                                      const std::function<void(const ManifestTotals&)>& counted,
                                      const SourceListing::Stored& stored) GRANARY_EXCLUDES(mutex_);
+  // How long a follower waits for a lister before it gives up: for it to hold the dataset (it
+  // may have just been told of it), and with `listing` for it to be listing it too (it may be
+  // between tries of an origin that failed).
+  struct FollowWait {
+    std::chrono::seconds most = kListerWait;
+    bool listing = true;
+  };
   // Takes the listing whole from `lister` (follow), its batches fed to followers, and marks it
   // complete.
-  Status followLister(const std::string& lister, bool awaitListing, std::stop_token stop)
+  Status followLister(const std::string& lister, FollowWait wait, std::stop_token stop)
       GRANARY_EXCLUDES(mutex_);
-  // Follows `lister`'s listing, or its `share` of it (none: the whole), into the manifest,
-  // `took` called after each batch is stored; the totals `lister` sends at the end. Waits up to
-  // kListerWait for `lister` to hold the dataset (it may have just been told of it), and with
-  // `awaitListing` for it to be listing it too (it may be between tries of an origin that failed).
+  // Follows `lister`'s listing, or its `share` of it (none: the whole; what is sent beyond the
+  // share is not taken), into the manifest, `took` called after each batch is stored; the totals
+  // `lister` sends at the end.
   Result<ManifestTotals> follow(const std::string& lister, std::span<const KeyRange> share,
-                                bool awaitListing, std::stop_token stop,
+                                FollowWait wait, std::stop_token stop,
                                 const std::function<void(std::span<const ManifestEntry>)>& took)
       GRANARY_EXCLUDES(mutex_);
 
@@ -244,15 +252,20 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Result<ManifestTotals> takeShares(const std::vector<std::string>& listers,
                                     const std::vector<std::vector<KeyRange>>& shares, size_t mine,
                                     std::stop_token stop) GRANARY_EXCLUDES(mutex_);
-  // One share into the manifest, `took` called after each batch is stored: this node's own
-  // (`own`) listed once the other nodes of the set follow it (or 2 s passed: what is stored
-  // before a follower comes, it reads from the manifest, with every other share stored here), its
-  // totals set and its feed closed once it is; another followed from `lister`, or listed here
-  // where that fails. Its totals.
+  // One share into the manifest, `took` called after each batch is stored; its totals. This
+  // node's own (`own`) is listed (listOwnShare); another is followed from `lister`, or listed
+  // here where it cannot be followed. A follow that breaks off part-way ends the try (what it
+  // took stays in the manifest): the next try lists that lister's share here.
   Result<ManifestTotals> takeShare(const std::string& lister, const std::vector<KeyRange>& share,
                                    bool own, std::stop_token stop,
                                    const std::function<void(std::span<const ManifestEntry>)>& took)
       GRANARY_EXCLUDES(mutex_);
+  // Lists this node's share once the other nodes of the set follow it (or 2 s passed: what is
+  // stored before a follower comes, it reads back from the manifest), its batches fed to them;
+  // then sets its totals and closes the feed.
+  Result<ManifestTotals> listOwnShare(
+      const std::vector<KeyRange>& share, std::stop_token stop,
+      const std::function<void(std::span<const ManifestEntry>)>& took) GRANARY_EXCLUDES(mutex_);
   // Lists `share` of the origin into the manifest (without progress: a share is not resumed),
   // `took` called after each batch is stored; its totals.
   Result<ManifestTotals> listShare(const std::vector<KeyRange>& share, std::stop_token stop,
@@ -365,9 +378,12 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
 
   // Whether this try lists in shares with the set, and this node's share then: the feed carries
   // that share alone, and its totals are set once it is listed, before the feed closes.
+  int64_t listingTry_ GRANARY_GUARDED_BY(mutex_) = 0;  // bumped as each try begins
   bool listsInShares_ GRANARY_GUARDED_BY(mutex_) = false;
   std::vector<KeyRange> ownShare_ GRANARY_GUARDED_BY(mutex_);
   std::optional<ManifestTotals> ownShareTotals_ GRANARY_GUARDED_BY(mutex_);
+  // Listers whose share this node lists itself: following it broke off part-way in a try.
+  std::set<std::string> listsItself_ GRANARY_GUARDED_BY(mutex_);
   ListingFeed feed_;     // the listing (or this node's share of it), to peers that follow it
   Warmer warmer_;        // the warm passes and the phase; after what it calls
   std::jthread thread_;  // the listing; last: stops first

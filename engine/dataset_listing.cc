@@ -3,6 +3,7 @@
 // follow it (engine/listing_feed.h).
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "common/backoff.h"
 #include "common/log.h"
@@ -34,6 +35,7 @@ Status DatasetCache::listOnce(std::stop_token stop) {
   const std::vector<std::string> listers = shareListers();
   {
     MutexLock lock(mutex_);
+    ++listingTry_;
     listsInShares_ = !listers.empty();
     ownShare_.clear();
     ownShareTotals_.reset();
@@ -50,7 +52,7 @@ Status DatasetCache::listOnce(std::stop_token stop) {
   feed_.open();
   Status listed = Status::ok();
   if (follows) {
-    listed = followLister(lister, true, stop);
+    listed = followLister(lister, {}, stop);
     if (!listed.isOk() && !stop.stop_requested()) {
       Logger("cache")
           .with({{"dataset", key_.label()}})
@@ -143,14 +145,14 @@ Result<ManifestTotals> DatasetCache::listOrigins(
   return progress.totals;
 }
 
-Status DatasetCache::followLister(const std::string& lister, bool awaitListing,
+Status DatasetCache::followLister(const std::string& lister, FollowWait wait,
                                   std::stop_token stop) {
   warmer_.setPhase(Phase::kListing, "taking the listing from cache node " + lister +
                                         ", which lists the origin; files listed so far can be "
                                         "read, the rest as they are");
   ManifestTotals counted;  // a file may come twice: the lister's totals are the listing's
   beginListedShare();
-  auto totals = follow(lister, {}, awaitListing, stop, [&](std::span<const ManifestEntry> batch) {
+  auto totals = follow(lister, {}, wait, stop, [&](std::span<const ManifestEntry> batch) {
     for (const auto& entry : batch) counted.files += 1, counted.bytes += entry.size;
     setTotals(counted);
     countListed(batch);
@@ -162,14 +164,20 @@ Status DatasetCache::followLister(const std::string& lister, bool awaitListing,
 }
 
 Result<ManifestTotals> DatasetCache::follow(
-    const std::string& lister, std::span<const KeyRange> share, bool awaitListing,
+    const std::string& lister, std::span<const KeyRange> share, FollowWait wait,
     std::stop_token stop, const std::function<void(std::span<const ManifestEntry>)>& took) {
   Backoff backoff(
       {.initial = std::chrono::milliseconds(100), .max = std::chrono::milliseconds(500)});
-  const auto giveUp = node_.clock.monoNow() + kListerWait;
+  const auto giveUp = node_.clock.monoNow() + wait.most;
   for (;;) {
     auto totals = node_.peers->followListing(
         lister, key_, share, stop, [&](std::span<const ManifestEntry> batch) -> Status {
+          std::vector<ManifestEntry> inside;  // what is sent beyond the share asked is not taken
+          if (!share.empty()) {
+            std::copy_if(batch.begin(), batch.end(), std::back_inserter(inside),
+                         [&](const ManifestEntry& entry) { return inShare(share, entry); });
+            batch = inside;
+          }
           if (batch.empty()) return Status::ok();
           GRANARY_RETURN_IF_ERROR(node_.manifests.put(id_, batch));
           took(batch);
@@ -180,7 +188,7 @@ Result<ManifestTotals> DatasetCache::follow(
     // not listing now (its listing thread has not begun, or waits to try a failed origin again).
     const StatusCode code = totals.status().code();
     const bool awaited =
-        code == StatusCode::kNotFound || (awaitListing && code == StatusCode::kFailedPrecondition);
+        code == StatusCode::kNotFound || (wait.listing && code == StatusCode::kFailedPrecondition);
     if (!awaited || node_.clock.monoNow() >= giveUp) return totals.status();
     if (!node_.clock.sleepFor(backoff.next(), stop)) return cancelled("stopping");
   }
@@ -189,22 +197,28 @@ Result<ManifestTotals> DatasetCache::follow(
 Result<ManifestTotals> DatasetCache::shareListing(
     std::span<const KeyRange> share,
     const std::function<Status(std::span<const ManifestEntry>)>& send) {
+  const bool complete = node_.manifests.totals(id_).isOk();
   std::shared_ptr<ListingFeed::Follower> follower;
-  bool shareListed = false;
+  bool feeds = false, shareListed = false;
+  int64_t listingTry;
   {
     MutexLock lock(mutex_);
-    const bool feeds = share.empty() ? !listsInShares_ : std::ranges::equal(share, ownShare_);
+    listingTry = listingTry_;
+    feeds = share.empty() ? !listsInShares_ : std::ranges::equal(share, ownShare_);
     if (feeds) {
       follower = feed_.follow();  // first: what is stored after this comes through it
       shareListed = ownShareTotals_.has_value();
+    } else if (!share.empty() && !ownShare_.empty() && !complete) {
+      return conflict("cache node " + node_.nodeName + " lists another share of dataset " +
+                      key_.label() + " (its split of the origin differs)");
     }
   }
-  if (!follower && !shareListed && !node_.manifests.totals(id_).isOk()) {
+  if (!follower && !shareListed && !complete) {
     return failedPrecondition("cache node " + node_.nodeName + " is not listing dataset " +
                               key_.label() + (share.empty() ? "" : " (or not that share of it)") +
                               " now: " + state().message);
   }
-  ManifestTotals sent;  // of the share, read from the manifest
+  ManifestTotals sent;  // of the share, read from a complete manifest
   std::string cursor;
   for (;;) {
     GRANARY_ASSIGN_OR_RETURN(auto batch, node_.manifests.files(id_, cursor, kShareBatch));
@@ -221,8 +235,13 @@ Result<ManifestTotals> DatasetCache::shareListing(
   }
   if (share.empty()) return node_.manifests.totals(id_);
   MutexLock lock(mutex_);
-  if (ownShareTotals_ && std::ranges::equal(share, ownShare_)) return *ownShareTotals_;
-  return sent;  // another node's share, read whole from a complete manifest
+  // The manifest read may have been dropped under it by a try that started over.
+  if (listingTry_ != listingTry)
+    return unavailable("cache node " + node_.nodeName + " started its listing of dataset " +
+                       key_.label() + " over");
+  if (!feeds) return sent;  // another node's share, read from a complete manifest
+  if (ownShareTotals_) return *ownShareTotals_;
+  return unavailable("cache node " + node_.nodeName + " ended its share of the listing early");
 }
 
 void DatasetCache::setTotals(const ManifestTotals& totals) {

@@ -15,6 +15,9 @@ namespace {
 
 // How long a node waits for the other nodes of the set to follow its share before it lists it.
 constexpr std::chrono::seconds kFollowersWait{2};
+// How long a node waits for the first node of the set to hold the dataset, which may hold the
+// version whole, before it lists its share.
+constexpr std::chrono::seconds kWholeWait{5};
 
 // What the shares of a listing took: the files and bytes stored so far (the progress), and once
 // they end, the sum of their totals or the first failure.
@@ -77,7 +80,8 @@ Status DatasetCache::listInShares(const std::vector<std::string>& listers, std::
   GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));  // a share is not resumed: start over
   if (listers.front() != node_.nodeName) {
     // Not waited for once it holds the dataset: a lister that lists in shares refuses it.
-    const Status whole = followLister(listers.front(), false, stop);
+    const Status whole =
+        followLister(listers.front(), {.most = kWholeWait, .listing = false}, stop);
     if (whole.isOk() || stop.stop_requested()) return whole;
     GRANARY_RETURN_IF_ERROR(node_.manifests.drop(id_));
   }
@@ -134,29 +138,54 @@ Result<ManifestTotals> DatasetCache::takeShares(const std::vector<std::string>& 
 Result<ManifestTotals> DatasetCache::takeShare(
     const std::string& lister, const std::vector<KeyRange>& share, bool own, std::stop_token stop,
     const std::function<void(std::span<const ManifestEntry>)>& took) {
-  if (own) {
-    size_t followers;
-    {
-      MutexLock lock(mutex_);
-      followers = settings_.nodeSet.size() - 1;
-    }
-    feed_.awaitFollowers(followers, kFollowersWait, stop);
-    auto listed = listShare(share, stop, [&](auto batch, std::stop_token storing) {
-      took(batch);
-      feed_.publish(batch, storing);
-    });
-    MutexLock lock(mutex_);  // a follower that comes now finds the totals or the feed
-    if (listed.isOk()) ownShareTotals_ = *listed;
-    feed_.close(listed.status());
-    return listed;
+  if (own) return listOwnShare(share, stop, took);
+  const SourceListing::Stored listedHere = [&](auto batch, std::stop_token) { took(batch); };
+  bool listsItself;
+  {
+    MutexLock lock(mutex_);
+    listsItself = listsItself_.contains(lister);
   }
-  auto followed = follow(lister, share, true, stop, took);
+  if (listsItself) return listShare(share, stop, listedHere);
+  int64_t stored = 0;
+  auto followed = follow(lister, share, {}, stop, [&](std::span<const ManifestEntry> batch) {
+    stored += static_cast<int64_t>(batch.size());
+    took(batch);
+  });
   if (followed.isOk() || stop.stop_requested()) return followed;
-  Logger("cache")
-      .with({{"dataset", key_.label()}})
-      .warn("could not take a share of the listing from the node that lists it; listing it",
-            {{"lister", lister}, {"error", followed.status()}});
-  return listShare(share, stop, [&](auto batch, std::stop_token) { took(batch); });
+  const Logger log = Logger("cache").with({{"dataset", key_.label()}});
+  if (stored == 0) {
+    log.warn("could not take a share of the listing from the node that lists it; listing it",
+             {{"lister", lister}, {"error", followed.status()}});
+    return listShare(share, stop, listedHere);
+  }
+  // What it took stays in the manifest: this try ends, and the next starts over and lists that
+  // share itself.
+  log.warn("a share of the listing broke off part-way; listing again, that share from the origin",
+           {{"lister", lister}, {"error", followed.status()}});
+  MutexLock lock(mutex_);
+  listsItself_.insert(lister);
+  return Status(followed.status().code(),
+                "cache node " + lister +
+                    "'s share of the listing broke off part-way: " + followed.status().message());
+}
+
+Result<ManifestTotals> DatasetCache::listOwnShare(
+    const std::vector<KeyRange>& share, std::stop_token stop,
+    const std::function<void(std::span<const ManifestEntry>)>& took) {
+  size_t followers;
+  {
+    MutexLock lock(mutex_);
+    followers = settings_.nodeSet.size() - 1;
+  }
+  feed_.awaitFollowers(followers, kFollowersWait, stop);
+  auto listed = listShare(share, stop, [&](auto batch, std::stop_token storing) {
+    took(batch);
+    feed_.publish(batch, storing);
+  });
+  MutexLock lock(mutex_);  // a follower that comes now finds the totals or the feed
+  if (listed.isOk()) ownShareTotals_ = *listed;
+  feed_.close(listed.status());
+  return listed;
 }
 
 Result<ManifestTotals> DatasetCache::listShare(const std::vector<KeyRange>& share,

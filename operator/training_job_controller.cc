@@ -237,7 +237,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   const bool running = kube::pathValue(plan.status, "phase").is_string() &&
                        plan.status.at("phase").as_string() == "Running";
   if (options_.cacheNodes && running && !o.spec.datasets.empty()) {
-    const Summaries shown = sampleTelemetry(key, ns, o.spec, o.workers);
+    const Summaries shown = sampleTelemetry(key, kube::uidOf(job), ns, o.spec, o.workers);
     if (!shown.data.is_null()) plan.status["data"] = shown.data;
     if (!shown.gpu.is_null()) plan.status["gpu"] = shown.gpu;
     if (result.requeueAfter == Clock::Duration::zero() ||
@@ -284,14 +284,17 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
 }
 
 TrainingJobController::Summaries TrainingJobController::sampleTelemetry(
-    const std::string& key, const std::string& ns, const api::TrainingJobSpec& spec,
-    const std::vector<WorkerState>& workers) {
+    const std::string& key, const std::string& jobUid, const std::string& ns,
+    const api::TrainingJobSpec& spec, const std::vector<WorkerState>& workers) {
   {
     MutexLock lock(mutex_);
     const auto last = telemetry_.find(key);
-    if (last != telemetry_.end() &&
-        clock_.monoNow() - last->second.sample.at < options_.telemetryInterval)
+    if (last != telemetry_.end() && last->second.uid != jobUid) {
+      telemetry_.erase(last);  // another job of the same name: nothing of the last one shows
+    } else if (last != telemetry_.end() &&
+               clock_.monoNow() - last->second.sample.at < options_.telemetryInterval) {
       return last->second.shown;
+    }
   }
   std::set<std::string> uids, names;
   std::map<std::string, std::vector<std::string>> uidsByNode;
@@ -335,6 +338,7 @@ TrainingJobController::Summaries TrainingJobController::sampleTelemetry(
   }
   MutexLock lock(mutex_);
   Telemetry& last = telemetry_[key];
+  last.uid = jobUid;
   const JobSample previous = std::exchange(last.sample, sample);
   Summaries made{dataSummary(previous, sample), gpuSummary(previous, sample)};
   if (!made.data.is_null()) last.shown.data = std::move(made.data);

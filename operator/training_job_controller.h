@@ -49,9 +49,9 @@ class TrainingJobController {
   // telemetryInterval old, summarized against the last one; until then the summaries last
   // made (a reconcile from a cache that has not yet seen the status they were written to
   // must still show them, in the status and in the job's series). A summary with nothing to
-  // say leaves the one before it standing.
-  Summaries sampleTelemetry(const std::string& key, const std::string& ns,
-                            const api::TrainingJobSpec& spec,
+  // say leaves the one before it standing; a job of another uid starts afresh.
+  Summaries sampleTelemetry(const std::string& key, const std::string& jobUid,
+                            const std::string& ns, const api::TrainingJobSpec& spec,
                             const std::vector<WorkerState>& workers);
 
   kube::Manager& manager_;
@@ -71,8 +71,9 @@ class TrainingJobController {
   };
   Mutex mutex_;
   std::map<std::string, Written> attempts_ GRANARY_GUARDED_BY(mutex_);
-  // The last telemetry sample per job key, and the summaries shown since.
+  // The last telemetry sample per job key (of the job with `uid`), and the summaries shown since.
   struct Telemetry {
+    std::string uid;
     JobSample sample;
     Summaries shown;
   };

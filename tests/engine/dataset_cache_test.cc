@@ -51,10 +51,17 @@ class LoopbackPeers final : public PeerReader {
       if (down_.contains(node)) return unavailable(node + " is down");
       return notFound(node + " does not hold the dataset");
     }
+    int sent = 0;
     return cache->shareListing(share, [&](std::span<const ManifestEntry> batch) {
+      if (!batch.empty() && !share.empty() && sent++ == breakSharesAfter.load()) {
+        breakSharesAfter = -1;
+        return unavailable("injected: the stream broke off");
+      }
       return stop.stop_requested() ? cancelled("stopping") : each(batch);
     });
   }
+  // Breaks off the next share stream after it sent so many batches (-1: none).
+  std::atomic<int> breakSharesAfter{-1};
   void add(const std::string& node, DatasetCache* cache) {
     std::lock_guard lock(mutex_);
     caches_[node] = cache;
@@ -364,8 +371,8 @@ TEST_F(DatasetCacheTest, FilesListedAreServedBeforeTheListingEnds) {
   const std::string first = firstListed.get_future().get();
   EXPECT_EQ((*cache)->state().phase, Phase::kListing);
   // The origin handed the file over; it is stored a moment later (the listing's storer thread).
-  const bool stored = granary::testing::eventually(
-      [&] { return (*cache)->state().progress.totalFiles >= 1; }, 5s);
+  const bool stored =
+      granary::testing::eventually([&] { return (*cache)->state().progress.totalFiles >= 1; }, 5s);
   auto early = std::async(std::launch::async, [&] { return (*cache)->read(first, 0, -1); });
   const bool servedEarly = stored && early.wait_for(5s) == std::future_status::ready;
   if (!servedEarly) release.set_value();  // the listing ends, and so does the test
@@ -719,6 +726,72 @@ TEST_F(DatasetCacheTest, ASetListsTheOriginInSharesEachNodeOneAndFollowsTheRest)
   std::sort(listed.begin(), listed.end(),
             [](const KeyRange& a, const KeyRange& b) { return a.after < b.after; });
   EXPECT_EQ(listed, splitAtDirectories(directories, 4)) << "every part listed once in the set";
+}
+
+// Nodes whose splits of the origin differ (here: another listingConcurrency) refuse each other's
+// shares at once, and each lists what it cannot follow itself: whole, and without waiting out
+// the 30 s a lister that is not listing yet is given.
+TEST_F(DatasetCacheTest, NodesWhoseSplitsDifferListWhatTheyCannotFollowThemselves) {
+  const std::vector<std::string> directories = writeDirectories(6, 5);
+  const std::vector<std::string> names = {"a", "b"};
+  LoopbackPeers peers;
+  auto s = neverWarmed();
+  s.nodeSet = names;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  std::vector<std::unique_ptr<DatasetCache>> caches;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < names.size(); ++i) {
+    nodes.push_back(std::make_unique<TestNode>(root_, names[i]));
+    nodes.back()->context->peers = &peers;
+    nodes.back()->context->listingConcurrency = i == 0 ? 1 : 3;
+    caches.push_back(open(*nodes.back(), s, nullptr, inKeyOrder(directories)));
+    peers.add(names[i], caches.back().get());
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const DatasetState state = caches[i]->waitSettled(20s);
+    EXPECT_EQ(state.phase, Phase::kOnDemand) << names[i] << ": " << state.message;
+    EXPECT_EQ(state.progress.totalFiles, 30) << names[i];
+    EXPECT_EQ(state.progress.ownedFiles, ownedBy(names[i], names)) << names[i];
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  for (const auto& cache : caches) expectAllFilesRead(*cache);
+}
+
+// A share whose stream breaks off part-way ends the try: the next one starts over and lists that
+// share itself, and the node is whole, with nothing of the broken stream counted twice.
+TEST_F(DatasetCacheTest, AShareThatBreaksOffPartWayIsListedAgainFromTheOrigin) {
+  const std::vector<std::string> directories = writeDirectories(4, 10);
+  const std::vector<std::string> names = {"a", "b"};
+  LoopbackPeers peers;
+  peers.breakSharesAfter = 2;
+  auto s = neverWarmed();
+  s.nodeSet = names;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  std::vector<RecordingOrigin*> origins(names.size());
+  std::vector<std::unique_ptr<DatasetCache>> caches;
+  for (size_t i = 0; i < names.size(); ++i) {
+    nodes.push_back(std::make_unique<TestNode>(root_, names[i]));
+    nodes.back()->context->peers = &peers;
+    nodes.back()->context->listingConcurrency = 1;
+    caches.push_back(open(*nodes.back(), s, &origins[i], [&](RecordingOrigin& origin) {
+      inKeyOrder(directories)(origin);
+      origin.afterListed = [](const std::string&) { std::this_thread::sleep_for(5ms); };
+    }));
+    peers.add(names[i], caches.back().get());
+  }
+  size_t listedTwice = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const DatasetState state = caches[i]->waitSettled(30s);
+    EXPECT_EQ(state.phase, Phase::kOnDemand) << names[i] << ": " << state.message;
+    EXPECT_EQ(state.progress.totalFiles, 40) << names[i];
+    EXPECT_EQ(state.progress.ownedFiles, ownedBy(names[i], names)) << names[i];
+    listedTwice += origins[i]->listedRanges().size() > 1 ? 1 : 0;
+  }
+  EXPECT_EQ(peers.breakSharesAfter.load(), -1) << "a stream broke off";
+  // The node whose stream broke off listed both shares; so may the other, whose stream of that
+  // node's share ended with that node's try.
+  EXPECT_GE(listedTwice, 1u);
+  for (const auto& cache : caches) expectAllFilesRead(*cache);
 }
 
 // A node lists the share of a lister that is down itself, and is whole.
