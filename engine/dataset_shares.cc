@@ -69,8 +69,9 @@ bool DatasetCache::inShare(std::span<const KeyRange> share, const ManifestEntry&
   if (sources.size() != 1) return false;
   const std::string& mount = sources.front().mount;
   std::string_view key = entry.path;
-  if (!mount.empty()) {
-    if (!key.starts_with(mount + "/")) return false;
+  if (!mount.empty()) {  // the path is mount + "/" + key (no string built: a batch's filter)
+    if (!key.starts_with(mount) || key.size() <= mount.size() || key[mount.size()] != '/')
+      return false;
     key.remove_prefix(mount.size() + 1);
   }
   return inRanges(share, key);
