@@ -474,6 +474,8 @@ Status ChunkStore::verifyRead(const ChunkId& id, const std::string& key, const R
   if (status.isOk()) return status;
   {
     MutexLock lock(mutex_);
+    if (auto now = recordOf(key); !now.isOk() || *now != record)
+      return notFound("cached chunk of " + id.path + " was dropped while it was read");
     (void)dropLocked(key, record);
   }
   Logger("cache").warn("dropped a damaged chunk",

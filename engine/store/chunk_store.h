@@ -145,6 +145,7 @@ class ChunkStore {
     // gives a change after the time was read a newer one). 0: not known (an older record).
     int64_t sealedChangeTime = 0;
 
+    bool operator==(const Record&) const = default;
     // Whether `blocks`, the chunk's bytes from `start` (a block boundary) on, are intact.
     bool matches(int64_t start, std::string_view blocks) const;
     // The whole blocks around `length` bytes from `offset`.
@@ -158,7 +159,8 @@ class ChunkStore {
   // clamped to the chunk. InvalidArgument for an offset beyond it.
   Result<Record> recordForRead(const std::string& key, int64_t offset, int64_t& length) const;
   // Checks a read of whole blocks from `start`; a failed read or a block failing its checksum
-  // drops the chunk and becomes Corruption.
+  // drops the chunk and becomes Corruption. Where another reader dropped or replaced the chunk
+  // since `record` was read, the read is a miss (NotFound): one damage is found once.
   Status verifyRead(const ChunkId& id, const std::string& key, const Record& record,
                     const Status& read, int64_t start, std::string_view blocks);
   // Forgets chunk `key` and removes its file; the bytes freed (0 while another name holds them).

@@ -357,6 +357,42 @@ TEST_F(ChunkStoreTest, NoReadServesAFlippedByte) {
   }
 }
 
+// Readers of one damaged chunk at once: the damage is found and reported once, by the reader
+// that dropped the chunk; a reader that had looked the chunk up before the drop gets a miss.
+TEST_F(ChunkStoreTest, ADamagedChunkReadByManyAtOnceIsFoundOnce) {
+  reopen(int64_t{64} << 20);
+  constexpr int kChunks = 40, kReaders = 4;
+  const std::string data(256 << 10, 'd');
+  for (int i = 0; i < kChunks; ++i) ASSERT_TRUE(store_->put(chunk("c", i), data).isOk());
+  for (const auto& f : chunkFiles()) {
+    std::fstream file(f, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(100'000);
+    file.put('D');
+  }
+  int corrupt = 0, missed = 0;
+  for (int i = 0; i < kChunks; ++i) {
+    std::atomic<int> ready{0};
+    std::vector<StatusCode> codes(kReaders);
+    std::vector<std::thread> readers;
+    for (int r = 0; r < kReaders; ++r) {
+      readers.emplace_back([&, r] {
+        for (ready.fetch_add(1); ready.load() < kReaders;) {
+        }
+        codes[r] = store_->read(chunk("c", i)).status().code();
+      });
+    }
+    for (auto& reader : readers) reader.join();
+    for (const StatusCode code : codes) {
+      EXPECT_TRUE(code == StatusCode::kCorruption || code == StatusCode::kNotFound)
+          << static_cast<int>(code);
+      (code == StatusCode::kCorruption ? corrupt : missed) += 1;
+    }
+  }
+  EXPECT_EQ(corrupt, kChunks) << "each damaged chunk is reported once";
+  EXPECT_EQ(missed, kChunks * (kReaders - 1));
+  EXPECT_TRUE(chunkFiles().empty());
+}
+
 std::string readFd(int fd) {
   std::string out(1 << 20, '\0');
   const ssize_t n = ::pread(fd, out.data(), out.size(), 0);
