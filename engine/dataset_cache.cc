@@ -364,7 +364,10 @@ Status DatasetCache::keepWith(const ChunkId& id, int64_t size, int64_t fileChunk
   {
     MutexLock lock(mutex_);
     admitted = policy_->admit(pid, size, evict);
-    if (admitted) writing_.insert(pid);
+    if (admitted) {
+      writing_.insert(pid);
+      writingBytes_ += size;
+    }
   }
   if (!admitted) {
     warmer_.capacityReached();
@@ -387,6 +390,7 @@ Status DatasetCache::keepWith(const ChunkId& id, int64_t size, int64_t fileChunk
   {
     MutexLock lock(mutex_);
     writing_.erase(pid);
+    writingBytes_ -= size;
     if (!put.isOk()) {
       policy_->forget(pid);
     } else if (!policy_->holds(pid)) {
@@ -411,7 +415,7 @@ void DatasetCache::dropEvicted(const std::vector<std::string>& evicted) {
 }
 
 void DatasetCache::refreshCachedLocked() {
-  progress_.cachedBytes = policy_->usedBytes();
+  progress_.cachedBytes = policy_->usedBytes() - writingBytes_;
   progress_.cachedFiles = cachedFiles_.complete() + ownedEmptyFiles_;
 }
 

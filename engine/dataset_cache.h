@@ -365,8 +365,10 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // What is on disk, and its accounting.
   std::unique_ptr<EvictionPolicy> policy_ GRANARY_GUARDED_BY(mutex_);
   CachedFiles cachedFiles_ GRANARY_GUARDED_BY(mutex_);  // of the owned share, on disk
-  // Chunks admitted and being written to disk.
+  // Chunks admitted and being written to disk, and their bytes: counted by the policy, not yet
+  // cached (a node killed now has not got them).
   std::set<std::string> writing_ GRANARY_GUARDED_BY(mutex_);
+  int64_t writingBytes_ GRANARY_GUARDED_BY(mutex_) = 0;
   int64_t ownedEmptyFiles_ GRANARY_GUARDED_BY(mutex_) = 0;  // cached with no chunk
   bool shareCounted_ GRANARY_GUARDED_BY(mutex_) = false;    // owned files and bytes are known
   ListedShare listedShare_ GRANARY_GUARDED_BY(mutex_);

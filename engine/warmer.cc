@@ -73,7 +73,7 @@ void Warmer::update(DatasetSettings settings) {
       next != current || settings.replicas != settings_.replicas || settings.warm != settings_.warm;
   settings_ = std::move(settings);
   if (settings_.warmConcurrency < 1) settings_.warmConcurrency = 1;
-  if (repass) ++passRequested_, passDone_ = false;
+  if (repass) requestPassLocked();
   changed_.notify_all();
 }
 
@@ -84,7 +84,7 @@ void Warmer::setPlan(WarmPlan plan) {
                       plan.hasReaders != plan_.hasReaders;
   if (turn_ != nullptr && plan.priority != plan_.priority) turn_->setPriority(plan.priority);
   plan_ = std::move(plan);
-  if (repass) ++passRequested_, passDone_ = false;
+  if (repass) requestPassLocked();
   changed_.notify_all();
 }
 
@@ -133,6 +133,17 @@ void Warmer::waitSettled(std::chrono::milliseconds timeout) {
 }
 
 // ---- the passes ----
+
+void Warmer::requestPassLocked() {
+  ++passRequested_;
+  passDone_ = false;
+  // Settled no more from now, not from when the pass starts: a status asked meanwhile is not
+  // the last pass's.
+  if ((phase_ == Phase::kReady || phase_ == Phase::kOnDemand) && warmAllowedLocked()) {
+    phase_ = Phase::kWarming;
+    message_.clear();
+  }
+}
 
 bool Warmer::warmAllowedLocked() const {
   return !plan_.paused && (settings_.warm == WarmMode::kOnCreate ||

@@ -105,6 +105,8 @@ class Warmer {
  private:
   void run(std::stop_token stop) GRANARY_EXCLUDES(mutex_);
   bool warmAllowedLocked() const GRANARY_REQUIRES(mutex_);
+  // Asks the passes for a new one (the settings or the plan changed).
+  void requestPassLocked() GRANARY_REQUIRES(mutex_);
   std::string notWarmingMessageLocked() const GRANARY_REQUIRES(mutex_);
   bool ownsLocked(const std::string& path) const GRANARY_REQUIRES(mutex_);
 

@@ -649,8 +649,14 @@ TEST_F(DatasetCacheTest, ANodeWaitsForAListerThatIsNotListingYet) {
   s.nodeSet = names;
   RecordingOrigin* listerOrigin;
   RecordingOrigin* otherOrigin;
-  auto listerCache =
-      open(listerNode, s, &listerOrigin, [](RecordingOrigin& origin) { origin.failLists = 1; });
+  // The lister tries again only once the other node asked to follow it while it waited.
+  auto listerCache = open(listerNode, s, &listerOrigin, [&](RecordingOrigin& origin) {
+    origin.failLists = 1;
+    origin.beforeList = [&peers, listing = &origin] {
+      if (listing->lists.load() == 2)
+        granary::testing::eventually([&] { return peers.follows.load() >= 1; }, 20s);
+    };
+  });
   peers.add(lister, listerCache.get());
   ASSERT_TRUE(granary::testing::eventually(
       [&] { return listerCache->state().message.starts_with("waiting for the origin"); }, 5s))

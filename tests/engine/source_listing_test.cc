@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 namespace granary::cache {
 namespace {
@@ -36,6 +38,38 @@ class PagedOrigin final : public Origin {
   const int pages_, badPage_;
 };
 
+// Lists each part as one page of one file (the part's last key), once as many parts are being
+// listed as it waits for (or after 3 s); counts the most listed at once.
+class PartedOrigin final : public Origin {
+ public:
+  explicit PartedOrigin(int awaited) : awaited_(awaited) {}
+  bool listsInKeyOrder() const override { return true; }
+  Status list(const std::function<Status(std::vector<OriginObject>&&)>&) override {
+    return unavailable("listed in parts here");
+  }
+  Status listRange(const KeyRange& range,
+                   const std::function<Status(std::vector<OriginObject>&&)>& each) override {
+    const int now = ++listing_;
+    for (int most = mostAtOnce.load();
+         now > most && !mostAtOnce.compare_exchange_weak(most, now);) {
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (mostAtOnce.load() < awaited_ && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const Status listed = each({{.path = range.through, .size = 1}});
+    --listing_;
+    return listed;
+  }
+  Result<std::string> read(const std::string&, int64_t, int64_t, const std::string&) override {
+    return unavailable("not read here");
+  }
+  std::atomic<int> mostAtOnce{0};
+
+ private:
+  const int awaited_;
+  std::atomic<int> listing_{0};
+};
+
 class SourceListingTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -65,6 +99,18 @@ class SourceListingTest : public ::testing::Test {
     return {listed, counted};
   }
 
+  // Lists the four parts "a" to "d" of `origin` with up to 4 listers, paced or not.
+  Status listParts(PartedOrigin* origin, bool paced) {
+    source_ = {"", std::unique_ptr<Origin>(origin)};
+    const SourceListing listing{.manifests = *store_,
+                                .generation = "ml/ds/1",
+                                .source = source_,
+                                .maxListers = 4,
+                                .paced = paced};
+    ListingProgress progress{.ranges = {{"", "a"}, {"a", "b"}, {"b", "c"}, {"c", "d"}}};
+    return listSource(listing, progress, {});
+  }
+
   std::filesystem::path dir_;
   std::unique_ptr<ManifestStore> store_;
   DatasetSource source_;
@@ -90,6 +136,18 @@ TEST_F(SourceListingTest, APageTheStoreRefusesEndsTheFetchWithTheStoresError) {
   EXPECT_EQ(store_->stat("ml/ds/1", "d10/f0").status().code(), StatusCode::kNotFound);
   // The refused page, those queued behind it, and one waiting to be queued when the store failed.
   EXPECT_LE(origin->handedOut.load(), 11 + 4 + 1);
+}
+
+// A paced listing starts with one lister (pages that come at once add none); an unpaced one, a
+// share of a set's listing, lists its parts side by side from the start.
+TEST_F(SourceListingTest, AnUnpacedListingListsEveryPartAtOnceFromTheStart) {
+  auto* paced = new PartedOrigin(1);
+  ASSERT_TRUE(listParts(paced, true).isOk());
+  EXPECT_EQ(paced->mostAtOnce.load(), 1);
+  auto* unpaced = new PartedOrigin(4);
+  ASSERT_TRUE(listParts(unpaced, false).isOk());
+  EXPECT_EQ(unpaced->mostAtOnce.load(), 4);
+  for (const char* part : {"a", "b", "c", "d"}) EXPECT_EQ(store_->stat("ml/ds/1", part)->size, 1);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ class RecordingOrigin final : public Origin {
   Status list(const std::function<Status(std::vector<OriginObject>&&)>& each) override {
     if (keyOrder) return listRange({}, each);
     ++lists;
+    if (beforeList) beforeList();
     if (failLists.load() > 0) {
       --failLists;
       return unavailable("injected origin failure: listing");
@@ -47,6 +48,8 @@ class RecordingOrigin final : public Origin {
   // Called on the listing thread after each object the listing handed over. Set before it
   // starts.
   std::function<void(const std::string& path)> afterListed;
+  // Called on the listing thread as each listing starts (after `lists` counts it). Set before.
+  std::function<void()> beforeList;
 
   // Set before the listing starts: list in key order (one object a batch), as S3 does, so that a
   // listing can go on after a path, and split at `directories` (splitAtDirectories); fail a

@@ -259,7 +259,9 @@ TEST_F(TrainingJobControllerTest, AMissingDatasetIsAConditionAndAnEventNotASilen
 
 TEST_F(TrainingJobControllerTest, WorkersStuckPendingFailTheJobAtTheStartDeadline) {
   readyDataset("wiki");
-  createJob("{startDeadlineSeconds: 2}");
+  // The deadline counts from the pods' creation time, which has whole seconds: 5 s leaves the
+  // patch below at least 4 s to land before it.
+  createJob("{startDeadlineSeconds: 5}");
   startOperator();
   ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s));
   ASSERT_TRUE(client()

@@ -155,7 +155,14 @@ TEST_F(SchedulerIntegration, BindsTheGangWhereTheDataIsCached) {
   ASSERT_TRUE(events.isOk());
   ASSERT_FALSE(events->items.empty());
   EXPECT_EQ(events->items[0].at("reason").as_string(), "Scheduled");
-  EXPECT_NE(registry_.exposition().find("granary_scheduler_bound_pods_total 2"), std::string::npos);
+  // Counted once the binding is answered, which the test may see first.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return registry_.exposition().find("granary_scheduler_bound_pods_total 2") !=
+               std::string::npos;
+      },
+      10s))
+      << registry_.exposition();
 }
 
 TEST_F(SchedulerIntegration, ExplainsAGangThatCannotFitAndBindsNothing) {

@@ -128,12 +128,14 @@ class KeeperProcess {
               socket_.c_str(), "--token-file", token.c_str(), nullptr);
       ::_exit(127);
     }
-    if (replacing) {  // listening once it took the old keeper's mounts over
-      eventually([&] { return log().find("took over the mounts") != std::string::npos; },
-                 std::chrono::seconds(5));
-    } else {
-      eventually([&] { return std::filesystem::exists(socket_); }, std::chrono::seconds(2));
-    }
+    // Listening once it took the old keeper's mounts over, or once its socket is there.
+    const bool listening =
+        replacing
+            ? eventually([&] { return log().find("took over the mounts") != std::string::npos; },
+                         std::chrono::seconds(15))
+            : eventually([&] { return std::filesystem::exists(socket_); },
+                         std::chrono::seconds(15));
+    if (!listening) ADD_FAILURE() << "the mount keeper did not start: " << log();
   }
   std::string log() const {
     std::ifstream in(log_);

@@ -5,19 +5,29 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <mutex>
+#include <set>
+
 namespace granary::testing {
 
-// A TCP port on loopback that was free a moment ago.
+// A TCP port on loopback that was free a moment ago, and that no earlier call in this process
+// handed out (the kernel may pick a port just closed again).
 inline int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
+  static std::mutex mutex;
+  static std::set<int> handedOut;
+  for (;;) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    socklen_t length = sizeof address;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+    ::close(fd);
+    const int port = ntohs(address.sin_port);
+    std::lock_guard lock(mutex);
+    if (handedOut.insert(port).second) return port;
+  }
 }
 
 }  // namespace granary::testing

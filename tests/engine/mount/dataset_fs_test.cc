@@ -314,7 +314,12 @@ TEST_F(DatasetFilesystemTest, DataWaitNeverExceedsTheReadersTime) {
   std::printf("read ran %.3f s, data wait %.3f s\n", std::chrono::duration<double>(ran).count(),
               std::chrono::duration<double>(readers[0].wait).count());
   EXPECT_LE(readers[0].wait, ran);
-  EXPECT_GE(readers[0].wait, ran / 2) << "the reader spent most of its time waiting";
+  // Most of its time, or on a machine too busy for that, at least half of what the origin's
+  // throttle alone takes to send the file.
+  const auto throttled = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(static_cast<double>(files_["big/a.bin"].size()) / (4 << 20)));
+  EXPECT_GE(readers[0].wait, std::min(ran / 2, throttled / 2))
+      << "the reader spent most of its time waiting";
   EXPECT_GT(readers[0].reads.chunkMisses, 1) << "several reads waited, some at once";
 }
 
@@ -495,7 +500,7 @@ TEST_F(DatasetFilesystemTest, StopsWhenUnmountedFromOutside) {
   mount(WarmMode::kNever);
   ASSERT_TRUE(fs_->serving());
   ASSERT_EQ(::umount2(mountpoint_.c_str(), 0), 0);
-  EXPECT_TRUE(granary::testing::eventually([&] { return !fs_->serving(); }, 2s));
+  EXPECT_TRUE(granary::testing::eventually([&] { return !fs_->serving(); }, 10s));
 }
 
 TEST(PodUidFromCgroup, FindsThePodInBothKubeletLayouts) {
