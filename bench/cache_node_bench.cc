@@ -19,7 +19,8 @@
 //           request at a time and --listers side by side, vs fetching and parsing it alone
 //   set-listing  that bucket listed by sets of 1, 4 and --nodes node processes, each a share of
 //           it, following the others': every node Ready, the listing requests the bucket
-//           answered, every node's manifest against the bucket
+//           answered, every node's manifest against the bucket (--page-keys: fewer keys a page,
+//           so that the requests bound the listing rather than storing it)
 // Usage: cache_node_bench [--scale F] [--throttle-mib N] [--dir D] [section...]
 // --scale shrinks the file counts and sizes (0.01 for a quick look); the data under --dir
 // (default /var/tmp/granary-bench) is reused between runs.
@@ -72,7 +73,8 @@ struct Args : DataArgs {
   // The generated bucket's time per listing request: -1 for the section's own (listers and
   // set-listing 20 ms, resume none).
   int pageLatencyMs = -1;
-  int listers = 8;  // the listers section's listing requests side by side
+  int listers = 8;      // the listers section's listing requests side by side
+  int pageKeys = 1000;  // set-listing: the most keys the generated bucket gives a page
 };
 
 // An engine of its own in `state`, serving gRPC on loopback.
@@ -964,7 +966,7 @@ void listersSection(const Args& args) {
 void setListingSection(const Args& args) {
   const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
   const int latency = pageLatency(args, 20);
-  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(latency));
+  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(latency), args.pageKeys);
   const auto ensure = [&](NodeChild& node, const std::vector<NodeChild*>& nodeSet) {
     v1::EnsureDatasetRequest request;
     *request.mutable_dataset() = spreadDataset();
@@ -1012,14 +1014,15 @@ void setListingSection(const Args& args) {
       check.wrong += one.wrong;
     }
     std::printf(
-        "set-listing %lld files, %d ms a page, %d node(s), %d listers: every node Ready %.1f s "
+        "set-listing %lld files, %d ms and up to %d keys a page, %d node(s), %d listers: every "
+        "node Ready %.1f s "
         "(%.0f files/s), the origin's last listing request answered after %.1f s   listing "
         "requests %lld (one listing: %lld)   nodes holding another "
         "count: %lld   entries compared with the bucket's keys on every node %lld, wrong or "
         "missing %lld   fetching alone with %d listers %.1f s\n",
-        static_cast<long long>(files), latency, count, args.listers, took,
+        static_cast<long long>(files), latency, args.pageKeys, count, args.listers, took,
         static_cast<double>(files) / took, originListed, static_cast<long long>(requests),
-        static_cast<long long>((files + 999) / 1000), static_cast<long long>(wrongTotals),
+        static_cast<long long>(bucket.requestsOfOneListing()), static_cast<long long>(wrongTotals),
         static_cast<long long>(check.compared), static_cast<long long>(check.wrong), args.listers,
         alone);
   }
@@ -1042,6 +1045,10 @@ void addFlags(CLI::App& app, Args& args) {
   app.add_option("--listers", args.listers, "listers, set-listing: the node's listingConcurrency")
       ->capture_default_str()
       ->check(CLI::Range(2, 64));
+  app.add_option("--page-keys", args.pageKeys,
+                 "set-listing: the most keys the generated bucket gives a page (S3: 1000)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_option("section", args.sections,
                  "warm (warm-small, warm-big), origin, read, memory, resume, listers, set-listing, "
                  "spread (default: all but resume, listers, set-listing and spread)")

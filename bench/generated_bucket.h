@@ -4,11 +4,14 @@
 // "d<dir>/sample-<n>.jpg", 1,000 to a directory, zero-padded so that S3's key order is their
 // number's. A listing with delimiter '/' gives the directories. Each listing request can be
 // made to take a while (`pageLatency`), as a remote store's do, so that what parallel listing
-// gains shows. Anonymous requests; any other request gets 404.
+// gains shows, and its pages made to hold fewer keys than asked for (`pageKeys`; S3 may answer
+// fewer), so that a listing is bound by its requests rather than by storing what it lists.
+// Anonymous requests; any other request gets 404.
 #pragma once
 
 #include <civetweb.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -25,8 +28,9 @@ class GeneratedBucket {
   static constexpr const char* kBucket = "generated";
 
   explicit GeneratedBucket(int64_t files,
-                           std::chrono::milliseconds pageLatency = std::chrono::milliseconds(0))
-      : files_(files), pageLatency_(pageLatency) {
+                           std::chrono::milliseconds pageLatency = std::chrono::milliseconds(0),
+                           int64_t pageKeys = 1000)
+      : files_(files), pageLatency_(pageLatency), pageKeys_(pageKeys) {
     mg_init_library(0);
     // Connections kept alive between requests, as S3 keeps them; each response sent as written
     // (Nagle's algorithm held a response's last segment back until the client's delayed
@@ -51,6 +55,8 @@ class GeneratedBucket {
   GeneratedBucket& operator=(const GeneratedBucket&) = delete;
 
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // The listing requests of one whole listing, one part after another.
+  int64_t requestsOfOneListing() const { return (files_ + pageKeys_ - 1) / pageKeys_; }
   // Listing requests answered so far.
   int64_t listRequests() const { return listRequests_; }
   // When the last listing request so far was answered.
@@ -85,7 +91,8 @@ class GeneratedBucket {
       if (mg_get_var(query.c_str(), query.size(), name, value, sizeof value) <= 0) return {};
       return std::string(value);
     };
-    const int64_t pageSize = var("max-keys") ? std::atoll(var("max-keys")->c_str()) : 1000;
+    const int64_t pageSize = std::min<int64_t>(
+        self.pageKeys_, var("max-keys") ? std::atoll(var("max-keys")->c_str()) : 1000);
     const bool directories = var("delimiter").has_value();
     const int64_t count = directories ? (self.files_ + 999) / 1000 : self.files_;
     int64_t first = 0;
@@ -127,6 +134,7 @@ class GeneratedBucket {
 
   const int64_t files_;
   const std::chrono::milliseconds pageLatency_;
+  const int64_t pageKeys_;
   std::atomic<int64_t> listRequests_{0};
   std::atomic<int64_t> lastAnswered_{0};  // steady_clock nanoseconds
   mg_context* context_ = nullptr;

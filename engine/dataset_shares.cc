@@ -198,7 +198,8 @@ Result<ManifestTotals> DatasetCache::listShare(const std::vector<KeyRange>& shar
                               .source = fetcher_.sources().front(),
                               .maxListers = node_.listingConcurrency,
                               .stored = took,
-                              .recordProgress = false};
+                              .recordProgress = false,
+                              .paced = false};
   GRANARY_RETURN_IF_ERROR(listSource(listing, progress, stop));
   return progress.totals;
 }

@@ -25,6 +25,13 @@ std::string joinPath(const std::string& mount, const std::string& path) {
   return mount.empty() ? path : mount + "/" + path;
 }
 
+// The listers a listing of `parts` starts with.
+int startingListers(const SourceListing& listing, size_t parts) {
+  if (listing.paced) return 1;
+  return static_cast<int>(
+      std::clamp<size_t>(parts, 1, static_cast<size_t>(std::max(1, listing.maxListers))));
+}
+
 // The listers of one source and what they share.
 class PartListers {
  public:
@@ -33,10 +40,16 @@ class PartListers {
         progress_(progress),
         parts_(progress.ranges),
         stopping_(stop, [this] { cutShort_.request_stop(); }),
-        pace_(std::max(1, listing.maxListers)) {}
+        pace_(std::max(1, listing.maxListers), startingListers(listing, progress.ranges.size())) {}
 
-  // Lists every part on this thread and those the pace adds; returns once all have ended.
+  // Lists every part on this thread and the others started with it or added by the pace; returns
+  // once all have ended.
   Status run() {
+    {
+      MutexLock lock(mutex_);
+      for (int other = 1; other < pace_.listers(); ++other)
+        others_.emplace_back([this] { lister(); });
+    }
     lister();
     for (size_t joined = 0;; ++joined) {
       std::jthread* other = nullptr;

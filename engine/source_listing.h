@@ -33,6 +33,10 @@ struct SourceListing {
   // listing cut short goes on where it stood. Off for a share of a listing that other nodes list
   // the rest of: what this node took from them is not in its progress.
   bool recordProgress = true;
+  // Whether listers are added at the origin's pace (engine/core/listing_pace.h). Off: up to
+  // `maxListers` side by side from the start, for a share of a listing, whose keys the shares
+  // followed from other nodes interleave in the store anyway.
+  bool paced = true;
 };
 
 // Lists the parts of source `progress.source` left in `progress` (none: nothing to list); once

@@ -22,7 +22,9 @@ class ListingPace {
   static constexpr int kSettlePages = 8;
   static constexpr std::chrono::milliseconds kNearbyPage{10};
 
-  explicit ListingPace(int maxListers) : maxListers_(maxListers) {}
+  // Up to `maxListers`, starting with `listers` (1 but where the caller starts more at once).
+  explicit ListingPace(int maxListers, int listers = 1)
+      : maxListers_(maxListers), listers_(listers) {}
 
   // A page came after `waited` (fetching and parsing it) and was stored in `stored` (waiting
   // for the store included). Whether to start another lister now; if so, it counts as started.
@@ -33,7 +35,7 @@ class ListingPace {
 
  private:
   const int maxListers_;
-  int listers_ = 1;
+  int listers_;
   int ignored_ = kIgnoredPages;
   int settling_ = kSettlePages;
   int64_t pages_ = 0;  // past the ignored ones
