@@ -230,6 +230,20 @@ TEST_F(WarmerTest, WarmsNothingUntilAJobReadsThenWarmsOnJob) {
   EXPECT_EQ(dataset_->kept().size(), 6u);
 }
 
+// A change that asks for a new pass unsettles the phase as it is made: a status asked before
+// the pass starts is not the last pass's Ready.
+TEST_F(WarmerTest, AChangedNodeSetIsNotReadyFromTheMomentItChanges) {
+  open(settings());
+  warmer_->start();
+  ASSERT_EQ(settle().phase, Phase::kReady);
+  DatasetSettings grown = settings();
+  grown.nodeSet = {"node-a", "node-b"};
+  grown.chunkSize = kChunk;
+  warmer_->update(grown);
+  EXPECT_EQ(warmer_->standing().phase, Phase::kWarming);
+  EXPECT_EQ(settle().phase, Phase::kReady);
+}
+
 TEST_F(WarmerTest, AFullQuotaEndsThePassInQuotaFull) {
   open(settings());
   dataset_->quotaChunks = 2;
