@@ -17,10 +17,11 @@
 //           Ready after the restart, vs a whole listing
 //   listers a generated S3 bucket whose pages take --page-latency-ms each, listed by a node one
 //           request at a time and --listers side by side, vs fetching and parsing it alone
-//   set-listing  that bucket listed by sets of 1, 4 and --nodes node processes, each a share of
-//           it, following the others': every node Ready, the listing requests the bucket
-//           answered, every node's manifest against the bucket (--page-keys: fewer keys a page,
-//           so that the requests bound the listing rather than storing it)
+//   set-listing  that bucket listed by sets of 1, 4 and --nodes node processes (--sets: other
+//           sizes), each a share of it, following the others': every node Ready, the listing
+//           requests the bucket answered, every node's manifest against the bucket (--page-keys:
+//           fewer keys a page, so that the requests bound the listing rather than storing it);
+//           then the bucket fetched and parsed alone
 // Usage: cache_node_bench [--scale F] [--throttle-mib N] [--dir D] [section...]
 // --scale shrinks the file counts and sizes (0.01 for a quick look); the data under --dir
 // (default /var/tmp/granary-bench) is reused between runs.
@@ -76,6 +77,7 @@ struct Args : DataArgs {
   int pageLatencyMs = -1;
   int listers = 8;      // the listers section's listing requests side by side
   int pageKeys = 1000;  // set-listing: the most keys the generated bucket gives a page
+  std::set<int> sets;   // set-listing: the sizes of the sets listed; empty for 1, 4 and nodes
 };
 
 // An engine of its own in `state`, serving gRPC on loopback.
@@ -972,7 +974,11 @@ void listersSection(const Args& args) {
 void setListingSection(const Args& args) {
   const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
   const int latency = pageLatency(args, 20);
-  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(latency), args.pageKeys);
+  const std::set<int> sets = args.sets.empty() ? std::set<int>{1, 4, args.nodes} : args.sets;
+  // Room for every lister of the largest set, its delimited listing and a share listed by a
+  // follower itself: S3 does not make listers wait for each other.
+  const bench::GeneratedBucket bucket(files, std::chrono::milliseconds(latency), args.pageKeys,
+                                      std::max(64, 3 * *sets.rbegin() * args.listers));
   const auto ensure = [&](NodeChild& node, const std::vector<NodeChild*>& nodeSet) {
     v1::EnsureDatasetRequest request;
     *request.mutable_dataset() = spreadDataset();
@@ -993,8 +999,7 @@ void setListingSection(const Args& args) {
       std::exit(1);
     }
   };
-  const double alone = bucketListSeconds(bucket, files, static_cast<size_t>(args.listers));
-  for (const int count : std::set<int>{1, 4, args.nodes}) {
+  for (const int count : sets) {
     std::vector<std::unique_ptr<NodeChild>> children;
     std::vector<NodeChild*> nodes;
     for (int i = 0; i < count; ++i) {
@@ -1034,13 +1039,18 @@ void setListingSection(const Args& args) {
         "answered after %.1f s   the nodes' CPU time %.1f s (%.2f s a node)   listing "
         "requests %lld (one listing: %lld)   nodes holding another "
         "count: %lld   entries compared with the bucket's keys on every node %lld, wrong or "
-        "missing %lld   fetching alone with %d listers %.1f s\n",
+        "missing %lld\n",
         static_cast<long long>(files), latency, args.pageKeys, count, args.listers, took,
         static_cast<double>(files) / took, told, originListed, cpuSpent, cpuSpent / count,
         static_cast<long long>(requests), static_cast<long long>(bucket.requestsOfOneListing()),
         static_cast<long long>(wrongTotals), static_cast<long long>(check.compared),
-        static_cast<long long>(check.wrong), args.listers, alone);
+        static_cast<long long>(check.wrong));
+    std::fflush(stdout);
   }
+  // Last, as it takes as long as the one-node set: the sets' lines come as each ends.
+  const double alone = bucketListSeconds(bucket, files, static_cast<size_t>(args.listers));
+  std::printf("set-listing fetching and parsing alone with %d listers: %.1f s (%.0f files/s)\n",
+              args.listers, alone, static_cast<double>(files) / alone);
 }
 
 void addFlags(CLI::App& app, Args& args) {
@@ -1064,6 +1074,12 @@ void addFlags(CLI::App& app, Args& args) {
                  "set-listing: the most keys the generated bucket gives a page (S3: 1000)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app.add_option("--sets", args.sets,
+                 "set-listing: the sizes of the sets that list, e.g. --sets 4,32 (default: 1, 4 "
+                 "and --nodes)")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->check(CLI::Range(1, 256));
   app.add_option("section", args.sections,
                  "warm (warm-small, warm-big), origin, read, memory, resume, listers, set-listing, "
                  "spread (default: all but resume, listers, set-listing and spread)")

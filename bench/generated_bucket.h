@@ -29,15 +29,23 @@ class GeneratedBucket {
 
   explicit GeneratedBucket(int64_t files,
                            std::chrono::milliseconds pageLatency = std::chrono::milliseconds(0),
-                           int64_t pageKeys = 1000)
+                           int64_t pageKeys = 1000, int threads = 64)
       : files_(files), pageLatency_(pageLatency), pageKeys_(pageKeys) {
     mg_init_library(0);
     // Connections kept alive between requests, as S3 keeps them; each response sent as written
     // (Nagle's algorithm held a response's last segment back until the client's delayed
-    // acknowledgement, 40 ms, on a kept connection).
-    const char* options[] = {
-        "listening_ports", "127.0.0.1:0", "num_threads", "64", "enable_keep_alive", "yes",
-        "tcp_nodelay",     "1",           nullptr};
+    // acknowledgement, 40 ms, on a kept connection). A connection holds one of `threads` while
+    // it is open: as many requests are answered at a time.
+    const std::string threadCount = std::to_string(threads);
+    const char* options[] = {"listening_ports",
+                             "127.0.0.1:0",
+                             "num_threads",
+                             threadCount.c_str(),
+                             "enable_keep_alive",
+                             "yes",
+                             "tcp_nodelay",
+                             "1",
+                             nullptr};
     mg_callbacks callbacks{};
     callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
     context_ = mg_start(&callbacks, nullptr, options);
