@@ -93,14 +93,15 @@ class TrainingJobControllerTest : public ClusterTest {
   }
   // A change to the job (an annotation), so that the controller reconciles it again: how a test
   // that moved the FakeClock has the controller look at the new time.
-  void touchJob() {
+  Status touch() {
     static int touches = 0;
-    ASSERT_TRUE(client()
-                    .mergePatch(resources::trainingJobs(), ns(), "bert",
-                                yaml("metadata: {annotations: {test/touch: \"" +
-                                     std::to_string(++touches) + "\"}}"))
-                    .isOk());
+    return client()
+        .mergePatch(
+            resources::trainingJobs(), ns(), "bert",
+            yaml("metadata: {annotations: {test/touch: \"" + std::to_string(++touches) + "\"}}"))
+        .status();
   }
+  void touchJob() { ASSERT_TRUE(touch().isOk()); }
   bool jobGone() {
     return client().get(resources::trainingJobs(), ns(), "bert").status().code() ==
            StatusCode::kNotFound;
@@ -368,10 +369,8 @@ TEST_F(TrainingJobControllerTest, TtlSecondsAfterFinishedDeletesTheJob) {
       << "the TTL counts from here, on the FakeClock";
   clock_.advance(30s);
   // The controller's requeue for the TTL, on the FakeClock, may act before the touch does.
-  const auto touched = client().mergePatch(resources::trainingJobs(), ns(), "bert",
-                                           yaml("metadata: {annotations: {test/touch: ttl}}"));
-  ASSERT_TRUE(touched.isOk() || touched.status().code() == StatusCode::kNotFound)
-      << touched.status().message();
+  const Status touched = touch();
+  ASSERT_TRUE(touched.isOk() || touched.code() == StatusCode::kNotFound) << touched.message();
   ASSERT_TRUE(eventually([&] { return jobGone(); }, 20s)) << job().serialize();
 }
 
