@@ -7,6 +7,7 @@
 
 #include "cache-node/api_convert.h"
 #include "common/files.h"
+#include "common/grpc_status.h"
 #include "granary/v1/peer.grpc.pb.h"
 
 namespace granary::cache {
@@ -35,7 +36,7 @@ std::shared_ptr<GrpcPeers::Connection> GrpcPeers::connectionTo(const std::string
     const auto credentials = options_.tlsCaFile.empty()
                                  ? grpc::InsecureChannelCredentials()
                                  : grpc::SslCredentials({.pem_root_certs = caPem_});
-    grpc::ChannelArguments args;
+    grpc::ChannelArguments args = nodeChannelArguments();
     args.SetMaxReceiveMessageSize(64 << 20);
     // A peer that stops answering (a partition, not a closed connection) fails the calls in
     // flight within 40 s, a followed listing among them, which has no deadline.

@@ -101,4 +101,11 @@ Status fromGrpc(const grpc::Status& status) {
   return {code, status.error_message()};
 }
 
+grpc::ChannelArguments nodeChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return args;
+}
+
 }  // namespace granary

@@ -120,7 +120,8 @@ v1::CacheNode::Stub& CacheNodeClient::stubFor(const std::string& address) {
     auto credentials = options_.tlsCaFile.empty()
                            ? grpc::InsecureChannelCredentials()
                            : grpc::SslCredentials({.pem_root_certs = caPem_});
-    stub = v1::CacheNode::NewStub(grpc::CreateChannel(address, credentials));
+    stub = v1::CacheNode::NewStub(
+        grpc::CreateCustomChannel(address, credentials, nodeChannelArguments()));
   }
   return *stub;
 }

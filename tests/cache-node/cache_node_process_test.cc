@@ -36,6 +36,7 @@
 #include "tests/support/http_get.h"
 #include "tests/support/mount_readers.h"
 #include "tests/support/s3rver.h"
+#include "tests/support/scratch_tree.h"
 #include "tests/support/test_certificates.h"
 
 namespace granary::cache {
@@ -44,6 +45,7 @@ namespace {
 using namespace std::chrono_literals;
 
 using testing::eventually;
+using testing::removeTree;
 using testing::freePort;
 using testing::KeeperProcess;
 using testing::kToken;
@@ -79,7 +81,7 @@ class CacheNodeProcessTest : public ::testing::Test {
     root_ = std::filesystem::temp_directory_path() /
             ("granary-nodes-" + std::to_string(::getpid()) + "-" +
              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(root_);
+    removeTree(root_);
     std::filesystem::create_directories(root_ / "origin");
     std::mt19937 random(7);
     for (int i = 0; i < 24; ++i) {
@@ -97,13 +99,7 @@ class CacheNodeProcessTest : public ::testing::Test {
   void TearDown() override {
     nodes_.clear();
     origin_.reset();
-    // Mounts a killed node left behind (their daemon is gone) go before the files.
-    std::ifstream mounts("/proc/self/mounts");
-    std::vector<std::string> under;
-    for (std::string device, point, rest; mounts >> device >> point && std::getline(mounts, rest);)
-      if (point.starts_with(root_.string())) under.push_back(point);
-    for (auto it = under.rbegin(); it != under.rend(); ++it) ::umount2(it->c_str(), MNT_DETACH);
-    std::filesystem::remove_all(root_);
+    removeTree(root_);  // and the mounts a killed node left
   }
 
   void write(const std::string& path, const std::string& data) {

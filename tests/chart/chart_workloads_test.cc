@@ -26,6 +26,7 @@
 #include "tests/support/free_port.h"
 #include "tests/support/helm_chart.h"
 #include "tests/support/http_get.h"
+#include "tests/support/scratch_tree.h"
 
 namespace granary::testing {
 namespace {
@@ -73,8 +74,7 @@ class ChartWorkloads : public ClusterTest {
         (void)edit(client(), resources::datasets(), ns(), kube::nameOf(dataset),
                    [](Json& d) { d["metadata"].erase("finalizers"); });
     testNode_.reset();
-    if (boundRoot_) ::umount2(root_.c_str(), MNT_DETACH);
-    std::filesystem::remove_all(root_);
+    removeTree(root_);  // its bind mount and any mount a killed node left
     ClusterTest::TearDown();
   }
 

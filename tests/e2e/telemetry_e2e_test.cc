@@ -61,6 +61,7 @@
 #include "tests/support/free_port.h"
 #include "tests/support/http_file_server.h"
 #include "tests/support/http_get.h"
+#include "tests/support/scratch_tree.h"
 
 namespace granary::testing {
 namespace {
@@ -272,7 +273,7 @@ class TelemetryE2eTest : public ClusterTest {
     suffix_ = ns().substr(ns().rfind('-') + 1);
     nodeName_ = "gpu-node-" + suffix_;
     root_ = std::filesystem::temp_directory_path() / ("granary-e2e-" + suffix_);
-    std::filesystem::remove_all(root_);
+    removeTree(root_);
     std::filesystem::create_directories(root_ / "origin");
     std::mt19937_64 random(7);
     for (int i = 0; i < kFiles; ++i) {
@@ -308,7 +309,7 @@ class TelemetryE2eTest : public ClusterTest {
       (void)client().remove(resources::pods(), kCacheNodeNamespace, cacheNodePod());
     }
     kubeNode_.reset();
-    if (!root_.empty()) std::filesystem::remove_all(root_);
+    removeTree(root_);  // and the mounts a killed node left
     ClusterTest::TearDown();
   }
 

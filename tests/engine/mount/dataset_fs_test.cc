@@ -25,9 +25,12 @@
 #include "tests/engine/test_node.h"
 #include "tests/support/eventually.h"
 #include "tests/support/http_file_server.h"
+#include "tests/support/scratch_tree.h"
 
 namespace granary::cache {
 namespace {
+
+using granary::testing::removeTree;
 
 using namespace std::chrono_literals;
 using testing::randomBytes;
@@ -46,7 +49,7 @@ class DatasetFilesystemTest : public ::testing::Test {
     root_ = std::filesystem::temp_directory_path() /
             ("granary-fs-" + std::to_string(::getpid()) + "-" +
              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(root_);
+    removeTree(root_);
     origin_ = root_ / "origin";
     mountpoint_ = root_ / "mnt";
     for (int i = 0; i < 40; ++i)
@@ -61,10 +64,7 @@ class DatasetFilesystemTest : public ::testing::Test {
     fs_.reset();
     cache_.reset();
     node_.reset();
-    if (!root_.empty()) {
-      ::umount2(mountpoint_.c_str(), MNT_DETACH);
-      std::filesystem::remove_all(root_);
-    }
+    removeTree(root_);
   }
 
   void writeOrigin(const std::string& path, const std::string& data) {

@@ -14,9 +14,12 @@
 
 #include "common/unix_socket.h"
 #include "tests/support/eventually.h"
+#include "tests/support/scratch_tree.h"
 
 namespace granary::cache {
 namespace {
+
+using granary::testing::removeTree;
 
 const Secret kToken("node-token");
 
@@ -199,7 +202,7 @@ TEST(MountRecoveryTest, SaysWhetherThisKernelCarriesMountsAcrossARestart) {
   }
   EXPECT_FALSE(mountedAnywhere("fuse.granary-probe")) << "the scratch mount is gone";
   EXPECT_TRUE(std::filesystem::is_empty(scratch)) << "and so is its mount point";
-  std::filesystem::remove_all(scratch);
+  removeTree(scratch);
 }
 
 TEST(MountRecoveryTest, NamesWhatIsMissing) {
