@@ -7,7 +7,8 @@
 //           (page cache dropped before each)                        target >= 0.9
 //   memory  resident memory of granary-cache-node holding a 1,000,000-file manifest (--scale 10:
 //           10 M), vs one holding a 1-file manifest                 target <= 128 MiB at 10 M;
-//           and how long it took to list the origin until Ready, vs walking its tree alone;
+//           and how long it took to list the origin until Ready, vs walking its tree alone
+//           (a file:// tree: both with the kernel's caches dropped, then both warm);
 //           and when the first file listed was served, vs Ready (where readers used to wait)
 //   spread  --nodes granary-cache-node processes (32) warm one dataset, replicas 1: origin bytes
 //           ÷ dataset (<= 1.01), each node's share and peer reads vs the mean (±20 %), the warm
@@ -25,7 +26,6 @@
 // Usage: cache_node_bench [--scale F] [--throttle-mib N] [--dir D] [section...]
 // --scale shrinks the file counts and sizes (0.01 for a quick look); the data under --dir
 // (default /var/tmp/granary-bench) is reused between runs.
-#include <dirent.h>
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -587,25 +587,23 @@ struct NodeHolding {
   int64_t readyFiles = 0;  // the files the Ready node says it holds
 };
 
-// The first file a file:// origin's listing hands over: its walk follows readdir's order, and
-// so does this.
+// The first file a file:// origin's listing hands over: the first path in key order (its walk
+// sorts each directory's names as the paths below them sort, a directory's as if it ended in /).
 std::string firstListedFile(const fs::path& directory, const std::string& prefix = "") {
-  DIR* dir = ::opendir(directory.c_str());
-  if (dir == nullptr) return "";
-  std::string found;
-  for (const dirent* entry = ::readdir(dir); entry != nullptr && found.empty();
-       entry = ::readdir(dir)) {
-    const std::string name = entry->d_name;
-    if (name == "." || name == "..") continue;
-    const std::string path = prefix.empty() ? name : prefix + "/" + name;
-    if (fs::is_directory(directory / name)) {
-      found = firstListedFile(directory / name, path);
-    } else if (fs::is_regular_file(directory / name)) {
-      found = path;
-    }
+  std::vector<std::pair<std::string, bool>> entries;  // the name as it sorts; a directory's
+  for (const auto& entry : fs::directory_iterator(directory)) {
+    const bool isDirectory = entry.is_directory();
+    if (isDirectory || entry.is_regular_file())
+      entries.emplace_back(entry.path().filename().string() + (isDirectory ? "/" : ""),
+                           isDirectory);
   }
-  ::closedir(dir);
-  return found;
+  std::sort(entries.begin(), entries.end());
+  for (const auto& [name, isDirectory] : entries) {
+    if (!isDirectory) return prefix + name;
+    if (std::string found = firstListedFile(directory / name, prefix + name); !found.empty())
+      return found;
+  }
+  return "";
 }
 
 // The memory and resume sections' dataset, bench/tree.
@@ -775,7 +773,7 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
 }
 
 // Seconds to walk the origin's tree alone, reading each entry's size (what listing a file://
-// origin reads), its metadata cached as the node's listing left it.
+// origin reads), from whatever state the kernel's caches are in.
 double walkSeconds(const fs::path& tree, int64_t files) {
   const auto start = std::chrono::steady_clock::now();
   int64_t found = 0, bytes = 0;
@@ -829,6 +827,29 @@ double bucketListSeconds(const bench::GeneratedBucket& bucket, int64_t files, si
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The listing of a file:// tree and the walk of the same tree alone, from the same state of the
+// kernel's caches: `cold` drops the page cache, dentries and inodes before each; warm runs each
+// after the tree's metadata was read once. Prints the pair and returns the listing.
+NodeHolding treeListing(const Args& args, int64_t files, const MemorySource& source, bool cold) {
+  if (cold)
+    dropPageCache();
+  else
+    (void)walkSeconds(memoryTree(args, files), files);  // the tree's metadata cached
+  NodeHolding listed = nodeMemory(args, files, source);
+  if (cold) dropPageCache();
+  const double walked = walkSeconds(memoryTree(args, files), files);
+  const double rate = static_cast<double>(files) / listed.readySeconds;
+  std::printf(
+      "memory listing %s: Ready %.1f s after start, %.0f files/s   walking the origin's tree "
+      "alone %s: %.1f s, %.0f files/s   ratio %.2f\n",
+      cold ? "cold (page cache, dentries and inodes dropped before each)"
+           : "warm (the tree's metadata cached before each)",
+      listed.readySeconds, rate, cold ? "cold" : "warm", walked,
+      static_cast<double>(files) / walked, walked / listed.readySeconds);
+  std::fflush(stdout);
+  return listed;
+}
+
 void memorySection(const Args& args) {
   const int64_t files = std::max<int64_t>(1000, static_cast<int64_t>(1'000'000 * args.scale));
   std::optional<bench::GeneratedBucket> bucket;
@@ -843,21 +864,27 @@ void memorySection(const Args& args) {
                         bench::GeneratedBucket::keyOf(0)};
   };
   const NodeHolding one = nodeMemory(args, 1, sourceOf(1));
-  const NodeHolding many = nodeMemory(args, files, sourceOf(files));
-  const double alone = args.generatedListing ? bucketListSeconds(*bucket, files)
-                                             : walkSeconds(memoryTree(args, files), files);
+  NodeHolding many;
+  if (args.generatedListing) {  // in memory: no cache of the kernel's plays a part
+    many = nodeMemory(args, files, sourceOf(files));
+    const double alone = bucketListSeconds(*bucket, files);
+    std::printf(
+        "memory listing: Ready %.1f s after start, %.0f files/s   fetching and parsing the "
+        "generated bucket's listing alone %.1f s, %.0f files/s   ratio %.2f\n",
+        many.readySeconds, static_cast<double>(files) / many.readySeconds, alone,
+        static_cast<double>(files) / alone, alone / many.readySeconds);
+  } else {
+    const MemorySource source = sourceOf(files);
+    many = treeListing(args, files, source, true);
+    (void)treeListing(args, files, source, false);
+  }
   std::printf(
       "memory granary-cache-node holding %lld files: RSS %.1f MiB (peak %.1f)   holding 1 file: "
       "RSS %.1f MiB (peak %.1f)   (target <= 128 MiB at 10 M files, <= 1 GiB at 100 M)\n"
-      "memory listing: Ready %.1f s after start, %.0f files/s   %s alone %.1f s, %.0f files/s\n"
       "memory first file: served %.2f s after start, while the listing went on   (a reader that "
       "waited for the listing: %.1f s)\n",
       static_cast<long long>(files), mib(many.memory.current), mib(many.memory.peak),
-      mib(one.memory.current), mib(one.memory.peak), many.readySeconds,
-      static_cast<double>(files) / many.readySeconds,
-      args.generatedListing ? "fetching and parsing the generated bucket's listing"
-                            : "walking the origin's tree",
-      alone, static_cast<double>(files) / alone, many.firstFileSeconds, many.readySeconds);
+      mib(one.memory.current), mib(one.memory.peak), many.firstFileSeconds, many.readySeconds);
 }
 
 // Every entry of the generated bucket's manifest on `node`, page by page, against the bucket's

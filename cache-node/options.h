@@ -13,8 +13,8 @@
 //     - {path: /mnt/nvme0/granary, quota: 1500Gi}
 //   chunkSize: 16Mi
 //   warmConcurrency: 8
-//   listingConcurrency: 8            # listing requests per dataset side by side (S3: parts of
-//                                    # the bucket's key order)
+//   listingConcurrency: 8            # listers per dataset side by side (S3, file://: parts of
+//                                    # the origin's key order)
 //   bandwidthLimit: 0                # origin bytes per second for the whole node; 0 unlimited
 //   verifyChecksumsAtStart: false    # true: re-read every chunk (chunks written after the last
 //                                    # flush always are)

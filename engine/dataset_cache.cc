@@ -161,6 +161,22 @@ Result<ManifestEntry> DatasetCache::stat(const std::string& path) {
   return node_.manifests.stat(id_, path);
 }
 
+Result<ManifestEntry> DatasetCache::statForPeer(const std::string& path) {
+  const auto giveUp = std::chrono::steady_clock::now() + kPeerPathWait;
+  for (;;) {
+    if (listed()) return node_.manifests.stat(id_, path);
+    if (auto early = node_.manifests.stat(id_, path); early.isOk()) return early;
+    MutexLock lock(mutex_);
+    const int64_t files = progress_.totalFiles;
+    const bool moved = changed_.wait_until(lock, giveUp, [&]() GRANARY_REQUIRES(mutex_) {
+      return listed_ || stopping_ || listFailed_ || progress_.totalFiles != files;
+    });
+    if (!moved || stopping_ || listFailed_)
+      return unavailable("cache node " + node_.nodeName + " has not listed \"" + path +
+                         "\" of dataset " + key_.label() + " yet");
+  }
+}
+
 Result<ManifestEntry> DatasetCache::statInode(uint64_t inode) {
   if (!listed()) {
     if (auto early = node_.manifests.statInode(id_, inode); early.isOk()) return early;
@@ -291,7 +307,7 @@ Result<Piece> DatasetCache::readMissing(const ManifestEntry& file, const ChunkSp
 
 Result<std::string> DatasetCache::readChunkForPeer(const std::string& path, int64_t index,
                                                    const std::string& etag, bool fill) {
-  GRANARY_ASSIGN_OR_RETURN(ManifestEntry file, stat(path));
+  GRANARY_ASSIGN_OR_RETURN(ManifestEntry file, statForPeer(path));
   if (file.directory) return failedPrecondition("\"" + path + "\" is a directory");
   if (etag != file.etag) {
     return failedPrecondition("\"" + path + "\": the caller's version differs from this node's");

@@ -104,6 +104,9 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // How long a node waits for the node that lists the dataset (the first of its set by
   // rendezvous weight) to hold it and be listing it, before it lists the origins itself.
   static constexpr std::chrono::seconds kListerWait{30};
+  // How long a peer's read waits for this node's listing to reach a path the peer listed or took
+  // before it (a follower trails its lister): then Unavailable, and the peer reads elsewhere.
+  static constexpr std::chrono::seconds kPeerPathWait{2};
 
   // InvalidArgument for no sources, an empty node set without this node, replicas < 1 or a
   // chunk size < 4 KiB. Starts listing (and warming) in the background: a listing the origin
@@ -196,6 +199,9 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // Ends the listing and the warmer; readers waiting for the listing return.
   void stopWarming() GRANARY_EXCLUDES(mutex_);
   Status waitListed() GRANARY_EXCLUDES(mutex_);  // Unavailable when listing failed or stopping
+  // stat() for a peer's read: waits kPeerPathWait at most for a path not listed here yet, not
+  // for the whole listing.
+  Result<ManifestEntry> statForPeer(const std::string& path) GRANARY_EXCLUDES(mutex_);
   bool listed() const GRANARY_EXCLUDES(mutex_);
 
   // ---- listing (the background thread; engine/dataset_listing.cc) ----

@@ -248,6 +248,7 @@ void DatasetCache::setTotals(const ManifestTotals& totals) {
   MutexLock lock(mutex_);
   progress_.totalFiles = totals.files;
   progress_.totalBytes = totals.bytes;
+  changed_.notify_all();  // a peer's read may wait for a path (statForPeer)
 }
 
 void DatasetCache::run(std::stop_token stop) {

@@ -1,5 +1,7 @@
 #include "engine/source_listing.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -185,8 +187,11 @@ Status listSource(const SourceListing& listing, ListingProgress& progress, std::
     progress.source += 1;
     return listing.manifests.put(listing.generation, {}, &progress);
   }
-  PartListers listers(listing, progress, stop);
-  GRANARY_RETURN_IF_ERROR(listers.run());
+  Status listed = PartListers(listing, progress, stop).run();
+  // The listers' threads freed their pages into malloc arenas of their own, which glibc keeps:
+  // hand those pages back, or a node that listed side by side holds them for its whole life.
+  ::malloc_trim(0);
+  GRANARY_RETURN_IF_ERROR(listed);
   if (stop.stop_requested()) return cancelled("stopping");
   return Status::ok();
 }

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "engine/origin/beneath.h"
 #include "engine/origin/make_origin.h"
@@ -58,6 +61,79 @@ TEST_F(FileOriginTest, ListsEveryFileWithSizeAndVersion) {
   EXPECT_EQ(all[2].path, "train/a/1.bin");
   EXPECT_EQ(all[2].size, 10);
   EXPECT_FALSE(all[2].etag.empty());
+}
+
+// Names that sort differently as names and as paths: "a-b" sorts before "a/x" ('-' < '/'), "a"
+// before "a-b". The listing hands the paths over in byte order, as S3 does.
+class FileOriginKeyOrderTest : public FileOriginTest {
+ protected:
+  void SetUp() override {
+    FileOriginTest::SetUp();
+    for (const char* dir : {"k/a", "k/a/x", "k/a.d", "k/b", "k/c", "k/c/e"})
+      std::filesystem::create_directories(root_ / dir);
+    for (const char* file : {"k/a-b", "k/a/x/1", "k/a/y", "k/a/x-", "k/a.d/2", "k/a0", "k/b/3",
+                             "k/b/4", "k/c/e/5", "k/c/6", "k/d"})
+      write(file, file);
+    auto origin = makeFileOrigin((root_ / "k").string());
+    ASSERT_TRUE(origin.isOk()) << origin.status();
+    origin_ = std::move(*origin);
+  }
+  // The paths listRange hands over, in the order it does.
+  std::vector<std::string> listed(const KeyRange& range) {
+    std::vector<std::string> paths;
+    const Status status = origin_->listRange(range, [&](std::vector<OriginObject>&& batch) {
+      for (auto& o : batch) paths.push_back(o.path);
+      return Status::ok();
+    });
+    EXPECT_TRUE(status.isOk()) << status;
+    return paths;
+  }
+
+  const std::vector<std::string> all_ = {"a-b", "a.d/2", "a/x-", "a/x/1", "a/y", "a0",
+                                         "b/3", "b/4",   "c/6",  "c/e/5", "d"};
+  std::unique_ptr<Origin> origin_;
+};
+
+TEST_F(FileOriginKeyOrderTest, ListsInTheByteOrderOfPaths) {
+  EXPECT_TRUE(origin_->listsInKeyOrder());
+  EXPECT_EQ(listed({}), all_);
+  std::vector<std::string> paths;
+  ASSERT_TRUE(origin_
+                  ->list([&](std::vector<OriginObject>&& batch) {
+                    for (auto& o : batch) paths.push_back(o.path);
+                    return Status::ok();
+                  })
+                  .isOk());
+  EXPECT_EQ(paths, all_) << "list() is listRange() of the whole key order";
+}
+
+TEST_F(FileOriginKeyOrderTest, ListsARangeOnlyWhereItStartsAndEnds) {
+  // Every (after, through] cut at a listed path, a directory's prefix or between: exactly the
+  // paths within, in order.
+  std::vector<std::string> cuts = {"",   "a",   "a/",   "a/x",   "a/x/", "a/x/1", "a0",
+                                   "b/", "b/3", "c/e/", "c/e/5", "d",    "e"};
+  for (const auto& after : cuts) {
+    for (const auto& through : cuts) {
+      const KeyRange range{.after = after, .through = through};
+      std::vector<std::string> expected;
+      std::copy_if(all_.begin(), all_.end(), std::back_inserter(expected),
+                   [&](const std::string& path) { return range.contains(path); });
+      EXPECT_EQ(listed(range), expected) << range;
+    }
+  }
+}
+
+TEST_F(FileOriginKeyOrderTest, SplitsAtTopLevelDirectoriesCoveringEveryPath) {
+  for (size_t parts : {1u, 2u, 3u, 8u}) {
+    auto ranges = origin_->split(parts);
+    ASSERT_TRUE(ranges.isOk()) << ranges.status();
+    EXPECT_LE(ranges->size(), parts);
+    std::vector<std::string> paths;
+    for (const KeyRange& range : *ranges)
+      for (auto& path : listed(range)) paths.push_back(path);
+    EXPECT_EQ(paths, all_) << parts << " parts: each path once, in order";
+  }
+  EXPECT_EQ(origin_->split(3)->size(), 3u) << "four top-level directories give three parts";
 }
 
 TEST_F(FileOriginTest, ReadsRangesAtTheListedVersion) {
