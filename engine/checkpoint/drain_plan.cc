@@ -1,0 +1,208 @@
+#include "engine/checkpoint/drain_plan.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+
+namespace granary::checkpoint {
+namespace {
+
+std::string_view baseName(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+std::string_view topLevel(std::string_view path) { return path.substr(0, path.find('/')); }
+
+bool atOrigin(const DrainObservation& o, const TreeFile& file) {
+  const auto it = o.origin.find(file.path);
+  return it != o.origin.end() && it->second == file.seq;
+}
+
+bool onPeers(const DrainObservation& o, const TreeFile& file, int wanted) {
+  const auto it = o.peers.find(file.path);
+  return it != o.peers.end() && it->second.first == file.seq && it->second.second >= wanted;
+}
+
+// The closed files not at the origin (in the order they were closed), and whether each waits
+// for the ones before it.
+struct Pending {
+  std::vector<const TreeFile*> files;  // by seq
+  // The smallest seq of a pending file that is not a marker, and of one that is.
+  uint64_t firstFile = std::numeric_limits<uint64_t>::max();
+  uint64_t firstMarker = std::numeric_limits<uint64_t>::max();
+  // The smallest seq of a removal of a marker not carried out yet.
+  uint64_t firstMarkerRemoval = std::numeric_limits<uint64_t>::max();
+
+  // A marker goes once no other file closed before it, or renamed into place with it, is
+  // pending; a removal once no file closed before it is.
+  bool markerHeld(const TreeFile& marker) const {
+    return firstFile <= marker.seq || firstMarker < marker.seq;
+  }
+  // A removal goes once no file closed before it is pending; one of a file that is not a marker
+  // also waits for the markers removed before or with it, so that a checkpoint rotated away
+  // stops looking complete before its files go.
+  bool removalHeld(const TreeRemoval& removal) const {
+    return std::min(firstFile, firstMarker) < removal.seq ||
+           (!isCompletionMarker(removal.path) && firstMarkerRemoval <= removal.seq);
+  }
+};
+
+Pending pendingOf(const DrainObservation& o) {
+  Pending pending;
+  for (const TreeFile& file : o.closed) {
+    if (atOrigin(o, file)) continue;
+    pending.files.push_back(&file);
+    uint64_t& first = isCompletionMarker(file.path) ? pending.firstMarker : pending.firstFile;
+    first = std::min(first, file.seq);
+  }
+  std::sort(pending.files.begin(), pending.files.end(),
+            [](const TreeFile* a, const TreeFile* b) { return a->seq < b->seq; });
+  for (const TreeRemoval& removal : o.removals)
+    if (isCompletionMarker(removal.path))
+      pending.firstMarkerRemoval = std::min(pending.firstMarkerRemoval, removal.seq);
+  return pending;
+}
+
+bool sameStep(const DrainStep& a, DrainStep::Kind kind, const std::string& path, uint64_t seq) {
+  return a.kind == kind && a.path == path && a.seq == seq;
+}
+
+bool isUnderway(const DrainObservation& o, DrainStep::Kind kind, const std::string& path,
+                uint64_t seq) {
+  return std::any_of(o.underway.begin(), o.underway.end(),
+                     [&](const DrainStep& s) { return sameStep(s, kind, path, seq); });
+}
+
+int countUnderway(const std::vector<DrainStep>& steps, bool atOriginSide) {
+  return static_cast<int>(std::count_if(steps.begin(), steps.end(), [&](const DrainStep& s) {
+    return (s.kind != DrainStep::Kind::kCopy) == atOriginSide;
+  }));
+}
+
+// Steps under way for a version the tree no longer holds (removed, or closed again since).
+void abandonStale(const DrainObservation& o, const std::map<std::string, const TreeFile*>& byPath,
+                  DrainPlan& plan) {
+  for (const DrainStep& step : o.underway) {
+    if (step.kind == DrainStep::Kind::kRemove) continue;
+    const auto it = byPath.find(step.path);
+    if (it == byPath.end() || it->second->seq != step.seq || o.writing.contains(step.path))
+      plan.abandon.push_back(step);
+  }
+}
+
+// Uploads and removals at the origin, merged in the order of their seqs.
+void planOrigin(const DrainObservation& o, const std::map<std::string, const TreeFile*>& byPath,
+                const Pending& pending, DrainPlan& plan) {
+  std::vector<std::pair<uint64_t, DrainStep>> candidates;
+  for (const TreeFile* file : pending.files) {
+    if (o.writing.contains(file->path)) continue;
+    if (isCompletionMarker(file->path) && pending.markerHeld(*file)) {
+      ++plan.heldMarkers;
+      continue;
+    }
+    candidates.push_back({file->seq, {DrainStep::Kind::kUpload, file->path, file->seq}});
+  }
+  for (const TreeRemoval& removal : o.removals) {
+    const bool heldAgain = byPath.contains(removal.path) || o.writing.contains(removal.path);
+    const bool uploading = std::any_of(o.underway.begin(), o.underway.end(), [&](const auto& s) {
+      return s.kind == DrainStep::Kind::kUpload && s.path == removal.path;
+    });
+    if (heldAgain || (!o.origin.contains(removal.path) && !uploading)) {
+      plan.settled.push_back(removal);
+      continue;
+    }
+    if (pending.removalHeld(removal)) continue;
+    candidates.push_back({removal.seq, {DrainStep::Kind::kRemove, removal.path, removal.seq}});
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  int room = o.maxUploads - countUnderway(o.underway, true);
+  for (auto& [seq, step] : candidates) {
+    if (room <= 0) break;
+    if (isUnderway(o, step.kind, step.path, step.seq)) continue;
+    // A removal whose path an earlier upload still writes waits for it to end (or be abandoned).
+    if (step.kind == DrainStep::Kind::kRemove &&
+        std::any_of(o.underway.begin(), o.underway.end(),
+                    [&](const DrainStep& s) { return s.path == step.path; }))
+      continue;
+    plan.start.push_back(std::move(step));
+    --room;
+  }
+}
+
+void planCopies(const DrainObservation& o, DrainPlan& plan) {
+  if (o.copies <= 0) return;
+  std::vector<const TreeFile*> wanted;
+  for (const TreeFile& file : o.closed)
+    if (!o.writing.contains(file.path) && !onPeers(o, file, o.copies)) wanted.push_back(&file);
+  std::sort(wanted.begin(), wanted.end(),
+            [](const TreeFile* a, const TreeFile* b) { return a->seq < b->seq; });
+  int room = o.maxCopies - countUnderway(o.underway, false);
+  for (const TreeFile* file : wanted) {
+    if (room <= 0) break;
+    if (isUnderway(o, DrainStep::Kind::kCopy, file->path, file->seq)) continue;
+    plan.start.push_back({DrainStep::Kind::kCopy, file->path, file->seq});
+    --room;
+  }
+}
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& out, const DrainStep& step) {
+  static constexpr std::array<const char*, 3> kNames = {"copy", "upload", "remove"};
+  return out << kNames[static_cast<size_t>(step.kind)] << " " << step.path << "@" << step.seq;
+}
+
+bool isCompletionMarker(std::string_view path) {
+  static constexpr std::array<std::string_view, 5> kMarkers = {".metadata", ".snapshot_metadata",
+                                                               "latest_checkpointed_iteration.txt",
+                                                               "latest", "checkpoint"};
+  const std::string_view name = baseName(path);
+  return std::find(kMarkers.begin(), kMarkers.end(), name) != kMarkers.end();
+}
+
+DrainPlan planDrain(const DrainObservation& o) {
+  std::map<std::string, const TreeFile*> byPath;
+  for (const TreeFile& file : o.closed) byPath[file.path] = &file;
+  DrainPlan plan;
+  abandonStale(o, byPath, plan);
+  const Pending pending = pendingOf(o);
+  if (!pending.files.empty()) plan.oldestPending = *pending.files.front();
+  planOrigin(o, byPath, pending, plan);
+  planCopies(o, plan);
+  return plan;
+}
+
+std::vector<std::string> evictable(const DrainObservation& o) {
+  std::vector<const TreeFile*> safe;
+  for (const TreeFile& file : o.closed)
+    if (!o.writing.contains(file.path) && atOrigin(o, file)) safe.push_back(&file);
+  std::sort(safe.begin(), safe.end(),
+            [](const TreeFile* a, const TreeFile* b) { return a->seq < b->seq; });
+  std::vector<std::string> paths;
+  for (const TreeFile* file : safe) paths.push_back(file->path);
+  return paths;
+}
+
+std::vector<CheckpointCopies> checkpointsOf(const DrainObservation& o) {
+  std::map<std::string, CheckpointCopies, std::less<>> byName;
+  for (const TreeFile& file : o.closed) {
+    const std::string_view name = topLevel(file.path);
+    auto [it, added] = byName.try_emplace(std::string(name));
+    CheckpointCopies& c = it->second;
+    if (added) c = {.name = std::string(name), .onPeer = true, .atOrigin = true};
+    c.files += 1;
+    c.bytes += file.size;
+    c.newestSeq = std::max(c.newestSeq, file.seq);
+    c.onPeer = c.onPeer && onPeers(o, file, 1);
+    c.atOrigin = c.atOrigin && atOrigin(o, file);
+  }
+  std::vector<CheckpointCopies> out;
+  for (auto& [name, c] : byName) out.push_back(std::move(c));
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.newestSeq > b.newestSeq; });
+  return out;
+}
+
+}  // namespace granary::checkpoint
