@@ -162,6 +162,7 @@ Result<ManifestEntry> DatasetCache::stat(const std::string& path) {
 }
 
 Result<ManifestEntry> DatasetCache::statForPeer(const std::string& path) {
+  // Real time, as the condition variable waits it (ListingFeed::awaitFollowers does the same).
   const auto giveUp = std::chrono::steady_clock::now() + kPeerPathWait;
   for (;;) {
     if (listed()) return node_.manifests.stat(id_, path);
