@@ -45,13 +45,13 @@ namespace {
 using namespace std::chrono_literals;
 
 using testing::eventually;
-using testing::removeTree;
 using testing::freePort;
 using testing::KeeperProcess;
 using testing::kToken;
 using testing::NodeProcess;
 using testing::publishVolume;
 using testing::Readers;
+using testing::removeTree;
 using testing::unpublishVolume;
 
 // The mount ID the kernel gave the mount at `point` (-1 if none): the same ID means the same
