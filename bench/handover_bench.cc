@@ -14,7 +14,6 @@
 // Usage: handover_bench [--rounds N] [--files N] [--file-kib N] [--threads N] [--dir D]
 // Needs root and /dev/fuse, and a kernel with FUSE_NOTIFY_RESEND (Linux 6.9+).
 #include <signal.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +29,7 @@
 #include "tests/support/cache_node_process.h"
 #include "tests/support/http_file_server.h"
 #include "tests/support/mount_readers.h"
+#include "tests/support/scratch_tree.h"
 
 namespace granary::bench {
 namespace {
@@ -97,20 +97,9 @@ struct Event {
   double servedAgain = 0;  // s from the event's start
 };
 
-// The scratch directory and the mounts under it (a run's last keeper ends them), deepest first.
-void removeScratch(const std::filesystem::path& root) {
-  std::vector<std::string> under;
-  std::ifstream mounts("/proc/self/mounts");
-  for (std::string device, point, rest; mounts >> device >> point && std::getline(mounts, rest);)
-    if (point.starts_with(root.string() + "/")) under.push_back(point);
-  for (auto it = under.rbegin(); it != under.rend(); ++it) ::umount2(it->c_str(), MNT_DETACH);
-  std::error_code error;
-  std::filesystem::remove_all(root, error);
-}
-
 int run(const Args& args) {
   const std::filesystem::path root = args.dir;
-  removeScratch(root);
+  testing::removeTree(root);
   std::map<std::string, std::string> files;
   std::mt19937 random(7);
   for (int i = 0; i < args.files; ++i) {
@@ -194,7 +183,7 @@ int run(const Args& args) {
   readers.reset();
   pods.clear();
   keepers.clear();
-  removeScratch(root);  // with the mounts the last keeper held
+  testing::removeTree(root);  // with the mounts the last keeper held
   return failed == 0 ? 0 : 1;
 }
 

@@ -64,14 +64,8 @@ Pending pendingOf(const DrainObservation& o) {
   return pending;
 }
 
-bool sameStep(const DrainStep& a, DrainStep::Kind kind, const std::string& path, uint64_t seq) {
-  return a.kind == kind && a.path == path && a.seq == seq;
-}
-
-bool isUnderway(const DrainObservation& o, DrainStep::Kind kind, const std::string& path,
-                uint64_t seq) {
-  return std::any_of(o.underway.begin(), o.underway.end(),
-                     [&](const DrainStep& s) { return sameStep(s, kind, path, seq); });
+bool isUnderway(const DrainObservation& o, const DrainStep& step) {
+  return std::find(o.underway.begin(), o.underway.end(), step) != o.underway.end();
 }
 
 int countUnderway(const std::vector<DrainStep>& steps, bool atOriginSide) {
@@ -120,7 +114,7 @@ void planOrigin(const DrainObservation& o, const std::map<std::string, const Tre
   int room = o.maxUploads - countUnderway(o.underway, true);
   for (auto& [seq, step] : candidates) {
     if (room <= 0) break;
-    if (isUnderway(o, step.kind, step.path, step.seq)) continue;
+    if (isUnderway(o, step)) continue;
     // A removal whose path an earlier upload still writes waits for it to end (or be abandoned).
     if (step.kind == DrainStep::Kind::kRemove &&
         std::any_of(o.underway.begin(), o.underway.end(),
@@ -141,8 +135,9 @@ void planCopies(const DrainObservation& o, DrainPlan& plan) {
   int room = o.maxCopies - countUnderway(o.underway, false);
   for (const TreeFile* file : wanted) {
     if (room <= 0) break;
-    if (isUnderway(o, DrainStep::Kind::kCopy, file->path, file->seq)) continue;
-    plan.start.push_back({DrainStep::Kind::kCopy, file->path, file->seq});
+    const DrainStep step{DrainStep::Kind::kCopy, file->path, file->seq};
+    if (isUnderway(o, step)) continue;
+    plan.start.push_back(step);
     --room;
   }
 }

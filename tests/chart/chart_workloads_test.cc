@@ -55,8 +55,8 @@ class ChartWorkloads : public ClusterTest {
     std::filesystem::create_directories(root_);
     // The node's file systems are shared mounts (as systemd makes them), which the cache node's
     // mountPropagation: Bidirectional volumes need: the test's directory, bound onto itself.
-    boundRoot_ = ::mount(root_.c_str(), root_.c_str(), nullptr, MS_BIND, nullptr) == 0;
-    if (!boundRoot_ || ::mount(nullptr, root_.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+    const bool bound = ::mount(root_.c_str(), root_.c_str(), nullptr, MS_BIND, nullptr) == 0;
+    if (!bound || ::mount(nullptr, root_.c_str(), nullptr, MS_SHARED, nullptr) != 0)
       GTEST_SKIP() << "standing in for a node's shared mounts needs root: " << std::strerror(errno);
     std::string error;
     // One node directory open to file:// sources (none by default), for the Dataset below.
@@ -224,7 +224,6 @@ status:
 
   std::string suffix_;
   std::filesystem::path root_;
-  bool boundRoot_ = false;  // root_ is a shared bind mount of itself
   std::vector<YAML::Node> docs_;
   std::string node_;
   std::unique_ptr<TestNode> testNode_;
