@@ -27,6 +27,18 @@ Result<api::TrainingJob> chooseJob(const std::vector<api::ManifestDocument>& doc
   return *jobs.front();
 }
 
+// Where `mountPath` is on this machine: below the run directory, which a ".." would leave.
+Result<std::filesystem::path> underRunDirectory(const std::filesystem::path& runDirectory,
+                                                const std::string& mountPath,
+                                                const std::string& field) {
+  for (const auto& segment : std::filesystem::path(mountPath))
+    if (segment == "..")
+      return invalidArgument(field + ": \"" + mountPath +
+                             "\" has a \"..\" segment; local mode places the job's paths under "
+                             "the run directory");
+  return (runDirectory / std::filesystem::path(mountPath).relative_path()).lexically_normal();
+}
+
 Result<std::vector<LocalDataset>> chooseDatasets(
     const std::vector<api::ManifestDocument>& documents, const api::TrainingJob& job,
     const std::filesystem::path& runDirectory) {
@@ -43,17 +55,11 @@ Result<std::vector<LocalDataset>> chooseDatasets(
                              namespaceOf(job.metadata) + "/" + mount.name +
                              " is not in the manifests; add it to the file (or pass its file "
                              "with another -f)");
-    // Mounted under the run directory: a ".." would lead the mount out of it.
-    for (const auto& segment : std::filesystem::path(mount.mountPath))
-      if (segment == "..")
-        return invalidArgument("spec.datasets[" + std::to_string(i) + "].mountPath: \"" +
-                               mount.mountPath +
-                               "\" has a \"..\" segment; local mode mounts datasets under the "
-                               "run directory");
-    chosen.push_back(
-        {*found, mount.mountPath,
-         (runDirectory / std::filesystem::path(mount.mountPath).relative_path()).lexically_normal(),
-         mount.accessOrderFile});
+    GRANARY_ASSIGN_OR_RETURN(
+        std::filesystem::path local,
+        underRunDirectory(runDirectory, mount.mountPath,
+                          "spec.datasets[" + std::to_string(i) + "].mountPath"));
+    chosen.push_back({*found, mount.mountPath, std::move(local), mount.accessOrderFile});
   }
   return chosen;
 }
@@ -150,14 +156,14 @@ LocalWorker planWorker(const LocalPlan& plan, const Container& container,
   job.emplace_back("CUDA_VISIBLE_DEVICES", joined(worker.gpus));
   job.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   worker.env = workerEnv(container, job);
-  for (auto& [name, value] : worker.env) value = mapMountPaths(value, plan.datasets);
+  for (auto& [name, value] : worker.env) value = mapMountPaths(value, plan.paths);
 
   std::map<std::string, std::string> defined(worker.env.begin(), worker.env.end());
   for (const auto& arg : container.argv) {
-    worker.argv.push_back(mapMountPaths(expandReferences(arg, lookupIn(defined)), plan.datasets));
+    worker.argv.push_back(mapMountPaths(expandReferences(arg, lookupIn(defined)), plan.paths));
   }
   if (!container.workingDir.empty())
-    worker.workingDirectory = mapMountPaths(container.workingDir, plan.datasets);
+    worker.workingDirectory = mapMountPaths(container.workingDir, plan.paths);
   return worker;
 }
 
@@ -191,15 +197,15 @@ std::string expandReferences(
   return out;
 }
 
-std::string mapMountPaths(const std::string& text, const std::vector<LocalDataset>& datasets) {
+std::string mapMountPaths(const std::string& text, const std::vector<PathMapping>& paths) {
   const auto separates = [](char c, std::string_view separators) {
     return separators.find(c) != std::string_view::npos;
   };
   std::string out;
   for (size_t i = 0; i < text.size();) {
-    const LocalDataset* found = nullptr;
+    const PathMapping* found = nullptr;
     if (i == 0 || separates(text[i - 1], " \t='\":,"))
-      for (const auto& d : datasets) {
+      for (const auto& d : paths) {
         const size_t end = i + d.mountPath.size();
         if (text.compare(i, d.mountPath.size(), d.mountPath) == 0 &&
             (end == text.size() || separates(text[end], "/ \t'\":,;"))) {
@@ -223,10 +229,18 @@ Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documen
   GRANARY_ASSIGN_OR_RETURN(plan.job, chooseJob(documents, options.jobName));
   GRANARY_ASSIGN_OR_RETURN(plan.datasets,
                            chooseDatasets(documents, plan.job, options.runDirectory));
-  // Longest mount path first, so /data/a/b is mapped before /data/a.
-  std::sort(plan.datasets.begin(), plan.datasets.end(),
-            [](const auto& a, const auto& b) { return a.mountPath.size() > b.mountPath.size(); });
   const api::TrainingJobSpec& spec = plan.job.spec;
+  for (const auto& d : plan.datasets) plan.paths.push_back({d.mountPath, d.localPath});
+  if (const auto& checkpoints = spec.checkpoints) {
+    GRANARY_ASSIGN_OR_RETURN(std::filesystem::path local,
+                             underRunDirectory(options.runDirectory, checkpoints->mountPath,
+                                               "spec.checkpoints.mountPath"));
+    plan.checkpoints = LocalCheckpoints{checkpoints->source, checkpoints->mountPath, local};
+    plan.paths.push_back({checkpoints->mountPath, std::move(local)});
+  }
+  // Longest mount path first, so /data/a/b is mapped before /data/a.
+  std::sort(plan.paths.begin(), plan.paths.end(),
+            [](const auto& a, const auto& b) { return a.mountPath.size() > b.mountPath.size(); });
   const int64_t gpusNeeded = int64_t{spec.workers} * spec.gpusPerWorker;
   if (gpusNeeded > options.gpuCount)
     return invalidArgument("spec.gpusPerWorker: " + std::to_string(spec.workers) + " workers x " +

@@ -44,6 +44,21 @@ struct LocalDataset {
   std::string accessOrderFile;      // the job's hint for it (spec.datasets[].accessOrderFile)
 };
 
+// The job's checkpoints on this machine: the directory the workers write at
+// RUN_DIR/<mountPath>, a link to the tree kept under the cache directory (so that a later run of
+// the job, or of another job with the same uri, finds it), drained to `source`.
+struct LocalCheckpoints {
+  api::Source source;
+  std::string mountPath;            // as the job names it: /ckpt
+  std::filesystem::path localPath;  // what the workers are given: RUN_DIR/ckpt
+};
+
+// A path of the job mapped to this machine (a dataset's or the checkpoints').
+struct PathMapping {
+  std::string mountPath;
+  std::filesystem::path localPath;
+};
+
 struct LocalWorker {
   int rank = 0;
   std::string name;               // <job>-worker-<rank>, as the pod is named on a cluster
@@ -57,11 +72,13 @@ struct LocalPlan {
   api::TrainingJob job;
   std::filesystem::path runDirectory;
   std::vector<LocalDataset> datasets;
+  std::optional<LocalCheckpoints> checkpoints;
+  std::vector<PathMapping> paths;  // every mount path of the job, longest first
   std::vector<LocalWorker> workers;
 };
 
 // InvalidArgument naming the field and the fix: no or several TrainingJobs (without a job
-// name), a dataset the manifests do not define, a container without a command, an env var
+// name), a dataset the manifests do not define, a mount path with "..", a container without a command, an env var
 // from a Secret or a field reference, more GPUs than the machine has.
 Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documents,
                                const LocalRunOptions& options);
@@ -73,6 +90,6 @@ std::string expandReferences(
     const std::function<std::optional<std::string>(std::string_view name)>& lookup);
 
 // `text` with each mount path in it (see above) replaced by its local path.
-std::string mapMountPaths(const std::string& text, const std::vector<LocalDataset>& datasets);
+std::string mapMountPaths(const std::string& text, const std::vector<PathMapping>& paths);
 
 }  // namespace granary::cli

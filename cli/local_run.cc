@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "cli/local_checkpoints.h"
 #include "cli/run_view.h"
 #include "cli/worker_gang.h"
 #include "common/clock.h"
@@ -146,6 +147,8 @@ class LocalRun {
     }
     const int code = waitForData() ? runAttempts() : finish();
     mounts_.clear();  // unmounts
+    if (checkpoints_)
+      checkpoints_->drain(stop_, [this](const std::string& line) { screen_.print(line); });
     for (const auto& line : summaryLines(summary())) screen_.print(line);
     screen_.print("  worker output: " + logDirectory().string());
     return code;
@@ -164,6 +167,12 @@ class LocalRun {
         options.origins.fileOriginRoots.push_back(std::move(named));
     GRANARY_ASSIGN_OR_RETURN(engine_, CacheEngine::open(options, clock_, nullptr, nullptr));
     for (const auto& d : plan_.datasets) GRANARY_RETURN_IF_ERROR(mount(d));
+    if (plan_.checkpoints) {
+      GRANARY_ASSIGN_OR_RETURN(
+          checkpoints_,
+          LocalCheckpointVolume::open(*plan_.checkpoints, settings_.cacheDirectory, clock_, stop_,
+                                      [this](const std::string& line) { screen_.print(line); }));
+    }
     std::filesystem::create_directories(logDirectory());
     for (const auto& w : plan_.workers)
       accounting_.namePod(WorkerIdentities::uidOf(w), plan_.job.metadata.namespace_, w.name);
@@ -383,6 +392,7 @@ class LocalRun {
                  .attempts = plan_.job.spec.runPolicy.backoffLimit + 1};
     for (size_t i = 0; i < caches_.size(); ++i)
       view.datasets.push_back(progressLine(caches_[i]->key(), caches_[i]->state()) + refreshes_[i]);
+    if (checkpoints_) view.datasets.push_back(checkpoints_->progressLine());
     const auto totals = totalsByWorker();
     for (size_t rank = 0; rank < workers_.size(); ++rank)
       view.workers.push_back(workerView(rank, totals[rank], period));
@@ -436,6 +446,7 @@ class LocalRun {
                  .restarts = restarts_};
     for (const auto& cache : caches_)
       s.datasets.push_back(progressLine(cache->key(), cache->state()));
+    if (checkpoints_) s.datasets.push_back(checkpoints_->progressLine());
     const auto totals = totalsByWorker();
     for (size_t rank = 0; rank < workers_.size(); ++rank) {
       const WorkerRecord& w = workers_[rank];
@@ -474,6 +485,7 @@ class LocalRun {
   std::vector<std::string> refreshes_;  // what each one's refresh found, for the view ("" none)
   std::vector<bool> retired_;           // whether its older versions are purged
   std::vector<std::unique_ptr<DatasetFilesystem>> mounts_;  // after the engine: unmounted first
+  std::unique_ptr<LocalCheckpointVolume> checkpoints_;     // null when the job names none
   std::vector<WorkerRecord> workers_;
   Mutex linesMutex_;
   // From the gang's output thread.

@@ -33,24 +33,27 @@ Result<std::vector<api::Dataset>> loadDatasets(const std::filesystem::path& path
   return datasets;
 }
 
+SourceSpec localSourceSpec(const api::Source& source) {
+  SourceSpec spec{.uri = source.uri,
+                  .endpoint = source.endpoint,
+                  .region = source.region,
+                  .options = source.options};
+  if (source.secretRef) {
+    spec.accessKeyId = fromEnvironment("AWS_ACCESS_KEY_ID");
+    spec.secretAccessKey = fromEnvironment("AWS_SECRET_ACCESS_KEY");
+    spec.sessionToken = fromEnvironment("AWS_SESSION_TOKEN");
+    spec.bearerToken = fromEnvironment("GRANARY_BEARER_TOKEN");
+  }
+  return spec;
+}
+
 EnsureSpec standaloneSpec(const api::Dataset& dataset) {
   EnsureSpec spec;
   spec.key = {dataset.metadata.namespace_.empty() ? "default" : dataset.metadata.namespace_,
               dataset.metadata.name, std::max<int64_t>(dataset.metadata.generation, 1),
               dataset.metadata.uid.empty() ? "local" : dataset.metadata.uid};
-  for (const auto& mount : dataset.spec.mounts) {
-    SourceSpec source{.uri = mount.source.uri,
-                      .endpoint = mount.source.endpoint,
-                      .region = mount.source.region,
-                      .options = mount.source.options};
-    if (mount.source.secretRef) {
-      source.accessKeyId = fromEnvironment("AWS_ACCESS_KEY_ID");
-      source.secretAccessKey = fromEnvironment("AWS_SECRET_ACCESS_KEY");
-      source.sessionToken = fromEnvironment("AWS_SESSION_TOKEN");
-      source.bearerToken = fromEnvironment("GRANARY_BEARER_TOKEN");
-    }
-    spec.mounts.push_back({mount.name, std::move(source)});
-  }
+  for (const auto& mount : dataset.spec.mounts)
+    spec.mounts.push_back({mount.name, localSourceSpec(mount.source)});
   const api::CacheSpec& cache = dataset.spec.cache;
   DatasetSettings& settings = spec.settings;
   settings.replicas = 1;  // one node

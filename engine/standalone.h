@@ -17,6 +17,11 @@ namespace granary::cache {
 // naming file:line and field for bad documents, and when there is no Dataset at all.
 Result<std::vector<api::Dataset>> loadDatasets(const std::filesystem::path& path);
 
+// A source as this machine reaches it: with a secretRef, the credentials come from the
+// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+// GRANARY_BEARER_TOKEN), as the Secret would give them on a cluster.
+SourceSpec localSourceSpec(const api::Source& source);
+
 // The request that caches `dataset` on this node only.
 EnsureSpec standaloneSpec(const api::Dataset& dataset);
 

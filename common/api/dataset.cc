@@ -24,8 +24,8 @@ bool isMountName(const std::string& name) {
           name != "." && name != ".." && name.find('\0') == std::string::npos);
 }
 
-// Decodes the fields of a source from `f`, then checks the URI against the fields that
-// belong to one kind of origin (the CRD's CEL rules).
+}  // namespace
+
 void readSource(config::Fields& f, Source& out) {
   const config::Node* uri = f.required("uri", out.uri);
   const config::Node* endpoint = f.optional("endpoint", out.endpoint);
@@ -69,6 +69,8 @@ void readSource(config::Fields& f, Source& out) {
     f.fail(config::expected(*endpoint, "an http:// or https:// URL"));
   }
 }
+
+namespace {
 
 // A dataset:// source names another Dataset; everything else about its origin is that
 // Dataset's.

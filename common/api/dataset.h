@@ -36,6 +36,10 @@ struct Source {
   std::map<std::string, std::string> options;
 };
 
+// Decodes the fields of a source (uri, endpoint, region, secretRef, options) from `f`, then
+// checks the URI against the fields that belong to one kind of origin (the CRD's CEL rules).
+void readSource(config::Fields& f, Source& out);
+
 // A source shown as a sub-directory of the dataset; name "" is the dataset root.
 struct Mount {
   std::string name;

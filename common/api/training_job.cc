@@ -41,6 +41,20 @@ Status decodeValue(const config::Node& node, DatasetMount& out) {
   return f.finish();
 }
 
+Status decodeValue(const config::Node& node, CheckpointVolume& out) {
+  config::Fields f(node);
+  readSource(f, out.source);
+  const config::Node* uri = node.find("uri");
+  if (uri && !out.source.uri.starts_with("s3://") && !out.source.uri.starts_with("file://") &&
+      sourceKindOf(out.source.uri).isOk())
+    f.fail(config::expected(*uri, "an s3:// or file:// URI: checkpoints are written to it"));
+  f.required(
+      "mountPath", out.mountPath,
+      [](const std::string& p) { return p.size() > 1 && p.front() == '/' && p.size() <= 1024; },
+      "an absolute path other than /");
+  return f.finish();
+}
+
 Status decodeValue(const config::Node& node, WarmStart& out) {
   return config::decodeEnum(node, out,
                             {{"Parallel", WarmStart::kParallel},
@@ -99,6 +113,7 @@ Status decodeValue(const config::Node& node, TrainingJobSpec& out) {
   const config::Node* datasets = f.optional(
       "datasets", out.datasets, [](const std::vector<DatasetMount>& d) { return d.size() <= 16; },
       "at most 16 datasets");
+  const config::Node* checkpoints = f.optional("checkpoints", out.checkpoints);
   f.optional(
       "workers", out.workers, [](int32_t w) { return w >= 1 && w <= 4096; },
       "an integer from 1 to 4096");
@@ -123,6 +138,17 @@ Status decodeValue(const config::Node& node, TrainingJobSpec& out) {
     if (!paths.insert(d.mountPath).second) {
       f.fail(config::expected(datasets->items()[i], "a mountPath not used by another dataset"));
     }
+  }
+  if (checkpoints && out.checkpoints) {
+    const std::string& path = out.checkpoints->mountPath;
+    const auto nested = [](const std::string& a, const std::string& b) {
+      return a == b || (a.starts_with(b) && (b.back() == '/' || a[b.size()] == '/'));
+    };
+    for (const auto& d : out.datasets)
+      if (nested(path, d.mountPath) || nested(d.mountPath, path))
+        f.fail(invalidArgument(checkpoints->where() + ".mountPath: " + path +
+                               " overlaps dataset " + d.name + "'s mountPath " + d.mountPath +
+                               "; give the checkpoints a path of their own, e.g. /checkpoints"));
   }
   if (out.warmPolicy == WarmStart::kBeforeStart && out.datasets.empty()) {
     f.fail(invalidArgument(node.where() + ".warmPolicy: BeforeStart needs at least one dataset"));

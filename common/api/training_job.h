@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/api/dataset.h"
 #include "common/api/object_meta.h"
 #include "common/config.h"
 #include "common/names.h"
@@ -20,6 +21,14 @@ struct DatasetMount {
   // ("" for none): relative to the dataset's root, without "..". The cache nodes warm in that
   // order (SetWarmPlanRequest.access_order_file).
   std::string accessOrderFile;
+};
+
+// The job's checkpoints (spec.checkpoints): a read-write directory at `mountPath` in every
+// worker, on the node's disk, drained in the background to `source` (s3:// or file://, with
+// credentials as a Dataset's source) and restored from it when the workers start again.
+struct CheckpointVolume {
+  Source source;
+  std::string mountPath;  // absolute, apart from every dataset's mountPath
 };
 
 enum class WarmStart { kParallel, kBeforeStart, kNone };
@@ -46,6 +55,7 @@ struct RunPolicy {
 
 struct TrainingJobSpec {
   std::vector<DatasetMount> datasets;
+  std::optional<CheckpointVolume> checkpoints;
   int32_t workers = 1;        // 1..4096
   int32_t gpusPerWorker = 1;  // 0..64
   int32_t masterPort = 29500;
@@ -62,6 +72,7 @@ struct TrainingJob {
 };
 
 Status decodeValue(const config::Node& node, DatasetMount& out);
+Status decodeValue(const config::Node& node, CheckpointVolume& out);
 Status decodeValue(const config::Node& node, WarmStart& out);
 Status decodeValue(const config::Node& node, Locality& out);
 Status decodeValue(const config::Node& node, CleanPodPolicy& out);

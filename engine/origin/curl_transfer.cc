@@ -50,7 +50,9 @@ CurlTransfer::~CurlTransfer() {
 }
 
 Result<HttpResponse> CurlTransfer::send(const HttpRequest& request) {
-  const std::string what = std::string(request.head ? "HEAD " : "GET ") + request.url;
+  const std::string method =
+      !request.method.empty() ? request.method : request.head ? "HEAD" : "GET";
+  const std::string what = method + " " + request.url;
   Backoff backoff({.initial = options_.retryDelay, .max = std::chrono::milliseconds(5000)});
   Status last;
   for (int attempt = 1; attempt <= options_.maxAttempts; ++attempt) {
@@ -58,6 +60,14 @@ Result<HttpResponse> CurlTransfer::send(const HttpRequest& request) {
     CURL* curl = acquire();
     curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
     if (request.head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    if (!request.method.empty()) {
+      curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+      if (request.method != "DELETE") {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data());
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                         static_cast<curl_off_t>(request.body.size()));
+      }
+    }
     if (request.range) curl_easy_setopt(curl, CURLOPT_RANGE, request.range->text().c_str());
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, onBody);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);

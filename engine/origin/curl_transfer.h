@@ -35,6 +35,10 @@ struct HttpRequest {
   std::string url;
   // HEAD instead of GET.
   bool head = false;
+  // Another method ("PUT", "POST", "DELETE"), sending `body` (which may be empty). "" for GET or
+  // HEAD.
+  std::string method;
+  std::string body;
   // The bytes asked for, sent as Range; none asks for the whole body.
   std::optional<ByteRange> range;
   // Extra header lines, "Name: value". May carry credentials: never logged or put in errors.

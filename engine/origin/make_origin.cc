@@ -20,7 +20,9 @@ Status unknownOptions(const SourceSpec& source, std::initializer_list<std::strin
   return Status::ok();
 }
 
-Result<std::unique_ptr<Origin>> makeS3(const SourceSpec& source) {
+}  // namespace
+
+Result<S3OriginOptions> s3OptionsOf(const SourceSpec& source) {
   GRANARY_RETURN_IF_ERROR(unknownOptions(source, {"addressing"}));
   GRANARY_ASSIGN_OR_RETURN(S3Location location, parseS3Uri(source.uri));
   S3OriginOptions options;
@@ -36,8 +38,10 @@ Result<std::unique_ptr<Origin>> makeS3(const SourceSpec& source) {
   options.accessKeyId = source.accessKeyId;
   options.secretAccessKey = source.secretAccessKey;
   options.sessionToken = source.sessionToken;
-  return makeS3Origin(std::move(options));
+  return options;
 }
+
+namespace {
 
 Result<std::unique_ptr<Origin>> makeHttp(const SourceSpec& source) {
   GRANARY_RETURN_IF_ERROR(unknownOptions(source, {"index"}));
@@ -56,7 +60,10 @@ Result<std::unique_ptr<Origin>> makeOrigin(const SourceSpec& source,
   const std::string& uri = source.uri;
   if (!source.endpoint.empty() && !uri.starts_with("s3://"))
     return invalidArgument("endpoint: only s3:// sources take an endpoint");
-  if (uri.starts_with("s3://")) return makeS3(source);
+  if (uri.starts_with("s3://")) {
+    GRANARY_ASSIGN_OR_RETURN(S3OriginOptions options, s3OptionsOf(source));
+    return makeS3Origin(std::move(options));
+  }
   if (uri.starts_with("http://") || uri.starts_with("https://")) return makeHttp(source);
   if (uri.starts_with("file://")) {
     GRANARY_RETURN_IF_ERROR(unknownOptions(source, {}));

@@ -9,6 +9,7 @@
 
 #include "common/secret.h"
 #include "engine/origin/origin.h"
+#include "engine/origin/s3_origin.h"
 
 namespace granary::cache {
 
@@ -38,5 +39,9 @@ struct OriginSettings {
 // credentials.
 Result<std::unique_ptr<Origin>> makeOrigin(const SourceSpec& source,
                                            const OriginSettings& settings = {});
+
+// The options of an s3:// source (its uri, endpoint, region, options.addressing, credentials).
+// InvalidArgument naming the field.
+Result<S3OriginOptions> s3OptionsOf(const SourceSpec& source);
 
 }  // namespace granary::cache

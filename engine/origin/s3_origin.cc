@@ -103,7 +103,7 @@ Status checkPrefix(std::string_view prefix, std::string_view where) {
 // Pages of the delimited listing read for split(): 100,000 top-level directories.
 constexpr int kSplitPages = 100;
 
-class S3Origin final : public Origin {
+class S3Origin final : public Origin, public S3ObjectWriter {
  public:
   S3Origin(S3OriginOptions options, std::string baseUrl, std::string listUrl)
       : options_(std::move(options)),
@@ -206,8 +206,92 @@ class S3Origin final : public Origin {
     return std::move(r.body);
   }
 
+  Status put(const std::string& path, const std::string& body) override {
+    GRANARY_ASSIGN_OR_RETURN(const HttpResponse r, send("PUT", path, "", body));
+    return r.status == 200 ? Status::ok() : statusFor(r, source() + path);
+  }
+
+  Result<std::string> startMultipart(const std::string& path) override {
+    GRANARY_ASSIGN_OR_RETURN(const HttpResponse r, send("POST", path, "uploads=", ""));
+    if (r.status != 200) return statusFor(r, source() + path);
+    pugi::xml_document document;
+    document.load_buffer(r.body.data(), r.body.size());
+    const std::string id = document.child("InitiateMultipartUploadResult").child_value("UploadId");
+    if (id.empty()) return unavailable(source() + path + ": no UploadId in the store's answer");
+    return id;
+  }
+
+  Result<std::string> putPart(const std::string& path, const std::string& uploadId, int part,
+                              const std::string& body) override {
+    GRANARY_ASSIGN_OR_RETURN(
+        const HttpResponse r,
+        send("PUT", path,
+             "partNumber=" + std::to_string(part) + "&uploadId=" + percentEncode(uploadId), body));
+    if (r.status != 200) return statusFor(r, source() + path);
+    if (r.etag.empty()) return unavailable(source() + path + ": a part without an ETag");
+    return r.etag;
+  }
+
+  Status completeMultipart(const std::string& path, const std::string& uploadId,
+                           const std::vector<std::string>& etags) override {
+    std::string xml = "<CompleteMultipartUpload>";
+    for (size_t i = 0; i < etags.size(); ++i)
+      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
+             xmlEscape(etags[i]) + "</ETag></Part>";
+    xml += "</CompleteMultipartUpload>";
+    GRANARY_ASSIGN_OR_RETURN(const HttpResponse r,
+                             send("POST", path, "uploadId=" + percentEncode(uploadId), xml));
+    // S3 may answer 200 with an <Error> document when the completion failed late.
+    if (r.status != 200 || !errorCode(r).empty()) return statusFor(r, source() + path);
+    return Status::ok();
+  }
+
+  Status abortMultipart(const std::string& path, const std::string& uploadId) override {
+    GRANARY_ASSIGN_OR_RETURN(const HttpResponse r,
+                             send("DELETE", path, "uploadId=" + percentEncode(uploadId), ""));
+    if (r.status == 204 || r.status == 200 || r.status == 404) return Status::ok();
+    return statusFor(r, source() + path);
+  }
+
+  Status remove(const std::string& path) override {
+    GRANARY_ASSIGN_OR_RETURN(const HttpResponse r, send("DELETE", path, "", ""));
+    if (r.status == 204 || r.status == 200 || r.status == 404) return Status::ok();
+    return statusFor(r, source() + path);
+  }
+
  private:
   std::string source() const { return "s3://" + options_.bucket + "/" + options_.prefix; }
+
+  // A request with a body to the object `path`; `query` as SigV4's canonical query string
+  // (parameters sorted, encoded).
+  Result<HttpResponse> send(const std::string& method, const std::string& path,
+                            const std::string& query, const std::string& body) {
+    std::string url = objectUrl(options_.prefix + path);
+    if (!query.empty()) url += "?" + query;
+    HttpRequest request = baseRequest(std::move(url));
+    request.method = method;
+    request.body = body;
+    for (std::string& header : request.headers)
+      if (header.starts_with("x-amz-content-sha256:"))
+        header = "x-amz-content-sha256: UNSIGNED-PAYLOAD";
+    request.headers.push_back("Content-Type: application/octet-stream");
+    request.headers.push_back("Expect:");  // no 100-continue round trip
+    return transfer_.send(request);
+  }
+
+  static std::string xmlEscape(std::string_view text) {
+    std::string out;
+    for (const char c : text) {
+      switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        default: out += c;
+      }
+    }
+    return out;
+  }
 
   std::string objectUrl(const std::string& key) const {
     return baseUrl_ + "/" + percentEncode(key, "/");
@@ -479,7 +563,9 @@ Result<S3Location> parseS3Uri(std::string_view uri) {
   return location;
 }
 
-Result<std::unique_ptr<Origin>> makeS3Origin(S3OriginOptions options) {
+namespace {
+
+Result<std::unique_ptr<S3Origin>> makeS3(S3OriginOptions options) {
   const std::string where = "s3 origin for bucket \"" + options.bucket + "\"";
   GRANARY_RETURN_IF_ERROR(checkBucket(options.bucket, "s3 origin"));
   GRANARY_RETURN_IF_ERROR(checkPrefix(options.prefix, where));
@@ -532,7 +618,19 @@ Result<std::unique_ptr<Origin>> makeS3Origin(S3OriginOptions options) {
   const std::string baseUrl = pathStyle ? scheme + "://" + authority + "/" + options.bucket
                                         : scheme + "://" + options.bucket + "." + authority;
   const std::string listUrl = pathStyle ? baseUrl : baseUrl + "/";
-  return std::unique_ptr<Origin>(new S3Origin(std::move(options), baseUrl, listUrl));
+  return std::make_unique<S3Origin>(std::move(options), baseUrl, listUrl);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Origin>> makeS3Origin(S3OriginOptions options) {
+  GRANARY_ASSIGN_OR_RETURN(auto origin, makeS3(std::move(options)));
+  return std::unique_ptr<Origin>(std::move(origin));
+}
+
+Result<std::unique_ptr<S3ObjectWriter>> makeS3ObjectWriter(S3OriginOptions options) {
+  GRANARY_ASSIGN_OR_RETURN(auto origin, makeS3(std::move(options)));
+  return std::unique_ptr<S3ObjectWriter>(std::move(origin));
 }
 
 }  // namespace granary::cache

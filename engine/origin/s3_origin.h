@@ -61,6 +61,30 @@ struct S3OriginOptions {
 // listPageSize) when an option is not usable.
 Result<std::unique_ptr<Origin>> makeS3Origin(S3OriginOptions options);
 
+// Writes objects below an S3 origin's prefix (a job's checkpoints). Paths are relative to the
+// prefix. Errors as the origin's; retried like its requests. Thread-safe.
+class S3ObjectWriter {
+ public:
+  virtual ~S3ObjectWriter() = default;
+  // PutObject of a whole body.
+  virtual Status put(const std::string& path, const std::string& body) = 0;
+  // CreateMultipartUpload: the upload's id.
+  virtual Result<std::string> startMultipart(const std::string& path) = 0;
+  // UploadPart number `part` (1-10000, each but the last at least 5 MiB): the part's ETag.
+  virtual Result<std::string> putPart(const std::string& path, const std::string& uploadId,
+                                      int part, const std::string& body) = 0;
+  // CompleteMultipartUpload of the parts' ETags in order: the object appears whole.
+  virtual Status completeMultipart(const std::string& path, const std::string& uploadId,
+                                   const std::vector<std::string>& etags) = 0;
+  // AbortMultipartUpload: the parts are dropped.
+  virtual Status abortMultipart(const std::string& path, const std::string& uploadId) = 0;
+  // DeleteObject; OK when there is no such object.
+  virtual Status remove(const std::string& path) = 0;
+};
+
+// The same options as makeS3Origin, the same errors.
+Result<std::unique_ptr<S3ObjectWriter>> makeS3ObjectWriter(S3OriginOptions options);
+
 struct S3Location {
   std::string bucket;
   std::string prefix;  // "" or ending in '/'

@@ -1,0 +1,123 @@
+#include "cli/local_checkpoints.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "common/quantity.h"
+#include "engine/checkpoint/restore.h"
+#include "engine/origin/make_origin.h"
+#include "engine/standalone.h"
+
+namespace granary::cli {
+namespace {
+
+// A stable name for the uri's directory under the cache (FNV-1a, 64 bits).
+std::string directoryName(const std::string& uri) {
+  uint64_t hash = 14695981039346656037ull;
+  for (const unsigned char c : uri) hash = (hash ^ c) * 1099511628211ull;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016" PRIx64, hash);
+  return text;
+}
+
+// The workers' path: a link to the tree (replacing one a previous run left).
+Status link(const std::filesystem::path& tree, const std::filesystem::path& at) {
+  std::error_code error;
+  if (std::filesystem::is_symlink(at, error)) std::filesystem::remove(at, error);
+  if (std::filesystem::exists(at, error))
+    return failedPrecondition(at.string() +
+                              " exists and is not granary's link; remove it or pass --run-dir");
+  std::filesystem::create_directories(at.parent_path(), error);
+  std::filesystem::create_directory_symlink(tree, at, error);
+  if (error) return unavailable("cannot link " + at.string() + ": " + error.message());
+  return Status::ok();
+}
+
+Status withField(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument ? s.withContext("spec.checkpoints") : s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
+    const LocalCheckpoints& checkpoints, const std::filesystem::path& cacheDirectory, Clock& clock,
+    std::stop_token stop, const Say& say) {
+  const cache::SourceSpec source = cache::localSourceSpec(checkpoints.source);
+  cache::OriginSettings settings;
+  if (source.uri.starts_with("file:///")) {  // the directory the user named, only that
+    const std::filesystem::path directory = source.uri.substr(7);
+    std::error_code error;
+    std::filesystem::create_directories(directory, error);
+    if (error)
+      return invalidArgument("spec.checkpoints.uri: cannot create " + directory.string() + ": " +
+                             error.message());
+    settings.fileOriginRoots.push_back(directory);
+  }
+  auto writer = checkpoint::makeOriginWriter(source, settings);
+  if (!writer.isOk()) return withField(writer.status());
+  auto origin = cache::makeOrigin(source, settings);
+  if (!origin.isOk()) return withField(origin.status());
+
+  const std::filesystem::path home = cacheDirectory / "checkpoints" / directoryName(source.uri);
+  const checkpoint::RestoreOptions where{
+      .tree = home / "tree", .recordFile = home / "record", .staging = home / "restoring"};
+  std::error_code error;
+  std::filesystem::create_directories(where.tree, error);
+  if (error) return unavailable("cannot create " + where.tree.string() + ": " + error.message());
+  GRANARY_RETURN_IF_ERROR(link(where.tree, checkpoints.localPath));
+
+  const std::string label = "checkpoints " + checkpoints.mountPath;
+  auto lastSaid = clock.monoNow();
+  GRANARY_ASSIGN_OR_RETURN(
+      const checkpoint::RestoreProgress restored,
+      checkpoint::restoreTree(**origin, where, stop, [&](const checkpoint::RestoreProgress& p) {
+        if (clock.monoNow() - lastSaid < std::chrono::seconds(1)) return;
+        lastSaid = clock.monoNow();
+        say(label + ": restoring " + std::to_string(p.files) + "/" + std::to_string(p.totalFiles) +
+            " files, " + formatByteSize(ByteSize{p.bytes}) + "/" +
+            formatByteSize(ByteSize{p.totalBytes}) + " from " + source.uri);
+      }));
+  say(label + ": " + std::to_string(restored.localFiles) + " files on this machine, " +
+      std::to_string(restored.files) + " (" + formatByteSize(ByteSize{restored.bytes}) +
+      ") restored from " + source.uri +
+      (restored.removedFiles ? ", " + std::to_string(restored.removedFiles) +
+                                   " removed (gone from the origin)"
+                             : "") +
+      "; at " + checkpoints.localPath.string() + " (" + checkpoints.mountPath + " in the job)");
+  GRANARY_ASSIGN_OR_RETURN(
+      auto drainer, checkpoint::Drainer::start({.tree = where.tree, .recordFile = where.recordFile},
+                                               std::move(*writer), clock));
+  return std::unique_ptr<LocalCheckpointVolume>(
+      new LocalCheckpointVolume(checkpoints.mountPath, std::move(drainer)));
+}
+
+std::string LocalCheckpointVolume::progressLine() const {
+  return checkpointLine(mountPath_, drainer_->status());
+}
+
+bool LocalCheckpointVolume::drain(std::stop_token stop, const Say& say) {
+  return drainer_->waitDrained(stop, [&](const checkpoint::DrainStatus& s) {
+    say(checkpointLine(mountPath_, s) + " (draining before the run ends; Ctrl-C leaves the rest "
+                                        "for the next run)");
+  });
+}
+
+std::string checkpointLine(const std::string& mountPath, const checkpoint::DrainStatus& s) {
+  std::string line = "checkpoints " + mountPath + ": " + std::to_string(s.files) + " files";
+  if (s.pendingFiles > 0)
+    line += ", " + std::to_string(s.pendingFiles) + " to upload (" +
+            formatByteSize(ByteSize{s.pendingBytes}) + "), lag " +
+            std::to_string(static_cast<int64_t>(s.lag.count())) + "s";
+  if (s.pendingRemovals > 0) line += ", " + std::to_string(s.pendingRemovals) + " to remove";
+  if (s.writing > 0) line += ", " + std::to_string(s.writing) + " being written";
+  if (s.drained) line += ", all at the origin";
+  line += "; " + formatByteSize(ByteSize{s.uploadedBytes}) + " uploaded";
+  if (!s.lastError.empty()) line += " (retrying: " + s.lastError + ")";
+  if (!s.checkpoints.empty()) {
+    const auto& newest = s.checkpoints.front();
+    line += "; newest " + newest.name + (newest.atOrigin ? " (at the origin)" : " (local only)");
+  }
+  return line;
+}
+
+}  // namespace granary::cli

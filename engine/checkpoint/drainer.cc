@@ -1,0 +1,252 @@
+#include "engine/checkpoint/drainer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "common/log.h"
+#include "common/owned_fd.h"
+#include "engine/checkpoint/drain_record.h"
+#include "engine/checkpoint/tree_journal.h"
+#include "engine/checkpoint/tree_watch.h"
+#include "engine/core/bandwidth_limiter.h"
+
+namespace granary::checkpoint {
+namespace {
+
+constexpr std::chrono::seconds kFirstBackoff{1};
+constexpr std::chrono::seconds kMaxBackoff{30};
+
+std::optional<FileIdentity> identityOfFd(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return std::nullopt;
+  return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                      static_cast<int64_t>(st.st_size),
+                      static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+class TreeDrainer final : public Drainer {
+ public:
+  TreeDrainer(DrainerOptions options, std::unique_ptr<OriginWriter> origin, Clock& clock)
+      : options_(std::move(options)),
+        origin_(std::move(origin)),
+        clock_(clock),
+        limiter_(clock, options_.bandwidthBytesPerSecond) {}
+
+  ~TreeDrainer() override {
+    watch_.reset();  // no more events
+    loop_.request_stop();
+    changed_.notify_all();
+    if (loop_.joinable()) loop_.join();
+    std::list<Step> steps;
+    {
+      std::lock_guard lock(mutex_);
+      steps.swap(steps_);
+    }
+    for (Step& s : steps) s.thread.request_stop();
+  }
+
+  Status begin() {
+    GRANARY_ASSIGN_OR_RETURN(const std::vector<OriginEntry> record,
+                             readDrainRecord(options_.recordFile));
+    journal_.recordAtOrigin(record);
+    GRANARY_ASSIGN_OR_RETURN(
+        watch_, TreeWatch::start(options_.tree, [this](std::vector<TreeEvent>&& events) {
+          apply(std::move(events));
+        }));
+    {
+      std::lock_guard lock(mutex_);
+      journal_.scanDone();
+    }
+    loop_ = std::jthread([this](std::stop_token stop) { run(stop); });
+    return Status::ok();
+  }
+
+  DrainStatus status() const override {
+    std::lock_guard lock(mutex_);
+    return statusLocked();
+  }
+
+  bool waitDrained(std::stop_token stop,
+                   const std::function<void(const DrainStatus&)>& progress) override {
+    std::unique_lock lock(mutex_);
+    while (!journal_.drained()) {
+      if (stop.stop_requested()) return false;
+      if (progress) {
+        const DrainStatus s = statusLocked();
+        lock.unlock();
+        progress(s);
+        lock.lock();
+      }
+      changed_.wait_for(lock, stop, std::chrono::seconds(1), [&] { return journal_.drained(); });
+    }
+    return true;
+  }
+
+ private:
+  struct Step {
+    DrainStep step;
+    std::jthread thread;
+    bool done = false;
+  };
+
+  void apply(std::vector<TreeEvent>&& events) {
+    std::lock_guard lock(mutex_);
+    const WallTime now = clock_.wallNow();
+    for (TreeEvent& e : events) {
+      switch (e.kind) {
+        case TreeEvent::Kind::kWriting: journal_.writing(e.path); break;
+        case TreeEvent::Kind::kClosed: journal_.closed(e.path, e.identity, now); break;
+        case TreeEvent::Kind::kRemoved: journal_.removed(e.path, e.directory); break;
+        case TreeEvent::Kind::kRescanned:
+          for (const TreeFile& f : journal_.observe(0, 0, 0).closed)
+            if (!e.all.contains(f.path)) journal_.removed(f.path, false);
+          break;
+      }
+    }
+    dirty_ = true;
+    changed_.notify_all();
+  }
+
+  DrainStatus statusLocked() const {
+    const DrainObservation o = journal_.observe(0, options_.maxUploads, 0);
+    const DrainPlan plan = planDrain(o);
+    DrainStatus s = counters_;
+    s.files = static_cast<int64_t>(o.closed.size());
+    for (const TreeFile& f : o.closed) {
+      const auto held = o.origin.find(f.path);
+      if (held != o.origin.end() && held->second == f.seq) continue;
+      ++s.pendingFiles;
+      s.pendingBytes += f.size;
+    }
+    s.pendingRemovals = static_cast<int64_t>(o.removals.size());
+    s.writing = static_cast<int64_t>(o.writing.size());
+    s.heldMarkers = plan.heldMarkers;
+    if (plan.oldestPending)
+      s.lag = std::max(std::chrono::duration<double>(0),
+                       std::chrono::duration<double>(clock_.wallNow() - plan.oldestPending->closedAt));
+    s.checkpoints = checkpointsOf(o);
+    s.drained = journal_.drained();
+    return s;
+  }
+
+  // Plans whenever the tree changed or a step ended, and at least once a second; not before a
+  // failed step's backoff has passed.
+  void run(std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    while (!stop.stop_requested()) {
+      std::erase_if(steps_, [](const Step& s) { return s.done; });  // joins them
+      const auto now = clock_.monoNow();
+      if (now >= retryAt_) plan();
+      const auto wait = std::max<Clock::Duration>(retryAt_ - now, std::chrono::seconds(1));
+      changed_.wait_for(lock, stop, wait, [&] { return dirty_ && clock_.monoNow() >= retryAt_; });
+      dirty_ = false;
+    }
+  }
+
+  void plan() {
+    const DrainPlan plan = planDrain(journal_.observe(0, options_.maxUploads, 0));
+    journal_.settle(plan.settled);
+    for (const DrainStep& stale : plan.abandon)
+      for (Step& s : steps_)
+        if (s.step == stale) s.thread.request_stop();
+    for (const DrainStep& step : plan.start) {
+      journal_.started(step);
+      Step& s = steps_.emplace_back(Step{step, {}, false});
+      s.thread = std::jthread([this, &s](std::stop_token stop) { carryOut(s, stop); });
+    }
+  }
+
+  void carryOut(Step& s, std::stop_token stop) {
+    std::optional<FileIdentity> identity;
+    {
+      std::lock_guard lock(mutex_);
+      identity = journal_.identity(s.step.path, s.step.seq);
+    }
+    Status result;
+    if (s.step.kind == DrainStep::Kind::kRemove) {
+      result = origin_->remove(s.step.path);
+    } else if (!identity) {
+      result = cancelled("no longer in the tree");
+    } else {
+      result = upload(s.step.path, *identity, stop);
+    }
+    finish(s, result);
+  }
+
+  Status upload(const std::string& path, const FileIdentity& identity, std::stop_token stop) {
+    const std::filesystem::path file = options_.tree / path;
+    OwnedFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    const auto unchanged = [&] { return fd && identityOfFd(fd.get()) == identity; };
+    if (!unchanged()) return cancelled(path + " changed before its upload");
+    const auto pace = [&](int64_t bytes) {
+      return limiter_.acquire(bytes, stop) && !stop.stop_requested() && unchanged();
+    };
+    return origin_->upload(path, fd.get(), identity.size, pace);
+  }
+
+  void finish(Step& s, const Status& result) {
+    std::lock_guard lock(mutex_);
+    if (result.isOk()) {
+      journal_.finished(s.step);
+      if (s.step.kind == DrainStep::Kind::kUpload) {
+        counters_.uploadedBytes += journal_.identity(s.step.path, s.step.seq).value_or(FileIdentity{}).size;
+        ++counters_.uploadedFiles;
+      } else {
+        ++counters_.removedFiles;
+      }
+      counters_.lastError.clear();
+      backoff_ = kFirstBackoff;
+      if (Status w = writeDrainRecord(options_.recordFile, journal_.record()); !w.isOk())
+        log_.error("cannot keep the drain's record", {{"error", w}});
+    } else {
+      journal_.ended(s.step);
+      if (result.code() != StatusCode::kCancelled) {
+        ++counters_.failedSteps;
+        counters_.lastError = result.message();
+        log_.warn("checkpoint drain step failed; trying again", {{"error", result},
+                                                                  {"after", backoff_}});
+        retryAt_ = clock_.monoNow() + backoff_;
+        backoff_ = std::min(kMaxBackoff, backoff_ * 2);
+      }
+    }
+    s.done = true;
+    dirty_ = true;
+    changed_.notify_all();
+  }
+
+  const DrainerOptions options_;
+  const std::unique_ptr<OriginWriter> origin_;
+  Clock& clock_;
+  cache::BandwidthLimiter limiter_;
+  const Logger log_{"checkpoints"};
+
+  mutable std::mutex mutex_;
+  TreeJournal journal_;
+  std::list<Step> steps_;  // a list: each step's thread holds a reference to its entry
+  DrainStatus counters_;
+  Clock::MonoTime retryAt_{};
+  std::chrono::seconds backoff_ = kFirstBackoff;
+
+  std::condition_variable_any changed_;  // the tree changed, or a step ended
+  bool dirty_ = false;                   // since the last plan
+  std::unique_ptr<TreeWatch> watch_;
+  std::jthread loop_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Drainer>> Drainer::start(DrainerOptions options,
+                                                std::unique_ptr<OriginWriter> origin,
+                                                Clock& clock) {
+  auto drainer = std::make_unique<TreeDrainer>(std::move(options), std::move(origin), clock);
+  GRANARY_RETURN_IF_ERROR(drainer->begin());
+  return std::unique_ptr<Drainer>(std::move(drainer));
+}
+
+}  // namespace granary::checkpoint

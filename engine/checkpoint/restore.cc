@@ -1,0 +1,137 @@
+#include "engine/checkpoint/restore.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "common/owned_fd.h"
+#include "engine/checkpoint/drain_plan.h"
+#include "engine/checkpoint/drain_record.h"
+#include "engine/checkpoint/origin_writer.h"
+#include "engine/checkpoint/tree_watch.h"
+
+namespace granary::checkpoint {
+namespace {
+
+constexpr int64_t kPiece = 8 << 20;  // bytes read from the origin at a time
+
+Status writeAll(int fd, const std::string& bytes, const std::string& what) {
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) return unavailable("cannot write " + what + ": " + std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+// Reads `object` whole into `staged`, then renames it to its place in the tree.
+Status fetch(cache::Origin& origin, const cache::OriginObject& object,
+             const RestoreOptions& options, const std::filesystem::path& staged,
+             std::stop_token stop, RestoreProgress& progress,
+             const std::function<void(const RestoreProgress&)>& report) {
+  OwnedFd out(::open(staged.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!out) return unavailable("cannot create " + staged.string() + ": " + std::strerror(errno));
+  for (int64_t at = 0; at < object.size;) {
+    if (stop.stop_requested()) return cancelled("the restore was stopped");
+    GRANARY_ASSIGN_OR_RETURN(
+        const std::string piece,
+        origin.read(object.path, at, std::min(kPiece, object.size - at), object.etag));
+    if (piece.empty())
+      return failedPrecondition(object.path + " at the origin is shorter than listed");
+    GRANARY_RETURN_IF_ERROR(writeAll(out.get(), piece, staged.string()));
+    at += static_cast<int64_t>(piece.size());
+    progress.bytes += static_cast<int64_t>(piece.size());
+    report(progress);
+  }
+  if (::fsync(out.get()) != 0)
+    return unavailable("cannot sync " + staged.string() + ": " + std::strerror(errno));
+  const std::filesystem::path target = options.tree / object.path;
+  std::error_code error;
+  std::filesystem::create_directories(target.parent_path(), error);
+  if (error) return unavailable("cannot create " + target.parent_path().string() + ": " + error.message());
+  std::filesystem::rename(staged, target, error);
+  if (error) return unavailable("cannot place " + target.string() + ": " + error.message());
+  return Status::ok();
+}
+
+// What the origin holds, markers last (each group in key order).
+Result<std::vector<cache::OriginObject>> originFiles(cache::Origin& origin) {
+  std::vector<cache::OriginObject> files;
+  GRANARY_RETURN_IF_ERROR(origin.list([&](std::vector<cache::OriginObject>&& batch) {
+    for (auto& o : batch)
+      if (!o.path.starts_with(std::string(kStagingDirectory) + "/")) files.push_back(std::move(o));
+    return Status::ok();
+  }));
+  std::stable_sort(files.begin(), files.end(), [](const auto& a, const auto& b) {
+    return !isCompletionMarker(a.path) && isCompletionMarker(b.path);
+  });
+  return files;
+}
+
+}  // namespace
+
+Result<RestoreProgress> restoreTree(cache::Origin& origin, const RestoreOptions& options,
+                                    std::stop_token stop,
+                                    const std::function<void(const RestoreProgress&)>& report) {
+  GRANARY_ASSIGN_OR_RETURN(const std::vector<OriginEntry> recorded,
+                           readDrainRecord(options.recordFile));
+  std::map<std::string, FileIdentity> record;
+  for (const OriginEntry& e : recorded) record[e.path] = e.identity;
+  GRANARY_ASSIGN_OR_RETURN(const std::vector<cache::OriginObject> files, originFiles(origin));
+
+  RestoreProgress progress;
+  std::map<std::string, const cache::OriginObject*> atOrigin;
+  std::vector<const cache::OriginObject*> wanted;
+  for (const cache::OriginObject& o : files) {
+    atOrigin[o.path] = &o;
+    const auto local = identityOf(options.tree / o.path);
+    const auto held = record.find(o.path);
+    // The node's copy wins unless it is the version the origin had and the origin changed since.
+    const bool unchangedHere = local && held != record.end() && held->second == *local;
+    if (local && !(unchangedHere && local->size != o.size)) {
+      ++progress.localFiles;
+      continue;
+    }
+    wanted.push_back(&o);
+    ++progress.totalFiles;
+    progress.totalBytes += o.size;
+  }
+  for (auto it = record.begin(); it != record.end();) {
+    const auto local = identityOf(options.tree / it->first);
+    if (!atOrigin.contains(it->first) && local == it->second) {
+      std::error_code ignored;
+      std::filesystem::remove(options.tree / it->first, ignored);
+      ++progress.removedFiles;
+      it = record.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  report(progress);
+
+  std::error_code error;
+  std::filesystem::create_directories(options.staging, error);
+  if (error) return unavailable("cannot create " + options.staging.string() + ": " + error.message());
+  Status result;
+  for (size_t i = 0; i < wanted.size() && result.isOk(); ++i) {
+    const cache::OriginObject& o = *wanted[i];
+    result = fetch(origin, o, options, options.staging / std::to_string(i), stop, progress, report);
+    if (result.isOk()) {
+      ++progress.files;
+      if (const auto placed = identityOf(options.tree / o.path)) record[o.path] = *placed;
+    }
+  }
+  std::vector<OriginEntry> entries;
+  for (const auto& [path, identity] : record) entries.push_back({path, identity});
+  GRANARY_RETURN_IF_ERROR(writeDrainRecord(options.recordFile, entries));
+  std::filesystem::remove_all(options.staging, error);
+  if (!result.isOk()) return result;
+  report(progress);
+  return progress;
+}
+
+}  // namespace granary::checkpoint

@@ -1,0 +1,127 @@
+#include "engine/checkpoint/tree_journal.h"
+
+#include <algorithm>
+
+namespace granary::checkpoint {
+namespace {
+
+bool isBelow(const std::string& path, const std::string& directory) {
+  return path.size() > directory.size() && path.compare(0, directory.size(), directory) == 0 &&
+         path[directory.size()] == '/';
+}
+
+}  // namespace
+
+void TreeJournal::recordAtOrigin(const std::vector<OriginEntry>& entries) {
+  for (const OriginEntry& e : entries) origin_[e.path] = AtOrigin{0, e.identity};
+  scanning_ = true;
+}
+
+void TreeJournal::scanDone() {
+  scanning_ = false;
+  for (const auto& [path, held] : origin_)
+    if (held.seq == 0 && !files_.contains(path)) removals_.push_back({path, ++seq_});
+}
+
+void TreeJournal::writing(const std::string& path) { writing_.insert(path); }
+
+void TreeJournal::closed(const std::string& path, const FileIdentity& identity, WallTime at) {
+  writing_.erase(path);
+  const auto current = files_.find(path);
+  if (current != files_.end() && current->second.identity == identity) return;
+  const uint64_t seq = ++seq_;
+  files_[path] = Version{TreeFile{path, seq, identity.size, at}, identity};
+  // A removal of this path not carried out yet stays: the planner settles it, since the tree
+  // holds the path again.
+  const auto held = origin_.find(path);
+  if (held != origin_.end() && held->second.seq == 0 && held->second.identity == identity)
+    held->second.seq = seq;  // the version uploaded (or restored) before a restart
+}
+
+void TreeJournal::removed(const std::string& path, bool directory) {
+  std::vector<std::string> gone;
+  for (const auto& [p, version] : files_)
+    if (p == path || (directory && isBelow(p, path))) gone.push_back(p);
+  for (const std::string& p : gone) {
+    files_.erase(p);
+    writing_.erase(p);
+    removals_.push_back({p, ++seq_});
+  }
+  std::erase_if(writing_, [&](const std::string& p) { return directory && isBelow(p, path); });
+}
+
+void TreeJournal::started(const DrainStep& step) { underway_.push_back(step); }
+
+void TreeJournal::finished(const DrainStep& step) {
+  ended(step);
+  switch (step.kind) {
+    case DrainStep::Kind::kUpload: {
+      const auto file = files_.find(step.path);
+      if (file == files_.end() || file->second.file.seq != step.seq) return;  // gone since
+      origin_[step.path] = AtOrigin{step.seq, file->second.identity};
+      return;
+    }
+    case DrainStep::Kind::kRemove:
+      std::erase(removals_, TreeRemoval{step.path, step.seq});
+      // The origin no longer holds the path, unless a newer version reached it since.
+      if (const auto held = origin_.find(step.path);
+          held != origin_.end() && held->second.seq < step.seq)
+        origin_.erase(held);
+      return;
+    case DrainStep::Kind::kCopy: {
+      auto& [seq, count] = peers_[step.path];
+      count = seq == step.seq ? count + 1 : 1;
+      seq = step.seq;
+      return;
+    }
+  }
+}
+
+void TreeJournal::ended(const DrainStep& step) {
+  const auto it = std::find(underway_.begin(), underway_.end(), step);
+  if (it != underway_.end()) underway_.erase(it);
+}
+
+void TreeJournal::settle(const std::vector<TreeRemoval>& removals) {
+  for (const TreeRemoval& r : removals) std::erase(removals_, r);
+}
+
+DrainObservation TreeJournal::observe(int copies, int maxUploads, int maxCopies) const {
+  DrainObservation o;
+  o.closed.reserve(files_.size());
+  for (const auto& [path, version] : files_) o.closed.push_back(version.file);
+  o.writing = writing_;
+  o.removals = removals_;
+  // A version from before a restart counts as seq 0: at the origin, so that its removal is
+  // carried out, and never the tree's version.
+  for (const auto& [path, held] : origin_) o.origin[path] = held.seq;
+  o.peers = peers_;
+  o.underway = underway_;
+  o.copies = copies;
+  o.maxUploads = maxUploads;
+  o.maxCopies = maxCopies;
+  return o;
+}
+
+std::optional<FileIdentity> TreeJournal::identity(const std::string& path, uint64_t seq) const {
+  const auto it = files_.find(path);
+  if (it == files_.end() || it->second.file.seq != seq) return std::nullopt;
+  return it->second.identity;
+}
+
+std::vector<OriginEntry> TreeJournal::record() const {
+  std::vector<OriginEntry> entries;
+  entries.reserve(origin_.size());
+  for (const auto& [path, held] : origin_) entries.push_back({path, held.identity});
+  return entries;
+}
+
+bool TreeJournal::drained() const {
+  if (!writing_.empty() || !removals_.empty()) return false;
+  return std::all_of(files_.begin(), files_.end(), [&](const auto& entry) {
+    const auto held = origin_.find(entry.first);
+    return held != origin_.end() && held->second.seq == entry.second.file.seq;
+  });
+}
+
+}  // namespace granary::checkpoint

@@ -1,0 +1,96 @@
+// The state of a job's checkpoint tree as the drain sees it, kept from the changes the tree's
+// watch reports (tree_watch.h) and the ends of the drain's steps: each closed file's version
+// (numbered by `seq`, the tree's count of changes), the paths being written, the removals not
+// yet carried out at the origin, and which version the origin holds of each path. It hands the
+// planner its observation (drain_plan.h) and the drain's record (what the origin holds, kept on
+// disk so that a restart uploads nothing twice). Pure; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/drain_plan.h"
+
+namespace granary::checkpoint {
+
+// What tells one content of a path from another on the node's disk: a file written again, or
+// another file renamed over it, changes at least one of these.
+struct FileIdentity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  int64_t size = 0;
+  int64_t modifiedNanos = 0;
+  friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
+};
+
+// A file the origin holds, with the identity of the local file it was uploaded from (or restored
+// to).
+struct OriginEntry {
+  std::string path;
+  FileIdentity identity;
+  friend bool operator==(const OriginEntry&, const OriginEntry&) = default;
+};
+
+class TreeJournal {
+ public:
+  // Before the watch starts: the origin holds `entries` (the drain's record, or what a restore
+  // brought). A file of the tree reported closed with the same identity is at the origin; a
+  // recorded path the tree does not hold is a removal still to carry out.
+  void recordAtOrigin(const std::vector<OriginEntry>& entries);
+  // The scan of the tree after a restart is done: recorded paths not seen are removals.
+  void scanDone();
+
+  // ---- Changes of the tree. ----
+  // `path` is being written (not closed yet).
+  void writing(const std::string& path);
+  // `path` was closed after writing, or renamed into place, and is now `identity`. A new
+  // version unless it is the version the tree already holds (a rescan seeing the same file).
+  void closed(const std::string& path, const FileIdentity& identity, WallTime at);
+  // `path` left the tree (deleted, or renamed away); with `directory`, everything below it.
+  void removed(const std::string& path, bool directory);
+
+  // ---- Ends of the drain's steps. ----
+  void started(const DrainStep& step);
+  // The step succeeded: the origin (or a peer) holds that version, or the path is gone there.
+  void finished(const DrainStep& step);
+  // The step failed or was abandoned: no longer under way.
+  void ended(const DrainStep& step);
+  // Removals the planner found nothing to do for.
+  void settle(const std::vector<TreeRemoval>& removals);
+
+  // What the planner decides from. `copies`, `maxUploads` and `maxCopies` are the drain's
+  // settings.
+  DrainObservation observe(int copies, int maxUploads, int maxCopies) const;
+  // The identity of the version `seq` of `path`, nullopt when the tree no longer holds it.
+  std::optional<FileIdentity> identity(const std::string& path, uint64_t seq) const;
+  // The drain's record: every path the origin holds, with the identity it was uploaded from.
+  std::vector<OriginEntry> record() const;
+  // Whether anything is pending: a closed file not at the origin, a removal not carried out, a
+  // file being written.
+  bool drained() const;
+
+ private:
+  struct Version {
+    TreeFile file;
+    FileIdentity identity;
+  };
+  struct AtOrigin {
+    uint64_t seq = 0;  // 0: a version from before the restart, not (or no longer) in the tree
+    FileIdentity identity;
+  };
+
+  uint64_t seq_ = 0;
+  std::map<std::string, Version> files_;
+  std::set<std::string> writing_;
+  std::vector<TreeRemoval> removals_;
+  std::map<std::string, AtOrigin> origin_;
+  std::map<std::string, std::pair<uint64_t, int>> peers_;
+  std::vector<DrainStep> underway_;
+  bool scanning_ = false;  // between recordAtOrigin() and scanDone()
+};
+
+}  // namespace granary::checkpoint

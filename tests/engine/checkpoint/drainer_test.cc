@@ -1,0 +1,364 @@
+// The drain and the restore against real directories, a file:// origin and s3rver: every byte
+// the origin ends up with is compared with what was written.
+#include "engine/checkpoint/drainer.h"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "common/owned_fd.h"
+#include "engine/checkpoint/restore.h"
+#include "engine/checkpoint/s3_writer.h"
+#include "engine/origin/make_origin.h"
+#include "tests/support/eventually.h"
+#include "tests/support/s3rver.h"
+#include "tests/support/scratch_tree.h"
+
+namespace granary::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::eventually;
+
+const std::string kSourceDir = GRANARY_SOURCE_DIR;
+
+std::string randomBytes(size_t size, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::string bytes(size, '\0');
+  for (char& c : bytes) c = static_cast<char>(random());
+  return bytes;
+}
+
+void writeFile(const fs::path& path, const std::string& bytes) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Every regular file below `root` (but the staging directory) and its bytes.
+std::map<std::string, std::string> contents(const fs::path& root) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    const std::string path = entry.path().lexically_relative(root).generic_string();
+    if (path.starts_with(kStagingDirectory)) continue;
+    if (entry.is_regular_file() && !entry.is_symlink()) files[path] = readFile(entry.path());
+  }
+  return files;
+}
+
+// A writer that passes steps on to another and keeps the order in which uploads finished; it
+// fails the first `failures` uploads as an origin that is down would.
+class RecordingWriter final : public OriginWriter {
+ public:
+  RecordingWriter(std::unique_ptr<OriginWriter> inner, int failures)
+      : inner_(std::move(inner)), failures_(failures) {}
+  Status upload(const std::string& path, int fd, int64_t size, const Pace& pace) override {
+    if (failures_.fetch_sub(1) > 0) return unavailable("the origin is down");
+    Status s = inner_->upload(path, fd, size, pace);
+    std::lock_guard lock(mutex_);
+    if (s.isOk()) order_.push_back(path);
+    return s;
+  }
+  Status remove(const std::string& path) override { return inner_->remove(path); }
+  std::vector<std::string> order() {
+    std::lock_guard lock(mutex_);
+    return order_;
+  }
+
+ private:
+  std::unique_ptr<OriginWriter> inner_;
+  std::atomic<int> failures_;
+  std::mutex mutex_;
+  std::vector<std::string> order_;
+};
+
+class DrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("granary-drainer-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    testing::removeTree(root_);
+    fs::create_directories(tree());
+    fs::create_directories(origin());
+  }
+  void TearDown() override { testing::removeTree(root_); }
+
+  fs::path tree() const { return root_ / "tree"; }
+  fs::path origin() const { return root_ / "origin"; }
+  fs::path record() const { return root_ / "record"; }
+  cache::SourceSpec source() const { return {.uri = "file://" + origin().string()}; }
+  cache::OriginSettings settings() const { return {.fileOriginRoots = {root_}}; }
+
+  std::unique_ptr<OriginWriter> fileWriter() {
+    auto writer = makeOriginWriter(source(), settings());
+    EXPECT_TRUE(writer.isOk()) << writer.status();
+    return std::move(*writer);
+  }
+
+  std::unique_ptr<Drainer> start(std::unique_ptr<OriginWriter> writer,
+                                 int64_t bandwidth = 0) {
+    auto drainer = Drainer::start(
+        {.tree = tree(), .recordFile = record(), .bandwidthBytesPerSecond = bandwidth},
+        std::move(writer), realClock());
+    EXPECT_TRUE(drainer.isOk()) << drainer.status();
+    return drainer.isOk() ? std::move(*drainer) : nullptr;
+  }
+
+  static bool drained(Drainer& drainer) { return drainer.waitDrained(timeout(), nullptr); }
+  static std::stop_token timeout() {
+    static std::stop_source never;
+    return never.get_token();
+  }
+
+  // A DCP save as torch.distributed.checkpoint writes it: a file a rank, then the coordinator's
+  // .metadata.tmp renamed to .metadata.
+  void dcpSave(const std::string& step, int ranks, size_t bytes, uint32_t seed) {
+    for (int rank = 0; rank < ranks; ++rank)
+      writeFile(tree() / step / ("__" + std::to_string(rank) + "_0.distcp"),
+                randomBytes(bytes, seed + static_cast<uint32_t>(rank)));
+    writeFile(tree() / step / ".metadata.tmp", randomBytes(1000, seed + 99));
+    fs::rename(tree() / step / ".metadata.tmp", tree() / step / ".metadata");
+  }
+
+  fs::path root_;
+};
+
+TEST_F(DrainerTest, ADcpSaveReachesTheOriginWholeWithItsMarkerLast) {
+  auto recording = std::make_unique<RecordingWriter>(fileWriter(), 0);
+  RecordingWriter* writer = recording.get();
+  auto drainer = start(std::move(recording));
+  ASSERT_NE(drainer, nullptr);
+  dcpSave("step-100", 4, 3 << 20, 1);
+  ASSERT_TRUE(eventually([&] { return drainer->status().files == 5; }));
+  ASSERT_TRUE(drained(*drainer));
+  EXPECT_EQ(contents(origin()), contents(tree()));
+  const std::vector<std::string> order = writer->order();
+  ASSERT_FALSE(order.empty());
+  EXPECT_EQ(order.back(), "step-100/.metadata");
+  EXPECT_EQ(std::count(order.begin(), order.end(), "step-100/.metadata.tmp"), 0)
+      << "a file renamed away before it drained is not uploaded";
+  const DrainStatus s = drainer->status();
+  EXPECT_EQ(s.uploadedBytes, 4 * (3 << 20) + 1000);
+  ASSERT_EQ(s.checkpoints.size(), 1u);
+  EXPECT_TRUE(s.checkpoints[0].atOrigin);
+  EXPECT_EQ(s.lag.count(), 0);
+}
+
+TEST_F(DrainerTest, RotationRemovesTheCheckpointAtTheOrigin) {
+  auto drainer = start(fileWriter());
+  dcpSave("checkpoint-1", 2, 1000, 1);
+  dcpSave("checkpoint-2", 2, 1000, 2);
+  ASSERT_TRUE(eventually([&] { return drainer->status().files == 6; }));
+  ASSERT_TRUE(drained(*drainer));
+  fs::remove_all(tree() / "checkpoint-1");  // HF's rotation: shutil.rmtree
+  ASSERT_TRUE(eventually([&] { return !fs::exists(origin() / "checkpoint-1"); }));
+  ASSERT_TRUE(drained(*drainer));
+  EXPECT_EQ(contents(origin()), contents(tree()));
+  EXPECT_EQ(drainer->status().removedFiles, 3);
+}
+
+TEST_F(DrainerTest, ADrainStartedAgainUploadsOnlyWhatChangedAndRemovesWhatWent) {
+  {
+    auto drainer = start(fileWriter());
+    dcpSave("a", 2, 5000, 1);
+    dcpSave("b", 2, 5000, 2);
+    ASSERT_TRUE(eventually([&] { return drainer->status().files == 6; }));
+    ASSERT_TRUE(drained(*drainer));
+  }
+  // While no drain runs: a checkpoint removed, a file written again, a new one.
+  fs::remove_all(tree() / "a");
+  writeFile(tree() / "b" / "__0_0.distcp", randomBytes(6000, 7));
+  writeFile(tree() / "latest", "b");
+  auto drainer = start(fileWriter());
+  ASSERT_TRUE(drained(*drainer));
+  EXPECT_EQ(contents(origin()), contents(tree()));
+  const DrainStatus s = drainer->status();
+  EXPECT_EQ(s.uploadedFiles, 2);
+  EXPECT_EQ(s.removedFiles, 3);
+}
+
+TEST_F(DrainerTest, AnOriginThatIsDownDelaysTheDrainAndLosesNothing) {
+  auto drainer = start(std::make_unique<RecordingWriter>(fileWriter(), 2));
+  dcpSave("step-1", 2, 2000, 3);
+  ASSERT_TRUE(eventually([&] { return drainer->status().failedSteps >= 1; }));
+  EXPECT_NE(drainer->status().lastError.find("the origin is down"), std::string::npos);
+  ASSERT_TRUE(drained(*drainer));
+  EXPECT_EQ(contents(origin()), contents(tree()));
+  EXPECT_EQ(drainer->status().lastError, "");
+}
+
+TEST_F(DrainerTest, AFileWrittenAgainDuringItsUploadReachesTheOriginAsItEnds) {
+  auto drainer = start(fileWriter(), 2 << 20);  // 2 MiB/s: the first upload takes 4 s
+  writeFile(tree() / "model.pt", randomBytes(8 << 20, 1));
+  ASSERT_TRUE(eventually([&] { return drainer->status().uploadedBytes == 0 &&
+                                      drainer->status().files == 1; }));
+  writeFile(tree() / "model.pt", randomBytes(1 << 20, 2));  // torch.save again: O_TRUNC
+  ASSERT_TRUE(eventually([&] {
+    const DrainStatus s = drainer->status();
+    return s.drained && s.files == 1;
+  }));
+  EXPECT_EQ(readFile(origin() / "model.pt"), readFile(tree() / "model.pt"));
+}
+
+TEST_F(DrainerTest, ARestoreBringsTheOriginsFilesAndKeepsNewerLocalOnes) {
+  {
+    auto drainer = start(fileWriter());
+    dcpSave("step-1", 3, 4 << 20, 1);
+    dcpSave("step-2", 3, 1000, 2);
+    ASSERT_TRUE(eventually([&] { return drainer->status().files == 8; }));
+    ASSERT_TRUE(drained(*drainer));
+  }
+  const auto written = contents(tree());
+  // Another node: an empty tree, no record; one file of its own not drained yet.
+  const fs::path other = root_ / "other";
+  writeFile(other / "tree" / "step-3" / "__0_0.distcp", "new");
+  auto reader = cache::makeOrigin(source(), settings());
+  ASSERT_TRUE(reader.isOk()) << reader.status();
+  const RestoreOptions where{.tree = other / "tree",
+                             .recordFile = other / "record",
+                             .staging = other / "staging"};
+  auto restored = restoreTree(**reader, where, timeout(), [](const RestoreProgress&) {});
+  ASSERT_TRUE(restored.isOk()) << restored.status();
+  EXPECT_EQ(restored->files, 8);
+  EXPECT_EQ(restored->localFiles, 0);
+  auto expected = written;
+  expected["step-3/__0_0.distcp"] = "new";
+  EXPECT_EQ(contents(other / "tree"), expected);
+  EXPECT_FALSE(fs::exists(other / "staging"));
+
+  // Its drain uploads only its own file.
+  auto drainer = Drainer::start({.tree = other / "tree", .recordFile = other / "record"},
+                                fileWriter(), realClock());
+  ASSERT_TRUE(drainer.isOk()) << drainer.status();
+  ASSERT_TRUE(drained(**drainer));
+  EXPECT_EQ((*drainer)->status().uploadedFiles, 1);
+  EXPECT_EQ(contents(origin()), expected);
+}
+
+TEST_F(DrainerTest, ARestoreRemovesWhatTheOriginNoLongerHasUnlessItChangedHere) {
+  {
+    auto drainer = start(fileWriter());
+    dcpSave("step-1", 2, 1000, 1);
+    dcpSave("step-2", 2, 1000, 2);
+    ASSERT_TRUE(eventually([&] { return drainer->status().files == 6; }));
+    ASSERT_TRUE(drained(*drainer));
+  }
+  fs::remove_all(origin() / "step-1");  // rotated away by another node
+  writeFile(tree() / "step-1" / "__1_0.distcp", "changed here");
+  auto reader = cache::makeOrigin(source(), settings());
+  ASSERT_TRUE(reader.isOk());
+  auto restored = restoreTree(**reader, {tree(), record(), root_ / "staging"}, timeout(),
+                              [](const RestoreProgress&) {});
+  ASSERT_TRUE(restored.isOk()) << restored.status();
+  EXPECT_EQ(restored->removedFiles, 2);
+  EXPECT_FALSE(fs::exists(tree() / "step-1" / ".metadata"));
+  EXPECT_EQ(readFile(tree() / "step-1" / "__1_0.distcp"), "changed here");
+  EXPECT_EQ(restored->localFiles, 3);
+}
+
+TEST_F(DrainerTest, AUriOutsideTheRootsOrAPathOutsideTheTreeIsRefused) {
+  auto outside = makeOriginWriter({.uri = "file:///etc/granary-ckpt"}, settings());
+  ASSERT_FALSE(outside.isOk());
+  EXPECT_EQ(outside.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(outside.status().message().find("fileOriginRoots"), std::string::npos);
+  EXPECT_FALSE(fs::exists("/etc/granary-ckpt"));
+  auto http = makeOriginWriter({.uri = "https://example.com/ckpt/"}, settings());
+  EXPECT_EQ(http.status().code(), StatusCode::kInvalidArgument);
+  auto writer = fileWriter();
+  EXPECT_EQ(writer->remove("../tree/x").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->upload("/etc/passwd", 0, 0, [](int64_t) { return true; }).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// ---- s3:// against s3rver ----
+
+class S3DrainerTest : public DrainerTest {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = cache::S3rver::start(kSourceDir, skip_);
+    if (server.isOk()) server_ = std::move(*server).release();
+    else if (skip_.empty()) error_ = server.status().toString();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_NE(server_, nullptr) << error_;
+    DrainerTest::SetUp();
+  }
+  cache::SourceSpec s3Source(const std::string& prefix) const {
+    return {.uri = "s3://data/" + prefix,
+            .endpoint = server_->endpoint(),
+            .accessKeyId = Secret("S3RVER"),  // s3rver's built-in account: requests are signed
+            .secretAccessKey = Secret("S3RVER")};
+  }
+
+  static inline cache::S3rver* server_ = nullptr;
+  static inline std::string skip_;
+  static inline std::string error_;
+};
+
+TEST_F(S3DrainerTest, LargeFilesGoInPartsAndARestoreReadsThemBack) {
+  auto writer = makeOriginWriter(s3Source("runs/llama/"), {});
+  ASSERT_TRUE(writer.isOk()) << writer.status();
+  auto drainer = start(std::move(*writer));
+  writeFile(tree() / "step-1" / "__0_0.distcp", randomBytes(kMultipartAbove * 2 + 12345, 1));
+  dcpSave("step-1", 1, 1000, 2);  // __0_0 again, small, and the marker
+  writeFile(tree() / "step-1" / "__1_0.distcp", randomBytes(kMultipartAbove + 1, 3));
+  ASSERT_TRUE(eventually([&] { return drainer->status().files == 3; }));
+  ASSERT_TRUE(drained(*drainer));
+  fs::remove_all(tree() / "step-0");
+  writeFile(tree() / "step-0" / "old", "x");
+  ASSERT_TRUE(eventually([&] { return drainer->status().files == 4; }));
+  ASSERT_TRUE(drained(*drainer));
+  fs::remove_all(tree() / "step-0");
+  ASSERT_TRUE(eventually([&] { return drainer->status().files == 3; }));
+  ASSERT_TRUE(drained(*drainer));
+
+  auto reader = cache::makeOrigin(s3Source("runs/llama/"), {});
+  ASSERT_TRUE(reader.isOk()) << reader.status();
+  const fs::path other = root_ / "other";
+  auto restored = restoreTree(**reader, {other / "tree", other / "record", other / "staging"},
+                              timeout(), [](const RestoreProgress&) {});
+  ASSERT_TRUE(restored.isOk()) << restored.status();
+  EXPECT_EQ(restored->files, 3);
+  EXPECT_EQ(contents(other / "tree"), contents(tree()));
+}
+
+TEST_F(S3DrainerTest, AStoppedMultipartUploadLeavesNothingAtTheOrigin) {
+  auto writer = makeOriginWriter(s3Source("stopped/"), {});
+  ASSERT_TRUE(writer.isOk()) << writer.status();
+  const fs::path file = root_ / "big";
+  writeFile(file, randomBytes(kMultipartAbove * 3, 4));
+  OwnedFd fd(::open(file.c_str(), O_RDONLY));
+  int64_t sent = 0;
+  const Status s = (*writer)->upload("big", fd.get(), kMultipartAbove * 3, [&](int64_t bytes) {
+    sent += bytes;
+    return sent <= kMultipartAbove + (1 << 20);  // stops in the second part
+  });
+  EXPECT_EQ(s.code(), StatusCode::kCancelled);
+  auto reader = cache::makeOrigin(s3Source("stopped/"), {});
+  ASSERT_TRUE(reader.isOk());
+  int listed = 0;
+  ASSERT_TRUE((*reader)->list([&](std::vector<cache::OriginObject>&& batch) {
+    listed += static_cast<int>(batch.size());
+    return Status::ok();
+  }).isOk());
+  EXPECT_EQ(listed, 0);
+}
+
+}  // namespace
+}  // namespace granary::checkpoint

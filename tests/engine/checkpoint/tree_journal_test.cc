@@ -1,0 +1,129 @@
+#include "engine/checkpoint/tree_journal.h"
+
+#include <gtest/gtest.h>
+
+namespace granary::checkpoint {
+namespace {
+
+const WallTime kNow{};
+
+FileIdentity id(uint64_t inode, int64_t size, int64_t modified = 1) {
+  return {.device = 1, .inode = inode, .size = size, .modifiedNanos = modified};
+}
+
+DrainStep upload(const std::string& path, uint64_t seq) {
+  return {DrainStep::Kind::kUpload, path, seq};
+}
+
+// Carries out every step the planner starts until there are none.
+void drainAll(TreeJournal& journal) {
+  for (int round = 0; round < 100; ++round) {
+    const DrainPlan plan = planDrain(journal.observe(0, 4, 0));
+    journal.settle(plan.settled);
+    if (plan.start.empty()) return;
+    for (const DrainStep& step : plan.start) {
+      journal.started(step);
+      journal.finished(step);
+    }
+  }
+  FAIL() << "the drain did not settle";
+}
+
+TEST(TreeJournalTest, AClosedFileIsPendingUntilItsUploadFinishes) {
+  TreeJournal journal;
+  journal.closed("step-1/__0_0.distcp", id(10, 100), kNow);
+  EXPECT_FALSE(journal.drained());
+  const DrainPlan plan = planDrain(journal.observe(0, 4, 0));
+  ASSERT_EQ(plan.start.size(), 1u);
+  EXPECT_EQ(plan.start[0], upload("step-1/__0_0.distcp", 1));
+  journal.started(plan.start[0]);
+  journal.finished(plan.start[0]);
+  EXPECT_TRUE(journal.drained());
+  EXPECT_EQ(journal.record(), (std::vector<OriginEntry>{{"step-1/__0_0.distcp", id(10, 100)}}));
+}
+
+TEST(TreeJournalTest, AFileBeingWrittenIsNotDrained) {
+  TreeJournal journal;
+  journal.writing("model.pt");
+  EXPECT_FALSE(journal.drained());
+  EXPECT_TRUE(planDrain(journal.observe(0, 4, 0)).start.empty());
+  journal.closed("model.pt", id(3, 10), kNow);
+  drainAll(journal);
+  EXPECT_TRUE(journal.drained());
+}
+
+TEST(TreeJournalTest, TheSameFileSeenAgainIsNoNewVersion) {
+  TreeJournal journal;
+  journal.closed("a", id(1, 5), kNow);
+  drainAll(journal);
+  journal.closed("a", id(1, 5), kNow);  // a rescan
+  EXPECT_TRUE(journal.drained());
+  journal.closed("a", id(1, 6, 2), kNow);  // written again
+  EXPECT_FALSE(journal.drained());
+  EXPECT_EQ(journal.identity("a", 2), id(1, 6, 2));
+  EXPECT_EQ(journal.identity("a", 1), std::nullopt);
+}
+
+TEST(TreeJournalTest, ARemovedDirectoryRemovesEveryFileBelowItAtTheOrigin) {
+  TreeJournal journal;
+  journal.closed("checkpoint-1/model.safetensors", id(1, 5), kNow);
+  journal.closed("checkpoint-1/optimizer.pt", id(2, 5), kNow);
+  journal.closed("checkpoint-10/model.safetensors", id(3, 5), kNow);
+  drainAll(journal);
+  journal.removed("checkpoint-1", true);
+  EXPECT_FALSE(journal.drained());
+  const DrainPlan plan = planDrain(journal.observe(0, 4, 0));
+  ASSERT_EQ(plan.start.size(), 2u);
+  EXPECT_EQ(plan.start[0].kind, DrainStep::Kind::kRemove);
+  EXPECT_EQ(plan.start[0].path, "checkpoint-1/model.safetensors");
+  EXPECT_EQ(plan.start[1].path, "checkpoint-1/optimizer.pt");
+  drainAll(journal);
+  EXPECT_TRUE(journal.drained());
+  EXPECT_EQ(journal.record(),
+            (std::vector<OriginEntry>{{"checkpoint-10/model.safetensors", id(3, 5)}}));
+}
+
+TEST(TreeJournalTest, AFileRemovedBeforeItDrainedIsNeitherUploadedNorRemoved) {
+  TreeJournal journal;
+  journal.closed(".metadata.tmp", id(1, 5), kNow);
+  journal.removed(".metadata.tmp", false);  // renamed to .metadata
+  journal.closed(".metadata", id(1, 5), kNow);
+  const DrainPlan plan = planDrain(journal.observe(0, 4, 0));
+  ASSERT_EQ(plan.start.size(), 1u);
+  EXPECT_EQ(plan.start[0].path, ".metadata");
+  EXPECT_EQ(plan.settled.size(), 1u);
+}
+
+TEST(TreeJournalTest, AfterARestartOnlyWhatChangedIsUploadedAndWhatWentIsRemoved) {
+  TreeJournal journal;
+  journal.recordAtOrigin({{"kept", id(1, 5)}, {"changed", id(2, 5)}, {"gone", id(3, 5)}});
+  journal.closed("kept", id(1, 5), kNow);
+  journal.closed("changed", id(2, 7, 9), kNow);
+  journal.closed("new", id(4, 1), kNow);
+  journal.scanDone();
+  DrainPlan plan = planDrain(journal.observe(0, 4, 0));
+  std::vector<std::string> started;
+  for (const DrainStep& s : plan.start) started.push_back(s.path);
+  // The removal found at the restart comes after the files closed before it.
+  EXPECT_EQ(started, (std::vector<std::string>{"changed", "new"}));
+  drainAll(journal);
+  EXPECT_TRUE(journal.drained());
+  EXPECT_EQ(journal.record(), (std::vector<OriginEntry>{{"changed", id(2, 7, 9)},
+                                                        {"kept", id(1, 5)},
+                                                        {"new", id(4, 1)}}));
+}
+
+TEST(TreeJournalTest, AnUploadOfAVersionWrittenAgainSinceLeavesThePathPending) {
+  TreeJournal journal;
+  journal.closed("model.pt", id(1, 5), kNow);
+  journal.started(upload("model.pt", 1));
+  journal.closed("model.pt", id(1, 6, 2), kNow);  // torch.save again, O_TRUNC
+  journal.finished(upload("model.pt", 1));
+  EXPECT_FALSE(journal.drained());
+  const DrainPlan plan = planDrain(journal.observe(0, 4, 0));
+  ASSERT_EQ(plan.start.size(), 1u);
+  EXPECT_EQ(plan.start[0], upload("model.pt", 2));
+}
+
+}  // namespace
+}  // namespace granary::checkpoint
