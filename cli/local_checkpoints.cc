@@ -42,7 +42,7 @@ Status withField(const Status& s) {
 Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
     const LocalCheckpoints& checkpoints, const std::filesystem::path& cacheDirectory, Clock& clock,
     std::stop_token stop, const Say& say) {
-  const cache::SourceSpec source = cache::localSourceSpec(checkpoints.source);
+  const cache::SourceSpec source = cache::localSourceSpec(checkpoints.volume.source);
   cache::OriginSettings settings;
   if (source.uri.starts_with("file:///")) {  // the directory the user named, only that
     const std::filesystem::path directory = source.uri.substr(7);
@@ -66,7 +66,7 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
   if (error) return unavailable("cannot create " + where.tree.string() + ": " + error.message());
   GRANARY_RETURN_IF_ERROR(link(where.tree, checkpoints.localPath));
 
-  const std::string label = "checkpoints " + checkpoints.mountPath;
+  const std::string label = "checkpoints " + checkpoints.volume.mountPath;
   auto lastSaid = clock.monoNow();
   GRANARY_ASSIGN_OR_RETURN(
       const checkpoint::RestoreProgress restored,
@@ -83,12 +83,16 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
       (restored.removedFiles ? ", " + std::to_string(restored.removedFiles) +
                                    " removed (gone from the origin)"
                              : "") +
-      "; at " + checkpoints.localPath.string() + " (" + checkpoints.mountPath + " in the job)");
+      "; at " + checkpoints.localPath.string() + " (" + checkpoints.volume.mountPath + " in the job)");
   GRANARY_ASSIGN_OR_RETURN(
-      auto drainer, checkpoint::Drainer::start({.tree = where.tree, .recordFile = where.recordFile},
-                                               std::move(*writer), clock));
+      auto drainer,
+      checkpoint::Drainer::start(
+          {.tree = where.tree,
+           .recordFile = where.recordFile,
+           .bandwidthBytesPerSecond = checkpoints.volume.bandwidthLimit.value_or(ByteSize{}).bytes},
+          std::move(*writer), clock));
   return std::unique_ptr<LocalCheckpointVolume>(
-      new LocalCheckpointVolume(checkpoints.mountPath, std::move(drainer)));
+      new LocalCheckpointVolume(checkpoints.volume.mountPath, std::move(drainer)));
 }
 
 std::string LocalCheckpointVolume::progressLine() const {

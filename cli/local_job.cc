@@ -235,7 +235,7 @@ Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documen
     GRANARY_ASSIGN_OR_RETURN(std::filesystem::path local,
                              underRunDirectory(options.runDirectory, checkpoints->mountPath,
                                                "spec.checkpoints.mountPath"));
-    plan.checkpoints = LocalCheckpoints{checkpoints->source, checkpoints->mountPath, local};
+    plan.checkpoints = LocalCheckpoints{*checkpoints, local};
     plan.paths.push_back({checkpoints->mountPath, std::move(local)});
   }
   // Longest mount path first, so /data/a/b is mapped before /data/a.

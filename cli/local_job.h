@@ -48,8 +48,7 @@ struct LocalDataset {
 // RUN_DIR/<mountPath>, a link to the tree kept under the cache directory (so that a later run of
 // the job, or of another job with the same uri, finds it), drained to `source`.
 struct LocalCheckpoints {
-  api::Source source;
-  std::string mountPath;            // as the job names it: /ckpt
+  api::CheckpointVolume volume;     // as the job names it: mountPath /ckpt
   std::filesystem::path localPath;  // what the workers are given: RUN_DIR/ckpt
 };
 

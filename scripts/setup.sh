@@ -12,6 +12,7 @@ packages=(
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcivetweb-dev libcli11-dev libpugixml-dev
   python3 python3-jsonschema python3-yaml python3-botocore prometheus
+  python3-torch  # the real PyTorch of the checkpoint example and its end-to-end test
 )
 
 # Node.js runs the second CEL implementation in the CRD tests; use the machine's own when

@@ -37,7 +37,7 @@ fi
 # libraries they link. A longer fuzz run is in docs/development.md.
 clang_targets="granary_common granary_kube granary_scheduler granary_engine_core \
   granary_engine_store granary_engine_origin granary_engine granary_engine_mount \
-  granary_engine_gpu granary_csi granary_cache_node granary_operator granary_local"
+  granary_engine_gpu granary_checkpoint granary_csi granary_cache_node granary_operator granary_local"
 if [[ "${GRANARY_TEST_FUZZ:-1}" != 0 ]]; then clang_targets+=" granary_fuzz"; fi
 CXX=clang++ GRANARY_BUILD_TARGET="$clang_targets" scripts/build.sh build-fuzz -DGRANARY_FUZZ=ON \
   -DGRANARY_WITH_CUDA=OFF -DGRANARY_BUILD_TESTS=OFF

@@ -52,6 +52,10 @@ Status decodeValue(const config::Node& node, CheckpointVolume& out) {
       "mountPath", out.mountPath,
       [](const std::string& p) { return p.size() > 1 && p.front() == '/' && p.size() <= 1024; },
       "an absolute path other than /");
+  f.optional(
+      "bandwidthLimit", out.bandwidthLimit,
+      [](const std::optional<ByteSize>& s) { return s->bytes > 0; },
+      "a rate above zero in bytes per second, such as 200Mi");
   return f.finish();
 }
 

@@ -29,6 +29,9 @@ struct DatasetMount {
 struct CheckpointVolume {
   Source source;
   std::string mountPath;  // absolute, apart from every dataset's mountPath
+  // Uploads' share of the origin per node, in bytes/s, so that dataset reads are not starved;
+  // unset: unlimited.
+  std::optional<ByteSize> bandwidthLimit;
 };
 
 enum class WarmStart { kParallel, kBeforeStart, kNone };

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <condition_variable>
 #include <list>
-#include <mutex>
 #include <thread>
 
 #include "common/log.h"
 #include "common/owned_fd.h"
+#include "common/thread_annotations.h"
 #include "engine/checkpoint/drain_record.h"
 #include "engine/checkpoint/tree_journal.h"
 #include "engine/checkpoint/tree_watch.h"
@@ -45,7 +45,7 @@ class TreeDrainer final : public Drainer {
     if (loop_.joinable()) loop_.join();
     std::list<Step> steps;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       steps.swap(steps_);
     }
     for (Step& s : steps) s.thread.request_stop();
@@ -60,7 +60,7 @@ class TreeDrainer final : public Drainer {
           apply(std::move(events));
         }));
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       journal_.scanDone();
     }
     loop_ = std::jthread([this](std::stop_token stop) { run(stop); });
@@ -68,13 +68,13 @@ class TreeDrainer final : public Drainer {
   }
 
   DrainStatus status() const override {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return statusLocked();
   }
 
   bool waitDrained(std::stop_token stop,
                    const std::function<void(const DrainStatus&)>& progress) override {
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     while (!journal_.drained()) {
       if (stop.stop_requested()) return false;
       if (progress) {
@@ -83,7 +83,7 @@ class TreeDrainer final : public Drainer {
         progress(s);
         lock.lock();
       }
-      changed_.wait_for(lock, stop, std::chrono::seconds(1), [&] { return journal_.drained(); });
+      changed_.wait_for(lock, stop, std::chrono::seconds(1), [&]() GRANARY_REQUIRES(mutex_) { return journal_.drained(); });
     }
     return true;
   }
@@ -96,7 +96,7 @@ class TreeDrainer final : public Drainer {
   };
 
   void apply(std::vector<TreeEvent>&& events) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     const WallTime now = clock_.wallNow();
     for (TreeEvent& e : events) {
       switch (e.kind) {
@@ -113,7 +113,7 @@ class TreeDrainer final : public Drainer {
     changed_.notify_all();
   }
 
-  DrainStatus statusLocked() const {
+  DrainStatus statusLocked() const GRANARY_REQUIRES(mutex_) {
     const DrainObservation o = journal_.observe(0, options_.maxUploads, 0);
     const DrainPlan plan = planDrain(o);
     DrainStatus s = counters_;
@@ -138,18 +138,18 @@ class TreeDrainer final : public Drainer {
   // Plans whenever the tree changed or a step ended, and at least once a second; not before a
   // failed step's backoff has passed.
   void run(std::stop_token stop) {
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     while (!stop.stop_requested()) {
       std::erase_if(steps_, [](const Step& s) { return s.done; });  // joins them
       const auto now = clock_.monoNow();
       if (now >= retryAt_) plan();
       const auto wait = std::max<Clock::Duration>(retryAt_ - now, std::chrono::seconds(1));
-      changed_.wait_for(lock, stop, wait, [&] { return dirty_ && clock_.monoNow() >= retryAt_; });
+      changed_.wait_for(lock, stop, wait, [&]() GRANARY_REQUIRES(mutex_) { return dirty_ && clock_.monoNow() >= retryAt_; });
       dirty_ = false;
     }
   }
 
-  void plan() {
+  void plan() GRANARY_REQUIRES(mutex_) {
     const DrainPlan plan = planDrain(journal_.observe(0, options_.maxUploads, 0));
     journal_.settle(plan.settled);
     for (const DrainStep& stale : plan.abandon)
@@ -165,7 +165,7 @@ class TreeDrainer final : public Drainer {
   void carryOut(Step& s, std::stop_token stop) {
     std::optional<FileIdentity> identity;
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       identity = journal_.identity(s.step.path, s.step.seq);
     }
     Status result;
@@ -191,7 +191,7 @@ class TreeDrainer final : public Drainer {
   }
 
   void finish(Step& s, const Status& result) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (result.isOk()) {
       journal_.finished(s.step);
       if (s.step.kind == DrainStep::Kind::kUpload) {
@@ -226,15 +226,16 @@ class TreeDrainer final : public Drainer {
   cache::BandwidthLimiter limiter_;
   const Logger log_{"checkpoints"};
 
-  mutable std::mutex mutex_;
-  TreeJournal journal_;
-  std::list<Step> steps_;  // a list: each step's thread holds a reference to its entry
-  DrainStatus counters_;
-  Clock::MonoTime retryAt_{};
-  std::chrono::seconds backoff_ = kFirstBackoff;
+  mutable Mutex mutex_;
+  TreeJournal journal_ GRANARY_GUARDED_BY(mutex_);
+  // A list: each step's thread holds a reference to its entry.
+  std::list<Step> steps_ GRANARY_GUARDED_BY(mutex_);
+  DrainStatus counters_ GRANARY_GUARDED_BY(mutex_);
+  Clock::MonoTime retryAt_ GRANARY_GUARDED_BY(mutex_){};
+  std::chrono::seconds backoff_ GRANARY_GUARDED_BY(mutex_) = kFirstBackoff;
 
   std::condition_variable_any changed_;  // the tree changed, or a step ended
-  bool dirty_ = false;                   // since the last plan
+  bool dirty_ GRANARY_GUARDED_BY(mutex_) = false;  // since the last plan
   std::unique_ptr<TreeWatch> watch_;
   std::jthread loop_;
 };

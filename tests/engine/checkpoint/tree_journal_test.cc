@@ -52,6 +52,18 @@ TEST(TreeJournalTest, AFileBeingWrittenIsNotDrained) {
   EXPECT_TRUE(journal.drained());
 }
 
+// A temporary file renamed away before its close was seen (DCP's .metadata.tmp, found by the scan
+// of a new directory as .metadata already) leaves nothing being written.
+TEST(TreeJournalTest, AFileSeenWrittenThenGoneBeforeItsCloseIsNotWrittenAnyMore) {
+  TreeJournal journal;
+  journal.closed("step-1/.metadata", id(10, 100), kNow);
+  journal.writing("step-1/.metadata.tmp");
+  journal.removed("step-1/.metadata.tmp", false);
+  drainAll(journal);
+  EXPECT_TRUE(journal.drained());
+  EXPECT_TRUE(journal.observe(0, 4, 0).writing.empty());
+}
+
 TEST(TreeJournalTest, TheSameFileSeenAgainIsNoNewVersion) {
   TreeJournal journal;
   journal.closed("a", id(1, 5), kNow);

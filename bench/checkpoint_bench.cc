@@ -1,0 +1,304 @@
+// A job's checkpoints through granary's checkpoint volume, each figure beside its baseline
+// measured in the same run:
+//   save      W writers, each writing F MiB (4 MiB writes, then fsync) into the volume's tree
+//             while its drain runs (to a file:// origin at --drain-mib-per-s), against the same
+//             bytes written to a plain directory of the same file system with nothing watching;
+//             rounds alternate which goes first. Target: volume throughput / direct >= 0.9.
+//   restore   a new machine resuming from the origin (restoreTree into an empty tree), and the
+//             same machine again (its tree already whole), against reading the same files
+//             directly (every byte, from the page cache dropped where /proc/sys/vm/drop_caches
+//             is writable).
+//   drain     DCP-style saves (a file a writer, then .metadata renamed into place; the newest
+//             two kept) every --save-every-s seconds into a drain limited to --drain-mib-per-s,
+//             below the rate the saves are written at; the upload lag sampled throughout, and the
+//             origin's listing polled every 20 ms: a .metadata seen before every file it names
+//             is whole there counts as a marker early (must be 0).
+// Usage: checkpoint_bench [--rounds N] [--writers W] [--mib F] [--drain-mib-per-s R]
+//                         [--saves N] [--save-every-s S] [--dir D]
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "common/flags.h"
+#include "common/owned_fd.h"
+#include "engine/checkpoint/drainer.h"
+#include "engine/checkpoint/restore.h"
+#include "engine/origin/make_origin.h"
+#include "tests/support/scratch_tree.h"
+
+namespace granary::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Steady = std::chrono::steady_clock;
+constexpr int64_t kMiB = 1 << 20;
+constexpr size_t kWrite = 4 << 20;
+
+struct Args {
+  int rounds = 3;
+  int writers = 2;
+  int mib = 1024;
+  int drainMibPerSecond = 100;
+  int saves = 8;
+  double saveEverySeconds = 2;
+  int saveMib = 64;
+  std::string dir = "/var/tmp/granary-checkpoint-bench";
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "checkpoint_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+double seconds(Steady::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Writes `bytes` of pseudo-random data to `path` in 4 MiB writes and fsyncs it.
+void writeFile(const fs::path& path, int64_t bytes, uint32_t seed) {
+  static const std::string block = [] {
+    std::mt19937 random(7);
+    std::string b(kWrite, '\0');
+    for (char& c : b) c = static_cast<char>(random());
+    return b;
+  }();
+  fs::create_directories(path.parent_path());
+  OwnedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) die("cannot create " + path.string());
+  std::string piece = block;
+  for (int64_t done = 0; done < bytes;) {
+    piece[0] = static_cast<char>(seed + done / kWrite);  // no two pieces alike
+    const size_t n = static_cast<size_t>(std::min<int64_t>(kWrite, bytes - done));
+    if (::write(fd.get(), piece.data(), n) != static_cast<ssize_t>(n))
+      die("cannot write " + path.string());
+    done += static_cast<int64_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) die("cannot fsync " + path.string());
+}
+
+// W writers at once, each its own file under `directory`; the seconds it took.
+double saveAll(const fs::path& directory, const Args& args, uint32_t seed) {
+  const auto start = Steady::now();
+  std::vector<std::jthread> writers;
+  for (int w = 0; w < args.writers; ++w)
+    writers.emplace_back([&, w] {
+      writeFile(directory / ("__" + std::to_string(w) + "_0.distcp"), args.mib * kMiB,
+                seed + static_cast<uint32_t>(w));
+    });
+  writers.clear();
+  return seconds(Steady::now() - start);
+}
+
+void dropCaches() {
+  ::sync();
+  std::ofstream("/proc/sys/vm/drop_caches") << "3";
+}
+
+// Reads every byte of every file below `root`; the seconds it took.
+double readAll(const fs::path& root) {
+  const auto start = Steady::now();
+  std::vector<char> buffer(kWrite);
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file()) continue;
+    OwnedFd fd(::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC));
+    while (fd && ::read(fd.get(), buffer.data(), buffer.size()) > 0) {
+    }
+  }
+  return seconds(Steady::now() - start);
+}
+
+struct Volume {
+  fs::path tree, record, origin;
+  std::unique_ptr<checkpoint::Drainer> drainer;
+};
+
+cache::SourceSpec sourceOf(const fs::path& origin) { return {.uri = "file://" + origin.string()}; }
+
+Volume startVolume(const fs::path& home, const Args& args) {
+  Volume v{home / "tree", home / "record", home / "origin", nullptr};
+  fs::create_directories(v.tree);
+  fs::create_directories(v.origin);
+  auto writer = checkpoint::makeOriginWriter(sourceOf(v.origin), {.fileOriginRoots = {home}});
+  if (!writer.isOk()) die(writer.status().toString());
+  auto drainer = checkpoint::Drainer::start(
+      {.tree = v.tree,
+       .recordFile = v.record,
+       .bandwidthBytesPerSecond = args.drainMibPerSecond * kMiB},
+      std::move(*writer), realClock());
+  if (!drainer.isOk()) die(drainer.status().toString());
+  v.drainer = std::move(*drainer);
+  return v;
+}
+
+bool drained(checkpoint::Drainer& drainer) {
+  return drainer.waitDrained(std::stop_token{}, nullptr);
+}
+
+void benchSave(const Args& args) {
+  std::printf("save: %d writers x %d MiB, 4 MiB writes + fsync; drain to a file:// origin at %d "
+              "MiB/s beside it\n",
+              args.writers, args.mib, args.drainMibPerSecond);
+  std::vector<double> ratios;
+  for (int round = 0; round < args.rounds; ++round) {
+    const fs::path home = fs::path(args.dir) / "save";
+    testing::removeTree(home);
+    Volume volume = startVolume(home, args);
+    const fs::path direct = home / "direct";
+    double throughVolume = 0, plain = 0;
+    for (int turn = 0; turn < 2; ++turn) {
+      if ((turn + round) % 2 == 0)
+        throughVolume = saveAll(volume.tree / "step-1", args, 1);
+      else
+        plain = saveAll(direct / "step-1", args, 1);
+    }
+    const double total = static_cast<double>(args.writers) * args.mib;
+    ratios.push_back(plain / throughVolume);
+    std::printf("  round %d: through the volume %.2f s (%.0f MiB/s), directly %.2f s (%.0f MiB/s): "
+                "ratio %.2f\n",
+                round + 1, throughVolume, total / throughVolume, plain, total / plain,
+                ratios.back());
+    volume.drainer.reset();
+    testing::removeTree(home);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  std::printf("save: volume / direct throughput, median of %d rounds: %.2f (target >= 0.9)\n\n",
+              args.rounds, ratios[ratios.size() / 2]);
+}
+
+void benchRestore(const Args& args) {
+  const fs::path home = fs::path(args.dir) / "restore";
+  testing::removeTree(home);
+  Volume volume = startVolume(home, args);
+  saveAll(volume.tree / "step-1", args, 3);
+  const auto drainStart = Steady::now();
+  if (!drained(*volume.drainer)) die("the drain did not end");
+  std::printf("restore: %d files x %d MiB drained to the origin in %.1f s (limit %d MiB/s)\n",
+              args.writers, args.mib, seconds(Steady::now() - drainStart), args.drainMibPerSecond);
+  volume.drainer.reset();
+
+  auto origin = cache::makeOrigin(sourceOf(volume.origin), {.fileOriginRoots = {home}});
+  if (!origin.isOk()) die(origin.status().toString());
+  const auto restore = [&](const fs::path& machine) {
+    fs::create_directories(machine / "tree");
+    const auto start = Steady::now();
+    auto restored = checkpoint::restoreTree(
+        **origin,
+        {.tree = machine / "tree", .recordFile = machine / "record", .staging = machine / "staging"},
+        std::stop_token{}, nullptr);
+    if (!restored.isOk()) die(restored.status().toString());
+    return std::pair(seconds(Steady::now() - start), *restored);
+  };
+  const auto [elsewhere, fromOrigin] = restore(home / "machine-2");
+  dropCaches();
+  const double read = readAll(volume.origin);
+  const auto [again, kept] = restore(home / "machine-2");
+  std::printf("  new machine, from the origin: %.2f s for %" PRId64 " files (%.0f MiB); reading "
+              "them directly: %.2f s; ratio %.2f\n",
+              elsewhere, fromOrigin.files, static_cast<double>(fromOrigin.bytes) / kMiB, read,
+              elsewhere / read);
+  std::printf("  same machine again: %.3f s (%" PRId64 " files kept, %" PRId64
+              " read); ratio to reading directly %.3f\n\n",
+              again, kept.localFiles, kept.files, again / read);
+  testing::removeTree(home);
+}
+
+// Every .metadata at the origin names whole files: those of its directory, each as large as
+// written.
+int earlyMarkers(const fs::path& origin, const Args& args) {
+  int early = 0;
+  std::error_code error;
+  for (fs::directory_iterator step(origin, error), end; !error && step != end;
+       step.increment(error)) {
+    if (!fs::exists(step->path() / ".metadata")) continue;
+    for (int w = 0; w < args.writers; ++w) {
+      std::error_code e;
+      const auto size =
+          fs::file_size(step->path() / ("__" + std::to_string(w) + "_0.distcp"), e);
+      if (e || static_cast<int64_t>(size) != args.saveMib * kMiB) ++early;
+    }
+  }
+  return early;
+}
+
+void benchDrain(const Args& args) {
+  const fs::path home = fs::path(args.dir) / "drain";
+  testing::removeTree(home);
+  Volume volume = startVolume(home, args);
+  std::atomic<int> listings = 0, early = 0;
+  std::jthread poller([&](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      early += earlyMarkers(volume.origin, args);
+      ++listings;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  double maxLag = 0, writeSeconds = 0;
+  const auto start = Steady::now();
+  for (int save = 1; save <= args.saves; ++save) {
+    const auto saveStart = Steady::now();
+    const fs::path step = volume.tree / ("step-" + std::to_string(save));
+    Args one = args;
+    one.mib = args.saveMib;
+    writeSeconds += saveAll(step, one, static_cast<uint32_t>(save) * 100);
+    std::ofstream(step / ".metadata.tmp") << "step " << save << "\n";
+    fs::rename(step / ".metadata.tmp", step / ".metadata");
+    if (save > 2) fs::remove_all(volume.tree / ("step-" + std::to_string(save - 2)));
+    while (seconds(Steady::now() - saveStart) < args.saveEverySeconds) {
+      maxLag = std::max(maxLag, volume.drainer->status().lag.count());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const auto s = volume.drainer->status();
+    std::printf("  after save %d: lag %.1f s, %" PRId64 " files (%.0f MiB) waiting, %" PRId64
+                " removals\n",
+                save, s.lag.count(), s.pendingFiles, static_cast<double>(s.pendingBytes) / kMiB,
+                s.pendingRemovals);
+  }
+  const double savesTook = seconds(Steady::now() - start);
+  if (!drained(*volume.drainer)) die("the drain did not end");
+  const double drainedAt = seconds(Steady::now() - start);
+  poller.request_stop();
+  poller.join();
+  const double written = static_cast<double>(args.saves) * args.writers * args.saveMib;
+  std::printf("drain: %d saves of %d x %d MiB written at %.0f MiB/s, one every %.1f s (%.0f MiB/s "
+              "on average), drained at <= %d MiB/s\n",
+              args.saves, args.writers, args.saveMib, written / writeSeconds,
+              args.saveEverySeconds, written / savesTook, args.drainMibPerSecond);
+  std::printf("  upload lag: max %.1f s; drained %.1f s after the last save; one save takes %.1f s "
+              "at the limit\n",
+              maxLag, drainedAt - savesTook,
+              args.writers * args.saveMib / static_cast<double>(args.drainMibPerSecond));
+  std::printf("  origin listings polled: %d; markers before the files they name: %d (must be 0)\n",
+              listings.load(), early.load());
+  testing::removeTree(home);
+}
+
+}  // namespace
+}  // namespace granary::bench
+
+int main(int argc, char** argv) {
+  granary::bench::Args args;
+  CLI::App app("granary's checkpoint volume against writing and reading the disk directly");
+  app.add_option("--rounds", args.rounds, "rounds of the save figure")->check(CLI::Range(1, 100));
+  app.add_option("--writers", args.writers, "writers at once")->check(CLI::Range(1, 64));
+  app.add_option("--mib", args.mib, "MiB each writer saves")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--drain-mib-per-s", args.drainMibPerSecond, "the drain's bandwidth limit")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--saves", args.saves, "saves of the drain figure")->check(CLI::Range(1, 1000));
+  app.add_option("--save-every-s", args.saveEverySeconds, "seconds between saves")
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--save-mib", args.saveMib, "MiB a writer saves in the drain figure")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--dir", args.dir, "scratch directory (on the disk to measure)");
+  if (auto exit = granary::parseCommandLine(app, argc, argv)) return *exit;
+  granary::bench::benchSave(args);
+  granary::bench::benchRestore(args);
+  granary::bench::benchDrain(args);
+  return 0;
+}
