@@ -78,8 +78,10 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
             formatByteSize(ByteSize{p.totalBytes}) + " from " + source.uri);
       }));
   say(label + ": " + std::to_string(restored.localFiles) + " files on this machine, " +
-      std::to_string(restored.files) + " (" + formatByteSize(ByteSize{restored.bytes}) +
-      ") restored from " + source.uri +
+      (restored.files ? std::to_string(restored.files) + " (" +
+                            formatByteSize(ByteSize{restored.bytes}) + ") restored from "
+                      : "nothing to restore from ") +
+      source.uri +
       (restored.removedFiles ? ", " + std::to_string(restored.removedFiles) +
                                    " removed (gone from the origin)"
                              : "") +

@@ -184,6 +184,7 @@ std::vector<CheckpointCopies> checkpointsOf(const DrainObservation& o) {
   std::map<std::string, CheckpointCopies, std::less<>> byName;
   for (const TreeFile& file : o.closed) {
     const std::string_view name = topLevel(file.path);
+    if (name == file.path && isCompletionMarker(name)) continue;  // `latest` names one
     auto [it, added] = byName.try_emplace(std::string(name));
     CheckpointCopies& c = it->second;
     if (added) c = {.name = std::string(name), .onPeer = true, .atOrigin = true};

@@ -93,8 +93,8 @@ DrainPlan planDrain(const DrainObservation& observation);
 // first. Never one that is not.
 std::vector<std::string> evictable(const DrainObservation& observation);
 
-// One checkpoint of the tree (a top-level directory, or a top-level file) and where all of its
-// files' current versions are.
+// One checkpoint of the tree (a top-level directory, or a top-level file other than a marker
+// such as `latest`, which names one) and where all of its files' current versions are.
 struct CheckpointCopies {
   std::string name;
   int64_t files = 0;

@@ -24,7 +24,7 @@ constexpr std::chrono::seconds kMaxBackoff{30};
 
 std::optional<FileIdentity> identityOfFd(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return std::nullopt;
+  if (::fstat(fd, &st) != 0 || st.st_nlink == 0) return std::nullopt;  // or removed
   return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
                       static_cast<int64_t>(st.st_size),
                       static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
@@ -174,20 +174,26 @@ class TreeDrainer final : public Drainer {
     } else if (!identity) {
       result = cancelled("no longer in the tree");
     } else {
-      result = upload(s.step.path, *identity, stop);
+      result = upload(s.step, *identity, stop);
     }
     finish(s, result);
   }
 
-  Status upload(const std::string& path, const FileIdentity& identity, std::stop_token stop) {
-    const std::filesystem::path file = options_.tree / path;
+  // Reads the version the step names: the file at its path, with the identity the journal has
+  // for it, and gives up as soon as either changes (written again, renamed away, removed).
+  Status upload(const DrainStep& step, const FileIdentity& identity, std::stop_token stop) {
+    const std::filesystem::path file = options_.tree / step.path;
     OwnedFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    const auto unchanged = [&] { return fd && identityOfFd(fd.get()) == identity; };
-    if (!unchanged()) return cancelled(path + " changed before its upload");
+    const auto unchanged = [&] {
+      if (!fd || identityOfFd(fd.get()) != identity) return false;
+      MutexLock lock(mutex_);
+      return journal_.identity(step.path, step.seq).has_value();
+    };
+    if (!unchanged()) return cancelled(step.path + " changed before its upload");
     const auto pace = [&](int64_t bytes) {
       return limiter_.acquire(bytes, stop) && !stop.stop_requested() && unchanged();
     };
-    return origin_->upload(path, fd.get(), identity.size, pace);
+    return origin_->upload(step.path, fd.get(), identity.size, pace);
   }
 
   void finish(Step& s, const Status& result) {

@@ -59,9 +59,12 @@ void TreeJournal::finished(const DrainStep& step) {
   ended(step);
   switch (step.kind) {
     case DrainStep::Kind::kUpload: {
+      // The origin holds this version even when the tree has moved on since (the path removed
+      // or written again): the removal, or the newer version's upload, follows it there. The
+      // identity of a version the tree no longer holds is unknown: one that matches no file.
       const auto file = files_.find(step.path);
-      if (file == files_.end() || file->second.file.seq != step.seq) return;  // gone since
-      origin_[step.path] = AtOrigin{step.seq, file->second.identity};
+      const bool current = file != files_.end() && file->second.file.seq == step.seq;
+      origin_[step.path] = AtOrigin{step.seq, current ? file->second.identity : FileIdentity{}};
       return;
     }
     case DrainStep::Kind::kRemove:

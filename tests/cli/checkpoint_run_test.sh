@@ -107,14 +107,14 @@ job resumed "file://$root/origin-a/" "" \
   > "$root/resumed.yaml"
 run resumed node-2
 [[ $code == 0 ]] || fail "the resumed run exits 0"
-grep -q "checkpoints /ckpt: 0 files on this machine, 7 (.*) restored from file://" \
+grep -q "checkpoints /ckpt: 0 files on this machine, 9 (.*) restored from file://" \
   "$root/resumed.out" || fail "the restore says what it read"
 grep -q "resumed-worker-1 | rank 1 sees all" "$root/resumed.out" || fail "rank 1 sees every file"
 
 # 3. Bad input: a uri granary cannot write to.
 job bad "http://example.invalid/ckpt/" "" "true" > "$root/bad.yaml"
 run bad node-1
-[[ $code == 1 ]] && grep -q "spec.checkpoints.*uri: checkpoints go to s3:// or file:// uris" \
+[[ $code == 1 ]] && grep -q "bad.yaml:12: spec.checkpoints.uri: expected an s3:// or file:// URI" \
   "$root/bad.out" || fail "a uri that cannot take checkpoints is named"
 
 # 4. A real PyTorch job: the last rank fails at step 25; the gang restarts from step 20's

@@ -64,6 +64,26 @@ TEST(TreeJournalTest, AFileSeenWrittenThenGoneBeforeItsCloseIsNotWrittenAnyMore)
   EXPECT_TRUE(journal.observe(0, 4, 0).writing.empty());
 }
 
+// latest.tmp renamed to latest while its upload was under way: the upload that ended anyway is
+// removed at the origin again.
+TEST(TreeJournalTest, AnUploadThatEndedAfterItsFileWasRenamedAwayIsRemovedAtTheOrigin) {
+  TreeJournal journal;
+  journal.closed("latest.tmp", id(10, 10), kNow);
+  const DrainPlan plan = planDrain(journal.observe(0, 4, 0));
+  ASSERT_EQ(plan.start, std::vector{upload("latest.tmp", 1)});
+  journal.started(plan.start[0]);
+  journal.removed("latest.tmp", false);
+  journal.closed("latest", id(10, 10), kNow);
+  journal.finished(plan.start[0]);
+  const DrainPlan next = planDrain(journal.observe(0, 4, 0));
+  EXPECT_EQ(next.start, (std::vector{DrainStep{DrainStep::Kind::kRemove, "latest.tmp", 2},
+                                     upload("latest", 3)}));
+  drainAll(journal);
+  EXPECT_TRUE(journal.drained());
+  ASSERT_EQ(journal.record().size(), 1u);
+  EXPECT_EQ(journal.record()[0].path, "latest");
+}
+
 TEST(TreeJournalTest, TheSameFileSeenAgainIsNoNewVersion) {
   TreeJournal journal;
   journal.closed("a", id(1, 5), kNow);
