@@ -98,6 +98,26 @@ TEST_F(LocalJobTest, WorkersGetTheOperatorsEnvironmentAndTheirMountsMapped) {
   EXPECT_EQ(env.at("DATA"), "/run/granary/data/coco");
 }
 
+// The checkpoint volume's mountPath maps under the run directory like a dataset's, the longer
+// path first where one is below the other's parent.
+TEST_F(LocalJobTest, TheCheckpointVolumeIsMappedUnderTheRunDirectory) {
+  const std::string trainer = R"yaml(        - name: trainer
+          image: pytorch
+          command: [python, train.py, --data=/data/coco, --save=/data/ckpt/run-1]
+)yaml";
+  auto planned = plan(kDataset + job("  gpusPerWorker: 0\n  checkpoints: {uri: \"file:///srv/ckpt/\", "
+                                     "mountPath: /data/ckpt, bandwidthLimit: 64Mi}\n",
+                                     trainer));
+  ASSERT_TRUE(planned.isOk()) << planned.status();
+  ASSERT_TRUE(planned->checkpoints.has_value());
+  EXPECT_EQ(planned->checkpoints->localPath, "/run/granary/data/ckpt");
+  EXPECT_EQ(planned->checkpoints->volume.source.uri, "file:///srv/ckpt/");
+  EXPECT_EQ(planned->checkpoints->volume.bandwidthLimit, ByteSize{64 << 20});
+  EXPECT_EQ(planned->workers[0].argv,
+            (std::vector<std::string>{"python", "train.py", "--data=/run/granary/data/coco",
+                                      "--save=/run/granary/data/ckpt/run-1"}));
+}
+
 TEST_F(LocalJobTest, GpusAreSplitByGpusPerWorkerOrRefused) {
   auto planned = plan(kDataset + job("  gpusPerWorker: 2\n", kTrainer), {.gpuCount = 4});
   ASSERT_TRUE(planned.isOk()) << planned.status();

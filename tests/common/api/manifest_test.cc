@@ -94,6 +94,44 @@ spec:
   EXPECT_FALSE(isPathInsideDataset("a/.."));
 }
 
+// spec.checkpoints: an s3:// or file:// uri, a mountPath of its own, an upload rate above zero;
+// each error names its field and what it takes.
+TEST(Manifest, CheckpointsNameAWritableUriAndAPathOfTheirOwn) {
+  auto good = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: TrainingJob
+metadata: {name: llama}
+spec:
+  datasets: [{name: tokens, mountPath: /data}]
+  checkpoints: {uri: "s3://runs/llama/", secretRef: {name: creds}, mountPath: /ckpt,
+                bandwidthLimit: 200Mi}
+  template: {spec: {containers: [{name: trainer}]}}
+)");
+  ASSERT_TRUE(good.isOk()) << good.status();
+  const auto& checkpoints = std::get<TrainingJob>(*good).spec.checkpoints;
+  ASSERT_TRUE(checkpoints.has_value());
+  EXPECT_EQ(checkpoints->source.uri, "s3://runs/llama/");
+  EXPECT_EQ(checkpoints->mountPath, "/ckpt");
+  EXPECT_EQ(checkpoints->bandwidthLimit, ByteSize{200 << 20});
+
+  auto bad = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: TrainingJob
+metadata: {name: llama}
+spec:
+  datasets: [{name: tokens, mountPath: /data}]
+  checkpoints: {uri: "https://example.com/ckpt/", mountPath: /data/ckpt, bandwidthLimit: "0"}
+  template: {spec: {containers: [{name: trainer}]}}
+)");
+  ASSERT_FALSE(bad.isOk());
+  const std::string message = bad.status().message();
+  for (const char* expected :
+       {"spec.checkpoints.uri: expected an s3:// or file:// URI: checkpoints are written to it",
+        "spec.checkpoints.bandwidthLimit: expected a rate above zero",
+        "spec.checkpoints.mountPath: /data/ckpt"})
+    EXPECT_NE(message.find(expected), std::string::npos) << expected << " in " << message;
+}
+
 // Workers are always a gang: the field that claimed otherwise is gone, and naming it says so.
 TEST(Manifest, SchedulingHasNoGangSwitch) {
   auto object = decodeText(R"(
