@@ -126,10 +126,26 @@ spec:
   ASSERT_FALSE(bad.isOk());
   const std::string message = bad.status().message();
   for (const char* expected :
-       {"spec.checkpoints.uri: expected an s3:// or file:// URI: checkpoints are written to it",
-        "spec.checkpoints.bandwidthLimit: expected a rate above zero",
-        "spec.checkpoints.mountPath: /data/ckpt"})
+       {"test.yaml:7: spec.checkpoints.uri: expected an s3:// or file:// URI: checkpoints are "
+        "written to it",
+        "test.yaml:7: spec.checkpoints.bandwidthLimit: expected a rate above zero"})
     EXPECT_NE(message.find(expected), std::string::npos) << expected << " in " << message;
+
+  auto nested = decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: TrainingJob
+metadata: {name: llama}
+spec:
+  datasets: [{name: tokens, mountPath: /data}]
+  checkpoints: {uri: "file:///srv/ckpt/", mountPath: /data/ckpt}
+  template: {spec: {containers: [{name: trainer}]}}
+)");
+  ASSERT_FALSE(nested.isOk());
+  EXPECT_NE(nested.status().message().find(
+                "spec.checkpoints.mountPath: /data/ckpt overlaps dataset tokens's mountPath /data; "
+                "give the checkpoints a path of their own"),
+            std::string::npos)
+      << nested.status().message();
 }
 
 // Workers are always a gang: the field that claimed otherwise is gone, and naming it says so.
