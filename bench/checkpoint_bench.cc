@@ -127,11 +127,11 @@ Volume startVolume(const fs::path& home, const Args& args) {
   fs::create_directories(v.origin);
   auto writer = checkpoint::makeOriginWriter(sourceOf(v.origin), {.fileOriginRoots = {home}});
   if (!writer.isOk()) die(writer.status().toString());
-  auto drainer = checkpoint::Drainer::start(
-      {.tree = v.tree,
-       .recordFile = v.record,
-       .bandwidthBytesPerSecond = args.drainMibPerSecond * kMiB},
-      std::move(*writer), realClock());
+  auto drainer =
+      checkpoint::Drainer::start({.tree = v.tree,
+                                  .recordFile = v.record,
+                                  .bandwidthBytesPerSecond = args.drainMibPerSecond * kMiB},
+                                 std::move(*writer), realClock());
   if (!drainer.isOk()) die(drainer.status().toString());
   v.drainer = std::move(*drainer);
   return v;
@@ -142,9 +142,10 @@ bool drained(checkpoint::Drainer& drainer) {
 }
 
 void benchSave(const Args& args) {
-  std::printf("save: %d writers x %d MiB, 4 MiB writes + fsync; drain to a file:// origin at %d "
-              "MiB/s beside it\n",
-              args.writers, args.mib, args.drainMibPerSecond);
+  std::printf(
+      "save: %d writers x %d MiB, 4 MiB writes + fsync; drain to a file:// origin at %d "
+      "MiB/s beside it\n",
+      args.writers, args.mib, args.drainMibPerSecond);
   std::vector<double> ratios;
   for (int round = 0; round < args.rounds; ++round) {
     const fs::path home = fs::path(args.dir) / "save";
@@ -160,10 +161,10 @@ void benchSave(const Args& args) {
     }
     const double total = static_cast<double>(args.writers) * args.mib;
     ratios.push_back(plain / throughVolume);
-    std::printf("  round %d: through the volume %.2f s (%.0f MiB/s), directly %.2f s (%.0f MiB/s): "
-                "ratio %.2f\n",
-                round + 1, throughVolume, total / throughVolume, plain, total / plain,
-                ratios.back());
+    std::printf(
+        "  round %d: through the volume %.2f s (%.0f MiB/s), directly %.2f s (%.0f MiB/s): "
+        "ratio %.2f\n",
+        round + 1, throughVolume, total / throughVolume, plain, total / plain, ratios.back());
     volume.drainer.reset();
     testing::removeTree(home);
   }
@@ -188,10 +189,11 @@ void benchRestore(const Args& args) {
   const auto restore = [&](const fs::path& machine) {
     fs::create_directories(machine / "tree");
     const auto start = Steady::now();
-    auto restored = checkpoint::restoreTree(
-        **origin,
-        {.tree = machine / "tree", .recordFile = machine / "record", .staging = machine / "staging"},
-        std::stop_token{}, nullptr);
+    auto restored = checkpoint::restoreTree(**origin,
+                                            {.tree = machine / "tree",
+                                             .recordFile = machine / "record",
+                                             .staging = machine / "staging"},
+                                            std::stop_token{}, nullptr);
     if (!restored.isOk()) die(restored.status().toString());
     return std::pair(seconds(Steady::now() - start), *restored);
   };
@@ -199,7 +201,8 @@ void benchRestore(const Args& args) {
   dropCaches();
   const double read = readAll(volume.origin);
   const auto [again, kept] = restore(home / "machine-2");
-  std::printf("  new machine, from the origin: %.2f s for %" PRId64 " files (%.0f MiB); reading "
+  std::printf("  new machine, from the origin: %.2f s for %" PRId64
+              " files (%.0f MiB); reading "
               "them directly: %.2f s; ratio %.2f\n",
               elsewhere, fromOrigin.files, static_cast<double>(fromOrigin.bytes) / kMiB, read,
               elsewhere / read);
@@ -219,8 +222,7 @@ int earlyMarkers(const fs::path& origin, const Args& args) {
     if (!fs::exists(step->path() / ".metadata")) continue;
     for (int w = 0; w < args.writers; ++w) {
       std::error_code e;
-      const auto size =
-          fs::file_size(step->path() / ("__" + std::to_string(w) + "_0.distcp"), e);
+      const auto size = fs::file_size(step->path() / ("__" + std::to_string(w) + "_0.distcp"), e);
       if (e || static_cast<int64_t>(size) != args.saveMib * kMiB) ++early;
     }
   }
@@ -266,14 +268,16 @@ void benchDrain(const Args& args) {
   poller.request_stop();
   poller.join();
   const double written = static_cast<double>(args.saves) * args.writers * args.saveMib;
-  std::printf("drain: %d saves of %d x %d MiB written at %.0f MiB/s, one every %.1f s (%.0f MiB/s "
-              "on average), drained at <= %d MiB/s\n",
-              args.saves, args.writers, args.saveMib, written / writeSeconds,
-              args.saveEverySeconds, written / savesTook, args.drainMibPerSecond);
-  std::printf("  upload lag: max %.1f s; drained %.1f s after the last save; one save takes %.1f s "
-              "at the limit\n",
-              maxLag, drainedAt - savesTook,
-              args.writers * args.saveMib / static_cast<double>(args.drainMibPerSecond));
+  std::printf(
+      "drain: %d saves of %d x %d MiB written at %.0f MiB/s, one every %.1f s (%.0f MiB/s "
+      "on average), drained at <= %d MiB/s\n",
+      args.saves, args.writers, args.saveMib, written / writeSeconds, args.saveEverySeconds,
+      written / savesTook, args.drainMibPerSecond);
+  std::printf(
+      "  upload lag: max %.1f s; drained %.1f s after the last save; one save takes %.1f s "
+      "at the limit\n",
+      maxLag, drainedAt - savesTook,
+      args.writers * args.saveMib / static_cast<double>(args.drainMibPerSecond));
   std::printf("  origin listings polled: %d; markers before the files they name: %d (must be 0)\n",
               listings.load(), early.load());
   testing::removeTree(home);

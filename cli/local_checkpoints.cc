@@ -82,10 +82,11 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
                             formatByteSize(ByteSize{restored.bytes}) + ") restored from "
                       : "nothing to restore from ") +
       source.uri +
-      (restored.removedFiles ? ", " + std::to_string(restored.removedFiles) +
-                                   " removed (gone from the origin)"
-                             : "") +
-      "; at " + checkpoints.localPath.string() + " (" + checkpoints.volume.mountPath + " in the job)");
+      (restored.removedFiles
+           ? ", " + std::to_string(restored.removedFiles) + " removed (gone from the origin)"
+           : "") +
+      "; at " + checkpoints.localPath.string() + " (" + checkpoints.volume.mountPath +
+      " in the job)");
   GRANARY_ASSIGN_OR_RETURN(
       auto drainer,
       checkpoint::Drainer::start(
@@ -103,8 +104,9 @@ std::string LocalCheckpointVolume::progressLine() const {
 
 bool LocalCheckpointVolume::drain(std::stop_token stop, const Say& say) {
   return drainer_->waitDrained(stop, [&](const checkpoint::DrainStatus& s) {
-    say(checkpointLine(mountPath_, s) + " (draining before the run ends; Ctrl-C leaves the rest "
-                                        "for the next run)");
+    say(checkpointLine(mountPath_, s) +
+        " (draining before the run ends; Ctrl-C leaves the rest "
+        "for the next run)");
   });
 }
 

@@ -77,8 +77,8 @@ struct LocalPlan {
 };
 
 // InvalidArgument naming the field and the fix: no or several TrainingJobs (without a job
-// name), a dataset the manifests do not define, a mount path with "..", a container without a command, an env var
-// from a Secret or a field reference, more GPUs than the machine has.
+// name), a dataset the manifests do not define, a mount path with "..", a container without a
+// command, an env var from a Secret or a field reference, more GPUs than the machine has.
 Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documents,
                                const LocalRunOptions& options);
 

@@ -485,7 +485,7 @@ class LocalRun {
   std::vector<std::string> refreshes_;  // what each one's refresh found, for the view ("" none)
   std::vector<bool> retired_;           // whether its older versions are purged
   std::vector<std::unique_ptr<DatasetFilesystem>> mounts_;  // after the engine: unmounted first
-  std::unique_ptr<LocalCheckpointVolume> checkpoints_;     // null when the job names none
+  std::unique_ptr<LocalCheckpointVolume> checkpoints_;      // null when the job names none
   std::vector<WorkerRecord> workers_;
   Mutex linesMutex_;
   // From the gang's output thread.

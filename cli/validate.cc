@@ -53,11 +53,11 @@ void describe(const api::TrainingJob& job) {
               std::string(api::warmStartName(job.spec.warmPolicy)).c_str());
   std::printf("               datasets: %s\n", datasets.empty() ? "none" : datasets.c_str());
   if (const auto& c = job.spec.checkpoints)
-    std::printf("               checkpoints: %s at %s, uploads %s (granaryctl run only: the "
-                "cluster's CRD does not take spec.checkpoints yet)\n",
-                c->source.uri.c_str(), c->mountPath.c_str(),
-                c->bandwidthLimit ? (formatByteSize(*c->bandwidthLimit) + "/s").c_str()
-                                  : "unlimited");
+    std::printf(
+        "               checkpoints: %s at %s, uploads %s (granaryctl run only: the "
+        "cluster's CRD does not take spec.checkpoints yet)\n",
+        c->source.uri.c_str(), c->mountPath.c_str(),
+        c->bandwidthLimit ? (formatByteSize(*c->bandwidthLimit) + "/s").c_str() : "unlimited");
 }
 
 void describe(const api::OtherObject& other) {

@@ -150,8 +150,8 @@ Status decodeValue(const config::Node& node, TrainingJobSpec& out) {
     };
     for (const auto& d : out.datasets)
       if (nested(path, d.mountPath) || nested(d.mountPath, path))
-        f.fail(invalidArgument(checkpoints->where() + ".mountPath: " + path +
-                               " overlaps dataset " + d.name + "'s mountPath " + d.mountPath +
+        f.fail(invalidArgument(checkpoints->where() + ".mountPath: " + path + " overlaps dataset " +
+                               d.name + "'s mountPath " + d.mountPath +
                                "; give the checkpoints a path of their own, e.g. /checkpoints"));
   }
   if (out.warmPolicy == WarmStart::kBeforeStart && out.datasets.empty()) {

@@ -17,9 +17,12 @@ namespace {
 std::string lineOf(const OriginEntry& e) {
   std::string path;
   for (const char c : e.path) {
-    if (c == '\\') path += "\\\\";
-    else if (c == '\n') path += "\\n";
-    else path += c;
+    if (c == '\\')
+      path += "\\\\";
+    else if (c == '\n')
+      path += "\\n";
+    else
+      path += c;
   }
   const FileIdentity& id = e.identity;
   return std::to_string(id.device) + " " + std::to_string(id.inode) + " " +
@@ -29,7 +32,8 @@ std::string lineOf(const OriginEntry& e) {
 bool parseLine(const std::string& line, OriginEntry& e) {
   std::istringstream in(line);
   FileIdentity& id = e.identity;
-  if (!(in >> id.device >> id.inode >> id.size >> id.modifiedNanos) || in.get() != ' ') return false;
+  if (!(in >> id.device >> id.inode >> id.size >> id.modifiedNanos) || in.get() != ' ')
+    return false;
   std::string rest;
   std::getline(in, rest);
   e.path.clear();

@@ -83,7 +83,8 @@ class TreeDrainer final : public Drainer {
         progress(s);
         lock.lock();
       }
-      changed_.wait_for(lock, stop, std::chrono::seconds(1), [&]() GRANARY_REQUIRES(mutex_) { return journal_.drained(); });
+      changed_.wait_for(lock, stop, std::chrono::seconds(1),
+                        [&]() GRANARY_REQUIRES(mutex_) { return journal_.drained(); });
     }
     return true;
   }
@@ -100,9 +101,15 @@ class TreeDrainer final : public Drainer {
     const WallTime now = clock_.wallNow();
     for (TreeEvent& e : events) {
       switch (e.kind) {
-        case TreeEvent::Kind::kWriting: journal_.writing(e.path); break;
-        case TreeEvent::Kind::kClosed: journal_.closed(e.path, e.identity, now); break;
-        case TreeEvent::Kind::kRemoved: journal_.removed(e.path, e.directory); break;
+        case TreeEvent::Kind::kWriting:
+          journal_.writing(e.path);
+          break;
+        case TreeEvent::Kind::kClosed:
+          journal_.closed(e.path, e.identity, now);
+          break;
+        case TreeEvent::Kind::kRemoved:
+          journal_.removed(e.path, e.directory);
+          break;
         case TreeEvent::Kind::kRescanned:
           for (const TreeFile& f : journal_.observe(0, 0, 0).closed)
             if (!e.all.contains(f.path)) journal_.removed(f.path, false);
@@ -128,8 +135,9 @@ class TreeDrainer final : public Drainer {
     s.writing = static_cast<int64_t>(o.writing.size());
     s.heldMarkers = plan.heldMarkers;
     if (plan.oldestPending)
-      s.lag = std::max(std::chrono::duration<double>(0),
-                       std::chrono::duration<double>(clock_.wallNow() - plan.oldestPending->closedAt));
+      s.lag =
+          std::max(std::chrono::duration<double>(0),
+                   std::chrono::duration<double>(clock_.wallNow() - plan.oldestPending->closedAt));
     s.checkpoints = checkpointsOf(o);
     s.drained = journal_.drained();
     return s;
@@ -144,7 +152,9 @@ class TreeDrainer final : public Drainer {
       const auto now = clock_.monoNow();
       if (now >= retryAt_) plan();
       const auto wait = std::max<Clock::Duration>(retryAt_ - now, std::chrono::seconds(1));
-      changed_.wait_for(lock, stop, wait, [&]() GRANARY_REQUIRES(mutex_) { return dirty_ && clock_.monoNow() >= retryAt_; });
+      changed_.wait_for(lock, stop, wait, [&]() GRANARY_REQUIRES(mutex_) {
+        return dirty_ && clock_.monoNow() >= retryAt_;
+      });
       dirty_ = false;
     }
   }
@@ -201,7 +211,8 @@ class TreeDrainer final : public Drainer {
     if (result.isOk()) {
       journal_.finished(s.step);
       if (s.step.kind == DrainStep::Kind::kUpload) {
-        counters_.uploadedBytes += journal_.identity(s.step.path, s.step.seq).value_or(FileIdentity{}).size;
+        counters_.uploadedBytes +=
+            journal_.identity(s.step.path, s.step.seq).value_or(FileIdentity{}).size;
         ++counters_.uploadedFiles;
       } else {
         ++counters_.removedFiles;
@@ -215,8 +226,8 @@ class TreeDrainer final : public Drainer {
       if (result.code() != StatusCode::kCancelled) {
         ++counters_.failedSteps;
         counters_.lastError = result.message();
-        log_.warn("checkpoint drain step failed; trying again", {{"error", result},
-                                                                  {"after", backoff_}});
+        log_.warn("checkpoint drain step failed; trying again",
+                  {{"error", result}, {"after", backoff_}});
         retryAt_ = clock_.monoNow() + backoff_;
         backoff_ = std::min(kMaxBackoff, backoff_ * 2);
       }
@@ -240,7 +251,7 @@ class TreeDrainer final : public Drainer {
   Clock::MonoTime retryAt_ GRANARY_GUARDED_BY(mutex_){};
   std::chrono::seconds backoff_ GRANARY_GUARDED_BY(mutex_) = kFirstBackoff;
 
-  std::condition_variable_any changed_;  // the tree changed, or a step ended
+  std::condition_variable_any changed_;            // the tree changed, or a step ended
   bool dirty_ GRANARY_GUARDED_BY(mutex_) = false;  // since the last plan
   std::unique_ptr<TreeWatch> watch_;
   std::jthread loop_;

@@ -29,19 +29,19 @@
 namespace granary::checkpoint {
 
 struct DrainerOptions {
-  std::filesystem::path tree;        // the volume's directory, as the workers write it
-  std::filesystem::path recordFile;  // the drain's record, outside the tree
-  int maxUploads = 4;                // uploads and removals at the origin at once
+  std::filesystem::path tree;           // the volume's directory, as the workers write it
+  std::filesystem::path recordFile;     // the drain's record, outside the tree
+  int maxUploads = 4;                   // uploads and removals at the origin at once
   int64_t bandwidthBytesPerSecond = 0;  // uploads' share of the origin; 0 unlimited
 };
 
 struct DrainStatus {
-  int64_t files = 0;           // closed files in the tree
-  int64_t pendingFiles = 0;    // closed, not at the origin
+  int64_t files = 0;         // closed files in the tree
+  int64_t pendingFiles = 0;  // closed, not at the origin
   int64_t pendingBytes = 0;
   int64_t pendingRemovals = 0;
-  int64_t writing = 0;         // files open for writing
-  int heldMarkers = 0;         // completion markers waiting for the files they name
+  int64_t writing = 0;  // files open for writing
+  int heldMarkers = 0;  // completion markers waiting for the files they name
   // The upload lag: how long the oldest closed file not at the origin has waited (0 when none).
   std::chrono::duration<double> lag{0};
   int64_t uploadedBytes = 0;  // since start
@@ -50,15 +50,14 @@ struct DrainStatus {
   int64_t failedSteps = 0;
   std::string lastError;  // the last step that failed, "" once one succeeds after it
   std::vector<CheckpointCopies> checkpoints;  // newest first
-  bool drained = false;  // nothing pending, nothing being written
+  bool drained = false;                       // nothing pending, nothing being written
 };
 
 class Drainer {
  public:
   // Reads the record, watches the tree (reporting what it holds now), and starts draining.
   static Result<std::unique_ptr<Drainer>> start(DrainerOptions options,
-                                                std::unique_ptr<OriginWriter> origin,
-                                                Clock& clock);
+                                                std::unique_ptr<OriginWriter> origin, Clock& clock);
   virtual ~Drainer() = default;  // stops the steps under way; the record keeps what was done
 
   virtual DrainStatus status() const = 0;

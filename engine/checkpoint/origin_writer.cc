@@ -80,8 +80,10 @@ class FileOriginWriter final : public OriginWriter {
     std::vector<OwnedFd> chain;  // the directories from the root down to the file's
     chain.emplace_back(::dup(root_.get()));
     for (const std::string& part : parts) {
-      OwnedFd next(::openat(chain.back().get(), part.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!next) return errno == ENOENT ? Status::ok() : errnoStatus("cannot remove " + uri_ + path);
+      OwnedFd next(
+          ::openat(chain.back().get(), part.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!next)
+        return errno == ENOENT ? Status::ok() : errnoStatus("cannot remove " + uri_ + path);
       chain.push_back(std::move(next));
     }
     if (::unlinkat(chain.back().get(), name.c_str(), 0) != 0 && errno != ENOENT)
@@ -106,7 +108,8 @@ class FileOriginWriter final : public OriginWriter {
       if (!pace(want)) return cancelled("upload of " + what + " stopped");
       const ssize_t n = ::pread(in, buffer.data(), static_cast<size_t>(want), at);
       if (n < 0) return errnoStatus("cannot read the local copy of " + what);
-      if (n == 0) return failedPrecondition("the local copy of " + what + " shrank while uploading");
+      if (n == 0)
+        return failedPrecondition("the local copy of " + what + " shrank while uploading");
       for (ssize_t done = 0; done < n;) {
         const ssize_t w = ::write(out, buffer.data() + done, static_cast<size_t>(n - done));
         if (w < 0) return errnoStatus("cannot write " + what);

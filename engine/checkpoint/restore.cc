@@ -52,7 +52,8 @@ Status fetch(cache::Origin& origin, const cache::OriginObject& object,
   const std::filesystem::path target = options.tree / object.path;
   std::error_code error;
   std::filesystem::create_directories(target.parent_path(), error);
-  if (error) return unavailable("cannot create " + target.parent_path().string() + ": " + error.message());
+  if (error)
+    return unavailable("cannot create " + target.parent_path().string() + ": " + error.message());
   std::filesystem::rename(staged, target, error);
   if (error) return unavailable("cannot place " + target.string() + ": " + error.message());
   return Status::ok();
@@ -115,7 +116,8 @@ Result<RestoreProgress> restoreTree(cache::Origin& origin, const RestoreOptions&
 
   std::error_code error;
   std::filesystem::create_directories(options.staging, error);
-  if (error) return unavailable("cannot create " + options.staging.string() + ": " + error.message());
+  if (error)
+    return unavailable("cannot create " + options.staging.string() + ": " + error.message());
   Status result;
   for (size_t i = 0; i < wanted.size() && result.isOk(); ++i) {
     const cache::OriginObject& o = *wanted[i];

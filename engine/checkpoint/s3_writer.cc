@@ -35,8 +35,10 @@ class S3Writer final : public OriginWriter {
         break;
       }
       auto etag = store_->putPart(path, id, static_cast<int>(etags.size()) + 1, *body);
-      if (etag.isOk()) etags.push_back(std::move(*etag));
-      else s = etag.status();
+      if (etag.isOk())
+        etags.push_back(std::move(*etag));
+      else
+        s = etag.status();
     }
     if (s.isOk() && !pace(0)) s = cancelled("upload of " + path + " stopped");
     if (s.isOk()) s = store_->completeMultipart(path, id, etags);
@@ -61,7 +63,8 @@ class S3Writer final : public OriginWriter {
       const ssize_t n = ::pread(fd, body.data() + done, static_cast<size_t>(want), offset + done);
       if (n < 0)
         return unavailable("cannot read the local copy of " + path + ": " + std::strerror(errno));
-      if (n == 0) return failedPrecondition("the local copy of " + path + " shrank while uploading");
+      if (n == 0)
+        return failedPrecondition("the local copy of " + path + " shrank while uploading");
       done += n;
     }
     return body;

@@ -48,9 +48,8 @@ void TreeJournal::removed(const std::string& path, bool directory) {
     removals_.push_back({p, ++seq_});
   }
   // A file seen being written may be gone before its close was seen (renamed away at once).
-  std::erase_if(writing_, [&](const std::string& p) {
-    return p == path || (directory && isBelow(p, path));
-  });
+  std::erase_if(writing_,
+                [&](const std::string& p) { return p == path || (directory && isBelow(p, path)); });
 }
 
 void TreeJournal::started(const DrainStep& step) { underway_.push_back(step); }

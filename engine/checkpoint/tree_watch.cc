@@ -25,9 +25,9 @@ std::string joined(const std::string& directory, std::string_view name) {
 }
 
 bool isBelowOrAt(const std::string& path, const std::string& directory) {
-  return path == directory || (path.size() > directory.size() &&
-                               path.compare(0, directory.size(), directory) == 0 &&
-                               path[directory.size()] == '/');
+  return path == directory ||
+         (path.size() > directory.size() && path.compare(0, directory.size(), directory) == 0 &&
+          path[directory.size()] == '/');
 }
 
 class InotifyTreeWatch final : public TreeWatch {
@@ -108,7 +108,8 @@ class InotifyTreeWatch final : public TreeWatch {
 
   void handle(const inotify_event& e, std::vector<TreeEvent>& events) {
     const auto dir = directories_.find(e.wd);
-    if (dir == directories_.end() || e.len == 0) return;  // the watch was removed, or the dir itself
+    if (dir == directories_.end() || e.len == 0)
+      return;  // the watch was removed, or the dir itself
     const std::string path = joined(dir->second, e.name);
     const bool isDirectory = (e.mask & IN_ISDIR) != 0;
     if (e.mask & (IN_MOVED_FROM | IN_DELETE)) {
@@ -172,9 +173,9 @@ std::optional<FileIdentity> identityOf(const std::filesystem::path& path) {
 Result<std::unique_ptr<TreeWatch>> TreeWatch::start(const std::filesystem::path& root, Sink sink) {
   OwnedFd inotify(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!inotify)
-    return unavailable(std::string("cannot watch checkpoints: inotify_init1: ") +
-                       std::strerror(errno) +
-                       (errno == EMFILE ? " (raise the node's fs.inotify.max_user_instances)" : ""));
+    return unavailable(
+        std::string("cannot watch checkpoints: inotify_init1: ") + std::strerror(errno) +
+        (errno == EMFILE ? " (raise the node's fs.inotify.max_user_instances)" : ""));
   OwnedFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) return unavailable(std::string("eventfd: ") + std::strerror(errno));
   auto watch = std::make_unique<InotifyTreeWatch>(root, std::move(sink), std::move(inotify),

@@ -50,8 +50,9 @@ CurlTransfer::~CurlTransfer() {
 }
 
 Result<HttpResponse> CurlTransfer::send(const HttpRequest& request) {
-  const std::string method =
-      !request.method.empty() ? request.method : request.head ? "HEAD" : "GET";
+  const std::string method = !request.method.empty() ? request.method
+                             : request.head          ? "HEAD"
+                                                     : "GET";
   const std::string what = method + " " + request.url;
   Backoff backoff({.initial = options_.retryDelay, .max = std::chrono::milliseconds(5000)});
   Status last;

@@ -105,9 +105,10 @@ TEST_F(LocalJobTest, TheCheckpointVolumeIsMappedUnderTheRunDirectory) {
           image: pytorch
           command: [python, train.py, --data=/data/coco, --save=/data/ckpt/run-1]
 )yaml";
-  auto planned = plan(kDataset + job("  gpusPerWorker: 0\n  checkpoints: {uri: \"file:///srv/ckpt/\", "
-                                     "mountPath: /data/ckpt, bandwidthLimit: 64Mi}\n",
-                                     trainer));
+  auto planned =
+      plan(kDataset + job("  gpusPerWorker: 0\n  checkpoints: {uri: \"file:///srv/ckpt/\", "
+                          "mountPath: /data/ckpt, bandwidthLimit: 64Mi}\n",
+                          trainer));
   ASSERT_TRUE(planned.isOk()) << planned.status();
   ASSERT_TRUE(planned->checkpoints.has_value());
   EXPECT_EQ(planned->checkpoints->localPath, "/run/granary/data/ckpt");

@@ -171,7 +171,10 @@ TEST(DrainPlanTest, EvictsOnlyWhatIsAtTheOriginOldestFirst) {
 
 TEST(DrainPlanTest, NamesEachCheckpointAndWhereAllOfItIs) {
   DrainObservation o;
-  o.closed = {{"step-1/a", 1, 10}, {"step-1/b", 2, 20}, {"step-2/a", 3, 30}, {"model.pt", 4, 5},
+  o.closed = {{"step-1/a", 1, 10},
+              {"step-1/b", 2, 20},
+              {"step-2/a", 3, 30},
+              {"model.pt", 4, 5},
               {"latest", 5, 7}};  // a tracker file names a checkpoint; it is none itself
   o.origin = {{"step-1/a", 1}, {"step-1/b", 2}};
   o.peers = {{"step-1/a", {1, 1}}, {"step-1/b", {2, 1}}, {"step-2/a", {3, 1}}};

@@ -2,8 +2,8 @@
 // the origin ends up with is compared with what was written.
 #include "engine/checkpoint/drainer.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -106,8 +106,7 @@ class DrainerTest : public ::testing::Test {
     return std::move(*writer);
   }
 
-  std::unique_ptr<Drainer> start(std::unique_ptr<OriginWriter> writer,
-                                 int64_t bandwidth = 0) {
+  std::unique_ptr<Drainer> start(std::unique_ptr<OriginWriter> writer, int64_t bandwidth = 0) {
     auto drainer = Drainer::start(
         {.tree = tree(), .recordFile = record(), .bandwidthBytesPerSecond = bandwidth},
         std::move(writer), realClock());
@@ -201,8 +200,8 @@ TEST_F(DrainerTest, AnOriginThatIsDownDelaysTheDrainAndLosesNothing) {
 TEST_F(DrainerTest, AFileWrittenAgainDuringItsUploadReachesTheOriginAsItEnds) {
   auto drainer = start(fileWriter(), 2 << 20);  // 2 MiB/s: the first upload takes 4 s
   writeFile(tree() / "model.pt", randomBytes(8 << 20, 1));
-  ASSERT_TRUE(eventually([&] { return drainer->status().uploadedBytes == 0 &&
-                                      drainer->status().files == 1; }));
+  ASSERT_TRUE(eventually(
+      [&] { return drainer->status().uploadedBytes == 0 && drainer->status().files == 1; }));
   writeFile(tree() / "model.pt", randomBytes(1 << 20, 2));  // torch.save again: O_TRUNC
   ASSERT_TRUE(eventually([&] {
     const DrainStatus s = drainer->status();
@@ -225,9 +224,8 @@ TEST_F(DrainerTest, ARestoreBringsTheOriginsFilesAndKeepsNewerLocalOnes) {
   writeFile(other / "tree" / "step-3" / "__0_0.distcp", "new");
   auto reader = cache::makeOrigin(source(), settings());
   ASSERT_TRUE(reader.isOk()) << reader.status();
-  const RestoreOptions where{.tree = other / "tree",
-                             .recordFile = other / "record",
-                             .staging = other / "staging"};
+  const RestoreOptions where{
+      .tree = other / "tree", .recordFile = other / "record", .staging = other / "staging"};
   auto restored = restoreTree(**reader, where, timeout(), [](const RestoreProgress&) {});
   ASSERT_TRUE(restored.isOk()) << restored.status();
   EXPECT_EQ(restored->files, 8);
@@ -287,8 +285,10 @@ class S3DrainerTest : public DrainerTest {
  protected:
   static void SetUpTestSuite() {
     auto server = cache::S3rver::start(kSourceDir, skip_);
-    if (server.isOk()) server_ = std::move(*server).release();
-    else if (skip_.empty()) error_ = server.status().toString();
+    if (server.isOk())
+      server_ = std::move(*server).release();
+    else if (skip_.empty())
+      error_ = server.status().toString();
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -353,10 +353,12 @@ TEST_F(S3DrainerTest, AStoppedMultipartUploadLeavesNothingAtTheOrigin) {
   auto reader = cache::makeOrigin(s3Source("stopped/"), {});
   ASSERT_TRUE(reader.isOk());
   int listed = 0;
-  ASSERT_TRUE((*reader)->list([&](std::vector<cache::OriginObject>&& batch) {
-    listed += static_cast<int>(batch.size());
-    return Status::ok();
-  }).isOk());
+  ASSERT_TRUE((*reader)
+                  ->list([&](std::vector<cache::OriginObject>&& batch) {
+                    listed += static_cast<int>(batch.size());
+                    return Status::ok();
+                  })
+                  .isOk());
   EXPECT_EQ(listed, 0);
 }
 

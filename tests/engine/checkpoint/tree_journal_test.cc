@@ -140,9 +140,9 @@ TEST(TreeJournalTest, AfterARestartOnlyWhatChangedIsUploadedAndWhatWentIsRemoved
   EXPECT_EQ(started, (std::vector<std::string>{"changed", "new"}));
   drainAll(journal);
   EXPECT_TRUE(journal.drained());
-  EXPECT_EQ(journal.record(), (std::vector<OriginEntry>{{"changed", id(2, 7, 9)},
-                                                        {"kept", id(1, 5)},
-                                                        {"new", id(4, 1)}}));
+  EXPECT_EQ(
+      journal.record(),
+      (std::vector<OriginEntry>{{"changed", id(2, 7, 9)}, {"kept", id(1, 5)}, {"new", id(4, 1)}}));
 }
 
 TEST(TreeJournalTest, AnUploadOfAVersionWrittenAgainSinceLeavesThePathPending) {
