@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -99,6 +100,25 @@ double saveAll(const fs::path& directory, const Args& args, uint32_t seed) {
 void dropCaches() {
   ::sync();
   std::ofstream("/proc/sys/vm/drop_caches") << "3";
+}
+
+// Copies every file below `from` to `to` (read, write, fsync), one at a time; the seconds it
+// took.
+double copyAll(const fs::path& from, const fs::path& to) {
+  const auto start = Steady::now();
+  std::vector<char> buffer(kWrite);
+  for (const auto& entry : fs::recursive_directory_iterator(from)) {
+    if (!entry.is_regular_file()) continue;
+    const fs::path target = to / entry.path().lexically_relative(from);
+    fs::create_directories(target.parent_path());
+    OwnedFd in(::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC));
+    OwnedFd out(::open(target.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!in || !out) die("cannot copy " + entry.path().string());
+    for (ssize_t n; (n = ::read(in.get(), buffer.data(), buffer.size())) > 0;)
+      if (::write(out.get(), buffer.data(), static_cast<size_t>(n)) != n) die("cannot copy");
+    if (::fsync(out.get()) != 0) die("cannot fsync " + target.string());
+  }
+  return seconds(Steady::now() - start);
 }
 
 // Reads every byte of every file below `root`; the seconds it took.
@@ -197,15 +217,19 @@ void benchRestore(const Args& args) {
     if (!restored.isOk()) die(restored.status().toString());
     return std::pair(seconds(Steady::now() - start), *restored);
   };
+  dropCaches();
   const auto [elsewhere, fromOrigin] = restore(home / "machine-2");
+  dropCaches();
+  const double copied = copyAll(volume.origin, home / "copied");
   dropCaches();
   const double read = readAll(volume.origin);
   const auto [again, kept] = restore(home / "machine-2");
   std::printf("  new machine, from the origin: %.2f s for %" PRId64
-              " files (%.0f MiB); reading "
-              "them directly: %.2f s; ratio %.2f\n",
-              elsewhere, fromOrigin.files, static_cast<double>(fromOrigin.bytes) / kMiB, read,
-              elsewhere / read);
+              " files (%.0f MiB); copying "
+              "them directly (read, write, fsync): %.2f s, ratio %.2f; reading them: %.2f s, "
+              "ratio %.2f\n",
+              elsewhere, fromOrigin.files, static_cast<double>(fromOrigin.bytes) / kMiB, copied,
+              elsewhere / copied, read, elsewhere / read);
   std::printf("  same machine again: %.3f s (%" PRId64 " files kept, %" PRId64
               " read); ratio to reading directly %.3f\n\n",
               again, kept.localFiles, kept.files, again / read);
@@ -214,17 +238,23 @@ void benchRestore(const Args& args) {
 
 // Every .metadata at the origin names whole files: those of its directory, each as large as
 // written.
-int earlyMarkers(const fs::path& origin, const Args& args) {
+int earlyMarkers(const fs::path& origin, const Args& args, std::set<std::string>& complete) {
   int early = 0;
   std::error_code error;
   for (fs::directory_iterator step(origin, error), end; !error && step != end;
        step.increment(error)) {
     if (!fs::exists(step->path() / ".metadata")) continue;
+    int whole = 0;
     for (int w = 0; w < args.writers; ++w) {
       std::error_code e;
       const auto size = fs::file_size(step->path() / ("__" + std::to_string(w) + "_0.distcp"), e);
-      if (e || static_cast<int64_t>(size) != args.saveMib * kMiB) ++early;
+      if (e || static_cast<int64_t>(size) != args.saveMib * kMiB) {
+        ++early;
+      } else {
+        ++whole;
+      }
     }
+    if (whole == args.writers) complete.insert(step->path().filename().string());
   }
   return early;
 }
@@ -234,9 +264,10 @@ void benchDrain(const Args& args) {
   testing::removeTree(home);
   Volume volume = startVolume(home, args);
   std::atomic<int> listings = 0, early = 0;
+  std::set<std::string> complete;  // the poller's
   std::jthread poller([&](std::stop_token stop) {
     while (!stop.stop_requested()) {
-      early += earlyMarkers(volume.origin, args);
+      early += earlyMarkers(volume.origin, args, complete);
       ++listings;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -278,8 +309,12 @@ void benchDrain(const Args& args) {
       "at the limit\n",
       maxLag, drainedAt - savesTook,
       args.writers * args.saveMib / static_cast<double>(args.drainMibPerSecond));
-  std::printf("  origin listings polled: %d; markers before the files they name: %d (must be 0)\n",
-              listings.load(), early.load());
+  std::printf(
+      "  origin listings polled: %d; markers before the files they name: %d (must be 0); "
+      "checkpoints seen whole at the origin: %zu of %d (the rest rotated away before "
+      "they drained)\n",
+      listings.load(), early.load(), complete.size(), args.saves);
+  volume.drainer.reset();
   testing::removeTree(home);
 }
 
@@ -287,6 +322,7 @@ void benchDrain(const Args& args) {
 }  // namespace granary::bench
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is measured
   granary::bench::Args args;
   CLI::App app("granary's checkpoint volume against writing and reading the disk directly");
   app.add_option("--rounds", args.rounds, "rounds of the save figure")->check(CLI::Range(1, 100));

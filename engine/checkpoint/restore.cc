@@ -4,11 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "common/owned_fd.h"
+#include "common/thread_annotations.h"
 #include "engine/checkpoint/drain_plan.h"
 #include "engine/checkpoint/drain_record.h"
 #include "engine/checkpoint/origin_writer.h"
@@ -28,11 +31,11 @@ Status writeAll(int fd, const std::string& bytes, const std::string& what) {
   return Status::ok();
 }
 
-// Reads `object` whole into `staged`, then renames it to its place in the tree.
+// Reads `object` whole into `staged`, then renames it to its place in the tree. `arrived` is
+// told of each piece.
 Status fetch(cache::Origin& origin, const cache::OriginObject& object,
              const RestoreOptions& options, const std::filesystem::path& staged,
-             std::stop_token stop, RestoreProgress& progress,
-             const std::function<void(const RestoreProgress&)>& report) {
+             std::stop_token stop, const std::function<void(int64_t)>& arrived) {
   OwnedFd out(::open(staged.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!out) return unavailable("cannot create " + staged.string() + ": " + std::strerror(errno));
   for (int64_t at = 0; at < object.size;) {
@@ -44,8 +47,7 @@ Status fetch(cache::Origin& origin, const cache::OriginObject& object,
       return failedPrecondition(object.path + " at the origin is shorter than listed");
     GRANARY_RETURN_IF_ERROR(writeAll(out.get(), piece, staged.string()));
     at += static_cast<int64_t>(piece.size());
-    progress.bytes += static_cast<int64_t>(piece.size());
-    report(progress);
+    arrived(static_cast<int64_t>(piece.size()));
   }
   if (::fsync(out.get()) != 0)
     return unavailable("cannot sync " + staged.string() + ": " + std::strerror(errno));
@@ -58,6 +60,68 @@ Status fetch(cache::Origin& origin, const cache::OriginObject& object,
   if (error) return unavailable("cannot place " + target.string() + ": " + error.message());
   return Status::ok();
 }
+
+// Fetches objects [begin, end) of `wanted`, a few at a time, into the tree, entering each in
+// `record`; the first failure ends it (the fetches under way finish).
+class Fetches {
+ public:
+  Fetches(cache::Origin& origin, const RestoreOptions& options, std::stop_token stop,
+          RestoreProgress& progress, std::map<std::string, FileIdentity>& record,
+          const std::function<void(const RestoreProgress&)>& report)
+      : origin_(origin),
+        options_(options),
+        stop_(std::move(stop)),
+        progress_(progress),
+        record_(record),
+        report_(report) {}
+
+  Status run(const std::vector<const cache::OriginObject*>& wanted, size_t begin, size_t end) {
+    std::atomic<size_t> next = begin;
+    {
+      std::vector<std::jthread> fetchers;
+      const size_t count = std::min(end - begin, kFetchesAtOnce);
+      for (size_t k = 0; k < count; ++k)
+        fetchers.emplace_back([&] {
+          for (size_t at = next++; at < end && failed().isOk(); at = next++)
+            fetchOne(*wanted[at], at);
+        });
+    }
+    return failed();
+  }
+
+ private:
+  static constexpr size_t kFetchesAtOnce = 4;
+
+  void fetchOne(const cache::OriginObject& o, size_t index) {
+    const Status s = fetch(origin_, o, options_, options_.staging / std::to_string(index), stop_,
+                           [&](int64_t bytes) {
+                             MutexLock lock(mutex_);
+                             progress_.bytes += bytes;
+                             report_(progress_);
+                           });
+    MutexLock lock(mutex_);
+    if (!s.isOk()) {
+      if (failed_.isOk()) failed_ = s;
+      return;
+    }
+    ++progress_.files;
+    if (const auto placed = identityOf(options_.tree / o.path)) record_[o.path] = *placed;
+  }
+
+  Status failed() {
+    MutexLock lock(mutex_);
+    return failed_;
+  }
+
+  cache::Origin& origin_;
+  const RestoreOptions& options_;
+  const std::stop_token stop_;
+  Mutex mutex_;
+  RestoreProgress& progress_ GRANARY_GUARDED_BY(mutex_);
+  std::map<std::string, FileIdentity>& record_ GRANARY_GUARDED_BY(mutex_);
+  const std::function<void(const RestoreProgress&)>& report_;
+  Status failed_ GRANARY_GUARDED_BY(mutex_);
+};
 
 // What the origin holds, markers last (each group in key order).
 Result<std::vector<cache::OriginObject>> originFiles(cache::Origin& origin) {
@@ -77,7 +141,9 @@ Result<std::vector<cache::OriginObject>> originFiles(cache::Origin& origin) {
 
 Result<RestoreProgress> restoreTree(cache::Origin& origin, const RestoreOptions& options,
                                     std::stop_token stop,
-                                    const std::function<void(const RestoreProgress&)>& report) {
+                                    const std::function<void(const RestoreProgress&)>& progressed) {
+  const std::function<void(const RestoreProgress&)> report =
+      progressed ? progressed : [](const RestoreProgress&) {};
   GRANARY_ASSIGN_OR_RETURN(const std::vector<OriginEntry> recorded,
                            readDrainRecord(options.recordFile));
   std::map<std::string, FileIdentity> record;
@@ -118,15 +184,14 @@ Result<RestoreProgress> restoreTree(cache::Origin& origin, const RestoreOptions&
   std::filesystem::create_directories(options.staging, error);
   if (error)
     return unavailable("cannot create " + options.staging.string() + ": " + error.message());
-  Status result;
-  for (size_t i = 0; i < wanted.size() && result.isOk(); ++i) {
-    const cache::OriginObject& o = *wanted[i];
-    result = fetch(origin, o, options, options.staging / std::to_string(i), stop, progress, report);
-    if (result.isOk()) {
-      ++progress.files;
-      if (const auto placed = identityOf(options.tree / o.path)) record[o.path] = *placed;
-    }
-  }
+  // The files, then the markers once every file is in place.
+  const size_t markers = static_cast<size_t>(
+      std::find_if(wanted.begin(), wanted.end(),
+                   [](const cache::OriginObject* o) { return isCompletionMarker(o->path); }) -
+      wanted.begin());
+  Fetches fetches(origin, options, stop, progress, record, report);
+  Status result = fetches.run(wanted, 0, markers);
+  if (result.isOk()) result = fetches.run(wanted, markers, wanted.size());
   std::vector<OriginEntry> entries;
   for (const auto& [path, identity] : record) entries.push_back({path, identity});
   GRANARY_RETURN_IF_ERROR(writeDrainRecord(options.recordFile, entries));

@@ -33,7 +33,8 @@ struct RestoreOptions {
   std::filesystem::path staging;     // a directory on the tree's file system, outside it
 };
 
-// Cancelled when `stop` ended it (what was restored stays, and is in the record).
+// Cancelled when `stop` ended it (what was restored stays, and is in the record). `progress`
+// (may be empty) is called as each piece arrives.
 Result<RestoreProgress> restoreTree(cache::Origin& origin, const RestoreOptions& options,
                                     std::stop_token stop,
                                     const std::function<void(const RestoreProgress&)>& progress);
