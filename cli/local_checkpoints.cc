@@ -77,15 +77,15 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
             " files, " + formatByteSize(ByteSize{p.bytes}) + "/" +
             formatByteSize(ByteSize{p.totalBytes}) + " from " + source.uri);
       }));
-  say(label + ": " + std::to_string(restored.localFiles) + " files on this machine, " +
-      (restored.files ? std::to_string(restored.files) + " (" +
-                            formatByteSize(ByteSize{restored.bytes}) + ") restored from "
-                      : "nothing to restore from ") +
-      source.uri +
-      (restored.removedFiles
-           ? ", " + std::to_string(restored.removedFiles) + " removed (gone from the origin)"
-           : "") +
-      "; at " + checkpoints.localPath.string() + " (" + checkpoints.volume.mountPath +
+  std::string said = label + ": ";
+  said += restored.files ? std::to_string(restored.files) + " files (" +
+                               formatByteSize(ByteSize{restored.bytes}) + ") restored from "
+                         : "nothing to restore from ";
+  said += source.uri;
+  if (restored.localFiles) said += ", " + std::to_string(restored.localFiles) + " already here";
+  if (restored.removedFiles)
+    said += ", " + std::to_string(restored.removedFiles) + " removed (gone from the origin)";
+  say(said + "; at " + checkpoints.localPath.string() + " (" + checkpoints.volume.mountPath +
       " in the job)");
   GRANARY_ASSIGN_OR_RETURN(
       auto drainer,

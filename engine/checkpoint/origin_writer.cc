@@ -1,12 +1,15 @@
 #include "engine/checkpoint/origin_writer.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "common/owned_fd.h"
@@ -60,7 +63,7 @@ class FileOriginWriter final : public OriginWriter {
     const std::string what = uri_ + path;
     GRANARY_ASSIGN_OR_RETURN(OwnedFd staging,
                              openDirectories(root_.get(), {std::string(kStagingDirectory)}, what));
-    const std::string staged = std::to_string(::getpid()) + "-" + std::to_string(++uploads_);
+    const std::string staged = stagedPrefix() + std::to_string(++uploads_);
     OwnedFd out(::openat(staging.get(), staged.c_str(),
                          O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!out) return errnoStatus("cannot stage " + what);
@@ -70,6 +73,24 @@ class FileOriginWriter final : public OriginWriter {
     if (copied.isOk()) copied = place(staging.get(), staged, path, what);
     if (!copied.isOk()) ::unlinkat(staging.get(), staged.c_str(), 0);
     return copied;
+  }
+
+  // Removes what uploads of this host's processes that ended (killed mid-upload) left staged.
+  // Several nodes may share the directory: each one's staged names start with its host name.
+  void removeLeftovers() {
+    OwnedFd staging(::openat(root_.get(), std::string(kStagingDirectory).c_str(),
+                             O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!staging) return;
+    const std::string host = hostName() + ".";
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(
+             "/proc/self/fd/" + std::to_string(staging.get()), error)) {
+      const std::string name = entry.path().filename().string();
+      if (!name.starts_with(host)) continue;
+      const pid_t pid = static_cast<pid_t>(std::atoll(name.c_str() + host.size()));
+      if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
+        ::unlinkat(staging.get(), name.c_str(), 0);
+    }
   }
 
   Status remove(const std::string& path) override {
@@ -132,6 +153,13 @@ class FileOriginWriter final : public OriginWriter {
     return Status::ok();
   }
 
+  static std::string hostName() {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    return name;
+  }
+  static std::string stagedPrefix() { return hostName() + "." + std::to_string(::getpid()) + "."; }
+
   OwnedFd root_;
   std::string uri_;  // ends in '/'
   std::atomic<uint64_t> uploads_{0};
@@ -154,7 +182,9 @@ Result<std::unique_ptr<OriginWriter>> makeFileWriter(const cache::SourceSpec& so
   GRANARY_ASSIGN_OR_RETURN(OwnedFd tree, openDirectories(root.get(), parts, source.uri));
   std::string uri = source.uri;
   if (!uri.ends_with("/")) uri += "/";
-  return std::unique_ptr<OriginWriter>(new FileOriginWriter(std::move(tree), std::move(uri)));
+  auto writer = std::make_unique<FileOriginWriter>(std::move(tree), std::move(uri));
+  writer->removeLeftovers();
+  return std::unique_ptr<OriginWriter>(std::move(writer));
 }
 
 }  // namespace

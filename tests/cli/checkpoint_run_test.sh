@@ -3,7 +3,8 @@
 # (concurrent mkdir -p, a file a rank overwritten with O_TRUNC, DCP's .metadata.tmp renamed into
 # place, safetensors' temp file renamed over its target then chmod, rmtree rotation) reaches the
 # file:// origin byte for byte before the run ends; a run on another machine (a new cache
-# directory) finds every file restored; and, where Debian's python3-torch is installed, a real
+# directory) finds every file restored; a kill -9 mid-drain loses nothing and shows nothing partial;
+# and, where Debian's python3-torch is installed, a real
 # two-worker PyTorch job (examples/checkpoints/train_dcp.py) that loses a worker resumes from its
 # newest checkpoint with the same losses as an uninterrupted run.
 # Usage: checkpoint_run_test.sh GRANARYCTL SOURCE_DIR. Skips (exit 77) without root or /dev/fuse.
@@ -26,8 +27,8 @@ mkdir -p "$root/data"
 head -c 4096 /dev/urandom > "$root/data/sample.bin"
 fail() { echo "FAILED: $*"; exit 1; }
 
-# job NAME URI EXTRA_ENV COMMAND...: a Dataset and a two-worker TrainingJob whose checkpoints go to
-# URI, its workers running COMMAND (YAML flow items).
+# job NAME URI EXTRA_ENV COMMAND [CHECKPOINT_FIELDS]: a Dataset and a two-worker TrainingJob whose
+# checkpoints go to URI, its workers running COMMAND (YAML flow items).
 job() {
   cat <<YAML
 apiVersion: granary.io/v1alpha1
@@ -41,7 +42,7 @@ kind: TrainingJob
 metadata: {name: $1, namespace: default}
 spec:
   datasets: [{name: sample, mountPath: /data}]
-  checkpoints: {uri: "$2", mountPath: /ckpt}
+  checkpoints: {uri: "$2", mountPath: /ckpt${5:-}}
   workers: 2
   gpusPerWorker: 0
   runPolicy: {backoffLimit: 1}
@@ -107,9 +108,47 @@ job resumed "file://$root/origin-a/" "" \
   > "$root/resumed.yaml"
 run resumed node-2
 [[ $code == 0 ]] || fail "the resumed run exits 0"
-grep -q "checkpoints /ckpt: 0 files on this machine, 9 (.*) restored from file://" \
+grep -q "checkpoints /ckpt: 9 files (.*) restored from file://" \
   "$root/resumed.out" || fail "the restore says what it read"
 grep -q "resumed-worker-1 | rank 1 sees all" "$root/resumed.out" || fail "rank 1 sees every file"
+
+# 2b. kill -9 of granaryctl while it drains: the origin holds no part of a file and no marker
+# before its files; the next run on the same machine finishes the drain.
+cat > "$root/big.sh" <<'SH'
+set -e
+mkdir -p "$CHECKPOINTS/step-1"
+head -c 8000000 /dev/urandom > "$CHECKPOINTS/step-1/__${RANK}_0.distcp"
+sleep 0.5
+[ "$RANK" = 0 ] && echo done > "$CHECKPOINTS/step-1/.metadata.tmp" &&
+  mv "$CHECKPOINTS/step-1/.metadata.tmp" "$CHECKPOINTS/step-1/.metadata"
+echo "rank $RANK saved"
+SH
+job killed "file://$root/origin-k/" "" "sh, $root/big.sh, \$(MARKER)" ", bandwidthLimit: 2Mi" \
+  > "$root/killed.yaml"
+"$granaryctl" run -f "$root/killed.yaml" --cache-dir "$root/cache-node-3" \
+  --run-dir "$root/run-killed" > "$root/killed.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do
+  grep -q "draining before the run ends" "$root/killed.out" && break
+  sleep 0.1
+done
+sleep 2  # at 2 MiB/s, amid the upload of the first file
+kill -KILL $pid
+wait $pid || true
+cat "$root/killed.out"
+grep -q "draining before the run ends" "$root/killed.out" || fail "the run was draining"
+tree="$(readlink "$root/run-killed/ckpt")"
+while read -r file; do
+  cmp -s "$root/origin-k/$file" "$tree/$file" || fail "$file at the origin is not what was written"
+done < <(cd "$root/origin-k" && find . -path ./.granary-staging -prune -o -type f -print)
+[[ ! -e "$root/origin-k/step-1/.metadata" ]] || fail "the marker went before its files"
+echo "killed with $(ls -A "$root/origin-k/.granary-staging" 2>/dev/null | wc -l) upload(s) staged"
+job finisher "file://$root/origin-k/" "" "true" > "$root/finisher.yaml"
+run finisher node-3
+[[ $code == 0 ]] || fail "the run after the kill exits 0"
+grep -q "checkpoints /ckpt: .*all at the origin" "$root/finisher.out" || fail "the drain finishes"
+same "$tree" "$root/origin-k" || fail "after the kill, the origin holds every byte written"
+[[ -z $(ls -A "$root/origin-k/.granary-staging") ]] || fail "what the killed run staged is removed"
 
 # 3. Bad input: a uri granary cannot write to.
 job bad "http://example.invalid/ckpt/" "" "true" > "$root/bad.yaml"
