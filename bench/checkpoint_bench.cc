@@ -13,8 +13,9 @@
 //             below the rate the saves are written at; the upload lag sampled throughout, and the
 //             origin's listing polled every 20 ms: a .metadata seen before every file it names
 //             is whole there counts as a marker early (must be 0).
-// Usage: checkpoint_bench [--rounds N] [--writers W] [--mib F] [--drain-mib-per-s R]
-//                         [--saves N] [--save-every-s S] [--dir D]
+// Usage: checkpoint_bench [--figures save,restore,drain] [--rounds N] [--writers W] [--mib F]
+//                         [--drain-mib-per-s R] [--saves N] [--save-every-s S] [--save-mib M]
+//                         [--dir D]
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,6 +54,7 @@ struct Args {
   double saveEverySeconds = 2;
   int saveMib = 64;
   std::string dir = "/var/tmp/granary-checkpoint-bench";
+  std::vector<std::string> figures = {"save", "restore", "drain"};
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -236,25 +238,28 @@ void benchRestore(const Args& args) {
   testing::removeTree(home);
 }
 
-// Every .metadata at the origin names whole files: those of its directory, each as large as
-// written.
+// Checkpoints at the origin whose .metadata was there while one of the files it names was not
+// whole: the marker seen, then a file missing or short, then the marker seen again (a rotation
+// removes the marker before the files, so a marker there before and after the look at the files
+// was there during it).
 int earlyMarkers(const fs::path& origin, const Args& args, std::set<std::string>& complete) {
   int early = 0;
   std::error_code error;
   for (fs::directory_iterator step(origin, error), end; !error && step != end;
        step.increment(error)) {
-    if (!fs::exists(step->path() / ".metadata")) continue;
+    const fs::path marker = step->path() / ".metadata";
+    if (!fs::exists(marker)) continue;
     int whole = 0;
     for (int w = 0; w < args.writers; ++w) {
       std::error_code e;
       const auto size = fs::file_size(step->path() / ("__" + std::to_string(w) + "_0.distcp"), e);
-      if (e || static_cast<int64_t>(size) != args.saveMib * kMiB) {
-        ++early;
-      } else {
-        ++whole;
-      }
+      whole += !e && static_cast<int64_t>(size) == args.saveMib * kMiB;
     }
-    if (whole == args.writers) complete.insert(step->path().filename().string());
+    if (whole == args.writers) {
+      complete.insert(step->path().filename().string());
+    } else if (fs::exists(marker)) {
+      ++early;
+    }
   }
   return early;
 }
@@ -336,9 +341,15 @@ int main(int argc, char** argv) {
   app.add_option("--save-mib", args.saveMib, "MiB a writer saves in the drain figure")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--dir", args.dir, "scratch directory (on the disk to measure)");
+  app.add_option("--figures", args.figures, "which figures: save, restore, drain")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"save", "restore", "drain"}));
   if (auto exit = granary::parseCommandLine(app, argc, argv)) return *exit;
-  granary::bench::benchSave(args);
-  granary::bench::benchRestore(args);
-  granary::bench::benchDrain(args);
+  const auto wanted = [&](const std::string& figure) {
+    return std::find(args.figures.begin(), args.figures.end(), figure) != args.figures.end();
+  };
+  if (wanted("save")) granary::bench::benchSave(args);
+  if (wanted("restore")) granary::bench::benchRestore(args);
+  if (wanted("drain")) granary::bench::benchDrain(args);
   return 0;
 }

@@ -14,6 +14,21 @@ std::string_view baseName(std::string_view path) {
 
 std::string_view topLevel(std::string_view path) { return path.substr(0, path.find('/')); }
 
+// The directory a path is in ("" for the tree's root).
+std::string_view directoryOf(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
+}
+
+// Whether a marker speaks for `path`: a file of its directory, or below it unless the marker is
+// at the tree's root (where `latest` names a checkpoint rather than describing files).
+bool inScopeOf(std::string_view marker, std::string_view path) {
+  const std::string_view directory = directoryOf(marker);
+  if (directory.empty()) return directoryOf(path).empty();
+  return path.size() > directory.size() && path.starts_with(directory) &&
+         path[directory.size()] == '/';
+}
+
 bool atOrigin(const DrainObservation& o, const TreeFile& file) {
   const auto it = o.origin.find(file.path);
   return it != o.origin.end() && it->second == file.seq;
@@ -39,12 +54,17 @@ struct Pending {
   bool markerHeld(const TreeFile& marker) const {
     return firstFile <= marker.seq || firstMarker < marker.seq;
   }
-  // A removal goes once no file closed before it is pending; one of a file that is not a marker
-  // also waits for the markers removed before or with it, so that a checkpoint rotated away
-  // stops looking complete before its files go.
+  // A removal goes once no file closed before it is pending, but for a marker that speaks for
+  // the removed path (that marker waits for the removal instead); one of a file that is not a
+  // marker also waits for the markers removed before or with it, so that a checkpoint rotated
+  // away stops looking complete before its files go.
   bool removalHeld(const TreeRemoval& removal) const {
-    return std::min(firstFile, firstMarker) < removal.seq ||
-           (!isCompletionMarker(removal.path) && firstMarkerRemoval <= removal.seq);
+    if (firstFile < removal.seq) return true;
+    if (!isCompletionMarker(removal.path) && firstMarkerRemoval <= removal.seq) return true;
+    return std::any_of(files.begin(), files.end(), [&](const TreeFile* f) {
+      return f->seq < removal.seq && isCompletionMarker(f->path) &&
+             !inScopeOf(f->path, removal.path);
+    });
   }
 };
 
@@ -88,15 +108,7 @@ void abandonStale(const DrainObservation& o, const std::map<std::string, const T
 // Uploads and removals at the origin, merged in the order of their seqs.
 void planOrigin(const DrainObservation& o, const std::map<std::string, const TreeFile*>& byPath,
                 const Pending& pending, DrainPlan& plan) {
-  std::vector<std::pair<uint64_t, DrainStep>> candidates;
-  for (const TreeFile* file : pending.files) {
-    if (o.writing.contains(file->path)) continue;
-    if (isCompletionMarker(file->path) && pending.markerHeld(*file)) {
-      ++plan.heldMarkers;
-      continue;
-    }
-    candidates.push_back({file->seq, {DrainStep::Kind::kUpload, file->path, file->seq}});
-  }
+  std::vector<TreeRemoval> removals;  // those with something to do at the origin
   for (const TreeRemoval& removal : o.removals) {
     const bool heldAgain = byPath.contains(removal.path) || o.writing.contains(removal.path);
     const bool uploading = std::any_of(o.underway.begin(), o.underway.end(), [&](const auto& s) {
@@ -104,9 +116,42 @@ void planOrigin(const DrainObservation& o, const std::map<std::string, const Tre
     });
     if (heldAgain || (!o.origin.contains(removal.path) && !uploading)) {
       plan.settled.push_back(removal);
+    } else {
+      removals.push_back(removal);
+    }
+  }
+  const auto removingIn = [&](const std::string& marker) {
+    return std::any_of(removals.begin(), removals.end(), [&](const TreeRemoval& r) {
+      return r.path != marker && inScopeOf(marker, r.path);
+    });
+  };
+
+  std::vector<std::pair<uint64_t, DrainStep>> candidates;
+  for (const TreeFile* file : pending.files) {
+    if (o.writing.contains(file->path)) continue;
+    if (isCompletionMarker(file->path) && (pending.markerHeld(*file) || removingIn(file->path))) {
+      ++plan.heldMarkers;
       continue;
     }
+    candidates.push_back({file->seq, {DrainStep::Kind::kUpload, file->path, file->seq}});
+  }
+  for (const TreeRemoval& removal : removals) {
     if (pending.removalHeld(removal)) continue;
+    // A file a marker at the origin speaks for goes only once that marker is gone there: the
+    // marker is taken down first (uploaded again afterwards if the tree still holds it).
+    if (!isCompletionMarker(removal.path)) {
+      const auto marker = std::find_if(o.origin.begin(), o.origin.end(), [&](const auto& held) {
+        return isCompletionMarker(held.first) && inScopeOf(held.first, removal.path);
+      });
+      if (marker != o.origin.end()) {
+        const bool removing = std::any_of(removals.begin(), removals.end(),
+                                          [&](const auto& r) { return r.path == marker->first; });
+        if (!removing)
+          candidates.push_back(
+              {removal.seq, {DrainStep::Kind::kRemove, marker->first, marker->second}});
+        continue;
+      }
+    }
     candidates.push_back({removal.seq, {DrainStep::Kind::kRemove, removal.path, removal.seq}});
   }
   std::stable_sort(candidates.begin(), candidates.end(),
@@ -114,7 +159,9 @@ void planOrigin(const DrainObservation& o, const std::map<std::string, const Tre
   int room = o.maxUploads - countUnderway(o.underway, true);
   for (auto& [seq, step] : candidates) {
     if (room <= 0) break;
-    if (isUnderway(o, step)) continue;
+    if (isUnderway(o, step) ||
+        std::find(plan.start.begin(), plan.start.end(), step) != plan.start.end())
+      continue;
     // A removal whose path an earlier upload still writes waits for it to end (or be abandoned).
     if (step.kind == DrainStep::Kind::kRemove &&
         std::any_of(o.underway.begin(), o.underway.end(),

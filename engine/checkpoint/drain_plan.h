@@ -8,8 +8,12 @@
 //  - a file that marks a checkpoint complete (isCompletionMarker) goes only once every file
 //    closed before it (or renamed into place with it) is at the origin;
 //  - a removal (a delete, or the old path of a rename) goes only once every file closed before it
-//    is at the origin, and never removes a path the tree holds again; markers are removed before
-//    the files removed with them (a rotated checkpoint never looks complete without its data);
+//    is at the origin, and never removes a path the tree holds again;
+//  - a file a marker at the origin speaks for (one of the marker's directory or below it; for a
+//    marker at the tree's root, of the root itself) is removed there only once the marker is
+//    gone: the marker is taken down first, whatever order the tree lost them in, and uploaded
+//    again, if the tree still holds it, once the removals it speaks for are done. A rotated
+//    checkpoint never looks complete at the origin without its data;
 //  - a file removed or written again before it reached the origin is never uploaded as it was:
 //    a step under way for a version the tree no longer holds is abandoned;
 //  - a file being written is neither copied nor uploaded;

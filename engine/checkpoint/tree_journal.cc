@@ -68,9 +68,10 @@ void TreeJournal::finished(const DrainStep& step) {
     }
     case DrainStep::Kind::kRemove:
       std::erase(removals_, TreeRemoval{step.path, step.seq});
-      // The origin no longer holds the path, unless a newer version reached it since.
+      // The origin no longer holds the path, unless a newer version reached it since. (A marker
+      // taken down before the files it speaks for is removed at the seq of its version there.)
       if (const auto held = origin_.find(step.path);
-          held != origin_.end() && held->second.seq < step.seq)
+          held != origin_.end() && held->second.seq <= step.seq)
         origin_.erase(held);
       return;
     case DrainStep::Kind::kCopy: {

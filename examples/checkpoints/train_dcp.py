@@ -35,12 +35,13 @@ spec.checkpoints yet; a Dataset named demo is assumed):
 tests/cli/checkpoint_run_test.sh runs it this way, with a worker failing mid-run.
 
 Environment: CHECKPOINTS (default /ckpt), STEPS (40), SAVE_EVERY (10), KEEP (2), and for a test
-of recovery FAIL_AT_STEP with FAIL_ONCE_FILE: the last rank exits with status 1 at that step if
+of recovery FAIL_AT_STEP with FAIL_ONCE_FILE: the last rank kills itself (SIGKILL) at that step if
 FAIL_ONCE_FILE does not exist yet (creating it, so that the restarted gang runs through).
 """
 
 import os
 import shutil
+import signal
 
 import torch
 import torch.distributed as dist
@@ -116,7 +117,7 @@ def main():
         if step == fail_at and rank == world - 1 and fail_once and not os.path.exists(fail_once):
             open(fail_once, "w").close()
             print(f"rank {rank} fails at step {step}", flush=True)
-            os._exit(1)
+            os.kill(os.getpid(), signal.SIGKILL)  # as a lost node would
         x, y = batch(step, rank)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x), y)
         optimizer.zero_grad()

@@ -156,7 +156,7 @@ run bad node-1
 [[ $code == 1 ]] && grep -q "bad.yaml:12: spec.checkpoints.uri: expected an s3:// or file:// URI" \
   "$root/bad.out" || fail "a uri that cannot take checkpoints is named"
 
-# 4. A real PyTorch job: the last rank fails at step 25; the gang restarts from step 20's
+# 4. A real PyTorch job: the last rank is killed (SIGKILL) at step 25; the gang restarts from step 20's
 # checkpoint with the losses of an uninterrupted run.
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   echo "skipped the PyTorch job: /usr/bin/python3 cannot import torch (apt-get install python3-torch)"

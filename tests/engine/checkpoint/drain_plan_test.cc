@@ -106,6 +106,43 @@ TEST(DrainPlanTest, ARotatedCheckpointLosesItsMarkerFirst) {
   EXPECT_EQ(atOrigin(planDrain(o)), std::vector{removal("step-1/__0_0.distcp", 9)});
 }
 
+// shutil.rmtree removes a checkpoint's files in directory order, often before its .metadata:
+// the marker is still taken down at the origin first.
+TEST(DrainPlanTest, ACheckpointWhoseFilesGoBeforeItsMarkerLosesTheMarkerFirstAtTheOrigin) {
+  DrainObservation o = withoutCopies();
+  o.maxUploads = 8;
+  o.origin = {{"step-1/__0_0.distcp", 1},
+              {"step-1/__1_0.distcp", 2},
+              {"step-1/.metadata", 3},
+              {"latest", 4}};
+  o.removals = {{"step-1/__0_0.distcp", 9}, {"step-1/__1_0.distcp", 10}};
+  EXPECT_EQ(atOrigin(planDrain(o)), std::vector{removal("step-1/.metadata", 3)})
+      << "once, for both files; `latest` at the root speaks for no file of step-1";
+  o.origin.erase("step-1/.metadata");
+  o.removals.push_back({"step-1/.metadata", 11});  // seen after the marker was taken down
+  const DrainPlan plan = planDrain(o);
+  EXPECT_EQ(plan.settled, (std::vector<TreeRemoval>{{"step-1/.metadata", 11}}));
+  EXPECT_EQ(atOrigin(plan),
+            (std::vector{removal("step-1/__0_0.distcp", 9), removal("step-1/__1_0.distcp", 10)}));
+}
+
+// One file of a checkpoint removed, its marker kept: the origin ends as the tree, without ever
+// showing the marker beside the file's removal under way.
+TEST(DrainPlanTest, AMarkerKeptInTheTreeIsUploadedAgainOnceTheRemovalIsDone) {
+  DrainObservation o = withoutCopies();
+  o.closed = {{"step-1/.metadata", 3}, {"step-1/b", 2}};
+  o.origin = {{"step-1/a", 1}, {"step-1/b", 2}, {"step-1/.metadata", 3}};
+  o.removals = {{"step-1/a", 5}};
+  EXPECT_EQ(atOrigin(planDrain(o)), std::vector{removal("step-1/.metadata", 3)});
+  o.origin.erase("step-1/.metadata");
+  DrainPlan plan = planDrain(o);
+  EXPECT_EQ(atOrigin(plan), std::vector{removal("step-1/a", 5)}) << "the marker waits for it";
+  EXPECT_EQ(plan.heldMarkers, 1);
+  o.origin.erase("step-1/a");
+  o.removals.clear();
+  EXPECT_EQ(atOrigin(planDrain(o)), std::vector{upload("step-1/.metadata", 3)});
+}
+
 TEST(DrainPlanTest, AFileRemovedBeforeItReachedTheOriginIsNeverUploaded) {
   DrainObservation o = withoutCopies();
   o.removals = {{"checkpoint-1/model.bin", 4}};
@@ -201,8 +238,9 @@ TEST(DrainPlanTest, KnowsTheMarkersOfCommonFrameworks) {
 
 // A job saving a DCP checkpoint a step (a file a rank, then .metadata), keeping the latest 2,
 // against an origin that carries out a random share of the started steps at each turn, in any
-// order: at no moment does the origin hold a marker without the files it names (after a save,
-// nor during a rotation); at the end it holds exactly the tree.
+// order, while rotations remove a checkpoint's files one by one in any order: at no moment does
+// the origin hold a marker without the files it names (after a save, nor during a rotation); at
+// the end it holds exactly the tree.
 TEST(DrainPlanTest, TheOriginNeverShowsAMarkerBeforeItsFilesAndEndsAsTheTree) {
   std::mt19937 random(5);
   DrainObservation o = withoutCopies();
@@ -253,16 +291,16 @@ TEST(DrainPlanTest, TheOriginNeverShowsAMarkerBeforeItsFilesAndEndsAsTheTree) {
       if (path.starts_with(dir + "/") && !isCompletionMarker(path))
         named[dir + "/.metadata"].push_back(path);
     turn();
-    if (step > 2) {  // keep_latest_k = 2
+    if (step > 2) {  // keep_latest_k = 2, removed as rmtree does: file by file, in any order
       const std::string old = "step-" + std::to_string(step - 2) + "/";
-      ++seq;
-      for (auto it = tree.begin(); it != tree.end();) {
-        if (!it->first.starts_with(old)) {
-          ++it;
-          continue;
-        }
-        o.removals.push_back({it->first, seq});
-        it = tree.erase(it);
+      std::vector<std::string> doomed;
+      for (const auto& [path, file] : tree)
+        if (path.starts_with(old)) doomed.push_back(path);
+      std::shuffle(doomed.begin(), doomed.end(), random);
+      for (const std::string& path : doomed) {
+        o.removals.push_back({path, ++seq});
+        tree.erase(path);
+        if (random() % 2) turn();
       }
       turn();
     }
