@@ -68,15 +68,21 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
 
   const std::string label = "checkpoints " + checkpoints.volume.mountPath;
   auto lastSaid = clock.monoNow();
-  GRANARY_ASSIGN_OR_RETURN(
-      const checkpoint::RestoreProgress restored,
+  auto restoring =
       checkpoint::restoreTree(**origin, where, stop, [&](const checkpoint::RestoreProgress& p) {
         if (clock.monoNow() - lastSaid < std::chrono::seconds(1)) return;
         lastSaid = clock.monoNow();
         say(label + ": restoring " + std::to_string(p.files) + "/" + std::to_string(p.totalFiles) +
             " files, " + formatByteSize(ByteSize{p.bytes}) + "/" +
             formatByteSize(ByteSize{p.totalBytes}) + " from " + source.uri);
-      }));
+      });
+  if (!restoring.isOk()) {
+    const Status failed = restoring.status().withContext(label + ": restoring from " + source.uri);
+    if (failed.code() != StatusCode::kResourceExhausted) return failed;
+    return Status(failed.code(), failed.message() + "; free space under --cache-dir " +
+                                     cacheDirectory.string() + " or point it at a larger disk");
+  }
+  const checkpoint::RestoreProgress& restored = *restoring;
   std::string said = label + ": ";
   said += restored.files ? std::to_string(restored.files) + " files (" +
                                formatByteSize(ByteSize{restored.bytes}) + ") restored from "

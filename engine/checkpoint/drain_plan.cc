@@ -157,7 +157,8 @@ void planOrigin(const DrainObservation& o, const std::map<std::string, const Tre
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   int room = o.maxUploads - countUnderway(o.underway, true);
-  for (auto& [seq, step] : candidates) {
+  for (auto& candidate : candidates) {
+    DrainStep& step = candidate.second;
     if (room <= 0) break;
     if (isUnderway(o, step) ||
         std::find(plan.start.begin(), plan.start.end(), step) != plan.start.end())

@@ -54,7 +54,10 @@ class TreeDrainer final : public Drainer {
   Status begin() {
     GRANARY_ASSIGN_OR_RETURN(const std::vector<OriginEntry> record,
                              readDrainRecord(options_.recordFile));
-    journal_.recordAtOrigin(record);
+    {
+      MutexLock lock(mutex_);
+      journal_.recordAtOrigin(record);
+    }
     GRANARY_ASSIGN_OR_RETURN(
         watch_, TreeWatch::start(options_.tree, [this](std::vector<TreeEvent>&& events) {
           apply(std::move(events));

@@ -25,7 +25,11 @@ constexpr int64_t kPiece = 8 << 20;  // bytes read from the origin at a time
 Status writeAll(int fd, const std::string& bytes, const std::string& what) {
   for (size_t done = 0; done < bytes.size();) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) return unavailable("cannot write " + what + ": " + std::strerror(errno));
+    if (n < 0) {
+      const int error = errno;
+      const std::string message = "cannot write " + what + ": " + std::strerror(error);
+      return error == ENOSPC || error == EDQUOT ? resourceExhausted(message) : unavailable(message);
+    }
     done += static_cast<size_t>(n);
   }
   return Status::ok();

@@ -4,9 +4,10 @@
 # place, safetensors' temp file renamed over its target then chmod, rmtree rotation) reaches the
 # file:// origin byte for byte before the run ends; a run on another machine (a new cache
 # directory) finds every file restored; a kill -9 mid-drain loses nothing and shows nothing partial;
-# and, where Debian's python3-torch is installed, a real
-# two-worker PyTorch job (examples/checkpoints/train_dcp.py) that loses a worker resumes from its
-# newest checkpoint with the same losses as an uninterrupted run.
+# a disk too small for the restore is named before any worker starts; and, where Debian's
+# python3-torch is installed, a real two-worker PyTorch job (examples/checkpoints/train_dcp.py)
+# that loses a worker resumes from its newest checkpoint with the same losses as an uninterrupted
+# run.
 # Usage: checkpoint_run_test.sh GRANARYCTL SOURCE_DIR. Skips (exit 77) without root or /dev/fuse.
 set -euo pipefail
 granaryctl="$1"
@@ -149,6 +150,23 @@ run finisher node-3
 grep -q "checkpoints /ckpt: .*all at the origin" "$root/finisher.out" || fail "the drain finishes"
 same "$tree" "$root/origin-k" || fail "after the kill, the origin holds every byte written"
 [[ -z $(ls -A "$root/origin-k/.granary-staging") ]] || fail "what the killed run staged is removed"
+
+# 2c. A disk too small for the restore (a 10 MiB tmpfs for 16 MB of checkpoints): a clear error
+# before any worker starts, never a crash nor a partial tree handed to the workers.
+mkdir -p "$root/small"
+mount -t tmpfs -o size=10m tmpfs "$root/small"
+job small "file://$root/origin-k/" "" "sh, -c, 'echo started', \$(MARKER)" > "$root/small.yaml"
+set +e
+"$granaryctl" run -f "$root/small.yaml" --cache-dir "$root/small/cache" \
+  --run-dir "$root/run-small" > "$root/small.out" 2>&1
+code=$?
+set -e
+cat "$root/small.out"
+umount "$root/small"
+[[ $code == 1 ]] || fail "a full disk ends the run with 1, not $code"
+grep -q "checkpoints /ckpt: restoring from file://.*No space left on device; free space under --cache-dir" \
+  "$root/small.out" || fail "the full disk is named, with the fix"
+! grep -q "started" "$root/small.out" || fail "no worker starts on a partial restore"
 
 # 3. Bad input: a uri granary cannot write to.
 job bad "http://example.invalid/ckpt/" "" "true" > "$root/bad.yaml"
