@@ -43,6 +43,11 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
     const LocalCheckpoints& checkpoints, const std::filesystem::path& cacheDirectory, Clock& clock,
     std::stop_token stop, const Say& say) {
   const cache::SourceSpec source = cache::localSourceSpec(checkpoints.volume.source);
+  if (checkpoints.volume.source.secretRef && source.uri.starts_with("s3://") &&
+      (source.accessKeyId.empty() || source.secretAccessKey.empty()))
+    return invalidArgument(
+        "spec.checkpoints.secretRef: locally the credentials come from the environment; set "
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)");
   cache::OriginSettings settings;
   if (source.uri.starts_with("file:///")) {  // the directory the user named, only that
     const std::filesystem::path directory = source.uri.substr(7);

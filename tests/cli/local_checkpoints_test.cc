@@ -1,0 +1,120 @@
+// Local mode's checkpoint volume against s3rver, as `granaryctl run` opens it: credentials from
+// the environment (secretRef), the tree linked at the workers' path, drained before the run ends,
+// and restored on another machine (another cache directory) byte for byte.
+#include "cli/local_checkpoints.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+
+#include "tests/support/s3rver.h"
+#include "tests/support/scratch_tree.h"
+
+namespace granary::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string randomBytes(size_t size, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::string bytes(size, '\0');
+  for (char& c : bytes) c = static_cast<char>(random());
+  return bytes;
+}
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class LocalCheckpointsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = cache::S3rver::start(GRANARY_SOURCE_DIR, skip_);
+    if (server.isOk())
+      server_ = std::move(*server).release();
+    else if (skip_.empty())
+      error_ = server.status().toString();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_NE(server_, nullptr) << error_;
+    root_ = fs::temp_directory_path() / ("granary-local-checkpoints-" + std::to_string(::getpid()));
+    testing::removeTree(root_);
+    ::setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);  // s3rver's built-in account
+    ::setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+  }
+  void TearDown() override {
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
+    testing::removeTree(root_);
+  }
+
+  LocalCheckpoints checkpoints(const std::string& machine) const {
+    api::CheckpointVolume volume;
+    volume.source = {.uri = "s3://data/runs/local/",
+                     .endpoint = server_->endpoint(),
+                     .secretRef = api::SecretRef{"creds"}};
+    volume.mountPath = "/ckpt";
+    return {volume, root_ / machine / "run" / "ckpt"};
+  }
+
+  Result<std::unique_ptr<LocalCheckpointVolume>> open(const std::string& machine) {
+    std::stop_source stop;
+    return LocalCheckpointVolume::open(checkpoints(machine), root_ / machine / "cache", realClock(),
+                                       stop.get_token(),
+                                       [this](const std::string& line) { said_.push_back(line); });
+  }
+
+  fs::path root_;
+  std::vector<std::string> said_;
+  static inline cache::S3rver* server_ = nullptr;
+  static inline std::string skip_;
+  static inline std::string error_;
+};
+
+TEST_F(LocalCheckpointsTest, ASaveDrainsToS3AndAnotherMachineRestoresIt) {
+  const std::string shard = randomBytes(20 << 20, 1);  // above the multipart threshold
+  {
+    auto volume = open("node-1");
+    ASSERT_TRUE(volume.isOk()) << volume.status();
+    const fs::path at = checkpoints("node-1").localPath;
+    ASSERT_TRUE(fs::is_symlink(at)) << "the workers' path links to the tree";
+    fs::create_directories(at / "step-1");
+    std::ofstream(at / "step-1" / "__0_0.distcp", std::ios::binary) << shard;
+    std::ofstream(at / "step-1" / ".metadata.tmp") << "step 1";
+    fs::rename(at / "step-1" / ".metadata.tmp", at / "step-1" / ".metadata");
+    std::stop_source stop;
+    ASSERT_TRUE((*volume)->drain(stop.get_token(), [](const std::string&) {}));
+    EXPECT_NE((*volume)->progressLine().find("2 files, all at the origin"), std::string::npos)
+        << (*volume)->progressLine();
+  }
+  said_.clear();
+  auto volume = open("node-2");
+  ASSERT_TRUE(volume.isOk()) << volume.status();
+  ASSERT_FALSE(said_.empty());
+  EXPECT_NE(said_.back().find("2 files (20.0Mi) restored from s3://data/runs/local/"),
+            std::string::npos)
+      << said_.back();
+  const fs::path at = checkpoints("node-2").localPath;
+  EXPECT_EQ(readFile(at / "step-1" / "__0_0.distcp"), shard);
+  EXPECT_EQ(readFile(at / "step-1" / ".metadata"), "step 1");
+  EXPECT_FALSE(fs::exists(at / "step-1" / ".metadata.tmp"));
+}
+
+TEST_F(LocalCheckpointsTest, MissingCredentialsAreNamedBeforeAnythingStarts) {
+  ::unsetenv("AWS_SECRET_ACCESS_KEY");
+  auto volume = open("node-1");
+  ASSERT_FALSE(volume.isOk());
+  EXPECT_NE(volume.status().toString().find("AWS_SECRET_ACCESS_KEY"), std::string::npos)
+      << volume.status();
+}
+
+}  // namespace
+}  // namespace granary::cli
