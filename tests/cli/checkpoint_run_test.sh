@@ -129,7 +129,7 @@ job killed "file://$root/origin-k/" "" "sh, $root/big.sh, \$(MARKER)" ", bandwid
 "$granaryctl" run -f "$root/killed.yaml" --cache-dir "$root/cache-node-3" \
   --run-dir "$root/run-killed" > "$root/killed.out" 2>&1 &
 pid=$!
-for _ in $(seq 1 300); do
+for _ in $(seq 1 600); do
   grep -q "draining before the run ends" "$root/killed.out" && break
   sleep 0.1
 done
