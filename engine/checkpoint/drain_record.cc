@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "common/errno_status.h"
 #include "common/owned_fd.h"
 
 namespace granary::checkpoint {
@@ -74,8 +74,7 @@ Status writeDrainRecord(const std::filesystem::path& file,
   const std::filesystem::path next = file.string() + ".next";
   OwnedFd out(::open(next.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   const auto failed = [&](const char* what) {
-    return unavailable(std::string("cannot ") + what + " " + next.string() + ": " +
-                       std::strerror(errno));
+    return errnoStatus(errno, std::string("cannot ") + what + " " + next.string());
   };
   if (!out) return failed("create");
   for (size_t done = 0; done < text.size();) {

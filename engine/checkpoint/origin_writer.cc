@@ -8,10 +8,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "common/errno_status.h"
 #include "common/owned_fd.h"
 #include "engine/checkpoint/s3_writer.h"
 #include "engine/origin/beneath.h"
@@ -21,13 +21,7 @@ namespace {
 
 constexpr int64_t kPiece = 1 << 20;  // bytes read, paced and written at a time
 
-Status errnoStatus(const std::string& what) {
-  const int error = errno;
-  const std::string message = what + ": " + std::strerror(error);
-  if (error == EACCES || error == EPERM) return {StatusCode::kPermissionDenied, message};
-  if (error == ENOSPC || error == EDQUOT) return resourceExhausted(message);
-  return unavailable(message);
-}
+Status errnoStatus(const std::string& what) { return granary::errnoStatus(errno, what); }
 
 std::vector<std::string> components(const std::string& path) {
   std::vector<std::string> parts;

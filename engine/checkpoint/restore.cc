@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <map>
 #include <thread>
 
+#include "common/errno_status.h"
 #include "common/owned_fd.h"
 #include "common/thread_annotations.h"
 #include "engine/checkpoint/drain_plan.h"
@@ -25,11 +25,7 @@ constexpr int64_t kPiece = 8 << 20;  // bytes read from the origin at a time
 Status writeAll(int fd, const std::string& bytes, const std::string& what) {
   for (size_t done = 0; done < bytes.size();) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      const int error = errno;
-      const std::string message = "cannot write " + what + ": " + std::strerror(error);
-      return error == ENOSPC || error == EDQUOT ? resourceExhausted(message) : unavailable(message);
-    }
+    if (n < 0) return errnoStatus(errno, "cannot write " + what);
     done += static_cast<size_t>(n);
   }
   return Status::ok();
@@ -41,7 +37,7 @@ Status fetch(cache::Origin& origin, const cache::OriginObject& object,
              const RestoreOptions& options, const std::filesystem::path& staged,
              std::stop_token stop, const std::function<void(int64_t)>& arrived) {
   OwnedFd out(::open(staged.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!out) return unavailable("cannot create " + staged.string() + ": " + std::strerror(errno));
+  if (!out) return errnoStatus(errno, "cannot create " + staged.string());
   for (int64_t at = 0; at < object.size;) {
     if (stop.stop_requested()) return cancelled("the restore was stopped");
     GRANARY_ASSIGN_OR_RETURN(
@@ -53,8 +49,7 @@ Status fetch(cache::Origin& origin, const cache::OriginObject& object,
     at += static_cast<int64_t>(piece.size());
     arrived(static_cast<int64_t>(piece.size()));
   }
-  if (::fsync(out.get()) != 0)
-    return unavailable("cannot sync " + staged.string() + ": " + std::strerror(errno));
+  if (::fsync(out.get()) != 0) return errnoStatus(errno, "cannot sync " + staged.string());
   const std::filesystem::path target = options.tree / object.path;
   std::error_code error;
   std::filesystem::create_directories(target.parent_path(), error);
@@ -198,9 +193,11 @@ Result<RestoreProgress> restoreTree(cache::Origin& origin, const RestoreOptions&
   if (result.isOk()) result = fetches.run(wanted, markers, wanted.size());
   std::vector<OriginEntry> entries;
   for (const auto& [path, identity] : record) entries.push_back({path, identity});
-  GRANARY_RETURN_IF_ERROR(writeDrainRecord(options.recordFile, entries));
+  // What was restored is recorded even when the restore failed; its failure is the one to tell.
+  const Status kept = writeDrainRecord(options.recordFile, entries);
   std::filesystem::remove_all(options.staging, error);
-  if (!result.isOk()) return result;
+  GRANARY_RETURN_IF_ERROR(result);
+  GRANARY_RETURN_IF_ERROR(kept);
   report(progress);
   return progress;
 }

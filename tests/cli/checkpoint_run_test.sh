@@ -151,18 +151,19 @@ grep -q "checkpoints /ckpt: .*all at the origin" "$root/finisher.out" || fail "t
 same "$tree" "$root/origin-k" || fail "after the kill, the origin holds every byte written"
 [[ -z $(ls -A "$root/origin-k/.granary-staging") ]] || fail "what the killed run staged is removed"
 
-# 2c. A disk too small for the restore (a 10 MiB tmpfs for 16 MB of checkpoints): a clear error
-# before any worker starts, never a crash nor a partial tree handed to the workers.
-mkdir -p "$root/small"
-mount -t tmpfs -o size=10m tmpfs "$root/small"
+# 2c. A disk too small for the restore (the cache directory's checkpoints on a 10 MiB tmpfs, for
+# 16 MB of checkpoints): a clear error before any worker starts, never a crash nor a partial tree
+# handed to the workers.
+mkdir -p "$root/cache-small/checkpoints"
+mount -t tmpfs -o size=10m tmpfs "$root/cache-small/checkpoints"
 job small "file://$root/origin-k/" "" "sh, -c, 'echo started', \$(MARKER)" > "$root/small.yaml"
 set +e
-"$granaryctl" run -f "$root/small.yaml" --cache-dir "$root/small/cache" \
+"$granaryctl" run -f "$root/small.yaml" --cache-dir "$root/cache-small" \
   --run-dir "$root/run-small" > "$root/small.out" 2>&1
 code=$?
 set -e
 cat "$root/small.out"
-umount "$root/small"
+umount "$root/cache-small/checkpoints"
 [[ $code == 1 ]] || fail "a full disk ends the run with 1, not $code"
 grep -q "checkpoints /ckpt: restoring from file://.*No space left on device; free space under --cache-dir" \
   "$root/small.out" || fail "the full disk is named, with the fix"
