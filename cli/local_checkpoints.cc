@@ -37,13 +37,14 @@ Status withField(const Status& s) {
   return s.code() == StatusCode::kInvalidArgument ? s.withContext("spec.checkpoints") : s;
 }
 
-}  // namespace
+// The uri's two sides: the writer the drain uploads with and the origin the restore reads.
+struct OriginSides {
+  std::unique_ptr<checkpoint::OriginWriter> writer;
+  std::unique_ptr<cache::Origin> origin;
+};
 
-Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
-    const LocalCheckpoints& checkpoints, const std::filesystem::path& cacheDirectory, Clock& clock,
-    std::stop_token stop, const Say& say) {
-  const cache::SourceSpec source = cache::localSourceSpec(checkpoints.volume.source);
-  if (checkpoints.volume.source.secretRef && source.uri.starts_with("s3://") &&
+Result<OriginSides> reach(const api::Source& named, const cache::SourceSpec& source) {
+  if (named.secretRef && source.uri.starts_with("s3://") &&
       (source.accessKeyId.empty() || source.secretAccessKey.empty()))
     return invalidArgument(
         "spec.checkpoints.secretRef: locally the credentials come from the environment; set "
@@ -62,6 +63,32 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
   if (!writer.isOk()) return withField(writer.status());
   auto origin = cache::makeOrigin(source, settings);
   if (!origin.isOk()) return withField(origin.status());
+  return OriginSides{std::move(*writer), std::move(*origin)};
+}
+
+// "checkpoints /ckpt: 9 files (283Ki) restored from URI, 2 already here; at PATH (/ckpt in the
+// job)".
+std::string restoredLine(const LocalCheckpoints& checkpoints, const std::string& uri,
+                         const checkpoint::RestoreProgress& restored) {
+  std::string line = "checkpoints " + checkpoints.volume.mountPath + ": ";
+  line += restored.files ? std::to_string(restored.files) + " files (" +
+                               formatByteSize(ByteSize{restored.bytes}) + ") restored from "
+                         : "nothing to restore from ";
+  line += uri;
+  if (restored.localFiles) line += ", " + std::to_string(restored.localFiles) + " already here";
+  if (restored.removedFiles)
+    line += ", " + std::to_string(restored.removedFiles) + " removed (gone from the origin)";
+  return line + "; at " + checkpoints.localPath.string() + " (" + checkpoints.volume.mountPath +
+         " in the job)";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
+    const LocalCheckpoints& checkpoints, const std::filesystem::path& cacheDirectory, Clock& clock,
+    std::stop_token stop, const Say& say) {
+  const cache::SourceSpec source = cache::localSourceSpec(checkpoints.volume.source);
+  GRANARY_ASSIGN_OR_RETURN(OriginSides sides, reach(checkpoints.volume.source, source));
 
   const std::filesystem::path home = cacheDirectory / "checkpoints" / directoryName(source.uri);
   const checkpoint::RestoreOptions where{
@@ -73,38 +100,28 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
 
   const std::string label = "checkpoints " + checkpoints.volume.mountPath;
   auto lastSaid = clock.monoNow();
-  auto restoring =
-      checkpoint::restoreTree(**origin, where, stop, [&](const checkpoint::RestoreProgress& p) {
+  auto restored = checkpoint::restoreTree(
+      *sides.origin, where, stop, [&](const checkpoint::RestoreProgress& p) {
         if (clock.monoNow() - lastSaid < std::chrono::seconds(1)) return;
         lastSaid = clock.monoNow();
         say(label + ": restoring " + std::to_string(p.files) + "/" + std::to_string(p.totalFiles) +
             " files, " + formatByteSize(ByteSize{p.bytes}) + "/" +
             formatByteSize(ByteSize{p.totalBytes}) + " from " + source.uri);
       });
-  if (!restoring.isOk()) {
-    const Status failed = restoring.status().withContext(label + ": restoring from " + source.uri);
+  if (!restored.isOk()) {
+    const Status failed = restored.status().withContext(label + ": restoring from " + source.uri);
     if (failed.code() != StatusCode::kResourceExhausted) return failed;
     return Status(failed.code(), failed.message() + "; free space under --cache-dir " +
                                      cacheDirectory.string() + " or point it at a larger disk");
   }
-  const checkpoint::RestoreProgress& restored = *restoring;
-  std::string said = label + ": ";
-  said += restored.files ? std::to_string(restored.files) + " files (" +
-                               formatByteSize(ByteSize{restored.bytes}) + ") restored from "
-                         : "nothing to restore from ";
-  said += source.uri;
-  if (restored.localFiles) said += ", " + std::to_string(restored.localFiles) + " already here";
-  if (restored.removedFiles)
-    said += ", " + std::to_string(restored.removedFiles) + " removed (gone from the origin)";
-  say(said + "; at " + checkpoints.localPath.string() + " (" + checkpoints.volume.mountPath +
-      " in the job)");
+  say(restoredLine(checkpoints, source.uri, *restored));
   GRANARY_ASSIGN_OR_RETURN(
       auto drainer,
       checkpoint::Drainer::start(
           {.tree = where.tree,
            .recordFile = where.recordFile,
            .bandwidthBytesPerSecond = checkpoints.volume.bandwidthLimit.value_or(ByteSize{}).bytes},
-          std::move(*writer), clock));
+          std::move(sides.writer), clock));
   return std::unique_ptr<LocalCheckpointVolume>(
       new LocalCheckpointVolume(checkpoints.volume.mountPath, std::move(drainer)));
 }
