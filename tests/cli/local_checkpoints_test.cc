@@ -31,20 +31,11 @@ std::string readFile(const fs::path& path) {
 
 class LocalCheckpointsTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto server = cache::S3rver::start(GRANARY_SOURCE_DIR, skip_);
-    if (server.isOk())
-      server_ = std::move(*server).release();
-    else if (skip_.empty())
-      error_ = server.status().toString();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { s3_.start(GRANARY_SOURCE_DIR); }
+  static void TearDownTestSuite() { s3_.stop(); }
   void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-    ASSERT_NE(server_, nullptr) << error_;
+    if (!s3_.skip.empty()) GTEST_SKIP() << s3_.skip;
+    ASSERT_NE(s3_.server, nullptr) << s3_.error;
     root_ = fs::temp_directory_path() / ("granary-local-checkpoints-" + std::to_string(::getpid()));
     testing::removeTree(root_);
     ::setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);  // s3rver's built-in account
@@ -59,7 +50,7 @@ class LocalCheckpointsTest : public ::testing::Test {
   LocalCheckpoints checkpoints(const std::string& machine) const {
     api::CheckpointVolume volume;
     volume.source = {.uri = "s3://data/runs/local/",
-                     .endpoint = server_->endpoint(),
+                     .endpoint = s3_.server->endpoint(),
                      .secretRef = api::SecretRef{"creds"}};
     volume.mountPath = "/ckpt";
     return {volume, root_ / machine / "run" / "ckpt"};
@@ -74,9 +65,7 @@ class LocalCheckpointsTest : public ::testing::Test {
 
   fs::path root_;
   std::vector<std::string> said_;
-  static inline cache::S3rver* server_ = nullptr;
-  static inline std::string skip_;
-  static inline std::string error_;
+  static inline cache::SuiteS3rver s3_;
 };
 
 TEST_F(LocalCheckpointsTest, ASaveDrainsToS3AndAnotherMachineRestoresIt) {

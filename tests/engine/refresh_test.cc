@@ -307,26 +307,20 @@ TEST_F(RefreshTest, LocalModeLeavesAVersionNotListedWholeAsItIs) {
 // where a change of content keeps the size and only the ETag tells it.
 class S3RefreshTest : public VersionsTest {
  protected:
-  static void SetUpTestSuite() {
-    auto server = S3rver::start(GRANARY_SOURCE_DIR, skip_);
-    if (server.isOk()) server_ = std::move(*server).release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { s3_.start(GRANARY_SOURCE_DIR); }
+  static void TearDownTestSuite() { s3_.stop(); }
   void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-    ASSERT_NE(server_, nullptr) << "s3rver did not start";
+    if (!s3_.skip.empty()) GTEST_SKIP() << s3_.skip;
+    ASSERT_NE(s3_.server, nullptr) << s3_.error;
     makeRoot("granary-s3-refresh");
     openEngine();
   }
   void put(const std::string& key, const std::string& bytes) {
-    ASSERT_EQ(server_->put("refresh/" + key, bytes), 200) << key;
+    ASSERT_EQ(s3_.server->put("refresh/" + key, bytes), 200) << key;
     held_[key] = bytes;
   }
   void remove(const std::string& key) {
-    ASSERT_EQ(server_->remove("refresh/" + key), 204) << key;
+    ASSERT_EQ(s3_.server->remove("refresh/" + key), 204) << key;
     held_.erase(key);
   }
   EnsureSpec spec(int64_t generation) const override {
@@ -334,14 +328,13 @@ class S3RefreshTest : public VersionsTest {
     spec.key = {"ml", "bucket", generation, "uid-2"};
     spec.mounts = {{"",
                     {.uri = "s3://data/refresh/",
-                     .endpoint = server_->endpoint(),
+                     .endpoint = s3_.server->endpoint(),
                      .accessKeyId = Secret("S3RVER"),
                      .secretAccessKey = Secret("S3RVER")}}};
     return spec;
   }
 
-  static inline S3rver* server_ = nullptr;
-  static inline std::string skip_;
+  static inline SuiteS3rver s3_;
 };
 
 TEST_F(S3RefreshTest, ANewVersionOfABucketHoldsItAsItIsNowAndTheOldOneAsItWas) {
@@ -366,7 +359,7 @@ TEST_F(S3RefreshTest, ANewVersionOfABucketHoldsItAsItIsNowAndTheOldOneAsItWas) {
   // The unchanged objects are no longer in the bucket: the new version takes them from the old.
   for (const auto& [key, bytes] : before) {
     if (key != "a/1.bin" && key != "b/2.bin") {
-      ASSERT_EQ(server_->remove("refresh/" + key), 204) << key;
+      ASSERT_EQ(s3_.server->remove("refresh/" + key), 204) << key;
     }
   }
   auto second = ready(2);

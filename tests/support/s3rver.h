@@ -143,4 +143,27 @@ class S3rver {
   CURL* curl_ = nullptr;
 };
 
+// One s3rver shared by the tests of a suite: start() in SetUpTestSuite, stop() in
+// TearDownTestSuite, and in each test's SetUp:
+//   if (!s3_.skip.empty()) GTEST_SKIP() << s3_.skip;
+//   ASSERT_NE(s3_.server, nullptr) << s3_.error;
+struct SuiteS3rver {
+  S3rver* server = nullptr;
+  std::string skip;   // why there is none that a test should skip for (node or s3rver missing)
+  std::string error;  // or why it failed to start
+
+  void start(const std::string& sourceDir) {
+    auto started = S3rver::start(sourceDir, skip);
+    if (started.isOk()) {
+      server = std::move(*started).release();
+    } else if (skip.empty()) {
+      error = started.status().toString();
+    }
+  }
+  void stop() {
+    delete server;
+    server = nullptr;
+  }
+};
+
 }  // namespace granary::cache

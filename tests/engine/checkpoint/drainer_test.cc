@@ -283,32 +283,21 @@ TEST_F(DrainerTest, AUriOutsideTheRootsOrAPathOutsideTheTreeIsRefused) {
 
 class S3DrainerTest : public DrainerTest {
  protected:
-  static void SetUpTestSuite() {
-    auto server = cache::S3rver::start(kSourceDir, skip_);
-    if (server.isOk())
-      server_ = std::move(*server).release();
-    else if (skip_.empty())
-      error_ = server.status().toString();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { s3_.start(kSourceDir); }
+  static void TearDownTestSuite() { s3_.stop(); }
   void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-    ASSERT_NE(server_, nullptr) << error_;
+    if (!s3_.skip.empty()) GTEST_SKIP() << s3_.skip;
+    ASSERT_NE(s3_.server, nullptr) << s3_.error;
     DrainerTest::SetUp();
   }
   cache::SourceSpec s3Source(const std::string& prefix) const {
     return {.uri = "s3://data/" + prefix,
-            .endpoint = server_->endpoint(),
+            .endpoint = s3_.server->endpoint(),
             .accessKeyId = Secret("S3RVER"),  // s3rver's built-in account: requests are signed
             .secretAccessKey = Secret("S3RVER")};
   }
 
-  static inline cache::S3rver* server_ = nullptr;
-  static inline std::string skip_;
-  static inline std::string error_;
+  static inline cache::SuiteS3rver s3_;
 };
 
 TEST_F(S3DrainerTest, LargeFilesGoInPartsAndARestoreReadsThemBack) {

@@ -567,31 +567,21 @@ TEST_F(S3FaultTest, SplitsAtDirectoriesListedOverPages) {
 
 class S3ProtocolTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto server = S3rver::start(kSourceDir, skip_);
-    if (server.isOk()) {
-      server_ = std::move(*server).release();
-    } else if (skip_.empty()) {
-      startError_ = server.status().toString();
-    }
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { s3_.start(kSourceDir); }
+  static void TearDownTestSuite() { s3_.stop(); }
   void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-    ASSERT_NE(server_, nullptr) << startError_;
+    if (!s3_.skip.empty()) GTEST_SKIP() << s3_.skip;
+    ASSERT_NE(s3_.server, nullptr) << s3_.error;
   }
 
-  S3rver& s3() { return *server_; }
+  S3rver& s3() { return *s3_.server; }
   void put(const std::string& key, const std::string& body) {
-    ASSERT_EQ(server_->put(key, body), 200) << key;
+    ASSERT_EQ(s3_.server->put(key, body), 200) << key;
   }
   std::unique_ptr<Origin> origin(const std::string& prefix, int pageSize = 1000) {
     auto o = makeS3Origin({.bucket = "data",
                            .prefix = prefix,
-                           .endpoint = server_->endpoint(),
+                           .endpoint = s3_.server->endpoint(),
                            .accessKeyId = Secret("S3RVER"),  // s3rver's built-in account
                            .secretAccessKey = Secret("S3RVER"),
                            .retryDelay = std::chrono::milliseconds(1),
@@ -600,9 +590,7 @@ class S3ProtocolTest : public ::testing::Test {
     return o.isOk() ? std::move(*o) : nullptr;
   }
 
-  static inline S3rver* server_ = nullptr;
-  static inline std::string skip_;
-  static inline std::string startError_;
+  static inline SuiteS3rver s3_;
 };
 
 TEST_F(S3ProtocolTest, ListsPagesUnderThePrefixWithNestedAndOddKeys) {
