@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
+#include "common/errno_status.h"
 #include "engine/origin/beneath.h"
 
 namespace granary::checkpoint {
@@ -61,8 +61,7 @@ class S3Writer final : public OriginWriter {
       const int64_t want = std::min<int64_t>(1 << 20, length - done);
       if (!pace(want)) return cancelled("upload of " + path + " stopped");
       const ssize_t n = ::pread(fd, body.data() + done, static_cast<size_t>(want), offset + done);
-      if (n < 0)
-        return unavailable("cannot read the local copy of " + path + ": " + std::strerror(errno));
+      if (n < 0) return errnoStatus(errno, "cannot read the local copy of " + path);
       if (n == 0)
         return failedPrecondition("the local copy of " + path + " shrank while uploading");
       done += n;
