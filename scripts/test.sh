@@ -6,7 +6,8 @@
 #      errors (common/thread_annotations.h), then a short run of every libFuzzer target of
 #      tests/fuzz over its seed corpus (tests/fuzz/run.sh);                             default
 #   4. the concurrent parts (work queue, informer, controller runtime, single-flight, bandwidth
-#      limits, warm priorities, warmer, mount reads) under ThreadSanitizer (build-tsan/); opt-in
+#      limits, warm priorities, warmer, mount reads, checkpoint drain) under ThreadSanitizer
+#      (build-tsan/); opt-in
 # GRANARY_TEST_SANITIZERS=0 skips step 2; GRANARY_TEST_FUZZ=0 skips step 3's fuzzing, not its
 # clang build (GRANARY_FUZZ_SECONDS sets the seconds per target, default 5); GRANARY_TEST_TSAN=1
 # runs step 4. GRANARY_TEST_KUBECONFIG runs the Kubernetes contract tests against a real cluster
@@ -54,7 +55,7 @@ if [[ "${GRANARY_TEST_TSAN:-0}" != 0 ]]; then
     # Every race is reported and fails its test; tests/tsan.supp says what is not granary's.
     export TSAN_OPTIONS="second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
     cd build-tsan && ctest --output-on-failure -j"$jobs" --timeout 900 --no-tests=error \
-      -R '^(WorkQueue|InformerContract|ControllerTest|SingleFlight|BandwidthLimiter|WarmPriorities|WarmerTest|DatasetCacheTest|BandwidthLimitTest|DatasetFilesystemTest)\.'
+      -R '^(WorkQueue|InformerContract|ControllerTest|SingleFlight|BandwidthLimiter|WarmPriorities|WarmerTest|DatasetCacheTest|BandwidthLimitTest|DatasetFilesystemTest|DrainerTest|S3DrainerTest)\.'
   )
   echo "test.sh: ThreadSanitizer tier passed"
 fi
