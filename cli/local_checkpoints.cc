@@ -146,6 +146,9 @@ std::string checkpointLine(const std::string& mountPath, const checkpoint::Drain
             std::to_string(static_cast<int64_t>(s.lag.count())) + "s";
   if (s.pendingRemovals > 0) line += ", " + std::to_string(s.pendingRemovals) + " to remove";
   if (s.writing > 0) line += ", " + std::to_string(s.writing) + " being written";
+  if (!s.links.empty())
+    line += ", " + std::to_string(s.links.size()) + " symlink(s) not drained (" + s.links.front() +
+            (s.links.size() > 1 ? ", ..." : "") + ")";
   if (s.drained) line += ", all at the origin";
   line += "; " + formatByteSize(ByteSize{s.uploadedBytes}) + " uploaded";
   if (!s.lastError.empty()) line += " (retrying: " + s.lastError + ")";

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <list>
+#include <set>
 #include <thread>
 
 #include "common/log.h"
@@ -113,9 +114,14 @@ class TreeDrainer final : public Drainer {
         case TreeEvent::Kind::kRemoved:
           journal_.removed(e.path, e.directory);
           break;
+        case TreeEvent::Kind::kLink:
+          journal_.linked(e.path);
+          break;
         case TreeEvent::Kind::kRescanned:
           for (const TreeFile& f : journal_.observe(0, 0, 0).closed)
             if (!e.all.contains(f.path)) journal_.removed(f.path, false);
+          for (const std::string& link : std::set(journal_.links()))
+            if (!e.all.contains(link)) journal_.removed(link, false);
           break;
       }
     }
@@ -142,6 +148,7 @@ class TreeDrainer final : public Drainer {
           std::max(std::chrono::duration<double>(0),
                    std::chrono::duration<double>(clock_.wallNow() - plan.oldestPending->closedAt));
     s.checkpoints = checkpointsOf(o);
+    s.links.assign(journal_.links().begin(), journal_.links().end());
     s.drained = journal_.drained();
     return s;
   }

@@ -50,6 +50,7 @@ struct DrainStatus {
   int64_t failedSteps = 0;
   std::string lastError;  // the last step that failed, "" once one succeeds after it
   std::vector<CheckpointCopies> checkpoints;  // newest first
+  std::vector<std::string> links;             // symbolic links in the tree: not drained
   bool drained = false;                       // nothing pending, nothing being written
 };
 

@@ -27,6 +27,7 @@ void TreeJournal::writing(const std::string& path) { writing_.insert(path); }
 
 void TreeJournal::closed(const std::string& path, const FileIdentity& identity, WallTime at) {
   writing_.erase(path);
+  links_.erase(path);  // a link it replaced
   const auto current = files_.find(path);
   if (current != files_.end() && current->second.identity == identity) return;
   const uint64_t seq = ++seq_;
@@ -39,17 +40,25 @@ void TreeJournal::closed(const std::string& path, const FileIdentity& identity, 
 }
 
 void TreeJournal::removed(const std::string& path, bool directory) {
-  std::vector<std::string> gone;
-  for (const auto& [p, version] : files_)
-    if (p == path || (directory && isBelow(p, path))) gone.push_back(p);
-  for (const std::string& p : gone) {
-    files_.erase(p);
-    writing_.erase(p);
-    removals_.push_back({p, ++seq_});
+  const auto gone = [&](const std::string& p) {
+    return p == path || (directory && isBelow(p, path));
+  };
+  for (auto it = files_.begin(); it != files_.end();) {
+    if (gone(it->first)) {
+      removals_.push_back({it->first, ++seq_});
+      it = files_.erase(it);
+    } else {
+      ++it;
+    }
   }
   // A file seen being written may be gone before its close was seen (renamed away at once).
-  std::erase_if(writing_,
-                [&](const std::string& p) { return p == path || (directory && isBelow(p, path)); });
+  std::erase_if(writing_, gone);
+  std::erase_if(links_, gone);
+}
+
+void TreeJournal::linked(const std::string& path) {
+  removed(path, false);  // a file it replaced
+  links_.insert(path);
 }
 
 void TreeJournal::started(const DrainStep& step) { underway_.push_back(step); }

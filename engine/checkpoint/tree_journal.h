@@ -52,6 +52,9 @@ class TreeJournal {
   void closed(const std::string& path, const FileIdentity& identity, WallTime at);
   // `path` left the tree (deleted, or renamed away); with `directory`, everything below it.
   void removed(const std::string& path, bool directory);
+  // `path` is a symbolic link (replacing a file there, if any): not drained, only told
+  // (links()).
+  void linked(const std::string& path);
 
   // ---- Ends of the drain's steps. ----
   void started(const DrainStep& step);
@@ -72,6 +75,8 @@ class TreeJournal {
   // Whether anything is pending: a closed file not at the origin, a removal not carried out, a
   // file being written.
   bool drained() const;
+  // The symbolic links the tree holds, which the drain leaves out.
+  const std::set<std::string>& links() const { return links_; }
 
  private:
   struct Version {
@@ -86,6 +91,7 @@ class TreeJournal {
   uint64_t seq_ = 0;
   std::map<std::string, Version> files_;
   std::set<std::string> writing_;
+  std::set<std::string> links_;
   std::vector<TreeRemoval> removals_;
   std::map<std::string, AtOrigin> origin_;
   std::map<std::string, std::pair<uint64_t, int>> peers_;

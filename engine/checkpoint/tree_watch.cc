@@ -24,6 +24,11 @@ std::string joined(const std::string& directory, std::string_view name) {
   return directory.empty() ? std::string(name) : directory + "/" + std::string(name);
 }
 
+bool isSymlink(const std::filesystem::path& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
 bool isBelowOrAt(const std::string& path, const std::string& directory) {
   return path == directory ||
          (path.size() > directory.size() && path.compare(0, directory.size(), directory) == 0 &&
@@ -71,8 +76,9 @@ class InotifyTreeWatch final : public TreeWatch {
     for (const auto& entry : std::filesystem::directory_iterator(absolute, error)) {
       const std::string path = joined(directory, entry.path().filename().string());
       std::error_code typeError;
-      if (entry.is_symlink(typeError)) continue;
-      if (entry.is_directory(typeError)) {
+      if (entry.is_symlink(typeError)) {
+        found.push_back({.kind = TreeEvent::Kind::kLink, .path = path});
+      } else if (entry.is_directory(typeError)) {
         GRANARY_RETURN_IF_ERROR(watchAndScan(path, found));
       } else if (const auto identity = identityOf(entry.path())) {
         found.push_back({.kind = TreeEvent::Kind::kClosed, .path = path, .identity = *identity});
@@ -118,6 +124,8 @@ class InotifyTreeWatch final : public TreeWatch {
     } else if (isDirectory && (e.mask & (IN_CREATE | IN_MOVED_TO))) {
       if (Status s = watchAndScan(path, events); !s.isOk())
         log_.error("cannot watch a new directory", {{"error", s}});
+    } else if ((e.mask & (IN_CREATE | IN_MOVED_TO)) && isSymlink(root_ / path)) {
+      events.push_back({.kind = TreeEvent::Kind::kLink, .path = path});
     } else if (e.mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) {
       if (const auto identity = identityOf(root_ / path))
         events.push_back({.kind = TreeEvent::Kind::kClosed, .path = path, .identity = *identity});

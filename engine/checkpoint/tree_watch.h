@@ -1,15 +1,17 @@
 // The changes of a checkpoint tree as they happen, from inotify(7): each directory of the tree is
 // watched, a directory created or moved in is watched and scanned at once (files written into it
 // before its watch was added are reported by the scan), and a lost event (the kernel's queue
-// overflowed) makes a rescan of the whole tree. Regular files only: symlinks, devices and sockets
-// are not reported.
+// overflowed) makes a rescan of the whole tree. Regular files, and symbolic links (reported as
+// such, for the status: the drain leaves them out); devices and sockets are not reported.
 //
 // What is reported, relative to the root, '/'-separated:
 //   - writing: a file was written to and not closed since;
 //   - closed: a file written was closed, a file was renamed or moved into the tree, or a scan
 //     found it (with its identity: a scan of a file the tree already knows reports it again);
 //   - removed: a file or directory was deleted, or renamed or moved out of the tree;
-//   - rescanned: after a rescan, every regular file the tree holds (those missing were removed).
+//   - link: a symbolic link was made, moved into the tree, or found by a scan;
+//   - rescanned: after a rescan, every regular file and link the tree holds (those missing were
+//     removed).
 #pragma once
 
 #include <filesystem>
@@ -26,7 +28,7 @@
 namespace granary::checkpoint {
 
 struct TreeEvent {
-  enum class Kind { kWriting, kClosed, kRemoved, kRescanned };
+  enum class Kind { kWriting, kClosed, kRemoved, kLink, kRescanned };
   Kind kind = Kind::kClosed;
   std::string path;
   bool directory = false;     // kRemoved: everything below `path` went too

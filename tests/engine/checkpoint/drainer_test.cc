@@ -187,6 +187,22 @@ TEST_F(DrainerTest, ADrainStartedAgainUploadsOnlyWhatChangedAndRemovesWhatWent) 
   EXPECT_EQ(s.removedFiles, 3);
 }
 
+// A symlink to the newest checkpoint is told in the status and left out of the drain.
+TEST_F(DrainerTest, ASymlinkIsToldAndNotDrained) {
+  auto drainer = start(fileWriter());
+  dcpSave("step-1", 1, 1000, 1);
+  fs::create_directory_symlink("step-1", tree() / "last");
+  ASSERT_TRUE(eventually([&] {
+    const DrainStatus s = drainer->status();
+    return s.files == 2 && s.links == std::vector<std::string>{"last"};
+  }));
+  ASSERT_TRUE(drained(*drainer));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(origin() / "last")));
+  EXPECT_EQ(contents(origin()), contents(tree()));
+  fs::remove(tree() / "last");
+  EXPECT_TRUE(eventually([&] { return drainer->status().links.empty(); }));
+}
+
 TEST_F(DrainerTest, AnOriginThatIsDownDelaysTheDrainAndLosesNothing) {
   auto drainer = start(std::make_unique<RecordingWriter>(fileWriter(), 2));
   dcpSave("step-1", 2, 2000, 3);

@@ -84,6 +84,26 @@ TEST(TreeJournalTest, AnUploadThatEndedAfterItsFileWasRenamedAwayIsRemovedAtTheO
   EXPECT_EQ(journal.record()[0].path, "latest");
 }
 
+// A symbolic link is told, not drained; one made over a drained file removes that file at the
+// origin, and it goes with its directory.
+TEST(TreeJournalTest, ALinkIsToldNotDrainedAndReplacesTheFileItWasMadeOver) {
+  TreeJournal journal;
+  journal.closed("last", id(10, 10), kNow);
+  journal.closed("step-1/a", id(11, 10), kNow);
+  drainAll(journal);
+  journal.linked("last");
+  journal.linked("step-1/latest-link");
+  EXPECT_EQ(journal.links(), (std::set<std::string>{"last", "step-1/latest-link"}));
+  EXPECT_EQ(planDrain(journal.observe(0, 4, 0)).start,
+            (std::vector{DrainStep{DrainStep::Kind::kRemove, "last", 3}}));
+  drainAll(journal);
+  EXPECT_TRUE(journal.drained()) << "links never hold the drain up";
+  journal.removed("step-1", true);
+  EXPECT_EQ(journal.links(), std::set<std::string>{"last"});
+  journal.closed("last", id(12, 10), kNow);  // a file renamed over the link
+  EXPECT_TRUE(journal.links().empty());
+}
+
 TEST(TreeJournalTest, TheSameFileSeenAgainIsNoNewVersion) {
   TreeJournal journal;
   journal.closed("a", id(1, 5), kNow);
