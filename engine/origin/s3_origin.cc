@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <pugixml.hpp>
+#include <sstream>
 
 #include "common/url.h"
 #include "engine/origin/curl_transfer.h"
@@ -234,13 +235,17 @@ class S3Origin final : public Origin, public S3ObjectWriter {
 
   Status completeMultipart(const std::string& path, const std::string& uploadId,
                            const std::vector<std::string>& etags) override {
-    std::string xml = "<CompleteMultipartUpload>";
-    for (size_t i = 0; i < etags.size(); ++i)
-      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
-             xmlEscape(etags[i]) + "</ETag></Part>";
-    xml += "</CompleteMultipartUpload>";
+    pugi::xml_document document;
+    pugi::xml_node parts = document.append_child("CompleteMultipartUpload");
+    for (size_t i = 0; i < etags.size(); ++i) {
+      pugi::xml_node part = parts.append_child("Part");
+      part.append_child("PartNumber").text().set(static_cast<unsigned long long>(i + 1));
+      part.append_child("ETag").text().set(etags[i].c_str());
+    }
+    std::ostringstream xml;
+    document.save(xml, "", pugi::format_raw | pugi::format_no_declaration);
     GRANARY_ASSIGN_OR_RETURN(const HttpResponse r,
-                             send("POST", path, "uploadId=" + percentEncode(uploadId), xml));
+                             send("POST", path, "uploadId=" + percentEncode(uploadId), xml.str()));
     // S3 may answer 200 with an <Error> document when the completion failed late.
     if (r.status != 200 || !errorCode(r).empty()) return statusFor(r, source() + path);
     return Status::ok();
@@ -277,29 +282,6 @@ class S3Origin final : public Origin, public S3ObjectWriter {
     request.headers.push_back("Content-Type: application/octet-stream");
     request.headers.push_back("Expect:");  // no 100-continue round trip
     return transfer_.send(request);
-  }
-
-  static std::string xmlEscape(std::string_view text) {
-    std::string out;
-    for (const char c : text) {
-      switch (c) {
-        case '&':
-          out += "&amp;";
-          break;
-        case '<':
-          out += "&lt;";
-          break;
-        case '>':
-          out += "&gt;";
-          break;
-        case '"':
-          out += "&quot;";
-          break;
-        default:
-          out += c;
-      }
-    }
-    return out;
   }
 
   std::string objectUrl(const std::string& key) const {
