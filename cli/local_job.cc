@@ -145,12 +145,22 @@ Env workerEnv(const Container& container, const Env& job) {
   return env;
 }
 
+std::string rendezvousId(const api::TrainingJob& job) {
+  const std::string& ns = job.metadata.namespace_;
+  return (ns.empty() ? "default" : ns) + "-" + job.metadata.name;
+}
+
 LocalWorker planWorker(const LocalPlan& plan, const Container& container,
                        const LocalRunOptions& options, int rank) {
   const api::TrainingJobSpec& spec = plan.job.spec;
   LocalWorker worker{.rank = rank, .name = api::workerName(plan.job.metadata.name, rank)};
   for (int g = 0; g < spec.gpusPerWorker; ++g) worker.gpus.push_back(rank * spec.gpusPerWorker + g);
-  Env job = api::workerEnvironment(spec, rank, "127.0.0.1", options.masterPort);
+  const api::Rendezvous meet{
+      .masterAddress = "127.0.0.1",
+      .masterPort = options.masterPort,
+      .endpoint = "127.0.0.1:" + std::to_string(options.rendezvousPort),
+      .id = rendezvousId(plan.job)};
+  Env job = api::workerEnvironment(spec, rank, meet);
   job.emplace_back("LOCAL_RANK", std::to_string(rank));
   job.emplace_back("GRANARY_RUN_DIR", options.runDirectory.string());
   job.emplace_back("CUDA_VISIBLE_DEVICES", joined(worker.gpus));
@@ -252,6 +262,14 @@ Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documen
   GRANARY_ASSIGN_OR_RETURN(const Container container, firstContainer(plan.job));
   for (int rank = 0; rank < spec.workers; ++rank)
     plan.workers.push_back(planWorker(plan, container, options, rank));
+  if (spec.elastic) {
+    LocalWorker store = plan.workers.front();
+    store.name = plan.job.metadata.name + "-rendezvous";
+    store.argv = api::rendezvousStoreCommand(options.rendezvousPort, rendezvousId(plan.job));
+    store.workingDirectory.clear();
+    store.gpus.clear();
+    plan.rendezvous = std::move(store);
+  }
   return plan;
 }
 

@@ -5,7 +5,8 @@
 //
 // What a worker gets, in order of precedence:
 //   - the template's first container: command + args, env (value only), workingDir;
-//   - the torchrun environment of api::workerEnvironment with MASTER_ADDR=127.0.0.1, LOCAL_RANK
+//   - the torchrun environment of api::workerEnvironment with MASTER_ADDR=127.0.0.1 (an elastic
+//     job: the rendezvous store at 127.0.0.1:rendezvousPort, id "<namespace>-<job>"), LOCAL_RANK
 //     (every worker is on this machine), GRANARY_RUN_DIR, and the GPUs: CUDA_VISIBLE_DEVICES,
 //     gpusPerWorker of them each in NVML's (PCI bus) order, CUDA_DEVICE_ORDER=PCI_BUS_ID;
 //     empty when gpusPerWorker is 0, as a pod without GPUs sees none;
@@ -35,6 +36,7 @@ struct LocalRunOptions {
   int gpuCount = 0;                    // GPUs on this machine
   std::string noGpuReason;             // why there are none ("" when there are)
   int32_t masterPort = 0;              // a free port on 127.0.0.1 for rank 0
+  int32_t rendezvousPort = 0;          // another, for an elastic job's rendezvous store
 };
 
 struct LocalDataset {
@@ -74,6 +76,10 @@ struct LocalPlan {
   std::optional<LocalCheckpoints> checkpoints;
   std::vector<PathMapping> paths;  // every mount path of the job, longest first
   std::vector<LocalWorker> workers;
+  // An elastic job's rendezvous store: a process of its own beside the workers (so that no
+  // worker's loss takes it down), api::rendezvousStoreCommand on 127.0.0.1:rendezvousPort, with
+  // rank 0's environment (python3 found on its PATH). Unset for a fixed gang.
+  std::optional<LocalWorker> rendezvous;
 };
 
 // InvalidArgument naming the field and the fix: no or several TrainingJobs (without a job

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "cli/local_checkpoints.h"
+#include "common/api/membership.h"
 #include "cli/run_view.h"
 #include "cli/worker_gang.h"
 #include "common/clock.h"
@@ -138,7 +139,8 @@ class LocalRun {
         screen_(!settings.plain && ::isatty(STDOUT_FILENO)),
         accounting_(
             nullptr, [this](int tid) { return identities_.identify(tid); }, clock_),
-        workers_(plan.workers.size()) {}
+        workers_(plan.workers.size()),
+        membership_(plan.job.spec.workers, plan.job.spec.workers, clock_.wallNow()) {}
 
   int run() {
     if (const Status started = start(); !started.isOk()) {
@@ -253,6 +255,9 @@ class LocalRun {
         return finish();
       }
       ++restarts_;
+      membership_.lost(plan_.workers[failure->rank].name, exitCause(failure->code),
+                       clock_.wallNow());
+      membership_.gangRestart(what, clock_.wallNow());
       screen_.print(what + "; restarting the gang (restart " + std::to_string(restarts_) + " of " +
                     std::to_string(policy.backoffLimit) + ")");
     }
@@ -270,9 +275,21 @@ class LocalRun {
     return false;
   }
 
-  // One attempt: the gang until every worker exits 0 (nullopt) or one fails (that exit). The
-  // gang is stopped either way.
+  // One attempt: the gang until every worker exits 0 (nullopt) or a failure ends the attempt
+  // (that exit). An elastic job's lost worker ends it only below minWorkers; above, the worker
+  // is replaced and the rest go on (loseWorker). The gang is stopped either way.
   std::optional<WorkerExit> runGang() {
+    std::unique_ptr<WorkerGang> store;
+    if (plan_.rendezvous) {  // a fresh store for each attempt: the rendezvous starts over
+      auto started = WorkerGang::start({*plan_.rendezvous}, [this](int, const std::string& line) {
+        screen_.print(plan_.rendezvous->name + " | " + line);
+      });
+      if (!started.isOk()) {
+        setOutcome(1, "Failed: the rendezvous store: " + started.status().message());
+        return WorkerExit{0, 1};
+      }
+      store = std::move(*started);
+    }
     auto gang = WorkerGang::start(plan_.workers,
                                   [this](int rank, const std::string& line) { take(rank, line); });
     if (!gang.isOk()) {
@@ -280,25 +297,73 @@ class LocalRun {
       return WorkerExit{0, 1};
     }
     identities_.assign((*gang)->groups(), plan_.workers);
-    const SteadyTime started = clock_.monoNow();
+    std::vector<SteadyTime> started(plan_.workers.size(), clock_.monoNow());
     for (auto& w : workers_) w.state = "running";
     std::optional<WorkerExit> failure;
     while (!failure && (*gang)->running() > 0 && !shouldEnd()) {
       pump();
       for (const WorkerExit& exit : (*gang)->reap()) {
-        recordExit(exit, started);
-        if (exit.code != 0 && !failure) failure = exit;
+        recordExit(exit, started[exit.rank]);
+        if (exit.code == 0 || failure) continue;
+        if (!loseWorker(**gang, exit))
+          failure = exit;
+        else
+          started[exit.rank] = clock_.monoNow();
+      }
+      if (store && !failure && !store->reap().empty()) {
+        setOutcome(1, "Failed: the rendezvous store (" + plan_.rendezvous->name + ") exited");
+        failure = WorkerExit{0, 1};
       }
     }
     (*gang)->stop(kStopGrace);
-    for (const WorkerExit& exit : (*gang)->reap()) recordExit(exit, started);
-    for (auto& w : workers_)
-      if (w.state == "running") {
-        w.state = w.outcome = "stopped";
-        w.runSeconds += secondsSince(started);
+    if (store) store->stop(kStopGrace);
+    for (const WorkerExit& exit : (*gang)->reap()) recordExit(exit, started[exit.rank]);
+    for (size_t rank = 0; rank < workers_.size(); ++rank)
+      if (workers_[rank].state == "running") {
+        workers_[rank].state = workers_[rank].outcome = "stopped";
+        workers_[rank].runSeconds += secondsSince(started[rank]);
       }
     drainLines();
     return failure;
+  }
+
+  // An elastic job's worker lost with at least minWorkers left: the others go on (their torchrun
+  // agents meet again at the rendezvous) and, while runPolicy allows a restart, the worker
+  // starts again and joins them. False when the loss ends the attempt instead.
+  bool loseWorker(WorkerGang& gang, const WorkerExit& exit) {
+    const api::RunPolicy& policy = plan_.job.spec.runPolicy;
+    const api::LossResponse response =
+        api::respondToLoss(plan_.job.spec, gang.running(), restartable(policy.restartPolicy, exit.code),
+                           restarts_ < policy.backoffLimit);
+    if (response != api::LossResponse::kReplace && response != api::LossResponse::kContinue)
+      return false;
+    const std::string& name = plan_.workers[exit.rank].name;
+    membership_.lost(name, exitCause(exit.code), clock_.wallNow());
+    if (response == api::LossResponse::kContinue) {
+      screen_.print(name + " lost (" + exitCause(exit.code) + "); " +
+                    std::to_string(gang.running()) + " workers go on without it (runPolicy " +
+                    "allows no restart)");
+      return true;
+    }
+    if (const Status replaced = gang.replace(exit.rank); !replaced.isOk()) {
+      screen_.print(name + " lost; starting it again failed: " + replaced.message());
+      return true;
+    }
+    ++restarts_;
+    identities_.assign(gang.groups(), plan_.workers);
+    membership_.joined(name, "replacement", clock_.wallNow());
+    workers_[exit.rank].state = "running";
+    screen_.print(name + " lost (" + exitCause(exit.code) + "); the other " +
+                  std::to_string(gang.running() - 1) + " go on; " + name +
+                  " started again to join them (restart " + std::to_string(restarts_) + " of " +
+                  std::to_string(policy.backoffLimit) + ")");
+    return true;
+  }
+
+  static std::string exitCause(int code) {
+    if (code <= 128) return "exit " + std::to_string(code);
+    const char* name = sigabbrev_np(code - 128);
+    return "killed by " + (name ? "SIG" + std::string(name) : "signal " + std::to_string(code - 128));
   }
 
   void recordExit(const WorkerExit& exit, SteadyTime started) {
@@ -390,6 +455,10 @@ class LocalRun {
                  .elapsedSeconds = secondsSince(start_),
                  .attempt = attempt_,
                  .attempts = plan_.job.spec.runPolicy.backoffLimit + 1};
+    if (plan_.job.spec.elastic)
+      view.membership = MembershipView{.running = membership_.running(),
+                                       .wanted = membership_.wanted(),
+                                       .changes = membership_.changeCount()};
     for (size_t i = 0; i < caches_.size(); ++i)
       view.datasets.push_back(progressLine(caches_[i]->key(), caches_[i]->state()) + refreshes_[i]);
     if (checkpoints_) view.datasets.push_back(checkpoints_->progressLine());
@@ -444,6 +513,12 @@ class LocalRun {
                  .outcome = outcome_,
                  .wallSeconds = secondsSince(start_),
                  .restarts = restarts_};
+    if (plan_.job.spec.elastic) {
+      s.membership = MembershipSummary{
+          .wanted = membership_.wanted(),
+          .secondsBelowWanted = membership_.timeBelowWanted(clock_.wallNow()).count(),
+          .changes = membership_.changes()};
+    }
     for (const auto& cache : caches_)
       s.datasets.push_back(progressLine(cache->key(), cache->state()));
     if (checkpoints_) s.datasets.push_back(checkpoints_->progressLine());
@@ -487,6 +562,7 @@ class LocalRun {
   std::vector<std::unique_ptr<DatasetFilesystem>> mounts_;  // after the engine: unmounted first
   std::unique_ptr<LocalCheckpointVolume> checkpoints_;      // null when the job names none
   std::vector<WorkerRecord> workers_;
+  api::Membership membership_;  // workers lost and joined, for the view and the summary
   Mutex linesMutex_;
   // From the gang's output thread.
   std::vector<std::pair<int, std::string>> lines_ GRANARY_GUARDED_BY(linesMutex_);

@@ -146,7 +146,8 @@ int runCommand(const std::vector<std::string>& args) {
       .jobName = flags.job,
       .gpuCount = gpuCount(**sampler),
       .noGpuReason = (*sampler)->unavailableReason(),
-      .masterPort = freePort()};
+      .masterPort = freePort(),
+      .rendezvousPort = freePort()};
   auto plan = planLocalRun(*documents, options);
   if (!plan.isOk()) {
     std::fprintf(stderr, "granaryctl run: %s\n", plan.status().message().c_str());

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/api/membership.h"
+
 namespace granary::cli {
 
 struct WorkerView {
@@ -18,10 +20,17 @@ struct WorkerView {
   std::string lastLine;                  // its output's last line
 };
 
+// An elastic job's workers: running of wanted, and the membership changes so far.
+struct MembershipView {
+  int running = 0, wanted = 0;
+  int64_t changes = 0;
+};
+
 struct RunView {
   std::string job;  // namespace/name
   double elapsedSeconds = 0;
   int attempt = 1, attempts = 1;      // the gang's attempt and how many backoffLimit allows
+  std::optional<MembershipView> membership;  // an elastic job's
   std::vector<std::string> datasets;  // a progress line each
   std::vector<WorkerView> workers;
 };
@@ -38,11 +47,18 @@ struct WorkerSummary {
   std::optional<double> gpuUtilization;  // the mean over the run; none: "no GPU"
 };
 
+struct MembershipSummary {
+  int wanted = 0;
+  double secondsBelowWanted = 0;
+  std::vector<api::MembershipChange> changes;  // oldest first
+};
+
 struct RunSummary {
   std::string job;
   std::string outcome;  // "Succeeded", "Failed: worker-1 exited 3", ...
   double wallSeconds = 0;
-  int restarts = 0;
+  int restarts = 0;  // gang restarts, and an elastic job's workers started again
+  std::optional<MembershipSummary> membership;  // an elastic job's
   int64_t localBytes = 0, peerBytes = 0, originBytes = 0;
   std::vector<std::string> datasets;
   std::vector<WorkerSummary> workers;

@@ -58,6 +58,11 @@ void describe(const api::TrainingJob& job) {
         "cluster's CRD does not take spec.checkpoints yet)\n",
         c->source.uri.c_str(), c->mountPath.c_str(),
         c->bandwidthLimit ? (formatByteSize(*c->bandwidthLimit) + "/s").c_str() : "unlimited");
+  if (const auto& e = job.spec.elastic)
+    std::printf(
+        "               elastic: %d to %d workers; a lost worker is replaced while %d remain "
+        "(granaryctl run only: the cluster's CRD does not take spec.elastic yet)\n",
+        e->minWorkers, e->maxWorkers, e->minWorkers);
 }
 
 void describe(const api::OtherObject& other) {

@@ -113,38 +113,53 @@ Result<std::string> WorkerGang::programOf(const LocalWorker& worker) {
 
 Result<std::unique_ptr<WorkerGang>> WorkerGang::start(const std::vector<LocalWorker>& workers,
                                                       LineHandler onLine) {
-  std::vector<Launch> launches;
+  std::unique_ptr<WorkerGang> gang(new WorkerGang());
   for (const auto& worker : workers) {
     GRANARY_ASSIGN_OR_RETURN(std::string program, programOf(worker));
-    launches.push_back({.program = std::move(program),
-                        .argv = worker.argv,
-                        .env = environmentFor(worker),
-                        .workingDirectory = worker.workingDirectory.string()});
+    gang->programs_.push_back(std::move(program));
   }
-  std::unique_ptr<WorkerGang> gang(new WorkerGang());
+  gang->workers_ = workers;
   gang->onLine_ = std::move(onLine);
-  const int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  for (auto& launch : launches) {
-    int pipe[2];
-    if (::pipe2(pipe, O_CLOEXEC) != 0) return unavailable(std::string("pipe: ") + strerror(errno));
-    launch.prepare();
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid == 0) execChild(launch, pipe[1], devNull, parent);
-    ::close(pipe[1]);
-    if (pid < 0) {
-      ::close(pipe[0]);
-      ::close(devNull);
-      return unavailable(std::string("fork: ") + strerror(errno));  // the destructor stops the rest
-    }
-    ::setpgid(pid, pid);  // also here, so that the group exists before anyone signals it
-    gang->pids_.push_back(pid);
-    gang->reaped_.push_back(false);
-    gang->outputs_.push_back(pipe[0]);
-  }
-  ::close(devNull);
+  gang->pids_.assign(workers.size(), 0);
+  gang->reaped_.assign(workers.size(), true);
   gang->reader_ = std::jthread([g = gang.get()](std::stop_token stop) { g->readOutput(stop); });
-  return gang;
+  for (size_t rank = 0; rank < workers.size(); ++rank)
+    GRANARY_RETURN_IF_ERROR(gang->launch(static_cast<int>(rank), gang->programs_[rank]));
+  return gang;  // on an error above, the destructor stops what started
+}
+
+Status WorkerGang::replace(int rank) {
+  if (stopped_ || !reaped_.at(rank))
+    return failedPrecondition(workers_[rank].name + " is still running or the gang is stopped");
+  ::kill(-pids_[rank], SIGKILL);  // whatever the lost worker started and left behind
+  return launch(rank, programs_[rank]);
+}
+
+Status WorkerGang::launch(int rank, const std::string& program) {
+  const LocalWorker& worker = workers_[rank];
+  Launch launch{.program = program,
+                .argv = worker.argv,
+                .env = environmentFor(worker),
+                .workingDirectory = worker.workingDirectory.string()};
+  int pipe[2];
+  if (::pipe2(pipe, O_CLOEXEC) != 0) return unavailable(std::string("pipe: ") + strerror(errno));
+  const int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  launch.prepare();
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) execChild(launch, pipe[1], devNull, parent);
+  ::close(pipe[1]);
+  ::close(devNull);
+  if (pid < 0) {
+    ::close(pipe[0]);
+    return unavailable(std::string("fork: ") + strerror(errno));
+  }
+  ::setpgid(pid, pid);  // also here, so that the group exists before anyone signals it
+  pids_[rank] = pid;
+  reaped_[rank] = false;
+  MutexLock lock(outputsMutex_);
+  newOutputs_.push_back({rank, pipe[0]});
+  return Status::ok();
 }
 
 WorkerGang::~WorkerGang() { stop(5s); }
@@ -169,7 +184,7 @@ void WorkerGang::stop(std::chrono::milliseconds grace) {
   if (stopped_) return;  // the groups' ids may belong to others by now
   stopped_ = true;
   for (size_t rank = 0; rank < pids_.size(); ++rank)
-    if (!reaped_[rank]) ::kill(-pids_[rank], SIGTERM);
+    if (!reaped_[rank]) ::kill(-pids_[rank], SIGTERM);  // a slot never started counts as reaped
   Clock& clock = realClock();
   const auto deadline = clock.monoNow() + grace;
   while (running() > 0 && clock.monoNow() < deadline) {
@@ -177,7 +192,8 @@ void WorkerGang::stop(std::chrono::milliseconds grace) {
     if (running() > 0) clock.sleepFor(20ms, {});
   }
   // What is left, and anything a worker started and left behind in its group.
-  for (const pid_t pid : pids_) ::kill(-pid, SIGKILL);
+  for (const pid_t pid : pids_)
+    if (pid > 0) ::kill(-pid, SIGKILL);
   for (size_t rank = 0; rank < pids_.size(); ++rank)
     if (!reaped_[rank]) {
       ::waitpid(pids_[rank], nullptr, 0);
@@ -191,38 +207,57 @@ void WorkerGang::stop(std::chrono::milliseconds grace) {
 
 // Reads every worker's output until each pipe closes (or stop is requested after the workers
 // are gone), handing over complete lines; a last line without a newline is handed over too.
+// A replaced worker's pipe joins the others when the gang hands it over.
 void WorkerGang::readOutput(std::stop_token stop) {
-  std::vector<std::string> partial(outputs_.size());
+  std::vector<std::string> partial;
+  std::vector<int> ranks;
   std::vector<pollfd> fds;
-  for (int fd : outputs_) fds.push_back({.fd = fd, .events = POLLIN, .revents = 0});
+  const auto takeNew = [&] {
+    MutexLock lock(outputsMutex_);
+    for (const Output& o : newOutputs_) {
+      fds.push_back({.fd = o.fd, .events = POLLIN, .revents = 0});
+      ranks.push_back(o.rank);
+      partial.emplace_back();
+    }
+    newOutputs_.clear();
+  };
   const auto open = [&] {
     return std::any_of(fds.begin(), fds.end(), [](const pollfd& p) { return p.fd >= 0; });
   };
-  while (open()) {
-    const int ready = ::poll(fds.data(), fds.size(), 100);
-    if (ready <= 0) {
+  while (true) {
+    takeNew();
+    if (!open()) {  // every pipe closed: until a replaced worker's comes, or the end
       if (stop.stop_requested()) break;
+      realClock().sleepFor(100ms, stop);
       continue;
     }
-    for (size_t rank = 0; rank < fds.size(); ++rank) {
-      if (fds[rank].fd < 0 || fds[rank].revents == 0) continue;
+    if (::poll(fds.data(), fds.size(), 100) <= 0) {
+      if (stop.stop_requested()) break;  // the workers are gone; what they started may linger
+      continue;
+    }
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
       char buffer[4096];
-      const ssize_t n = ::read(fds[rank].fd, buffer, sizeof buffer);
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
       if (n <= 0) {
-        ::close(fds[rank].fd);
-        fds[rank].fd = -1;
-        if (!partial[rank].empty()) onLine_(static_cast<int>(rank), partial[rank]);
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        if (!partial[i].empty()) onLine_(ranks[i], partial[i]);
+        partial[i].clear();
         continue;
       }
-      partial[rank].append(buffer, n);
-      for (size_t nl; (nl = partial[rank].find('\n')) != std::string::npos;) {
-        onLine_(static_cast<int>(rank), partial[rank].substr(0, nl));
-        partial[rank].erase(0, nl + 1);
+      partial[i].append(buffer, n);
+      for (size_t nl; (nl = partial[i].find('\n')) != std::string::npos;) {
+        onLine_(ranks[i], partial[i].substr(0, nl));
+        partial[i].erase(0, nl + 1);
       }
     }
   }
   for (const auto& p : fds)
     if (p.fd >= 0) ::close(p.fd);
+  MutexLock lock(outputsMutex_);
+  for (const Output& o : newOutputs_) ::close(o.fd);
+  newOutputs_.clear();
 }
 
 }  // namespace granary::cli

@@ -3,6 +3,8 @@
 // line by line, stopped together. A worker gets SIGKILL when granaryctl dies (PR_SET_PDEATHSIG),
 // so even a killed granaryctl leaves no worker behind.
 //
+// A worker of an elastic job can be started again on its own (replace()), into the same gang.
+//
 // Thread-safety: one thread calls the methods; `onLine` is called on the gang's output thread.
 #pragma once
 
@@ -17,6 +19,7 @@
 
 #include "cli/local_job.h"
 #include "common/result.h"
+#include "common/thread_annotations.h"
 
 namespace granary::cli {
 
@@ -40,6 +43,10 @@ class WorkerGang {
   WorkerGang(const WorkerGang&) = delete;
   WorkerGang& operator=(const WorkerGang&) = delete;
 
+  // Starts `rank`'s worker again, as start() did, once its last process is reaped.
+  // FailedPrecondition while it runs; Unavailable when fork or pipe fails.
+  Status replace(int rank);
+
   // The workers that ended since the last call, without waiting.
   std::vector<WorkerExit> reap();
   int running() const;  // workers not yet reaped
@@ -50,13 +57,22 @@ class WorkerGang {
   void stop(std::chrono::milliseconds grace);
 
  private:
+  struct Output {
+    int rank;
+    int fd;  // the read end of the worker's stdout+stderr pipe
+  };
+
   WorkerGang() = default;
+  Status launch(int rank, const std::string& program);
   void readOutput(std::stop_token stop);
 
+  std::vector<LocalWorker> workers_;
+  std::vector<std::string> programs_;
   std::vector<pid_t> pids_;
   std::vector<bool> reaped_;
   bool stopped_ = false;
-  std::vector<int> outputs_;  // read ends of the workers' stdout+stderr pipes, by rank
+  Mutex outputsMutex_;
+  std::vector<Output> newOutputs_ GRANARY_GUARDED_BY(outputsMutex_);  // for the reader to take
   LineHandler onLine_;
   std::jthread reader_;
 };

@@ -27,6 +27,20 @@ Status checkTemplate(const config::Node& node) {
   return Status::ok();
 }
 
+// 1 <= minWorkers <= workers <= maxWorkers; an unset maxWorkers becomes workers.
+Status checkElastic(const config::Node& node, int32_t workers, ElasticPolicy& policy) {
+  if (policy.maxWorkers == 0) policy.maxWorkers = workers;
+  if (policy.minWorkers > workers)
+    return invalidArgument(node.where() + ".minWorkers: " + std::to_string(policy.minWorkers) +
+                           " is more than spec.workers (" + std::to_string(workers) +
+                           "); lower minWorkers or raise workers");
+  if (policy.maxWorkers < workers)
+    return invalidArgument(node.where() + ".maxWorkers: " + std::to_string(policy.maxWorkers) +
+                           " is less than spec.workers (" + std::to_string(workers) +
+                           "); raise maxWorkers or lower workers");
+  return Status::ok();
+}
+
 }  // namespace
 
 Status decodeValue(const config::Node& node, DatasetMount& out) {
@@ -56,6 +70,18 @@ Status decodeValue(const config::Node& node, CheckpointVolume& out) {
       "bandwidthLimit", out.bandwidthLimit,
       [](const std::optional<ByteSize>& s) { return s->bytes > 0; },
       "a rate above zero in bytes per second, such as 200Mi");
+  return f.finish();
+}
+
+Status decodeValue(const config::Node& node, ElasticPolicy& out) {
+  config::Fields f(node);
+  f.required(
+      "minWorkers", out.minWorkers, [](int32_t v) { return v >= 1 && v <= 4096; },
+      "an integer from 1 to 4096, at most spec.workers");
+  out.maxWorkers = 0;  // unset: the spec's workers
+  f.optional(
+      "maxWorkers", out.maxWorkers, [](int32_t v) { return v >= 1 && v <= 4096; },
+      "an integer from 1 to 4096, at least spec.workers");
   return f.finish();
 }
 
@@ -121,6 +147,8 @@ Status decodeValue(const config::Node& node, TrainingJobSpec& out) {
   f.optional(
       "workers", out.workers, [](int32_t w) { return w >= 1 && w <= 4096; },
       "an integer from 1 to 4096");
+  if (const config::Node* elastic = f.optional("elastic", out.elastic); elastic && out.elastic)
+    f.fail(checkElastic(*elastic, out.workers, *out.elastic));
   f.optional(
       "gpusPerWorker", out.gpusPerWorker, [](int32_t g) { return g >= 0 && g <= 64; },
       "an integer from 0 to 64");
@@ -192,21 +220,75 @@ std::string workerName(const std::string& job, int rank) {
 
 std::vector<std::pair<std::string, std::string>> workerEnvironment(const TrainingJobSpec& spec,
                                                                    int rank,
-                                                                   const std::string& masterAddress,
-                                                                   int32_t masterPort) {
-  const std::string port = std::to_string(masterPort);
+                                                                   const Rendezvous& meet) {
+  const std::string perNode = std::to_string(std::max(1, spec.gpusPerWorker));
+  if (spec.elastic) {
+    return {{"PET_NNODES", std::to_string(spec.elastic->minWorkers) + ":" +
+                               std::to_string(spec.elastic->maxWorkers)},
+            {"PET_NPROC_PER_NODE", perNode},
+            {"PET_RDZV_BACKEND", "c10d"},
+            {"PET_RDZV_ENDPOINT", meet.endpoint},
+            {"PET_RDZV_ID", meet.id},
+            {"PET_RDZV_CONF", "is_host=false,last_call_timeout=5"},
+            {"PET_MAX_RESTARTS", std::to_string(spec.runPolicy.backoffLimit)},
+            {"PET_MONITOR_INTERVAL", "1"},
+            {"PYTHONUNBUFFERED", "1"}};
+  }
+  const std::string port = std::to_string(meet.masterPort);
   const std::string workers = std::to_string(spec.workers);
   const std::string rankText = std::to_string(rank);
-  return {{"MASTER_ADDR", masterAddress},
+  return {{"MASTER_ADDR", meet.masterAddress},
           {"MASTER_PORT", port},
           {"WORLD_SIZE", workers},
           {"RANK", rankText},
           {"PET_NNODES", workers},
-          {"PET_NPROC_PER_NODE", std::to_string(std::max(1, spec.gpusPerWorker))},
+          {"PET_NPROC_PER_NODE", perNode},
           {"PET_NODE_RANK", rankText},
-          {"PET_MASTER_ADDR", masterAddress},
+          {"PET_MASTER_ADDR", meet.masterAddress},
           {"PET_MASTER_PORT", port},
           {"PYTHONUNBUFFERED", "1"}};
+}
+
+std::vector<std::string> rendezvousStoreCommand(int32_t port, const std::string& id) {
+  // TCPStore's server listens on every interface; its own client connects over loopback. Twice a
+  // second the store looks at the rendezvous' state (torch's c10d backend keeps it under
+  // "torch.rendezvous.<id>") for an agent of this host whose process is gone, and ages its
+  // heartbeat, so that the others meet again at once instead of after torch's keep-alive
+  // (3 x 5 s). Where that cannot work (another host's agents, a torch that keeps its state
+  // otherwise), nothing is changed.
+  static constexpr const char* kStore = R"py(import base64, datetime, os, pickle, signal, socket, sys, time
+from datetime import timedelta
+from torch.distributed import TCPStore
+store = TCPStore("127.0.0.1", int(sys.argv[1]), is_master=True, wait_for_workers=False,
+                 timeout=timedelta(seconds=300))
+print("rendezvous store listening on port", sys.argv[1], flush=True)
+store.set_timeout(timedelta(seconds=1))  # a get of a key not set yet fails rather than waits
+key, host = "torch.rendezvous." + sys.argv[2], socket.getfqdn()
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+        return False
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+while True:
+    time.sleep(0.5)
+    try:
+        raw = store.get(key)
+        state = pickle.loads(base64.b64decode(raw))
+        dead = [n for n in state.last_heartbeats if n.fqdn == host and gone(n.pid)]
+        if not dead:
+            continue
+        for node in dead:
+            state.last_heartbeats[node] = datetime.datetime(1970, 1, 1)
+        aged = base64.b64encode(pickle.dumps(state))
+        if store.compare_set(key, raw, aged) == aged:
+            print("rendezvous: agent process(es)", [n.pid for n in dead], "gone", flush=True)
+    except Exception:
+        pass
+)py";
+  return {"python3", "-c", kStore, std::to_string(port), id};
 }
 
 }  // namespace granary::api

@@ -34,6 +34,15 @@ struct CheckpointVolume {
   std::optional<ByteSize> bandwidthLimit;
 };
 
+// spec.elastic: the job runs on any number of workers from minWorkers to maxWorkers (with
+// 1 <= minWorkers <= workers <= maxWorkers). The workers' torchrun agents meet at a rendezvous
+// that no worker hosts, so a lost worker costs the others a re-rendezvous, not a restart of the
+// gang, while at least minWorkers remain.
+struct ElasticPolicy {
+  int32_t minWorkers = 1;
+  int32_t maxWorkers = 1;  // unset: workers
+};
+
 enum class WarmStart { kParallel, kBeforeStart, kNone };
 enum class Locality { kPreferred, kRequired };
 enum class CleanPodPolicy { kAll, kRunning, kNone };
@@ -59,7 +68,8 @@ struct RunPolicy {
 struct TrainingJobSpec {
   std::vector<DatasetMount> datasets;
   std::optional<CheckpointVolume> checkpoints;
-  int32_t workers = 1;        // 1..4096
+  int32_t workers = 1;        // 1..4096; the number wanted when elastic
+  std::optional<ElasticPolicy> elastic;
   int32_t gpusPerWorker = 1;  // 0..64
   int32_t masterPort = 29500;
   config::Node template_;  // a PodTemplateSpec; must have at least one container
@@ -76,6 +86,7 @@ struct TrainingJob {
 
 Status decodeValue(const config::Node& node, DatasetMount& out);
 Status decodeValue(const config::Node& node, CheckpointVolume& out);
+Status decodeValue(const config::Node& node, ElasticPolicy& out);
 Status decodeValue(const config::Node& node, WarmStart& out);
 Status decodeValue(const config::Node& node, Locality& out);
 Status decodeValue(const config::Node& node, CleanPodPolicy& out);
@@ -93,12 +104,34 @@ bool isPathInsideDataset(const std::string& path);
 // The name of rank `rank`'s worker: "<job>-worker-<rank>" (a pod on a cluster, a process locally).
 std::string workerName(const std::string& job, int rank);
 
-// The torchrun environment every worker gets, on a cluster and locally alike: MASTER_ADDR,
-// MASTER_PORT, WORLD_SIZE, RANK, the PET_* variables torchrun reads, and PYTHONUNBUFFERED.
-// Variables the template's container sets itself are left to it (the caller skips them).
+// Where a job's workers meet: rank 0's address and port for a fixed gang; for an elastic job
+// the rendezvous store's host:port and the rendezvous id (the job's uid on a cluster).
+struct Rendezvous {
+  std::string masterAddress;
+  int32_t masterPort = 0;
+  std::string endpoint;
+  std::string id;
+};
+
+// The torchrun environment every worker gets, on a cluster and locally alike, and
+// PYTHONUNBUFFERED. A fixed gang: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and the PET_*
+// variables of a static rendezvous. An elastic job: the PET_* variables of torchrun's c10d
+// rendezvous (PET_NNODES=min:max, PET_RDZV_ENDPOINT, PET_RDZV_ID, PET_RDZV_CONF with
+// is_host=false, since the store is not a worker's, and a 5 s last call; PET_MAX_RESTARTS =
+// runPolicy.backoffLimit; PET_MONITOR_INTERVAL=1, so that an agent sees its worker fail within a
+// second), without ranks: the rendezvous assigns them. Variables the
+// template's container sets itself are left to it (the caller skips them).
 std::vector<std::pair<std::string, std::string>> workerEnvironment(const TrainingJobSpec& spec,
                                                                    int rank,
-                                                                   const std::string& masterAddress,
-                                                                   int32_t masterPort);
+                                                                   const Rendezvous& meet);
+
+// The port an elastic job's rendezvous store listens on, on a cluster.
+inline constexpr int32_t kRendezvousPort = 29400;
+
+// The command that hosts an elastic job's rendezvous store (rendezvous id `id`), listening on
+// `port` of every interface: python3 with the job's own torch, so that the store speaks its
+// workers' protocol. Where the store sees the agents' processes (on their machine), an agent
+// whose process is gone is let go at once rather than after torch's keep-alive.
+std::vector<std::string> rendezvousStoreCommand(int32_t port, const std::string& id);
 
 }  // namespace granary::api

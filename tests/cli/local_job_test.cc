@@ -119,6 +119,39 @@ TEST_F(LocalJobTest, TheCheckpointVolumeIsMappedUnderTheRunDirectory) {
                                       "--save=/run/granary/data/ckpt/run-1"}));
 }
 
+// An elastic job's workers meet at a rendezvous store of their own, run beside them with rank
+// 0's environment; they get torchrun's c10d settings and no fixed ranks.
+TEST_F(LocalJobTest, AnElasticJobsWorkersMeetAtAStoreOfTheirOwn) {
+  LocalRunOptions options;
+  options.rendezvousPort = 41000;
+  auto planned =
+      plan(kDataset + job("  gpusPerWorker: 0\n  elastic: {minWorkers: 1, maxWorkers: 4}\n"
+                          "  runPolicy: {backoffLimit: 5}\n",
+                          kTrainer),
+           options);
+  ASSERT_TRUE(planned.isOk()) << planned.status();
+  const auto env = envOf(planned->workers[1]);
+  EXPECT_EQ(env.at("PET_NNODES"), "1:4");
+  EXPECT_EQ(env.at("PET_RDZV_BACKEND"), "c10d");
+  EXPECT_EQ(env.at("PET_RDZV_ENDPOINT"), "127.0.0.1:41000");
+  EXPECT_EQ(env.at("PET_RDZV_ID"), "ml-resnet");
+  EXPECT_EQ(env.at("PET_RDZV_CONF"), "is_host=false,last_call_timeout=5");
+  EXPECT_EQ(env.at("PET_MAX_RESTARTS"), "5");
+  EXPECT_FALSE(env.contains("PET_NODE_RANK")) << "the rendezvous assigns ranks";
+  EXPECT_FALSE(env.contains("MASTER_ADDR"));
+  EXPECT_EQ(env.at("RANK"), "99") << "the template's own variables still win";
+
+  ASSERT_TRUE(planned->rendezvous.has_value());
+  EXPECT_EQ(planned->rendezvous->name, "resnet-rendezvous");
+  EXPECT_EQ(planned->rendezvous->argv, api::rendezvousStoreCommand(41000, "ml-resnet"));
+  EXPECT_EQ(planned->rendezvous->argv.front(), "python3");
+  EXPECT_EQ(planned->rendezvous->argv.back(), "ml-resnet");
+
+  auto fixed = plan(kDataset + job("  gpusPerWorker: 0\n", kTrainer), options);
+  ASSERT_TRUE(fixed.isOk()) << fixed.status();
+  EXPECT_FALSE(fixed->rendezvous.has_value());
+}
+
 TEST_F(LocalJobTest, GpusAreSplitByGpusPerWorkerOrRefused) {
   auto planned = plan(kDataset + job("  gpusPerWorker: 2\n", kTrainer), {.gpuCount = 4});
   ASSERT_TRUE(planned.isOk()) << planned.status();

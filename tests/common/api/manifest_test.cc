@@ -148,6 +148,47 @@ spec:
       << nested.status().message();
 }
 
+// spec.elastic: 1 <= minWorkers <= workers <= maxWorkers, maxWorkers defaulting to workers;
+// each error names its field and the fix.
+TEST(Manifest, ElasticJobsRunFromMinToMaxWorkers) {
+  const auto job = [](const std::string& elastic) {
+    return decodeText(R"(
+apiVersion: granary.io/v1alpha1
+kind: TrainingJob
+metadata: {name: llama}
+spec:
+  workers: 3
+  elastic: )" + elastic + R"(
+  template: {spec: {containers: [{name: trainer}]}}
+)");
+  };
+  auto good = job("{minWorkers: 2}");
+  ASSERT_TRUE(good.isOk()) << good.status();
+  const auto& elastic = std::get<TrainingJob>(*good).spec.elastic;
+  ASSERT_TRUE(elastic.has_value());
+  EXPECT_EQ(elastic->minWorkers, 2);
+  EXPECT_EQ(elastic->maxWorkers, 3) << "maxWorkers defaults to workers";
+  EXPECT_TRUE(job("{minWorkers: 3, maxWorkers: 8}").isOk());
+
+  const auto error = [&](const std::string& policy) {
+    auto decoded = job(policy);
+    return decoded.isOk() ? std::string("accepted") : decoded.status().message();
+  };
+  EXPECT_NE(error("{minWorkers: 4}").find("test.yaml:7: spec.elastic.minWorkers: 4 is more than "
+                                          "spec.workers (3); lower minWorkers or raise workers"),
+            std::string::npos)
+      << error("{minWorkers: 4}");
+  EXPECT_NE(error("{minWorkers: 1, maxWorkers: 2}")
+                .find("spec.elastic.maxWorkers: 2 is less than spec.workers (3); raise "
+                      "maxWorkers or lower workers"),
+            std::string::npos);
+  EXPECT_NE(error("{minWorkers: 0}").find("spec.elastic.minWorkers: expected an integer from 1"),
+            std::string::npos)
+      << error("{minWorkers: 0}");
+  EXPECT_NE(error("{maxWorkers: 3}").find("spec.elastic.minWorkers"), std::string::npos)
+      << error("{maxWorkers: 3}");
+}
+
 // Workers are always a gang: the field that claimed otherwise is gone, and naming it says so.
 TEST(Manifest, SchedulingHasNoGangSwitch) {
   auto object = decodeText(R"(
