@@ -89,7 +89,8 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
 
   Json env = Json::array();
   for (const auto& [key, value] :
-       api::workerEnvironment(spec, rank, masterAddress(name, ns), spec.masterPort))
+       api::workerEnvironment(spec, rank, {.masterAddress = masterAddress(name, ns),
+                                           .masterPort = spec.masterPort}))
     env[env.size()] = envVar(key, value);
   Json mounts = Json::array();
   Json volumes = Json::array();
