@@ -60,8 +60,8 @@ void describe(const api::TrainingJob& job) {
         c->bandwidthLimit ? (formatByteSize(*c->bandwidthLimit) + "/s").c_str() : "unlimited");
   if (const auto& e = job.spec.elastic)
     std::printf(
-        "               elastic: %d to %d workers; a lost worker is replaced while %d remain "
-        "(granaryctl run only: the cluster's CRD does not take spec.elastic yet)\n",
+        "               elastic: %d to %d workers; a lost worker is replaced alone while %d "
+        "remain\n",
         e->minWorkers, e->maxWorkers, e->minWorkers);
 }
 

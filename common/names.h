@@ -18,6 +18,9 @@ inline constexpr const char* kTrainingJobKind = "TrainingJob";
 // Labels the operator puts on a TrainingJob's worker pods and Service.
 inline constexpr const char* kJobNameLabel = "granary.io/job-name";  // the TrainingJob's name
 inline constexpr const char* kRankLabel = "granary.io/rank";         // the worker's rank
+// An elastic job's rendezvous store pod: the TrainingJob's name. Not kJobNameLabel: the store is
+// not one of the gang's workers.
+inline constexpr const char* kRendezvousLabel = "granary.io/rendezvous-for";
 // The gang attempt a pod belongs to (the job's status.restarts when the pod was created).
 inline constexpr const char* kAttemptLabel = "granary.io/attempt";
 // "false" on the workers of a job with warmPolicy None: their reads do not ask for warming.

@@ -183,8 +183,10 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     return kube::ReconcileResult::done();
   const std::string ns = kube::namespaceOf(job), name = kube::nameOf(job);
   const Json previous = job.has_object_field("status") ? job.at("status") : Json();
-  JobObservation o{
-      .generation = kube::generationOf(job), .previousStatus = previous, .now = clock_.wallNow()};
+  JobObservation o{.jobName = name,
+                   .generation = kube::generationOf(job),
+                   .previousStatus = previous,
+                   .now = clock_.wallNow()};
   auto spec = decodeSpec(job);
   if (!spec.isOk()) {
     Json status = previous.is_object() ? previous : Json::object();
@@ -215,7 +217,8 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   if (auto created = kube::parseMetav1Time(kube::metadataField(job, "creationTimestamp")))
     o.created = *created;
   for (const auto& pod : pods_->store().byIndex("job", name))
-    if (kube::namespaceOf(*pod) == ns) o.workers.push_back(workerOf(*pod));
+    if (kube::namespaceOf(*pod) == ns && kube::stringMap(*pod).contains(names::kRankLabel))
+      o.workers.push_back(workerOf(*pod));
   for (const auto& d : o.spec.datasets) {
     const kube::ObjectPtr dataset = datasets_->store().get(kube::objectKey(ns, d.name));
     const std::string source = dataset ? sourceKeyOf(*dataset) : "";
@@ -268,6 +271,8 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
       return created.status();
   }
+  if (!plan.create.empty() && o.spec.elastic)
+    GRANARY_RETURN_IF_ERROR(ensureRendezvous(job, attempt));
   for (int rank : plan.create) {
     auto created = client.create(
         kube::resources::pods(), ns,
@@ -281,6 +286,21 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     log().info(e.reason, {{"job", key}, {"message", e.message}});
   }
   return result;
+}
+
+// An elastic job's rendezvous store and its Service, created once; a store that exists is kept
+// (restartPolicy Always restarts it in place).
+Status TrainingJobController::ensureRendezvous(const Json& job, int attempt) {
+  auto& client = manager_.client();
+  const std::string ns = kube::namespaceOf(job);
+  for (const auto& [type, object] :
+       {std::pair{kube::resources::services(), rendezvousService(job)},
+        std::pair{kube::resources::pods(), rendezvousPod(job, attempt)}}) {
+    auto created = client.create(type, ns, object);
+    if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
+      return created.status();
+  }
+  return Status::ok();
 }
 
 TrainingJobController::Summaries TrainingJobController::sampleTelemetry(

@@ -53,6 +53,9 @@ class TrainingJobController {
   Summaries sampleTelemetry(const std::string& key, const std::string& jobUid,
                             const std::string& ns, const api::TrainingJobSpec& spec,
                             const std::vector<WorkerState>& workers);
+  // An elastic job's rendezvous store pod and Service (operator/core/workers.h), created
+  // when missing.
+  Status ensureRendezvous(const kube::Json& job, int attempt);
 
   kube::Manager& manager_;
   TrainingJobControllerOptions options_;

@@ -1,8 +1,11 @@
 #include "operator/core/job_lifecycle.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+#include <type_traits>
 
+#include "common/api/membership.h"
 #include "operator/core/conditions.h"
 
 namespace granary::op {
@@ -66,6 +69,60 @@ std::optional<GangFault> gangFault(const std::vector<const WorkerState*>& curren
   return std::nullopt;
 }
 
+// Every worker of the current attempt that is lost, failed or disrupted (as gangFault judges
+// them), each with its fault; ranks missing beyond `recordedWorkers` (pods that vanished) too.
+struct WorkerFault {
+  const WorkerState* worker;  // null for a vanished pod
+  int rank;
+  GangFault fault;
+};
+
+std::vector<WorkerFault> workerFaults(const std::vector<const WorkerState*>& current,
+                                      int64_t recordedWorkers, int32_t workers,
+                                      const std::set<int>& occupied) {
+  std::vector<WorkerFault> faults;
+  std::set<int> present = occupied;
+  for (const auto* w : current) {
+    present.insert(w->rank);
+    if (auto fault = gangFault({w}, 0, workers)) faults.push_back({w, w->rank, *fault});
+  }
+  int64_t missing = recordedWorkers - static_cast<int64_t>(current.size());
+  for (int rank = 0; rank < workers && missing > 0; ++rank)
+    if (!present.count(rank)) {
+      faults.push_back({nullptr, rank,
+                        {GangFault::Kind::kLost, "WorkerLost",
+                         "worker " + std::to_string(rank) + " was deleted"}});
+      --missing;
+    }
+  return faults;
+}
+
+std::set<std::string> stringSet(const Json& list) {
+  std::set<std::string> out;
+  if (list.is_array())
+    for (const auto& item : list.as_array())
+      if (item.is_string()) out.insert(item.as_string());
+  return out;
+}
+
+std::set<int> intSet(const Json& list) {
+  std::set<int> out;
+  if (list.is_array())
+    for (const auto& item : list.as_array())
+      if (item.is_integer()) out.insert(item.as_integer());
+  return out;
+}
+
+Json jsonArray(const auto& items) {
+  Json out = Json::array();
+  for (const auto& item : items)
+    if constexpr (std::is_same_v<std::decay_t<decltype(item)>, std::string>)
+      out[out.size()] = Json::string(item);
+    else
+      out[out.size()] = Json::number(item);
+  return out;
+}
+
 // The job's datasets by what they let it do, each a list of names ("a, b").
 struct DatasetLists {
   std::string missing, failed;
@@ -103,6 +160,12 @@ struct Planner {
   Json conditions;
   int64_t restarts;
   int64_t disruptions;  // the restarts not counted against backoffLimit
+  // An elastic job's membership (status.elastic): workers replaced alone (counted against
+  // backoffLimit as gang restarts are), the pods deleted for it still present (by uid), the
+  // ranks whose replacement has not run yet, the ranks left vacant (no restart was allowed).
+  int64_t replacements;
+  std::set<std::string> replacing;
+  std::set<int> joining, vacant;
 
   explicit Planner(const JobObservation& observation)
       : o(observation),
@@ -110,7 +173,11 @@ struct Planner {
                                                       : Json::object()),
         conditions(kube::pathValue(observation.previousStatus, "conditions")),
         restarts(intField(observation.previousStatus, "restarts")),
-        disruptions(intField(observation.previousStatus, "disruptions")) {}
+        disruptions(intField(observation.previousStatus, "disruptions")),
+        replacements(intField(observation.previousStatus, "elastic.replacements")),
+        replacing(stringSet(kube::pathValue(observation.previousStatus, "elastic.replacing"))),
+        joining(intSet(kube::pathValue(observation.previousStatus, "elastic.joining"))),
+        vacant(intSet(kube::pathValue(observation.previousStatus, "elastic.vacant"))) {}
 
   void condition(const std::string& type, bool value, const std::string& reason,
                  const std::string& message) {
@@ -188,14 +255,20 @@ struct Planner {
     if (disruptions > 0) status["disruptions"] = Json::number(disruptions);
     const std::string phase = stringField(o.previousStatus, "phase");
     std::vector<const WorkerState*> current, old;
+    std::set<int> leaving;  // ranks whose pod, deleted to be replaced, is still there
+    std::set<std::string> stillReplacing;
     for (const auto& w : o.workers) {
       const bool inAttempt = w.attempt == restarts && w.rank < o.spec.workers;
-      if (inAttempt) {
+      if (inAttempt && replacing.count(w.uid)) {
+        leaving.insert(w.rank);
+        stillReplacing.insert(w.uid);
+      } else if (inAttempt) {
         current.push_back(&w);
       } else if (!w.deleting) {  // an older attempt's pod already going away needs nothing
         old.push_back(&w);
       }
     }
+    replacing = std::move(stillReplacing);
     std::sort(current.begin(), current.end(),
               [](const WorkerState* a, const WorkerState* b) { return a->rank < b->rank; });
     if (phase == "Succeeded" || phase == "Failed") {
@@ -243,10 +316,22 @@ struct Planner {
 
     for (const auto* w : old) plan.remove.push_back(w->name);
 
-    // A failed, lost or disrupted worker restarts the whole gang, or fails the job.
+    // A failed, lost or disrupted worker restarts the whole gang, or fails the job; an elastic
+    // job's is replaced alone while minWorkers remain.
     const int64_t recorded = intField(o.previousStatus, "workers.active") +
                              intField(o.previousStatus, "workers.succeeded") +
                              intField(o.previousStatus, "workers.failed");
+    std::set<int> occupied = leaving;
+    occupied.insert(vacant.begin(), vacant.end());
+    if (o.spec.elastic) {
+      const auto faults = workerFaults(current, recorded, o.spec.workers, occupied);
+      if (!faults.empty() && goOnWithout(faults, current)) {
+        std::vector<const WorkerState*> kept;
+        for (const auto* w : current)
+          if (!replacing.count(w->uid)) kept.push_back(w);
+        return done(kept);
+      }
+    }
     if (auto fault = gangFault(current, recorded, o.spec.workers)) {
       const bool restarted = restartOrFail(*fault, current);
       return done(restarted ? std::vector<const WorkerState*>{} : current);
@@ -271,12 +356,18 @@ struct Planner {
       }
       requeueIn(std::chrono::duration_cast<std::chrono::seconds>(deadline - o.now));
     }
-    const bool allRunning = static_cast<int>(current.size()) == o.spec.workers &&
-                            std::all_of(current.begin(), current.end(), [](const WorkerState* w) {
-                              return w->phase == WorkerState::Phase::kRunning ||
-                                     w->phase == WorkerState::Phase::kSucceeded;
-                            });
-    if (!allRunning) {
+    const int wanted = o.spec.workers - static_cast<int>(vacant.size());
+    const int running = static_cast<int>(
+        std::count_if(current.begin(), current.end(), [](const WorkerState* w) {
+          return w->phase == WorkerState::Phase::kRunning ||
+                 w->phase == WorkerState::Phase::kSucceeded;
+        }));
+    const bool allRunning = static_cast<int>(current.size()) == wanted && running == wanted;
+    // An elastic job that started goes on while minWorkers run; the rest join when they can.
+    const bool runsElastic =
+        o.spec.elastic && startTime && running >= o.spec.elastic->minWorkers;
+    if (o.spec.elastic) noteMembership(current, running, startTime.has_value());
+    if (!allRunning && !runsElastic) {
       for (const auto* w : current) since = std::max(since, w->created);
       if (current.empty() && conditionOf(o.previousStatus, "Restarting").status) since = o.now;
       const auto deadline = since + std::chrono::seconds(o.spec.runPolicy.startDeadlineSeconds);
@@ -295,13 +386,19 @@ struct Planner {
     if (canStart && old.empty()) {
       std::set<int> present;
       for (const auto* w : current) present.insert(w->rank);
+      present.insert(occupied.begin(), occupied.end());
       for (int rank = 0; rank < o.spec.workers; ++rank)
         if (!present.count(rank)) plan.create.push_back(rank);
     }
-    if (allRunning) {
+    if (allRunning || runsElastic) {
       status["phase"] = Json::string("Running");
       if (!startTime) status["startTime"] = Json::string(kube::metav1Time(o.now));
-      condition("Running", true, "Running", "every worker is running");
+      condition("Running", true, "Running",
+                allRunning ? "every worker is running"
+                           : std::to_string(running) + " of " + std::to_string(o.spec.workers) +
+                                 " workers running (spec.elastic.minWorkers " +
+                                 std::to_string(o.spec.elastic->minWorkers) +
+                                 "); the others join at the next rendezvous");
       if (conditionOf(o.previousStatus, "Restarting").status)
         condition("Restarting", false, "Running", "the gang runs again");
       if (phase != "Running") event(false, "Running", "every worker is running");
@@ -364,7 +461,7 @@ struct Planner {
     const bool retryable = disruption || policy == api::RestartPolicy::kOnFailure ||
                            (policy == api::RestartPolicy::kExitCode &&
                             (fault.kind == GangFault::Kind::kLost || fault.exitCode >= 128));
-    const int64_t counted = restarts - disruptions;
+    const int64_t counted = restarts - disruptions + replacements;
     if (!retryable || (!disruption && counted >= limit)) {
       finish(
           false, retryable ? "BackoffLimitExceeded" : fault.reason,
@@ -372,6 +469,12 @@ struct Planner {
       return false;
     }
     for (const auto* c : current) plan.remove.push_back(c->name);
+    if (o.spec.elastic) {
+      recordChange(api::MembershipChange::Kind::kGangRestart, "", fault.what, 0);
+      replacing.clear();
+      joining.clear();
+      vacant.clear();
+    }
     ++restarts;
     status["restarts"] = Json::number(restarts);
     if (disruption) status["disruptions"] = Json::number(++disruptions);
@@ -385,6 +488,102 @@ struct Planner {
     condition("Running", false, "Restarting", message);
     event(true, "Restarting", message);
     return true;
+  }
+
+  // An elastic job's workers `faults` lost: replaced alone (or left vacant) when
+  // api::respondToLoss says the others go on; false when it says the gang restarts or fails.
+  bool goOnWithout(const std::vector<WorkerFault>& faults,
+                   const std::vector<const WorkerState*>& current) {
+    const auto policy = o.spec.runPolicy.restartPolicy;
+    bool retryable = true;
+    int64_t counting = 0;  // faults counted against backoffLimit (not disruptions)
+    for (const auto& f : faults) {
+      const bool disruption = f.fault.kind == GangFault::Kind::kDisrupted;
+      counting += !disruption;
+      retryable = retryable &&
+                  (disruption || policy == api::RestartPolicy::kOnFailure ||
+                   (policy == api::RestartPolicy::kExitCode &&
+                    (f.fault.kind == GangFault::Kind::kLost || f.fault.exitCode >= 128)));
+    }
+    int remaining = 0;
+    for (const auto* w : current)
+      remaining += !terminal(*w) && std::none_of(faults.begin(), faults.end(),
+                                                 [&](const WorkerFault& f) { return f.worker == w; });
+    const bool budgetLeft =
+        restarts - disruptions + replacements + counting <= o.spec.runPolicy.backoffLimit;
+    const api::LossResponse response =
+        api::respondToLoss(o.spec, remaining, retryable, budgetLeft);
+    if (response != api::LossResponse::kReplace && response != api::LossResponse::kContinue)
+      return false;
+    const bool replace = response == api::LossResponse::kReplace;
+    if (replace) replacements += counting;
+    for (const auto& f : faults) {
+      if (f.worker) {
+        plan.remove.push_back(f.worker->name);
+        replacing.insert(f.worker->uid);
+      }
+      (replace ? joining : vacant).insert(f.rank);
+      const std::string message =
+          f.fault.what + "; " + std::to_string(remaining) + " worker(s) go on at the rendezvous" +
+          (replace ? "; a replacement joins them"
+                   : "; not replaced (" + std::string(retryable ? "backoffLimit reached"
+                                                                : "restartPolicy") + ")");
+      recordChange(api::MembershipChange::Kind::kLost, workerName(f.rank), f.fault.what, remaining);
+      event(true, "WorkerLost", message);
+    }
+    if (stringField(status, "elastic.belowWantedSince").empty())
+      status["elastic"]["belowWantedSince"] = Json::string(kube::metav1Time(o.now));
+    return true;
+  }
+
+  std::string workerName(int rank) const {
+    return api::workerName(o.jobName, rank);
+  }
+
+  // Appends a change to status.elastic.changes (the newest api::Membership::kMaxKept).
+  void recordChange(api::MembershipChange::Kind kind, const std::string& worker,
+                    const std::string& cause, int running) {
+    Json changes = kube::pathValue(status, "elastic.changes");
+    if (!changes.is_array()) changes = Json::array();
+    Json change = Json::object();
+    change["time"] = Json::string(kube::metav1Time(o.now));
+    change["kind"] = Json::string(std::string(api::membershipKindName(kind)));
+    if (!worker.empty()) change["worker"] = Json::string(worker);
+    change["cause"] = Json::string(cause);
+    change["running"] = Json::number(running);
+    Json kept = Json::array();
+    const size_t from =
+        changes.size() + 1 > api::Membership::kMaxKept ? changes.size() + 1 - api::Membership::kMaxKept : 0;
+    for (size_t i = from; i < changes.size(); ++i) kept[kept.size()] = changes[i];
+    kept[kept.size()] = std::move(change);
+    status["elastic"]["changes"] = std::move(kept);
+    status["elastic"]["membershipChanges"] =
+        Json::number(intField(status, "elastic.membershipChanges") + 1);
+  }
+
+  // Replacements that run now joined; the workers running, and the time spent below the
+  // workers wanted since the job started.
+  void noteMembership(const std::vector<const WorkerState*>& current, int running, bool started) {
+    for (const auto* w : current)
+      if (joining.count(w->rank) && w->phase == WorkerState::Phase::kRunning) {
+        joining.erase(w->rank);
+        recordChange(api::MembershipChange::Kind::kJoined, w->name, "replacement", running);
+        event(false, "WorkerJoined",
+              w->name + " runs and joins the others at the next rendezvous (" +
+                  std::to_string(running) + " of " + std::to_string(o.spec.workers) + ")");
+      }
+    status["elastic"]["running"] = Json::number(running);
+    const auto since = kube::parseMetav1Time(stringField(status, "elastic.belowWantedSince"));
+    double below = 0;
+    if (const Json b = kube::pathValue(status, "elastic.secondsBelowWanted"); b.is_number())
+      below = b.as_double();
+    if (started && running < o.spec.workers && !since) {
+      status["elastic"]["belowWantedSince"] = Json::string(kube::metav1Time(o.now));
+    } else if (since && (running >= o.spec.workers || !started)) {
+      below += std::chrono::duration<double>(o.now - *since).count();
+      status["elastic"].erase("belowWantedSince");
+    }
+    status["elastic"]["secondsBelowWanted"] = Json::number(std::round(below * 10) / 10);
   }
 
   std::optional<WallTime> resumedAt() const {
@@ -409,6 +608,12 @@ struct Planner {
   }
 
   JobPlan done(const std::vector<const WorkerState*>& current) {
+    if (o.spec.elastic) {
+      status["elastic"]["replacements"] = Json::number(replacements);
+      status["elastic"]["replacing"] = jsonArray(replacing);
+      status["elastic"]["joining"] = jsonArray(joining);
+      status["elastic"]["vacant"] = jsonArray(vacant);
+    }
     pinVersions();
     counts(current);
     placement(current);

@@ -29,6 +29,16 @@
 // status.restarts counts every gang restart; it is the current attempt, the workers'
 // granary.io/attempt label. A worker is known lost when fewer of the current attempt's
 // workers exist than the last status counted (status.workers).
+//
+// An elastic job (spec.elastic) loses workers without a gang restart while api::respondToLoss
+// says the others go on (at least minWorkers left): each lost worker's pod alone is deleted and
+// created again (status.elastic.replacements, counted against backoffLimit with the gang
+// restarts; disruptions are not counted), or its rank left vacant when no restart is allowed.
+// The job stays Running while minWorkers run, with no start deadline for the replacements. Each
+// loss, join and gang restart is a change in status.elastic.changes (the newest 32, with
+// status.elastic.membershipChanges counting all) and an Event (WorkerLost, WorkerJoined);
+// status.elastic.running and secondsBelowWanted (with belowWantedSince while below) tell how
+// many run and how long the job ran short of spec.workers.
 #pragma once
 
 #include <chrono>
@@ -74,6 +84,7 @@ struct DatasetState {
 };
 
 struct JobObservation {
+  std::string jobName;  // names the workers in an elastic job's membership changes
   api::TrainingJobSpec spec;
   int64_t generation = 1;
   kube::Json previousStatus;  // the job's status (null when none)

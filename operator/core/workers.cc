@@ -88,9 +88,10 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
   podSpec["subdomain"] = Json::string(name);
 
   Json env = Json::array();
-  for (const auto& [key, value] :
-       api::workerEnvironment(spec, rank, {.masterAddress = masterAddress(name, ns),
-                                           .masterPort = spec.masterPort}))
+  const api::Rendezvous meet = spec.elastic ? elasticRendezvous(job, attempt)
+                                            : api::Rendezvous{.masterAddress = masterAddress(name, ns),
+                                                              .masterPort = spec.masterPort};
+  for (const auto& [key, value] : api::workerEnvironment(spec, rank, meet))
     env[env.size()] = envVar(key, value);
   Json mounts = Json::array();
   Json volumes = Json::array();
@@ -123,7 +124,7 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
       c["resources"]["requests"]["nvidia.com/gpu"] = gpus;
     }
   }
-  if (rank > 0) {
+  if (rank > 0 && !spec.elastic) {
     // Workers must not race rank 0's DNS record (torchrun fails on an unknown host).
     Json wait = Json::object();
     wait["name"] = Json::string("wait-for-rank-0");
@@ -143,6 +144,53 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
   }
   pod["spec"] = std::move(podSpec);
   return pod;
+}
+
+std::string rendezvousName(const std::string& job) { return job + "-rendezvous"; }
+
+api::Rendezvous elasticRendezvous(const Json& job, int attempt) {
+  const std::string name = kube::nameOf(job), ns = kube::namespaceOf(job);
+  return {.endpoint = rendezvousName(name) + "." + ns + ".svc:" + std::to_string(api::kRendezvousPort),
+          .id = kube::uidOf(job) + "-" + std::to_string(attempt)};
+}
+
+Json rendezvousPod(const Json& job, int attempt) {
+  const std::string name = kube::nameOf(job);
+  Json pod = Json::object();
+  pod["apiVersion"] = Json::string("v1");
+  pod["kind"] = Json::string("Pod");
+  pod["metadata"]["name"] = Json::string(rendezvousName(name));
+  pod["metadata"]["namespace"] = Json::string(kube::namespaceOf(job));
+  pod["metadata"]["labels"][names::kRendezvousLabel] = Json::string(name);
+  pod["metadata"]["ownerReferences"] = ownerReference(job);
+  Json container = Json::object();
+  container["name"] = Json::string("rendezvous");
+  container["image"] = kube::pathValue(job, "spec.template.spec.containers").at(0).at("image");
+  Json command = Json::array();
+  for (const auto& arg :
+       api::rendezvousStoreCommand(api::kRendezvousPort, elasticRendezvous(job, attempt).id))
+    command[command.size()] = Json::string(arg);
+  container["command"] = std::move(command);
+  container["ports"][0]["containerPort"] = Json::number(api::kRendezvousPort);
+  pod["spec"]["containers"][0] = std::move(container);
+  pod["spec"]["restartPolicy"] = Json::string("Always");
+  return pod;
+}
+
+Json rendezvousService(const Json& job) {
+  const std::string name = kube::nameOf(job);
+  Json service = Json::object();
+  service["apiVersion"] = Json::string("v1");
+  service["kind"] = Json::string("Service");
+  service["metadata"]["name"] = Json::string(rendezvousName(name));
+  service["metadata"]["namespace"] = Json::string(kube::namespaceOf(job));
+  service["metadata"]["ownerReferences"] = ownerReference(job);
+  service["spec"]["selector"][names::kRendezvousLabel] = Json::string(name);
+  Json port = Json::object();
+  port["name"] = Json::string("rendezvous");
+  port["port"] = Json::number(api::kRendezvousPort);
+  service["spec"]["ports"][0] = std::move(port);
+  return service;
 }
 
 Json headlessService(const Json& job, const api::TrainingJobSpec& spec) {

@@ -19,11 +19,22 @@ std::string masterAddress(const std::string& job, const std::string& ns);
 // Never (the operator restarts whole gangs), the scheduler, GPUs on the first container, the
 // torchrun environment, a read-only CSI volume per dataset at its mountPath, hostname and
 // subdomain for DNS, an owner reference to the job, the access-order hints
-// (names::kAccessOrderFilesAnnotation), and, on ranks above 0, an init container that waits until
-// rank 0's DNS record resolves.
+// (names::kAccessOrderFilesAnnotation), and, on ranks above 0 of a fixed gang, an init container
+// that waits until rank 0's DNS record resolves (an elastic job's workers meet at its rendezvous
+// store instead, elasticRendezvous).
 // `versions` (the job's status.datasetVersions, or null) pins each dataset's volume to a version.
 kube::Json workerPod(const kube::Json& job, const api::TrainingJobSpec& spec, int rank, int attempt,
                      const kube::Json& versions = kube::Json());
+// An elastic job's rendezvous: the store's Service (<job>-rendezvous) and the id of attempt
+// `attempt` (the job's uid and the attempt: a gang restart meets at a fresh rendezvous).
+std::string rendezvousName(const std::string& job);
+api::Rendezvous elasticRendezvous(const kube::Json& job, int attempt);
+// The store pod: the template's first container's image running api::rendezvousStoreCommand
+// (restartPolicy Always, so that a crash restarts it in place; no GPUs), labelled
+// names::kRendezvousLabel, and the ClusterIP Service in front of it. Neither dies with a worker.
+kube::Json rendezvousPod(const kube::Json& job, int attempt);
+kube::Json rendezvousService(const kube::Json& job);
+
 // Headless, publishing addresses before readiness, so rank 0 resolves as soon as it has an IP.
 kube::Json headlessService(const kube::Json& job, const api::TrainingJobSpec& spec);
 

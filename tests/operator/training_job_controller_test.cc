@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "common/kube/manager.h"
+#include "common/names.h"
 #include "operator/core/conditions.h"
 #include "tests/support/cluster.h"
 #include "tests/support/fake_clock.h"
@@ -223,6 +224,62 @@ TEST_F(TrainingJobControllerTest, AFailedWorkerRestartsTheWholeGangUpToTheBackof
   ASSERT_TRUE(eventually(
       [&] { return workers().size() == 1 && kube::nameOf(workers()[0]) == "bert-worker-1"; }, 20s))
       << "cleanPodPolicy Running deletes the workers still running and keeps the failed one";
+}
+
+// An elastic job: the workers meet at a store pod of their own behind a Service; a failed worker
+// is replaced alone (the others' pods are the same pods), and the change is in the status and
+// an Event.
+TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
+  readyDataset("wiki");
+  auto created = client().create(
+      resources::trainingJobs(), ns(),
+      yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
+           "spec:\n  workers: 3\n  elastic: {minWorkers: 2}\n  gpusPerWorker: 0\n"
+           "  datasets: [{name: wiki, mountPath: /data}]\n"
+           "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
+  ASSERT_TRUE(created.isOk()) << created.status();
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return workers().size() == 3; }, 20s));
+  std::map<std::string, std::string> uids;
+  for (const auto& pod : workers()) {
+    setPhase(kube::nameOf(pod), "Running");
+    uids[kube::nameOf(pod)] = kube::uidOf(pod);
+    const Json& container = pod.at("spec").at("containers").at(0);
+    EXPECT_EQ(env(container, "PET_RDZV_ENDPOINT"), "bert-rendezvous." + ns() + ".svc:29400");
+    EXPECT_EQ(env(container, "PET_NNODES"), "2:3");
+    EXPECT_EQ(env(container, "MASTER_ADDR"), "<unset>");
+  }
+  auto store = client().get(resources::pods(), ns(), "bert-rendezvous");
+  ASSERT_TRUE(store.isOk()) << store.status();
+  EXPECT_EQ(kube::pathValue(*store, "spec.containers").at(0).at("image").as_string(), "pytorch");
+  EXPECT_TRUE(kube::stringMap(*store).contains(names::kRendezvousLabel));
+  EXPECT_FALSE(kube::stringMap(*store).contains(names::kJobNameLabel))
+      << "the store is not one of the gang's workers";
+  EXPECT_TRUE(client().get(resources::services(), ns(), "bert-rendezvous").isOk());
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Running"; }, 20s)) << job().serialize();
+
+  setPhase("bert-worker-1", "Failed", 137);
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& pod : workers())
+          if (kube::nameOf(pod) == "bert-worker-1" && kube::uidOf(pod) != uids["bert-worker-1"])
+            return true;
+        return false;
+      },
+      20s))
+      << "the failed worker is created again: " << job().serialize();
+  for (const auto& pod : workers()) {
+    if (kube::nameOf(pod) != "bert-worker-1") {
+      EXPECT_EQ(kube::uidOf(pod), uids[kube::nameOf(pod)]) << kube::nameOf(pod) << " was deleted";
+    }
+    EXPECT_EQ(attemptOf(pod), "0") << "no gang restart";
+  }
+  EXPECT_TRUE(hasEvent("WorkerLost"));
+  const Json status = job().at("status");
+  EXPECT_EQ(kube::pathValue(status, "restarts").as_integer(), 0);
+  EXPECT_EQ(kube::pathValue(status, "elastic.replacements").as_integer(), 1);
+  EXPECT_EQ(kube::pathValue(status, "elastic.changes").at(0).at("kind").as_string(), "Lost");
+  EXPECT_EQ(jobPhase(), "Running");
 }
 
 TEST_F(TrainingJobControllerTest, SuspendDeletesTheWorkersAndResumeBringsThemBack) {

@@ -426,5 +426,108 @@ TEST(JobLifecycleTest, SuspendDeletesEveryWorkerAndResumeCreatesThemAgain) {
   EXPECT_EQ(field(resumed, "restarts"), 0) << "no worker reads as lost after a resume";
 }
 
+api::TrainingJobSpec elasticThree(int backoffLimit = 3) {
+  api::TrainingJobSpec spec;
+  spec.workers = 3;
+  spec.elastic = api::ElasticPolicy{.minWorkers = 2, .maxWorkers = 3};
+  spec.runPolicy.backoffLimit = backoffLimit;
+  spec.datasets = {{.name = "wiki", .mountPath = "/data"}};
+  return spec;
+}
+
+JobObservation observeElastic(const api::TrainingJobSpec& spec, std::vector<WorkerState> workers,
+                              Json previous, WallTime now) {
+  JobObservation o = observe(spec, std::move(workers), std::move(previous), now);
+  o.jobName = "bert";
+  return o;
+}
+
+std::string changeKinds(const JobPlan& plan) {
+  std::string kinds;
+  const Json changes = kube::pathValue(plan.status, "elastic.changes");
+  for (const auto& c : changes.as_array()) kinds += c.at("kind").as_string() + " ";
+  return kinds;
+}
+
+// A lost worker of an elastic job with minWorkers left: its pod alone is deleted and created again
+// once gone; the others' pods are never touched; the job stays Running; each change is recorded.
+TEST(JobLifecycleTest, AnElasticJobReplacesALostWorkerAloneWhileMinWorkersRemain) {
+  const api::TrainingJobSpec spec = elasticThree();
+  const Json running = runningStatus(spec);
+  WorkerState failed = worker(1, Phase::kFailed);
+  failed.exitCode = 137;
+  const JobPlan lost = planJob(observeElastic(
+      spec, {worker(0, Phase::kRunning), failed, worker(2, Phase::kRunning)}, running,
+      kCreated + 20s));
+  EXPECT_EQ(lost.remove, names({1})) << "no surviving worker's pod is deleted";
+  EXPECT_TRUE(lost.create.empty()) << "the lost pod goes first";
+  EXPECT_EQ(phaseOf(lost), "Running");
+  EXPECT_EQ(field(lost, "restarts"), 0) << "no gang restart: the attempt stays";
+  EXPECT_EQ(field(lost, "elastic.replacements"), 1);
+  EXPECT_EQ(changeKinds(lost), "Lost ");
+  const Json change = kube::pathValue(lost.status, "elastic.changes").at(0);
+  EXPECT_EQ(change.at("worker").as_string(), "bert-worker-1");
+  EXPECT_EQ(change.at("cause").as_string(), "worker 1 failed with exit code 137");
+  EXPECT_EQ(change.at("running").as_integer(), 2);
+  ASSERT_EQ(lost.events.size(), 1u);
+  EXPECT_EQ(lost.events[0].reason, "WorkerLost");
+
+  // Being deleted, the old pod is neither a new loss nor replaced under its own name yet.
+  failed.deleting = true;
+  const JobPlan deleting = planJob(observeElastic(
+      spec, {worker(0, Phase::kRunning), failed, worker(2, Phase::kRunning)}, lost.status,
+      kCreated + 21s));
+  EXPECT_TRUE(deleting.remove.empty());
+  EXPECT_TRUE(deleting.create.empty());
+  EXPECT_EQ(field(deleting, "elastic.membershipChanges"), 1);
+  EXPECT_EQ(phaseOf(deleting), "Running");
+
+  const JobPlan gone = planJob(observeElastic(
+      spec, {worker(0, Phase::kRunning), worker(2, Phase::kRunning)}, deleting.status,
+      kCreated + 22s));
+  EXPECT_EQ(gone.create, (std::vector<int>{1}));
+  EXPECT_TRUE(gone.remove.empty());
+
+  WorkerState replacement = worker(1, Phase::kRunning);
+  replacement.uid = "uid-1-replacement";
+  const JobPlan joined = planJob(observeElastic(
+      spec, {worker(0, Phase::kRunning), replacement, worker(2, Phase::kRunning)}, gone.status,
+      kCreated + 30s));
+  EXPECT_EQ(changeKinds(joined), "Lost Joined ");
+  EXPECT_EQ(field(joined, "elastic.running"), 3);
+  EXPECT_EQ(kube::pathValue(joined.status, "elastic.secondsBelowWanted").as_double(), 10)
+      << "below 3 workers from the loss (20 s) to the join (30 s)";
+  EXPECT_EQ(conditionOf(joined.status, "Running").message, "every worker is running");
+}
+
+// Below minWorkers an elastic job restarts the gang as a fixed one does; replacements spent the
+// same backoffLimit; with none left, a lost worker's rank stays vacant and the rest go on.
+TEST(JobLifecycleTest, AnElasticJobBelowMinWorkersRestartsTheGangAndSpendsOneBackoffLimit) {
+  const api::TrainingJobSpec spec = elasticThree(1);
+  const JobPlan restart = planJob(observeElastic(
+      spec, {worker(0, Phase::kRunning), worker(1, Phase::kFailed), worker(2, Phase::kFailed)},
+      runningStatus(spec), kCreated + 20s));
+  EXPECT_EQ(restart.remove, names({0, 1, 2}));
+  EXPECT_EQ(field(restart, "restarts"), 1);
+  EXPECT_EQ(phaseOf(restart), "Restarting");
+  EXPECT_EQ(changeKinds(restart), "GangRestart ");
+
+  const Json again = runningStatus(spec, 1);
+  const JobPlan vacant = planJob(observeElastic(
+      spec,
+      {worker(0, Phase::kRunning, 1), worker(1, Phase::kRunning, 1), worker(2, Phase::kFailed, 1)},
+      again, kCreated + 40s));
+  EXPECT_EQ(vacant.remove, names({2}));
+  EXPECT_EQ(phaseOf(vacant), "Running");
+  EXPECT_NE(vacant.events.at(0).message.find("not replaced (backoffLimit reached)"),
+            std::string::npos)
+      << vacant.events.at(0).message;
+  const JobPlan after = planJob(observeElastic(
+      spec, {worker(0, Phase::kRunning, 1), worker(1, Phase::kRunning, 1)}, vacant.status,
+      kCreated + 41s));
+  EXPECT_TRUE(after.create.empty()) << "a vacant rank is not created again";
+  EXPECT_EQ(phaseOf(after), "Running");
+}
+
 }  // namespace
 }  // namespace granary::op
