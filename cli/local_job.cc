@@ -155,11 +155,10 @@ LocalWorker planWorker(const LocalPlan& plan, const Container& container,
   const api::TrainingJobSpec& spec = plan.job.spec;
   LocalWorker worker{.rank = rank, .name = api::workerName(plan.job.metadata.name, rank)};
   for (int g = 0; g < spec.gpusPerWorker; ++g) worker.gpus.push_back(rank * spec.gpusPerWorker + g);
-  const api::Rendezvous meet{
-      .masterAddress = "127.0.0.1",
-      .masterPort = options.masterPort,
-      .endpoint = "127.0.0.1:" + std::to_string(options.rendezvousPort),
-      .id = rendezvousId(plan.job)};
+  const api::Rendezvous meet{.masterAddress = "127.0.0.1",
+                             .masterPort = options.masterPort,
+                             .endpoint = "127.0.0.1:" + std::to_string(options.rendezvousPort),
+                             .id = rendezvousId(plan.job)};
   Env job = api::workerEnvironment(spec, rank, meet);
   job.emplace_back("LOCAL_RANK", std::to_string(rank));
   job.emplace_back("GRANARY_RUN_DIR", options.runDirectory.string());

@@ -10,9 +10,9 @@
 #include <optional>
 
 #include "cli/local_checkpoints.h"
-#include "common/api/membership.h"
 #include "cli/run_view.h"
 #include "cli/worker_gang.h"
+#include "common/api/membership.h"
 #include "common/clock.h"
 #include "common/thread_annotations.h"
 #include "engine/engine.h"
@@ -332,9 +332,9 @@ class LocalRun {
   // starts again and joins them. False when the loss ends the attempt instead.
   bool loseWorker(WorkerGang& gang, const WorkerExit& exit) {
     const api::RunPolicy& policy = plan_.job.spec.runPolicy;
-    const api::LossResponse response =
-        api::respondToLoss(plan_.job.spec, gang.running(), restartable(policy.restartPolicy, exit.code),
-                           restarts_ < policy.backoffLimit);
+    const api::LossResponse response = api::respondToLoss(
+        plan_.job.spec, gang.running(), restartable(policy.restartPolicy, exit.code),
+        restarts_ < policy.backoffLimit);
     if (response != api::LossResponse::kReplace && response != api::LossResponse::kContinue)
       return false;
     const std::string& name = plan_.workers[exit.rank].name;
@@ -363,7 +363,8 @@ class LocalRun {
   static std::string exitCause(int code) {
     if (code <= 128) return "exit " + std::to_string(code);
     const char* name = sigabbrev_np(code - 128);
-    return "killed by " + (name ? "SIG" + std::string(name) : "signal " + std::to_string(code - 128));
+    return "killed by " +
+           (name ? "SIG" + std::string(name) : "signal " + std::to_string(code - 128));
   }
 
   void recordExit(const WorkerExit& exit, SteadyTime started) {

@@ -71,7 +71,8 @@ std::vector<std::string> liveViewLines(const RunView& view, size_t width) {
 
 std::vector<std::string> summaryLines(const RunSummary& s) {
   std::vector<std::string> lines;
-  const std::string restarts = std::to_string(s.restarts) + (s.membership ? " restart" : " gang restart") +
+  const std::string restarts = std::to_string(s.restarts) +
+                               (s.membership ? " restart" : " gang restart") +
                                (s.restarts == 1 ? "" : "s");
   lines.push_back(s.job + " " + s.outcome + " in " + formatDuration(s.wallSeconds) + " (" +
                   restarts + ")");

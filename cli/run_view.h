@@ -29,9 +29,9 @@ struct MembershipView {
 struct RunView {
   std::string job;  // namespace/name
   double elapsedSeconds = 0;
-  int attempt = 1, attempts = 1;      // the gang's attempt and how many backoffLimit allows
+  int attempt = 1, attempts = 1;             // the gang's attempt and how many backoffLimit allows
   std::optional<MembershipView> membership;  // an elastic job's
-  std::vector<std::string> datasets;  // a progress line each
+  std::vector<std::string> datasets;         // a progress line each
   std::vector<WorkerView> workers;
 };
 

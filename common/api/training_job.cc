@@ -256,7 +256,8 @@ std::vector<std::string> rendezvousStoreCommand(int32_t port, const std::string&
   // heartbeat, so that the others meet again at once instead of after torch's keep-alive
   // (3 x 5 s). Where that cannot work (another host's agents, a torch that keeps its state
   // otherwise), nothing is changed.
-  static constexpr const char* kStore = R"py(import base64, datetime, os, pickle, signal, socket, sys, time
+  static constexpr const char* kStore =
+      R"py(import base64, datetime, os, pickle, signal, socket, sys, time
 from datetime import timedelta
 from torch.distributed import TCPStore
 store = TCPStore("127.0.0.1", int(sys.argv[1]), is_master=True, wait_for_workers=False,

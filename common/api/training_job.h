@@ -68,7 +68,7 @@ struct RunPolicy {
 struct TrainingJobSpec {
   std::vector<DatasetMount> datasets;
   std::optional<CheckpointVolume> checkpoints;
-  int32_t workers = 1;        // 1..4096; the number wanted when elastic
+  int32_t workers = 1;  // 1..4096; the number wanted when elastic
   std::optional<ElasticPolicy> elastic;
   int32_t gpusPerWorker = 1;  // 0..64
   int32_t masterPort = 29500;

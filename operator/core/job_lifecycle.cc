@@ -89,7 +89,8 @@ std::vector<WorkerFault> workerFaults(const std::vector<const WorkerState*>& cur
   int64_t missing = recordedWorkers - static_cast<int64_t>(current.size());
   for (int rank = 0; rank < workers && missing > 0; ++rank)
     if (!present.count(rank)) {
-      faults.push_back({nullptr, rank,
+      faults.push_back({nullptr,
+                        rank,
                         {GangFault::Kind::kLost, "WorkerLost",
                          "worker " + std::to_string(rank) + " was deleted"}});
       --missing;
@@ -357,15 +358,14 @@ struct Planner {
       requeueIn(std::chrono::duration_cast<std::chrono::seconds>(deadline - o.now));
     }
     const int wanted = o.spec.workers - static_cast<int>(vacant.size());
-    const int running = static_cast<int>(
-        std::count_if(current.begin(), current.end(), [](const WorkerState* w) {
+    const int running =
+        static_cast<int>(std::count_if(current.begin(), current.end(), [](const WorkerState* w) {
           return w->phase == WorkerState::Phase::kRunning ||
                  w->phase == WorkerState::Phase::kSucceeded;
         }));
     const bool allRunning = static_cast<int>(current.size()) == wanted && running == wanted;
     // An elastic job that started goes on while minWorkers run; the rest join when they can.
-    const bool runsElastic =
-        o.spec.elastic && startTime && running >= o.spec.elastic->minWorkers;
+    const bool runsElastic = o.spec.elastic && startTime && running >= o.spec.elastic->minWorkers;
     if (o.spec.elastic) noteMembership(current, running, startTime.has_value());
     if (!allRunning && !runsElastic) {
       for (const auto* w : current) since = std::max(since, w->created);
@@ -500,19 +500,19 @@ struct Planner {
     for (const auto& f : faults) {
       const bool disruption = f.fault.kind == GangFault::Kind::kDisrupted;
       counting += !disruption;
-      retryable = retryable &&
-                  (disruption || policy == api::RestartPolicy::kOnFailure ||
-                   (policy == api::RestartPolicy::kExitCode &&
-                    (f.fault.kind == GangFault::Kind::kLost || f.fault.exitCode >= 128)));
+      retryable =
+          retryable && (disruption || policy == api::RestartPolicy::kOnFailure ||
+                        (policy == api::RestartPolicy::kExitCode &&
+                         (f.fault.kind == GangFault::Kind::kLost || f.fault.exitCode >= 128)));
     }
     int remaining = 0;
     for (const auto* w : current)
-      remaining += !terminal(*w) && std::none_of(faults.begin(), faults.end(),
-                                                 [&](const WorkerFault& f) { return f.worker == w; });
+      remaining +=
+          !terminal(*w) && std::none_of(faults.begin(), faults.end(),
+                                        [&](const WorkerFault& f) { return f.worker == w; });
     const bool budgetLeft =
         restarts - disruptions + replacements + counting <= o.spec.runPolicy.backoffLimit;
-    const api::LossResponse response =
-        api::respondToLoss(o.spec, remaining, retryable, budgetLeft);
+    const api::LossResponse response = api::respondToLoss(o.spec, remaining, retryable, budgetLeft);
     if (response != api::LossResponse::kReplace && response != api::LossResponse::kContinue)
       return false;
     const bool replace = response == api::LossResponse::kReplace;
@@ -526,8 +526,8 @@ struct Planner {
       const std::string message =
           f.fault.what + "; " + std::to_string(remaining) + " worker(s) go on at the rendezvous" +
           (replace ? "; a replacement joins them"
-                   : "; not replaced (" + std::string(retryable ? "backoffLimit reached"
-                                                                : "restartPolicy") + ")");
+                   : "; not replaced (" +
+                         std::string(retryable ? "backoffLimit reached" : "restartPolicy") + ")");
       recordChange(api::MembershipChange::Kind::kLost, workerName(f.rank), f.fault.what, remaining);
       event(true, "WorkerLost", message);
     }
@@ -536,9 +536,7 @@ struct Planner {
     return true;
   }
 
-  std::string workerName(int rank) const {
-    return api::workerName(o.jobName, rank);
-  }
+  std::string workerName(int rank) const { return api::workerName(o.jobName, rank); }
 
   // Appends a change to status.elastic.changes (the newest api::Membership::kMaxKept).
   void recordChange(api::MembershipChange::Kind kind, const std::string& worker,
@@ -552,8 +550,9 @@ struct Planner {
     change["cause"] = Json::string(cause);
     change["running"] = Json::number(running);
     Json kept = Json::array();
-    const size_t from =
-        changes.size() + 1 > api::Membership::kMaxKept ? changes.size() + 1 - api::Membership::kMaxKept : 0;
+    const size_t from = changes.size() + 1 > api::Membership::kMaxKept
+                            ? changes.size() + 1 - api::Membership::kMaxKept
+                            : 0;
     for (size_t i = from; i < changes.size(); ++i) kept[kept.size()] = changes[i];
     kept[kept.size()] = std::move(change);
     status["elastic"]["changes"] = std::move(kept);

@@ -88,9 +88,10 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
   podSpec["subdomain"] = Json::string(name);
 
   Json env = Json::array();
-  const api::Rendezvous meet = spec.elastic ? elasticRendezvous(job, attempt)
-                                            : api::Rendezvous{.masterAddress = masterAddress(name, ns),
-                                                              .masterPort = spec.masterPort};
+  const api::Rendezvous meet = spec.elastic
+                                   ? elasticRendezvous(job, attempt)
+                                   : api::Rendezvous{.masterAddress = masterAddress(name, ns),
+                                                     .masterPort = spec.masterPort};
   for (const auto& [key, value] : api::workerEnvironment(spec, rank, meet))
     env[env.size()] = envVar(key, value);
   Json mounts = Json::array();
@@ -150,8 +151,9 @@ std::string rendezvousName(const std::string& job) { return job + "-rendezvous";
 
 api::Rendezvous elasticRendezvous(const Json& job, int attempt) {
   const std::string name = kube::nameOf(job), ns = kube::namespaceOf(job);
-  return {.endpoint = rendezvousName(name) + "." + ns + ".svc:" + std::to_string(api::kRendezvousPort),
-          .id = kube::uidOf(job) + "-" + std::to_string(attempt)};
+  return {
+      .endpoint = rendezvousName(name) + "." + ns + ".svc:" + std::to_string(api::kRendezvousPort),
+      .id = kube::uidOf(job) + "-" + std::to_string(attempt)};
 }
 
 Json rendezvousPod(const Json& job, int attempt) {

@@ -158,7 +158,8 @@ kind: TrainingJob
 metadata: {name: llama}
 spec:
   workers: 3
-  elastic: )" + elastic + R"(
+  elastic: )" + elastic +
+                      R"(
   template: {spec: {containers: [{name: trainer}]}}
 )");
   };
@@ -174,8 +175,9 @@ spec:
     auto decoded = job(policy);
     return decoded.isOk() ? std::string("accepted") : decoded.status().message();
   };
-  EXPECT_NE(error("{minWorkers: 4}").find("test.yaml:7: spec.elastic.minWorkers: 4 is more than "
-                                          "spec.workers (3); lower minWorkers or raise workers"),
+  EXPECT_NE(error("{minWorkers: 4}")
+                .find("test.yaml:7: spec.elastic.minWorkers: 4 is more than "
+                      "spec.workers (3); lower minWorkers or raise workers"),
             std::string::npos)
       << error("{minWorkers: 4}");
   EXPECT_NE(error("{minWorkers: 1, maxWorkers: 2}")

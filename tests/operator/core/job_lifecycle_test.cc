@@ -456,9 +456,9 @@ TEST(JobLifecycleTest, AnElasticJobReplacesALostWorkerAloneWhileMinWorkersRemain
   const Json running = runningStatus(spec);
   WorkerState failed = worker(1, Phase::kFailed);
   failed.exitCode = 137;
-  const JobPlan lost = planJob(observeElastic(
-      spec, {worker(0, Phase::kRunning), failed, worker(2, Phase::kRunning)}, running,
-      kCreated + 20s));
+  const JobPlan lost =
+      planJob(observeElastic(spec, {worker(0, Phase::kRunning), failed, worker(2, Phase::kRunning)},
+                             running, kCreated + 20s));
   EXPECT_EQ(lost.remove, names({1})) << "no surviving worker's pod is deleted";
   EXPECT_TRUE(lost.create.empty()) << "the lost pod goes first";
   EXPECT_EQ(phaseOf(lost), "Running");
@@ -474,25 +474,25 @@ TEST(JobLifecycleTest, AnElasticJobReplacesALostWorkerAloneWhileMinWorkersRemain
 
   // Being deleted, the old pod is neither a new loss nor replaced under its own name yet.
   failed.deleting = true;
-  const JobPlan deleting = planJob(observeElastic(
-      spec, {worker(0, Phase::kRunning), failed, worker(2, Phase::kRunning)}, lost.status,
-      kCreated + 21s));
+  const JobPlan deleting =
+      planJob(observeElastic(spec, {worker(0, Phase::kRunning), failed, worker(2, Phase::kRunning)},
+                             lost.status, kCreated + 21s));
   EXPECT_TRUE(deleting.remove.empty());
   EXPECT_TRUE(deleting.create.empty());
   EXPECT_EQ(field(deleting, "elastic.membershipChanges"), 1);
   EXPECT_EQ(phaseOf(deleting), "Running");
 
-  const JobPlan gone = planJob(observeElastic(
-      spec, {worker(0, Phase::kRunning), worker(2, Phase::kRunning)}, deleting.status,
-      kCreated + 22s));
+  const JobPlan gone =
+      planJob(observeElastic(spec, {worker(0, Phase::kRunning), worker(2, Phase::kRunning)},
+                             deleting.status, kCreated + 22s));
   EXPECT_EQ(gone.create, (std::vector<int>{1}));
   EXPECT_TRUE(gone.remove.empty());
 
   WorkerState replacement = worker(1, Phase::kRunning);
   replacement.uid = "uid-1-replacement";
-  const JobPlan joined = planJob(observeElastic(
-      spec, {worker(0, Phase::kRunning), replacement, worker(2, Phase::kRunning)}, gone.status,
-      kCreated + 30s));
+  const JobPlan joined = planJob(
+      observeElastic(spec, {worker(0, Phase::kRunning), replacement, worker(2, Phase::kRunning)},
+                     gone.status, kCreated + 30s));
   EXPECT_EQ(changeKinds(joined), "Lost Joined ");
   EXPECT_EQ(field(joined, "elastic.running"), 3);
   EXPECT_EQ(kube::pathValue(joined.status, "elastic.secondsBelowWanted").as_double(), 10)
@@ -522,9 +522,9 @@ TEST(JobLifecycleTest, AnElasticJobBelowMinWorkersRestartsTheGangAndSpendsOneBac
   EXPECT_NE(vacant.events.at(0).message.find("not replaced (backoffLimit reached)"),
             std::string::npos)
       << vacant.events.at(0).message;
-  const JobPlan after = planJob(observeElastic(
-      spec, {worker(0, Phase::kRunning, 1), worker(1, Phase::kRunning, 1)}, vacant.status,
-      kCreated + 41s));
+  const JobPlan after =
+      planJob(observeElastic(spec, {worker(0, Phase::kRunning, 1), worker(1, Phase::kRunning, 1)},
+                             vacant.status, kCreated + 41s));
   EXPECT_TRUE(after.create.empty()) << "a vacant rank is not created again";
   EXPECT_EQ(phaseOf(after), "Running");
 }
