@@ -455,12 +455,9 @@ struct Planner {
   // Restarts the gang after `fault` (a new attempt: true), or fails the job when restartPolicy
   // or backoffLimit says no (false). Disruptions always restart and are not counted.
   bool restartOrFail(const GangFault& fault, const std::vector<const WorkerState*>& current) {
-    const auto policy = o.spec.runPolicy.restartPolicy;
     const int32_t limit = o.spec.runPolicy.backoffLimit;
     const bool disruption = fault.kind == GangFault::Kind::kDisrupted;
-    const bool retryable = disruption || policy == api::RestartPolicy::kOnFailure ||
-                           (policy == api::RestartPolicy::kExitCode &&
-                            (fault.kind == GangFault::Kind::kLost || fault.exitCode >= 128));
+    const bool retryable = retries(fault);
     const int64_t counted = restarts - disruptions + replacements;
     if (!retryable || (!disruption && counted >= limit)) {
       finish(
@@ -490,20 +487,24 @@ struct Planner {
     return true;
   }
 
+  // Whether runPolicy.restartPolicy lets `fault` be retried (see job_lifecycle.h); a disruption
+  // always is.
+  bool retries(const GangFault& fault) const {
+    const auto policy = o.spec.runPolicy.restartPolicy;
+    return fault.kind == GangFault::Kind::kDisrupted || policy == api::RestartPolicy::kOnFailure ||
+           (policy == api::RestartPolicy::kExitCode &&
+            (fault.kind == GangFault::Kind::kLost || fault.exitCode >= 128));
+  }
+
   // An elastic job's workers `faults` lost: replaced alone (or left vacant) when
   // api::respondToLoss says the others go on; false when it says the gang restarts or fails.
   bool goOnWithout(const std::vector<WorkerFault>& faults,
                    const std::vector<const WorkerState*>& current) {
-    const auto policy = o.spec.runPolicy.restartPolicy;
     bool retryable = true;
     int64_t counting = 0;  // faults counted against backoffLimit (not disruptions)
     for (const auto& f : faults) {
-      const bool disruption = f.fault.kind == GangFault::Kind::kDisrupted;
-      counting += !disruption;
-      retryable =
-          retryable && (disruption || policy == api::RestartPolicy::kOnFailure ||
-                        (policy == api::RestartPolicy::kExitCode &&
-                         (f.fault.kind == GangFault::Kind::kLost || f.fault.exitCode >= 128)));
+      counting += f.fault.kind != GangFault::Kind::kDisrupted;
+      retryable = retryable && retries(f.fault);
     }
     int remaining = 0;
     for (const auto* w : current)
