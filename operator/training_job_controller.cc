@@ -174,7 +174,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     telemetry_.erase(key);
     if (options_.series) {
       const auto [ns, name] = kube::splitKey(key);
-      options_.series->remove(ns, name);
+      options_.series->forget(ns, name);
     }
     return kube::ReconcileResult::done();
   }
@@ -259,6 +259,9 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     next["status"] = plan.status;
     auto written = client.updateStatus(kube::resources::trainingJobs(), next);
     if (!written.isOk()) return written.status();
+    if (options_.series && o.spec.elastic)
+      options_.series->publishMembership(ns, name, plan.status, plan.membershipChanges,
+                                         plan.recoverySeconds);
     MutexLock lock(mutex_);
     attempts_[key] = {kube::uidOf(job), attempt};
   }

@@ -557,8 +557,21 @@ struct Planner {
     for (size_t i = from; i < changes.size(); ++i) kept[kept.size()] = changes[i];
     kept[kept.size()] = std::move(change);
     status["elastic"]["changes"] = std::move(kept);
+    plan.membershipChanges.emplace_back(api::membershipKindName(kind));
     status["elastic"]["membershipChanges"] =
         Json::number(intField(status, "elastic.membershipChanges") + 1);
+  }
+
+  // When `worker` was last lost, from status.elastic.changes.
+  std::optional<WallTime> lostAt(const std::string& worker) const {
+    const Json changes = kube::pathValue(status, "elastic.changes");
+    if (!changes.is_array()) return std::nullopt;
+    for (size_t i = changes.size(); i-- > 0;) {
+      const Json& c = changes.at(i);
+      if (stringField(c, "kind") == "Lost" && stringField(c, "worker") == worker)
+        return kube::parseMetav1Time(stringField(c, "time"));
+    }
+    return std::nullopt;
   }
 
   // Replacements that run now joined; the workers running, and the time spent below the
@@ -567,6 +580,8 @@ struct Planner {
     for (const auto* w : current)
       if (joining.count(w->rank) && w->phase == WorkerState::Phase::kRunning) {
         joining.erase(w->rank);
+        if (const auto lost = lostAt(w->name))
+          plan.recoverySeconds.push_back(std::chrono::duration<double>(o.now - *lost).count());
         recordChange(api::MembershipChange::Kind::kJoined, w->name, "replacement", running);
         event(false, "WorkerJoined",
               w->name + " runs and joins the others at the next rendezvous (" +

@@ -106,6 +106,10 @@ struct JobPlan {
   kube::Json status;
   std::vector<JobEvent> events;
   std::optional<std::chrono::seconds> requeueAfter;  // a deadline to check
+  // An elastic job's membership changes this plan records (api::membershipKindName each), and
+  // for each replacement that joined, the seconds from its worker's loss to it running.
+  std::vector<std::string> membershipChanges;
+  std::vector<double> recoverySeconds;
 };
 
 JobPlan planJob(const JobObservation& observation);

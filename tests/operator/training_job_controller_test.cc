@@ -31,7 +31,8 @@ class TrainingJobControllerTest : public ClusterTest {
     ClusterTest::TearDown();
   }
 
-  void startOperator(Clock& clock = realClock()) {
+  // With `series`, the granary_job_* series are declared in registry_ and published.
+  void startOperator(Clock& clock = realClock(), bool series = false) {
     auto operatorClient =
         kube::Client::create(cluster_->restConfig(), {.onResponse = rbac_.recorder()});
     ASSERT_TRUE(operatorClient.isOk()) << operatorClient.status();
@@ -39,8 +40,13 @@ class TrainingJobControllerTest : public ClusterTest {
     auto manager = kube::Manager::create(*operatorClient_, {.metricsAddress = ""}, registry_);
     ASSERT_TRUE(manager.isOk()) << manager.status();
     manager_ = std::move(*manager);
-    controller_ = std::make_unique<op::TrainingJobController>(
-        *manager_, op::TrainingJobControllerOptions{}, clock);
+    op::TrainingJobControllerOptions options;
+    if (series) {
+      auto declared = op::declareJobSeries(registry_);
+      ASSERT_TRUE(declared.isOk()) << declared.status();
+      options.series = *declared;
+    }
+    controller_ = std::make_unique<op::TrainingJobController>(*manager_, options, clock);
     running_ =
         std::make_unique<Running>([this](std::stop_token stop) { (void)manager_->run(stop); });
   }
@@ -238,7 +244,7 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
            "  datasets: [{name: wiki, mountPath: /data}]\n"
            "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
   ASSERT_TRUE(created.isOk()) << created.status();
-  startOperator();
+  startOperator(realClock(), true);
   ASSERT_TRUE(eventually([&] { return workers().size() == 3; }, 20s));
   std::map<std::string, std::string> uids;
   for (const auto& pod : workers()) {
@@ -280,6 +286,29 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
   EXPECT_EQ(kube::pathValue(status, "elastic.replacements").as_integer(), 1);
   EXPECT_EQ(kube::pathValue(status, "elastic.changes").at(0).at("kind").as_string(), "Lost");
   EXPECT_EQ(jobPhase(), "Running");
+
+  // The replacement runs: it joined, and the series say so.
+  for (const auto& pod : workers())
+    if (kube::nameOf(pod) == "bert-worker-1") setPhase("bert-worker-1", "Running");
+  const std::string labels = "job=\"bert\",namespace=\"" + ns() + "\"";
+  const auto kind = [&](const std::string& k) {
+    return "job=\"bert\",kind=\"" + k + "\",namespace=\"" + ns() + "\"";
+  };
+  ASSERT_TRUE(eventually(
+      [&] {
+        return registry_.exposition().find("granary_job_membership_changes_total{" +
+                                           kind("Joined") + "} 1") != std::string::npos;
+      },
+      20s))
+      << registry_.exposition();
+  const std::string metrics = registry_.exposition();
+  EXPECT_NE(metrics.find("granary_job_membership_changes_total{" + kind("Lost") + "} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("granary_job_workers_running{" + labels + "} 3"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("granary_job_worker_recovery_seconds_count{namespace=\"" + ns() + "\"} 1"),
+            std::string::npos);
+  EXPECT_TRUE(hasEvent("WorkerJoined"));
 }
 
 TEST_F(TrainingJobControllerTest, SuspendDeletesTheWorkersAndResumeBringsThemBack) {

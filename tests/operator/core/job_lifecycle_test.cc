@@ -494,6 +494,10 @@ TEST(JobLifecycleTest, AnElasticJobReplacesALostWorkerAloneWhileMinWorkersRemain
       observeElastic(spec, {worker(0, Phase::kRunning), replacement, worker(2, Phase::kRunning)},
                      gone.status, kCreated + 30s));
   EXPECT_EQ(changeKinds(joined), "Lost Joined ");
+  EXPECT_EQ(lost.membershipChanges, (std::vector<std::string>{"Lost"}));
+  EXPECT_EQ(joined.membershipChanges, (std::vector<std::string>{"Joined"}));
+  EXPECT_EQ(joined.recoverySeconds, (std::vector<double>{10})) << "lost at 20 s, running at 30 s";
+  EXPECT_TRUE(gone.membershipChanges.empty());
   EXPECT_EQ(field(joined, "elastic.running"), 3);
   EXPECT_EQ(kube::pathValue(joined.status, "elastic.secondsBelowWanted").as_double(), 10)
       << "below 3 workers from the loss (20 s) to the join (30 s)";
