@@ -287,8 +287,11 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
   gang.locality = data.locality;
   gang.datasets = data.datasets;
   if (const kube::ObjectPtr job = key.rfind("pod:", 0) == 0 ? nullptr : jobs_->store().get(key)) {
+    // An elastic job's ranks left vacant (status.elastic.vacant) are never created again.
     const Json workers = kube::pathValue(*job, "spec.workers");
-    if (workers.is_number()) gang.size = std::max(0, workers.as_integer() - placed);
+    const Json vacant = kube::pathValue(*job, "status.elastic.vacant");
+    const int left = vacant.is_array() ? static_cast<int>(vacant.size()) : 0;
+    if (workers.is_number()) gang.size = std::max(0, workers.as_integer() - left - placed);
   }
   for (const auto& pod : pending) {
     auto info = cluster::podInfoFrom(*pod);

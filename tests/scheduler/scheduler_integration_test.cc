@@ -165,6 +165,28 @@ TEST_F(SchedulerIntegration, BindsTheGangWhereTheDataIsCached) {
       << registry_.exposition();
 }
 
+// An elastic job's replacement is a gang of what is missing: the workers still running count as
+// placed, and a rank the operator left vacant (status.elastic.vacant) is not waited for.
+TEST_F(SchedulerIntegration, AnElasticJobsReplacementIsPlacedWhereTheDataIsCached) {
+  const std::string a = node("a"), b = node("b");
+  dataset({b});
+  job("elastic", 3);
+  auto vacant = client().mergePatch(resources::trainingJobs(), ns(), "elastic",
+                                    yaml("status: {elastic: {vacant: [2]}}"), "status");
+  ASSERT_TRUE(vacant.isOk()) << vacant.status();
+  auto running = client().create(
+      resources::pods(), ns(),
+      yaml("metadata: {name: elastic-worker-0, labels: {granary.io/job-name: elastic}}\n"
+           "spec:\n  schedulerName: granary-scheduler\n  nodeName: " +
+           a + "\n  containers: [{name: t, image: busybox}]"));
+  ASSERT_TRUE(running.isOk()) << running.status();
+  worker("elastic", 1);  // the replacement
+  startScheduler();
+  ASSERT_TRUE(eventually([&] { return !boundNode("elastic-worker-1").empty(); }, 30s))
+      << scheduledMessage("elastic-worker-1");
+  EXPECT_EQ(boundNode("elastic-worker-1"), b) << "where the data is cached";
+}
+
 TEST_F(SchedulerIntegration, ExplainsAGangThatCannotFitAndBindsNothing) {
   node("a");
   node("b");
