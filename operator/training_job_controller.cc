@@ -1,5 +1,6 @@
 #include "operator/training_job_controller.h"
 
+#include <algorithm>
 #include <set>
 
 #include "common/api/dataset.h"
@@ -274,7 +275,11 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
       return created.status();
   }
-  if (!plan.create.empty() && o.spec.elastic)
+  // A gang starting (no worker of its attempt yet) meets at a store created with it; a replacement
+  // joins the store its gang has.
+  const bool gangStarts = std::none_of(o.workers.begin(), o.workers.end(),
+                                       [&](const WorkerState& w) { return w.attempt == attempt; });
+  if (!plan.create.empty() && o.spec.elastic && gangStarts)
     GRANARY_RETURN_IF_ERROR(ensureRendezvous(job, attempt));
   for (int rank : plan.create) {
     auto created = client.create(

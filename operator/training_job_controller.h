@@ -54,7 +54,7 @@ class TrainingJobController {
                             const std::string& ns, const api::TrainingJobSpec& spec,
                             const std::vector<WorkerState>& workers);
   // An elastic job's rendezvous store pod and Service (operator/core/workers.h), created
-  // when missing.
+  // when missing, as a gang attempt starts.
   Status ensureRendezvous(const kube::Json& job, int attempt);
 
   kube::Manager& manager_;

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <mutex>
+
 #include "common/kube/manager.h"
 #include "common/names.h"
 #include "operator/core/conditions.h"
@@ -33,8 +36,15 @@ class TrainingJobControllerTest : public ClusterTest {
 
   // With `series`, the granary_job_* series are declared in registry_ and published.
   void startOperator(Clock& clock = realClock(), bool series = false) {
-    auto operatorClient =
-        kube::Client::create(cluster_->restConfig(), {.onResponse = rbac_.recorder()});
+    auto operatorClient = kube::Client::create(
+        cluster_->restConfig(),
+        {.onResponse = [this, record = rbac_.recorder()](const std::string& method,
+                                                         const std::string& path, int code) {
+          record(method, path, code);
+          if (method == "GET") return;
+          std::lock_guard lock(writesMutex_);
+          writes_.push_back(method + " " + path);
+        }});
     ASSERT_TRUE(operatorClient.isOk()) << operatorClient.status();
     operatorClient_ = std::move(*operatorClient);
     auto manager = kube::Manager::create(*operatorClient_, {.metricsAddress = ""}, registry_);
@@ -148,7 +158,19 @@ class TrainingJobControllerTest : public ClusterTest {
     return "<unset>";
   }
 
+  // The operator's requests other than GET ("POST /api/v1/namespaces/x/pods"), in order.
+  std::vector<std::string> writes() {
+    std::lock_guard lock(writesMutex_);
+    return writes_;
+  }
+  void clearWrites() {
+    std::lock_guard lock(writesMutex_);
+    writes_.clear();
+  }
+
   FakeClock clock_;
+  std::mutex writesMutex_;
+  std::vector<std::string> writes_;
   RbacCheck rbac_{"granary-operator"};
   std::unique_ptr<kube::Client> operatorClient_;
   MetricsRegistry registry_;
@@ -309,6 +331,71 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
   EXPECT_NE(metrics.find("granary_job_worker_recovery_seconds_count{namespace=\"" + ns() + "\"} 1"),
             std::string::npos);
   EXPECT_TRUE(hasEvent("WorkerJoined"));
+}
+
+// Eight elastic workers, two lost at once: only those two pods are deleted and created again,
+// and the operator's writes for the two changes are counted (printed for docs/benchmarks.md).
+TEST_F(TrainingJobControllerTest, AnElasticJobLosingTwoOfEightWorkersTouchesOnlyThoseTwo) {
+  readyDataset("wiki");
+  auto created = client().create(
+      resources::trainingJobs(), ns(),
+      yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
+           "spec:\n  workers: 8\n  elastic: {minWorkers: 6}\n  gpusPerWorker: 0\n"
+           "  datasets: [{name: wiki, mountPath: /data}]\n"
+           "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
+  ASSERT_TRUE(created.isOk()) << created.status();
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return workers().size() == 8; }, 20s));
+  std::map<std::string, std::string> uids;
+  for (const auto& pod : workers()) {
+    setPhase(kube::nameOf(pod), "Running");
+    uids[kube::nameOf(pod)] = kube::uidOf(pod);
+  }
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Running"; }, 20s)) << job().serialize();
+  ASSERT_TRUE(eventually(
+      [&] { return kube::pathValue(job(), "status.elastic.running").as_integer() == 8; }, 20s));
+  clearWrites();
+
+  setPhase("bert-worker-3", "Failed", 137);
+  setPhase("bert-worker-5", "Failed", 1);
+  const auto replaced = [&](const std::string& name) {
+    for (const auto& pod : workers())
+      if (kube::nameOf(pod) == name && kube::uidOf(pod) != uids[name]) return true;
+    return false;
+  };
+  ASSERT_TRUE(
+      eventually([&] { return replaced("bert-worker-3") && replaced("bert-worker-5"); }, 20s))
+      << job().serialize();
+  setPhase("bert-worker-3", "Running");
+  setPhase("bert-worker-5", "Running");
+  ASSERT_TRUE(eventually(
+      [&] { return kube::pathValue(job(), "status.elastic.membershipChanges").as_integer() == 4; },
+      20s))
+      << job().serialize();
+  for (const auto& pod : workers()) {
+    const std::string name = kube::nameOf(pod);
+    if (name != "bert-worker-3" && name != "bert-worker-5") {
+      EXPECT_EQ(kube::uidOf(pod), uids[name]) << name << " was deleted";
+    }
+  }
+  int podDeletes = 0, podCreates = 0, statusWrites = 0, other = 0;
+  for (const auto& w : writes()) {
+    if (w.starts_with("DELETE") && w.find("/pods/") != std::string::npos) {
+      ++podDeletes;
+    } else if (w.starts_with("POST") && w.ends_with("/pods")) {
+      ++podCreates;
+    } else if (w.find("/trainingjobs/bert/status") != std::string::npos) {
+      ++statusWrites;
+    } else {
+      ++other;
+    }
+  }
+  EXPECT_EQ(podDeletes, 2) << ::testing::PrintToString(writes());
+  EXPECT_EQ(podCreates, 2) << ::testing::PrintToString(writes());
+  std::printf(
+      "2 of 8 workers lost and replaced: %d pod deletes, %d pod creates, %d status writes, "
+      "%d other writes (events) for 4 membership changes\n",
+      podDeletes, podCreates, statusWrites, other);
 }
 
 TEST_F(TrainingJobControllerTest, SuspendDeletesTheWorkersAndResumeBringsThemBack) {
