@@ -21,6 +21,9 @@ inline constexpr const char* kRankLabel = "granary.io/rank";         // the work
 // An elastic job's rendezvous store pod: the TrainingJob's name. Not kJobNameLabel: the store is
 // not one of the gang's workers.
 inline constexpr const char* kRendezvousLabel = "granary.io/rendezvous-for";
+// An elastic job's worker beyond spec.workers (up to maxWorkers): "true". granary-scheduler
+// places it on its own when it fits, not as part of the gang.
+inline constexpr const char* kSurplusLabel = "granary.io/surplus";
 // The gang attempt a pod belongs to (the job's status.restarts when the pod was created).
 inline constexpr const char* kAttemptLabel = "granary.io/attempt";
 // "false" on the workers of a job with warmPolicy None: their reads do not ask for warming.

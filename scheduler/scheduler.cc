@@ -63,8 +63,14 @@ double secondsSince(const std::string& timestamp, Clock::WallTime now) {
 std::string gangKeyOf(const Json& pod) {
   const auto labels = kube::stringMap(pod);
   const auto job = labels.find(names::kJobNameLabel);
-  if (job != labels.end()) return kube::objectKey(kube::namespaceOf(pod), job->second);
-  return "pod:" + kube::objectKey(pod);
+  if (job == labels.end()) return "pod:" + kube::objectKey(pod);
+  const std::string key = kube::objectKey(kube::namespaceOf(pod), job->second);
+  return labels.contains(names::kSurplusLabel) ? key + "#" + kube::nameOf(pod) : key;
+}
+
+// The job of a gang key: "ns/job" for a job's gang and its surplus workers' ("ns/job#pod").
+static std::string jobKeyOf(const std::string& gangKey) {
+  return gangKey.substr(0, gangKey.find('#'));
 }
 
 Result<SchedulerMetrics> SchedulerMetrics::declare(MetricsRegistry& registry) {
@@ -229,7 +235,7 @@ void Scheduler::explain(const std::vector<kube::ObjectPtr>& pods, const std::str
 PodData Scheduler::jobData(const std::string& gangKey) const {
   PodData data;
   if (gangKey.rfind("pod:", 0) == 0) return data;
-  const kube::ObjectPtr job = jobs_->store().get(gangKey);
+  const kube::ObjectPtr job = jobs_->store().get(jobKeyOf(gangKey));
   if (!job) return data;
   const Json locality = kube::pathValue(*job, "spec.scheduling.locality");
   if (locality.is_string() && locality.as_string() == "Required")
@@ -286,7 +292,8 @@ Result<kube::ReconcileResult> Scheduler::reconcile(const std::string& key) {
   const PodData data = jobData(key);
   gang.locality = data.locality;
   gang.datasets = data.datasets;
-  if (const kube::ObjectPtr job = key.rfind("pod:", 0) == 0 ? nullptr : jobs_->store().get(key)) {
+  const bool wholeGang = key.rfind("pod:", 0) != 0 && key.find('#') == std::string::npos;
+  if (const kube::ObjectPtr job = wholeGang ? jobs_->store().get(key) : nullptr) {
     // An elastic job's ranks left vacant (status.elastic.vacant) are never created again.
     const Json workers = kube::pathValue(*job, "spec.workers");
     const Json vacant = kube::pathValue(*job, "status.elastic.vacant");

@@ -81,7 +81,9 @@ class Scheduler {
   std::map<std::string, std::string> explained_ GRANARY_GUARDED_BY(explainedMutex_);
 };
 
-// The reconcile key of a pending pod.
+// The reconcile key of a pending pod: "ns/job" for a TrainingJob's workers (one gang),
+// "ns/job#pod" for an elastic job's worker beyond spec.workers (names::kSurplusLabel: placed on
+// its own), "pod:ns/name" for any other pod.
 std::string gangKeyOf(const kube::Json& pod);
 
 }  // namespace granary::scheduler

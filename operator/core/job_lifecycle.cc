@@ -259,7 +259,7 @@ struct Planner {
     std::set<int> leaving;  // ranks whose pod, deleted to be replaced, is still there
     std::set<std::string> stillReplacing;
     for (const auto& w : o.workers) {
-      const bool inAttempt = w.attempt == restarts && w.rank < o.spec.workers;
+      const bool inAttempt = w.attempt == restarts && w.rank < rankLimit();
       if (inAttempt && replacing.count(w.uid)) {
         leaving.insert(w.rank);
         stillReplacing.insert(w.uid);
@@ -325,7 +325,7 @@ struct Planner {
     std::set<int> occupied = leaving;
     occupied.insert(vacant.begin(), vacant.end());
     if (o.spec.elastic) {
-      const auto faults = workerFaults(current, recorded, o.spec.workers, occupied);
+      const auto faults = workerFaults(current, recorded, rankLimit(), occupied);
       if (!faults.empty() && goOnWithout(faults, current)) {
         std::vector<const WorkerState*> kept;
         for (const auto* w : current)
@@ -333,14 +333,11 @@ struct Planner {
         return done(kept);
       }
     }
-    if (auto fault = gangFault(current, recorded, o.spec.workers)) {
+    if (auto fault = gangFault(current, recorded, rankLimit())) {
       const bool restarted = restartOrFail(*fault, current);
       return done(restarted ? std::vector<const WorkerState*>{} : current);
     }
-    const bool allSucceeded = static_cast<int>(current.size()) == o.spec.workers &&
-                              std::all_of(current.begin(), current.end(), [](const WorkerState* w) {
-                                return w->phase == WorkerState::Phase::kSucceeded;
-                              });
+    const bool allSucceeded = succeeded(current);
     if (allSucceeded) {
       finish(true, "Succeeded", "every worker succeeded");
       return done(current);
@@ -363,7 +360,13 @@ struct Planner {
           return w->phase == WorkerState::Phase::kRunning ||
                  w->phase == WorkerState::Phase::kSucceeded;
         }));
-    const bool allRunning = static_cast<int>(current.size()) == wanted && running == wanted;
+    // Every worker of spec.workers (but the vacant) runs; an elastic job's surplus may not.
+    const int coreRunning =
+        static_cast<int>(std::count_if(current.begin(), current.end(), [&](const WorkerState* w) {
+          return w->rank < o.spec.workers && (w->phase == WorkerState::Phase::kRunning ||
+                                              w->phase == WorkerState::Phase::kSucceeded);
+        }));
+    const bool allRunning = coreRunning == wanted;
     // An elastic job that started goes on while minWorkers run; the rest join when they can.
     const bool runsElastic = o.spec.elastic && startTime && running >= o.spec.elastic->minWorkers;
     if (o.spec.elastic) noteMembership(current, running, startTime.has_value());
@@ -389,6 +392,13 @@ struct Planner {
       present.insert(occupied.begin(), occupied.end());
       for (int rank = 0; rank < o.spec.workers; ++rank)
         if (!present.count(rank)) plan.create.push_back(rank);
+      // An elastic job grows towards maxWorkers once spec.workers run: each worker beyond it is
+      // placed on its own when capacity allows, and joins at the next rendezvous.
+      for (int rank = o.spec.workers; allRunning && rank < rankLimit(); ++rank)
+        if (!present.count(rank)) {
+          plan.create.push_back(rank);
+          joining.insert(rank);
+        }
     }
     if (allRunning || runsElastic) {
       status["phase"] = Json::string("Running");
@@ -487,6 +497,23 @@ struct Planner {
     return true;
   }
 
+  // The ranks a worker of the current attempt may have: up to an elastic job's maxWorkers.
+  int rankLimit() const { return o.spec.elastic ? o.spec.elastic->maxWorkers : o.spec.workers; }
+
+  // Whether the job succeeded: every worker of spec.workers did; for an elastic job (torchrun's
+  // agents all end once training does), one did and none runs any more (those never placed are
+  // cleaned up).
+  bool succeeded(const std::vector<const WorkerState*>& current) const {
+    const auto is = [&](WorkerState::Phase phase) {
+      return [phase](const WorkerState* w) { return w->phase == phase; };
+    };
+    if (!o.spec.elastic)
+      return static_cast<int>(current.size()) == o.spec.workers &&
+             std::all_of(current.begin(), current.end(), is(WorkerState::Phase::kSucceeded));
+    return std::any_of(current.begin(), current.end(), is(WorkerState::Phase::kSucceeded)) &&
+           std::none_of(current.begin(), current.end(), is(WorkerState::Phase::kRunning));
+  }
+
   // Whether runPolicy.restartPolicy lets `fault` be retried (see job_lifecycle.h); a disruption
   // always is.
   bool retries(const GangFault& fault) const {
@@ -506,11 +533,11 @@ struct Planner {
       counting += f.fault.kind != GangFault::Kind::kDisrupted;
       retryable = retryable && retries(f.fault);
     }
-    int remaining = 0;
+    int remaining = 0;  // running, not lost
     for (const auto* w : current)
-      remaining +=
-          !terminal(*w) && std::none_of(faults.begin(), faults.end(),
-                                        [&](const WorkerFault& f) { return f.worker == w; });
+      remaining += w->phase == WorkerState::Phase::kRunning &&
+                   std::none_of(faults.begin(), faults.end(),
+                                [&](const WorkerFault& f) { return f.worker == w; });
     const bool budgetLeft =
         restarts - disruptions + replacements + counting <= o.spec.runPolicy.backoffLimit;
     const api::LossResponse response = api::respondToLoss(o.spec, remaining, retryable, budgetLeft);
@@ -534,10 +561,22 @@ struct Planner {
     }
     if (stringField(status, "elastic.belowWantedSince").empty())
       status["elastic"]["belowWantedSince"] = Json::string(kube::metav1Time(o.now));
+    withdrawUnplacedSurplus(current);
     return true;
   }
 
   std::string workerName(int rank) const { return api::workerName(o.jobName, rank); }
+
+  // Workers beyond spec.workers not yet placed are deleted when one of spec.workers is lost, so
+  // that they do not take the node its replacement needs; they come again once spec.workers run.
+  void withdrawUnplacedSurplus(const std::vector<const WorkerState*>& current) {
+    for (const auto* w : current)
+      if (w->rank >= o.spec.workers && w->node.empty() && !terminal(*w) && !w->deleting) {
+        plan.remove.push_back(w->name);
+        replacing.insert(w->uid);
+        joining.erase(w->rank);
+      }
+  }
 
   // Appends a change to status.elastic.changes (the newest api::Membership::kMaxKept).
   void recordChange(api::MembershipChange::Kind kind, const std::string& worker,
@@ -582,7 +621,9 @@ struct Planner {
         joining.erase(w->rank);
         if (const auto lost = lostAt(w->name))
           plan.recoverySeconds.push_back(std::chrono::duration<double>(o.now - *lost).count());
-        recordChange(api::MembershipChange::Kind::kJoined, w->name, "replacement", running);
+        recordChange(api::MembershipChange::Kind::kJoined, w->name,
+                     w->rank < o.spec.workers ? "replacement" : "growing towards maxWorkers",
+                     running);
         event(false, "WorkerJoined",
               w->name + " runs and joins the others at the next rendezvous (" +
                   std::to_string(running) + " of " + std::to_string(o.spec.workers) + ")");

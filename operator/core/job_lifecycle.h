@@ -34,7 +34,12 @@
 // says the others go on (at least minWorkers left): each lost worker's pod alone is deleted and
 // created again (status.elastic.replacements, counted against backoffLimit with the gang
 // restarts; disruptions are not counted), or its rank left vacant when no restart is allowed.
-// The job stays Running while minWorkers run, with no start deadline for the replacements. Each
+// The job stays Running while minWorkers run, with no start deadline for the replacements.
+// Once every worker of spec.workers runs, an elastic job grows towards maxWorkers: the ranks
+// beyond spec.workers are created (names::kSurplusLabel: granary-scheduler places each on its own
+// when capacity allows) and join at the next rendezvous; those not yet placed are withdrawn when
+// a worker of spec.workers is lost, so that they do not take its replacement's node. An elastic
+// job succeeds once a worker succeeded and none runs any more. Each
 // loss, join and gang restart is a change in status.elastic.changes (the newest 32, with
 // status.elastic.membershipChanges counting all) and an Event (WorkerLost, WorkerJoined);
 // status.elastic.running and secondsBelowWanted (with belowWantedSince while below) tell how

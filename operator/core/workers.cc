@@ -66,6 +66,7 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
   metadata["labels"][names::kJobNameLabel] = Json::string(name);
   metadata["labels"][names::kRankLabel] = Json::string(std::to_string(rank));
   metadata["labels"][names::kAttemptLabel] = Json::string(std::to_string(attempt));
+  if (rank >= spec.workers) metadata["labels"][names::kSurplusLabel] = Json::string("true");
   if (spec.warmPolicy == api::WarmStart::kNone)
     metadata["labels"][names::kWarmLabel] = Json::string("false");
   metadata["ownerReferences"] = ownerReference(job);

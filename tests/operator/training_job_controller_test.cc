@@ -398,6 +398,30 @@ TEST_F(TrainingJobControllerTest, AnElasticJobLosingTwoOfEightWorkersTouchesOnly
       podDeletes, podCreates, statusWrites, other);
 }
 
+// Once spec.workers run, an elastic job asks for workers up to maxWorkers, each labelled for
+// granary-scheduler to place on its own.
+TEST_F(TrainingJobControllerTest, AnElasticJobAsksForWorkersUpToMaxWorkersOnceItRuns) {
+  readyDataset("wiki");
+  auto created = client().create(
+      resources::trainingJobs(), ns(),
+      yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
+           "spec:\n  workers: 2\n  elastic: {minWorkers: 1, maxWorkers: 3}\n"
+           "  gpusPerWorker: 0\n  datasets: [{name: wiki, mountPath: /data}]\n"
+           "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
+  ASSERT_TRUE(created.isOk()) << created.status();
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s));
+  for (const auto& pod : workers()) {
+    EXPECT_FALSE(kube::stringMap(pod).contains(names::kSurplusLabel)) << kube::nameOf(pod);
+    setPhase(kube::nameOf(pod), "Running");
+  }
+  ASSERT_TRUE(eventually([&] { return workers().size() == 3; }, 20s)) << job().serialize();
+  auto third = client().get(resources::pods(), ns(), "bert-worker-2");
+  ASSERT_TRUE(third.isOk()) << third.status();
+  EXPECT_EQ(kube::stringMap(*third).at(names::kSurplusLabel), "true");
+  EXPECT_EQ(jobPhase(), "Running");
+}
+
 TEST_F(TrainingJobControllerTest, SuspendDeletesTheWorkersAndResumeBringsThemBack) {
   readyDataset("wiki");
   createJob();

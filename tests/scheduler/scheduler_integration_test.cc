@@ -187,6 +187,42 @@ TEST_F(SchedulerIntegration, AnElasticJobsReplacementIsPlacedWhereTheDataIsCache
   EXPECT_EQ(boundNode("elastic-worker-1"), b) << "where the data is cached";
 }
 
+// An elastic job's workers beyond spec.workers (granary.io/surplus) are placed one by one as
+// capacity allows, not all or none: with room for one of two, one is bound.
+TEST_F(SchedulerIntegration, AnElasticJobGrowsOneWorkerAtATimeAsCapacityAllows) {
+  const std::string a = node("a"), b = node("b");
+  dataset({b});
+  job("grow", 1);
+  auto placed = client().create(
+      resources::pods(), ns(),
+      yaml("metadata: {name: grow-worker-0, labels: {granary.io/job-name: grow}}\n"
+           "spec:\n  schedulerName: granary-scheduler\n  nodeName: " +
+           a +
+           "\n  containers: [{name: t, image: busybox, resources: {limits: {nvidia.com/gpu: "
+           "\"8\"}}}]"));
+  ASSERT_TRUE(placed.isOk()) << placed.status();
+  for (int rank : {1, 2}) {
+    auto created = client().create(
+        resources::pods(), ns(),
+        yaml("metadata: {name: grow-worker-" + std::to_string(rank) +
+             ", labels: {granary.io/job-name: grow, granary.io/surplus: \"true\"}}\n"
+             "spec:\n  schedulerName: granary-scheduler\n"
+             "  containers: [{name: t, image: busybox, resources: {limits: {nvidia.com/gpu: "
+             "\"8\"}}}]"));
+    ASSERT_TRUE(created.isOk()) << created.status();
+  }
+  startScheduler();
+  ASSERT_TRUE(eventually(
+      [&] { return !boundNode("grow-worker-1").empty() || !boundNode("grow-worker-2").empty(); },
+      30s))
+      << scheduledMessage("grow-worker-1");
+  EXPECT_EQ(
+      boundNode("grow-worker-1").empty() ? boundNode("grow-worker-2") : boundNode("grow-worker-1"),
+      b);
+  EXPECT_TRUE(boundNode("grow-worker-1").empty() || boundNode("grow-worker-2").empty())
+      << "one node free, one worker bound";
+}
+
 TEST_F(SchedulerIntegration, ExplainsAGangThatCannotFitAndBindsNothing) {
   node("a");
   node("b");

@@ -533,5 +533,78 @@ TEST(JobLifecycleTest, AnElasticJobBelowMinWorkersRestartsTheGangAndSpendsOneBac
   EXPECT_EQ(phaseOf(after), "Running");
 }
 
+api::TrainingJobSpec elasticTwoToThree() {
+  api::TrainingJobSpec spec = twoWorkers();
+  spec.elastic = api::ElasticPolicy{.minWorkers = 1, .maxWorkers = 3};
+  return spec;
+}
+
+// Status of elasticTwoToThree() once its two workers run: it asked for the third.
+JobPlan grown() {
+  const api::TrainingJobSpec spec = elasticTwoToThree();
+  const JobPlan created = planJob(observeElastic(spec, {}, Json(), kCreated + 1s));
+  return planJob(observeElastic(spec, {worker(0, Phase::kRunning), worker(1, Phase::kRunning)},
+                                created.status, kCreated + 10s));
+}
+
+WorkerState unplaced(int rank) {
+  WorkerState w = worker(rank, Phase::kPending);
+  w.node.clear();
+  return w;
+}
+
+// Once spec.workers run, an elastic job asks for more up to maxWorkers; they wait for capacity
+// without a start deadline and join when they run.
+TEST(JobLifecycleTest, AnElasticJobGrowsTowardsMaxWorkersOnceItsWorkersRun) {
+  const api::TrainingJobSpec spec = elasticTwoToThree();
+  const JobPlan created = planJob(observeElastic(spec, {}, Json(), kCreated + 1s));
+  EXPECT_EQ(created.create, (std::vector<int>{0, 1})) << "the gang first, then growth";
+  const JobPlan running = grown();
+  EXPECT_EQ(running.create, (std::vector<int>{2}));
+  EXPECT_EQ(phaseOf(running), "Running");
+
+  const JobPlan waiting = planJob(
+      observeElastic(spec, {worker(0, Phase::kRunning), worker(1, Phase::kRunning), unplaced(2)},
+                     running.status, kCreated + 10'000s));
+  EXPECT_EQ(phaseOf(waiting), "Running") << "no start deadline for a worker beyond spec.workers";
+  EXPECT_TRUE(waiting.create.empty());
+  EXPECT_TRUE(waiting.remove.empty());
+
+  const JobPlan joined = planJob(observeElastic(
+      spec, {worker(0, Phase::kRunning), worker(1, Phase::kRunning), worker(2, Phase::kRunning)},
+      waiting.status, kCreated + 10'010s));
+  EXPECT_EQ(changeKinds(joined), "Joined ");
+  EXPECT_EQ(kube::pathValue(joined.status, "elastic.changes").at(0).at("cause").as_string(),
+            "growing towards maxWorkers");
+  EXPECT_EQ(field(joined, "elastic.running"), 3);
+  EXPECT_TRUE(joined.recoverySeconds.empty()) << "growth is not a recovery";
+}
+
+// A worker of spec.workers lost while growth waits for capacity: the unplaced worker beyond
+// spec.workers is withdrawn so that it does not take the replacement's node, and asked for
+// again only once spec.workers run.
+TEST(JobLifecycleTest, AnElasticJobWithdrawsUnplacedGrowthWhenAWorkerIsLost) {
+  const api::TrainingJobSpec spec = elasticTwoToThree();
+  const JobPlan lost = planJob(
+      observeElastic(spec, {worker(0, Phase::kRunning), worker(1, Phase::kFailed), unplaced(2)},
+                     grown().status, kCreated + 20s));
+  EXPECT_EQ(lost.remove, names({1, 2}));
+  EXPECT_EQ(changeKinds(lost), "Lost ");
+  const JobPlan gone =
+      planJob(observeElastic(spec, {worker(0, Phase::kRunning)}, lost.status, kCreated + 21s));
+  EXPECT_EQ(gone.create, (std::vector<int>{1})) << "the replacement alone";
+  EXPECT_EQ(phaseOf(gone), "Running");
+}
+
+// An elastic job succeeds once a worker succeeded and none runs; one never placed is cleaned up.
+TEST(JobLifecycleTest, AnElasticJobSucceedsWhenItsWorkersEnd) {
+  const api::TrainingJobSpec spec = elasticTwoToThree();
+  const JobPlan done = planJob(observeElastic(
+      spec, {worker(0, Phase::kSucceeded), worker(1, Phase::kSucceeded), unplaced(2)},
+      grown().status, kCreated + 30s));
+  EXPECT_EQ(phaseOf(done), "Succeeded");
+  EXPECT_EQ(done.remove, names({2})) << "cleanPodPolicy Running";
+}
+
 }  // namespace
 }  // namespace granary::op
