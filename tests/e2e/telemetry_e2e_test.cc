@@ -80,6 +80,11 @@ struct MayBeEmpty {
 constexpr MayBeEmpty kMayBeEmpty[] = {
     {R"(code=~"0|429|5..")",
      "the API-server double answers every request: no 429, 5xx or unanswered request"},
+    {"granary_job_workers_running",
+     "the job here is not elastic (its membership panels are "
+     "tested in tests/operator/training_job_controller_test.cc)"},
+    {"granary_job_membership_changes_total", "the job here is not elastic"},
+    {"granary_job_worker_recovery_seconds", "the job here is not elastic"},
 };
 
 // Label names promtool's lint wants in snake_case that the GPU series spell as dcgm-exporter
