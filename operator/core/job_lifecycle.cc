@@ -504,7 +504,7 @@ struct Planner {
   // agents all end once training does), one did and none runs any more (those never placed are
   // cleaned up).
   bool succeeded(const std::vector<const WorkerState*>& current) const {
-    const auto is = [&](WorkerState::Phase phase) {
+    const auto is = [](WorkerState::Phase phase) {
       return [phase](const WorkerState* w) { return w->phase == phase; };
     };
     if (!o.spec.elastic)
