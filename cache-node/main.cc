@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache-node/checkpoint_metrics.h"
 #include "cache-node/csi/csi_server.h"
 #include "cache-node/csi/mount_propagation.h"
 #include "cache-node/csi/mount_table.h"
@@ -28,6 +29,7 @@
 #include "engine/mount/mount_keeper.h"
 #include "engine/mount/passthrough.h"
 #include "engine/standalone.h"
+#include "engine/store/chunk_store.h"
 
 namespace {
 
@@ -367,9 +369,21 @@ int main(int argc, char** argv) {
           .cutOff = &cutOff,
           .generationReaders = &generationReaders},
       readers);
+  // The jobs' checkpoint volumes, on the first cache directory's disk.
+  auto checkpoints = std::make_unique<CheckpointVolumes>(
+      CheckpointVolumesOptions{
+          .root = std::filesystem::path(options.cacheDirectories.front().path) /
+                  ChunkStore::kOthersDirectory,
+          .origins = engineOptions.origins},
+      realClock());
+  auto checkpointMetrics = CheckpointMetrics::create(registry);
+  if (!checkpointMetrics.isOk()) {
+    log.error("cannot declare metrics", {{"error", checkpointMetrics.status()}});
+    return 1;
+  }
   std::unique_ptr<CsiServer> csi;
   if (!options.csiSocket.empty()) {
-    auto started = CsiServer::start(options.csiSocket, options.nodeName, *mounts);
+    auto started = CsiServer::start(options.csiSocket, options.nodeName, *mounts, *checkpoints);
     if (!started.isOk()) {
       log.error("cannot serve CSI", {{"error", started.status()}});
       return 1;
@@ -421,6 +435,8 @@ int main(int argc, char** argv) {
     }
     exportDiskUsage(**metrics, **engine);
     readers.sweep();  // readers that ended a minute ago (pods unpublished, processes gone)
+    (*checkpointMetrics)->update(checkpoints->states());
+    checkpoints->sweep();  // volumes no pod uses, drained
     if (flags.exitWhenWarm && settled) {
       exitCode = ready ? 0 : 1;
       break;
@@ -444,6 +460,7 @@ int main(int argc, char** argv) {
   server->reset();
   if (handingOver) mounts->handOver();  // no wait to see whether the keeper stops too
   mounts.reset();
+  checkpoints.reset();  // drains stop; the next process resumes them from their records
   standalone.clear();
   engine->reset();
   gpus.reset();

@@ -1,24 +1,10 @@
 #include "cli/local_checkpoints.h"
 
-#include <cinttypes>
-#include <cstdio>
-
 #include "common/quantity.h"
-#include "engine/checkpoint/restore.h"
-#include "engine/origin/make_origin.h"
 #include "engine/standalone.h"
 
 namespace granary::cli {
 namespace {
-
-// A stable name for the uri's directory under the cache (FNV-1a, 64 bits).
-std::string directoryName(const std::string& uri) {
-  uint64_t hash = 14695981039346656037ull;
-  for (const unsigned char c : uri) hash = (hash ^ c) * 1099511628211ull;
-  char text[17];
-  std::snprintf(text, sizeof text, "%016" PRIx64, hash);
-  return text;
-}
 
 // The workers' path: a link to the tree (replacing one a previous run left).
 Status link(const std::filesystem::path& tree, const std::filesystem::path& at) {
@@ -33,17 +19,10 @@ Status link(const std::filesystem::path& tree, const std::filesystem::path& at) 
   return Status::ok();
 }
 
-Status withField(const Status& s) {
-  return s.code() == StatusCode::kInvalidArgument ? s.withContext("spec.checkpoints") : s;
-}
-
-// The uri's two sides: the writer the drain uploads with and the origin the restore reads.
-struct OriginSides {
-  std::unique_ptr<checkpoint::OriginWriter> writer;
-  std::unique_ptr<cache::Origin> origin;
-};
-
-Result<OriginSides> reach(const api::Source& named, const cache::SourceSpec& source) {
+// The origin settings a local run uses for the uri: a file:// uri's directory (created when
+// missing) is the one root it may write; credentials come from the environment.
+Result<cache::OriginSettings> settingsFor(const api::Source& named,
+                                          const cache::SourceSpec& source) {
   if (named.secretRef && source.uri.starts_with("s3://") &&
       (source.accessKeyId.empty() || source.secretAccessKey.empty()))
     return invalidArgument(
@@ -59,11 +38,7 @@ Result<OriginSides> reach(const api::Source& named, const cache::SourceSpec& sou
                              error.message());
     settings.fileOriginRoots.push_back(directory);
   }
-  auto writer = checkpoint::makeOriginWriter(source, settings);
-  if (!writer.isOk()) return withField(writer.status());
-  auto origin = cache::makeOrigin(source, settings);
-  if (!origin.isOk()) return withField(origin.status());
-  return OriginSides{std::move(*writer), std::move(*origin)};
+  return settings;
 }
 
 // "checkpoints /ckpt: 9 files (283Ki) restored from URI, 2 already here; at PATH (/ckpt in the
@@ -88,50 +63,47 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
     const LocalCheckpoints& checkpoints, const std::filesystem::path& cacheDirectory, Clock& clock,
     std::stop_token stop, const Say& say) {
   const cache::SourceSpec source = cache::localSourceSpec(checkpoints.volume.source);
-  GRANARY_ASSIGN_OR_RETURN(OriginSides sides, reach(checkpoints.volume.source, source));
-
-  const std::filesystem::path home = cacheDirectory / "checkpoints" / directoryName(source.uri);
-  const checkpoint::RestoreOptions where{
-      .tree = home / "tree", .recordFile = home / "record", .staging = home / "restoring"};
+  GRANARY_ASSIGN_OR_RETURN(const cache::OriginSettings settings,
+                           settingsFor(checkpoints.volume.source, source));
+  const std::filesystem::path home =
+      cacheDirectory / "checkpoints" / checkpoint::homeName(source.uri);
   std::error_code error;
-  std::filesystem::create_directories(where.tree, error);
-  if (error) return unavailable("cannot create " + where.tree.string() + ": " + error.message());
-  GRANARY_RETURN_IF_ERROR(link(where.tree, checkpoints.localPath));
+  std::filesystem::create_directories(home / "tree", error);
+  if (error) return unavailable("cannot create " + home.string() + ": " + error.message());
+  GRANARY_RETURN_IF_ERROR(link(home / "tree", checkpoints.localPath));
 
   const std::string label = "checkpoints " + checkpoints.volume.mountPath;
   auto lastSaid = clock.monoNow();
-  auto restored = checkpoint::restoreTree(
-      *sides.origin, where, stop, [&](const checkpoint::RestoreProgress& p) {
+  auto volume = checkpoint::CheckpointVolume::open(
+      source, settings,
+      {.home = home,
+       .bandwidthBytesPerSecond = checkpoints.volume.bandwidthLimit.value_or(ByteSize{}).bytes},
+      clock, stop, [&](const checkpoint::RestoreProgress& p) {
         if (clock.monoNow() - lastSaid < std::chrono::seconds(1)) return;
         lastSaid = clock.monoNow();
         say(label + ": restoring " + std::to_string(p.files) + "/" + std::to_string(p.totalFiles) +
             " files, " + formatByteSize(ByteSize{p.bytes}) + "/" +
             formatByteSize(ByteSize{p.totalBytes}) + " from " + source.uri);
       });
-  if (!restored.isOk()) {
-    const Status failed = restored.status().withContext(label + ": restoring from " + source.uri);
+  if (!volume.isOk()) {
+    if (volume.status().code() == StatusCode::kInvalidArgument)
+      return volume.status().withContext("spec.checkpoints");
+    const Status failed = volume.status().withContext(label + ": restoring from " + source.uri);
     if (failed.code() != StatusCode::kResourceExhausted) return failed;
     return Status(failed.code(), failed.message() + "; free space under --cache-dir " +
                                      cacheDirectory.string() + " or point it at a larger disk");
   }
-  say(restoredLine(checkpoints, source.uri, *restored));
-  GRANARY_ASSIGN_OR_RETURN(
-      auto drainer,
-      checkpoint::Drainer::start(
-          {.tree = where.tree,
-           .recordFile = where.recordFile,
-           .bandwidthBytesPerSecond = checkpoints.volume.bandwidthLimit.value_or(ByteSize{}).bytes},
-          std::move(sides.writer), clock));
+  say(restoredLine(checkpoints, source.uri, (*volume)->restored()));
   return std::unique_ptr<LocalCheckpointVolume>(
-      new LocalCheckpointVolume(checkpoints.volume.mountPath, std::move(drainer)));
+      new LocalCheckpointVolume(checkpoints.volume.mountPath, std::move(*volume)));
 }
 
 std::string LocalCheckpointVolume::progressLine() const {
-  return checkpointLine(mountPath_, drainer_->status());
+  return checkpointLine(mountPath_, volume_->status());
 }
 
 bool LocalCheckpointVolume::drain(std::stop_token stop, const Say& say) {
-  return drainer_->waitDrained(stop, [&](const checkpoint::DrainStatus& s) {
+  return volume_->waitDrained(stop, [&](const checkpoint::DrainStatus& s) {
     say(checkpointLine(mountPath_, s) +
         " (draining before the run ends; Ctrl-C leaves the rest "
         "for the next run)");

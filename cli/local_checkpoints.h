@@ -12,7 +12,7 @@
 
 #include "cli/local_job.h"
 #include "common/clock.h"
-#include "engine/checkpoint/drainer.h"
+#include "engine/checkpoint/volume.h"
 
 namespace granary::cli {
 
@@ -35,11 +35,11 @@ class LocalCheckpointVolume {
   bool drain(std::stop_token stop, const Say& say);
 
  private:
-  LocalCheckpointVolume(std::string mountPath, std::unique_ptr<checkpoint::Drainer> drainer)
-      : mountPath_(std::move(mountPath)), drainer_(std::move(drainer)) {}
+  LocalCheckpointVolume(std::string mountPath, std::unique_ptr<checkpoint::CheckpointVolume> volume)
+      : mountPath_(std::move(mountPath)), volume_(std::move(volume)) {}
 
   std::string mountPath_;
-  std::unique_ptr<checkpoint::Drainer> drainer_;
+  std::unique_ptr<checkpoint::CheckpointVolume> volume_;
 };
 
 // The line for one drain status (pure).

@@ -55,6 +55,15 @@ inline constexpr const char* kCsiDatasetAttribute = "dataset";      // the Datas
 inline constexpr const char* kCsiNamespaceAttribute = "namespace";  // optional: must be the pod's
 // Optional: the Dataset version to mount (its status.version); the newest on the node without it.
 inline constexpr const char* kCsiVersionAttribute = "version";
+// A job's checkpoint volume (spec.checkpoints) instead of a Dataset: the uri it drains to and
+// restores from, the s3 endpoint and region when set, the uploads' bandwidthLimit in bytes per
+// second, and each origin option as "option.<name>". Its credentials come as the volume's
+// nodePublishSecretRef, which the kubelet reads and hands to the node plugin.
+inline constexpr const char* kCsiCheckpointsAttribute = "checkpoints";
+inline constexpr const char* kCsiEndpointAttribute = "endpoint";
+inline constexpr const char* kCsiRegionAttribute = "region";
+inline constexpr const char* kCsiBandwidthLimitAttribute = "bandwidthLimit";
+inline constexpr const char* kCsiOptionAttributePrefix = "option.";
 
 // The components, as they name themselves (Leases, Events, the scheduler's schedulerName).
 inline constexpr const char* kOperator = "granary-operator";

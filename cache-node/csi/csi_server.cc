@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/grpc_status.h"
@@ -34,17 +35,24 @@ class IdentityService final : public csi::Identity::Service {
 
 class NodeService final : public csi::Node::Service {
  public:
-  NodeService(std::string nodeName, MountTable& mounts)
-      : nodeName_(std::move(nodeName)), mounts_(mounts) {}
+  NodeService(std::string nodeName, MountTable& mounts, CheckpointVolumes& checkpoints)
+      : nodeName_(std::move(nodeName)), mounts_(mounts), checkpoints_(checkpoints) {}
 
-  grpc::Status NodePublishVolume(grpc::ServerContext*, const csi::NodePublishVolumeRequest* request,
+  grpc::Status NodePublishVolume(grpc::ServerContext* context,
+                                 const csi::NodePublishVolumeRequest* request,
                                  csi::NodePublishVolumeResponse*) override {
     PublishFields fields{
         .volumeId = request->volume_id(),
         .targetPath = request->target_path(),
         .hasCapability = request->has_volume_capability(),
         .blockAccess = request->volume_capability().has_block(),
-        .volumeContext = {request->volume_context().begin(), request->volume_context().end()}};
+        .volumeContext = {request->volume_context().begin(), request->volume_context().end()},
+        .secrets = {request->secrets().begin(), request->secrets().end()}};
+    if (namesCheckpoints(fields)) {
+      auto publication = parseCheckpointPublication(fields);
+      if (!publication.isOk()) return toGrpc(publication.status());
+      return toGrpc(checkpoints_.publish(*publication, restoreDeadline(*context)));
+    }
     auto publication = parsePublication(fields);
     if (!publication.isOk()) return toGrpc(publication.status());
     return toGrpc(mounts_.publish(*publication));
@@ -55,6 +63,8 @@ class NodeService final : public csi::Node::Service {
                                    csi::NodeUnpublishVolumeResponse*) override {
     if (request->volume_id().empty()) return toGrpc(invalidArgument("volume_id: must be set"));
     if (request->target_path().empty()) return toGrpc(invalidArgument("target_path: must be set"));
+    if (checkpoints_.holds(request->target_path()))
+      return toGrpc(checkpoints_.unpublish(request->target_path()));
     return toGrpc(mounts_.unpublish(request->target_path()));
   }
 
@@ -68,7 +78,7 @@ class NodeService final : public csi::Node::Service {
   }
   grpc::Status NodeExpandVolume(grpc::ServerContext*, const csi::NodeExpandVolumeRequest*,
                                 csi::NodeExpandVolumeResponse*) override {
-    return {grpc::StatusCode::UNIMPLEMENTED, "granary volumes are read-only datasets"};
+    return {grpc::StatusCode::UNIMPLEMENTED, "granary volumes are not expanded"};
   }
   grpc::Status NodeGetVolumeStats(grpc::ServerContext*, const csi::NodeGetVolumeStatsRequest*,
                                   csi::NodeGetVolumeStatsResponse*) override {
@@ -85,8 +95,20 @@ class NodeService final : public csi::Node::Service {
   }
 
  private:
+  // How long a publish waits for a checkpoint restore: until shortly before the kubelet's
+  // deadline, at most kRestoreWait; then it answers how far the restore is and is called again.
+  static std::chrono::steady_clock::time_point restoreDeadline(const grpc::ServerContext& context) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        context.deadline() - std::chrono::system_clock::now() - std::chrono::seconds(2));
+    return now + std::clamp(left, std::chrono::steady_clock::duration::zero(),
+                            std::chrono::steady_clock::duration(kRestoreWait));
+  }
+  static constexpr std::chrono::seconds kRestoreWait{90};
+
   std::string nodeName_;
   MountTable& mounts_;
+  CheckpointVolumes& checkpoints_;
 };
 
 }  // namespace
@@ -97,13 +119,13 @@ struct CsiServer::Services {
 };
 
 Result<std::unique_ptr<CsiServer>> CsiServer::start(const std::string& socketPath,
-                                                    const std::string& nodeName,
-                                                    MountTable& mounts) {
+                                                    const std::string& nodeName, MountTable& mounts,
+                                                    CheckpointVolumes& checkpoints) {
   std::error_code error;
   std::filesystem::create_directories(std::filesystem::path(socketPath).parent_path(), error);
   std::filesystem::remove(socketPath, error);  // left by a previous process
   std::unique_ptr<CsiServer> server(new CsiServer());
-  server->services_.reset(new Services{{}, NodeService(nodeName, mounts)});
+  server->services_.reset(new Services{{}, NodeService(nodeName, mounts, checkpoints)});
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + socketPath, grpc::InsecureServerCredentials());
   builder.RegisterService(&server->services_->identity);

@@ -1,12 +1,14 @@
 // The CSI node plugin (driver csi.granary.io): the Identity and Node services of CSI v1 on a
 // unix socket, for kubelet. It serves ephemeral inline volumes: a pod names a Dataset of its
-// namespace in volumeAttributes and gets a read-only view of it (MountTable). There is no
-// controller service and no staging.
+// namespace in volumeAttributes and gets a read-only view of it (MountTable), or a TrainingJob's
+// checkpoints and gets their tree read-write (CheckpointVolumes). There is no controller service
+// and no staging.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "cache-node/csi/checkpoint_volumes.h"
 #include "cache-node/csi/mount_table.h"
 
 namespace grpc {
@@ -20,7 +22,8 @@ class CsiServer {
   // Serves on the unix socket `socketPath` (a stale socket file is replaced). Unavailable when
   // it cannot listen there.
   static Result<std::unique_ptr<CsiServer>> start(const std::string& socketPath,
-                                                  const std::string& nodeName, MountTable& mounts);
+                                                  const std::string& nodeName, MountTable& mounts,
+                                                  CheckpointVolumes& checkpoints);
   ~CsiServer();
 
   struct Services;

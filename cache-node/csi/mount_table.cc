@@ -270,6 +270,14 @@ void MountTable::saveRecordsLocked() const {
 }
 
 Status MountTable::publish(const Publication& p) {
+  {
+    // Published and live: the kubelet publishes every volume again now and then
+    // (requiresRepublish), which changes nothing.
+    MutexLock lock(mutex_);
+    if (published_.contains(p.targetPath) && !isStaleMount(p.targetPath) &&
+        isMountPoint(p.targetPath))
+      return Status::ok();
+  }
   auto served = engine_.resolve({p.datasetNamespace, p.datasetName, 0, ""}, p.version);
   if (!served.isOk()) {
     // "dataset <ns>/<name> is not on this node", or which source a view lacks.

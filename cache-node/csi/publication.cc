@@ -13,9 +13,9 @@ std::string valueOf(const std::map<std::string, std::string>& context, const std
   return it == context.end() ? "" : it->second;
 }
 
-}  // namespace
-
-Result<Publication> parsePublication(const PublishFields& fields) {
+// What every granary volume needs: a volume id, an absolute target, a mounted (not block)
+// ephemeral inline volume and the pod's identity; a Publication with those filled.
+Result<Publication> checkPod(const PublishFields& fields) {
   if (fields.volumeId.empty()) return invalidArgument("volume_id: must be set");
   if (fields.targetPath.empty() || fields.targetPath.front() != '/' ||
       fields.targetPath.find_first_of("\t\n") != std::string::npos)
@@ -23,8 +23,8 @@ Result<Publication> parsePublication(const PublishFields& fields) {
   if (!fields.hasCapability) return invalidArgument("volume_capability: must be set");
   if (fields.blockAccess) {
     return invalidArgument(
-        "volume_capability: granary volumes are read-only file systems; request a mount, not a "
-        "block device");
+        "volume_capability: granary volumes are file systems; request a mount, not a block "
+        "device");
   }
   const auto& context = fields.volumeContext;
   if (valueOf(context, "csi.storage.k8s.io/ephemeral") != "true") {
@@ -44,11 +44,32 @@ Result<Publication> parsePublication(const PublishFields& fields) {
         "volume_context: the pod's namespace, name and uid are missing; set podInfoOnMount: true "
         "on the CSIDriver csi.granary.io");
   }
+  // A record is one line of tab-separated fields (formatRecord): a tab or a newline in one
+  // would make the node misread it after a restart.
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string&>{"volume_id", p.volumeId},
+        {"volume_context: the pod's namespace", p.podNamespace},
+        {"volume_context: the pod's name", p.podName},
+        {"volume_context: the pod's uid", p.podUid}}) {
+    if (value.find_first_of("\t\n") != std::string::npos) {
+      return invalidArgument(std::string(name) + ": must not contain tabs or newlines");
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<Publication> parsePublication(const PublishFields& fields) {
+  GRANARY_ASSIGN_OR_RETURN(Publication p, checkPod(fields));
+  const auto& context = fields.volumeContext;
   p.datasetName = valueOf(context, names::kCsiDatasetAttribute);
   if (p.datasetName.empty()) {
     return invalidArgument(
         "volumeAttributes.dataset: name the Dataset to mount (in the pod's namespace)");
   }
+  if (p.datasetName.find_first_of("\t\n") != std::string::npos)
+    return invalidArgument("volumeAttributes.dataset: must not contain tabs or newlines");
   const std::string ns = valueOf(context, names::kCsiNamespaceAttribute);
   if (!ns.empty() && ns != p.podNamespace) {
     return Status(StatusCode::kPermissionDenied,
@@ -72,19 +93,76 @@ Result<Publication> parsePublication(const PublishFields& fields) {
     return invalidArgument("volumeAttributes." + key +
                            ": unknown; granary reads \"dataset\", \"namespace\" and \"version\"");
   }
-  // A record is one line of tab-separated fields (formatRecord): a tab or a newline in one
-  // would make the node misread it after a restart.
-  for (const auto& [name, value] :
-       {std::pair<const char*, const std::string&>{"volume_id", p.volumeId},
-        {"volumeAttributes.dataset", p.datasetName},
-        {"volume_context: the pod's namespace", p.podNamespace},
-        {"volume_context: the pod's name", p.podName},
-        {"volume_context: the pod's uid", p.podUid}}) {
-    if (value.find_first_of("\t\n") != std::string::npos) {
-      return invalidArgument(std::string(name) + ": must not contain tabs or newlines");
+  p.datasetNamespace = p.podNamespace;
+  return p;
+}
+
+bool namesCheckpoints(const PublishFields& fields) {
+  return fields.volumeContext.contains(names::kCsiCheckpointsAttribute);
+}
+
+Result<CheckpointPublication> parseCheckpointPublication(const PublishFields& fields) {
+  GRANARY_ASSIGN_OR_RETURN(const Publication pod, checkPod(fields));
+  CheckpointPublication p{.volumeId = pod.volumeId,
+                          .targetPath = pod.targetPath,
+                          .podNamespace = pod.podNamespace,
+                          .podName = pod.podName,
+                          .podUid = pod.podUid};
+  const auto& context = fields.volumeContext;
+  p.source.uri = valueOf(context, names::kCsiCheckpointsAttribute);
+  if (!p.source.uri.starts_with("s3://") && !p.source.uri.starts_with("file:///"))
+    return invalidArgument("volumeAttributes.checkpoints: \"" + p.source.uri +
+                           "\" is not an s3:// or file:/// URI; checkpoints are written to one");
+  p.source.endpoint = valueOf(context, names::kCsiEndpointAttribute);
+  p.source.region = valueOf(context, names::kCsiRegionAttribute);
+  if (const std::string limit = valueOf(context, names::kCsiBandwidthLimitAttribute);
+      !limit.empty()) {
+    const auto [end, error] =
+        std::from_chars(limit.data(), limit.data() + limit.size(), p.bandwidthBytesPerSecond);
+    if (error != std::errc() || end != limit.data() + limit.size() ||
+        p.bandwidthBytesPerSecond <= 0)
+      return invalidArgument("volumeAttributes.bandwidthLimit: \"" + limit +
+                             "\" is not a number of bytes per second above zero");
+  }
+  for (const auto& [key, value] : context) {
+    if (key.starts_with(names::kCsiOptionAttributePrefix)) {
+      p.source.options[key.substr(std::string_view(names::kCsiOptionAttributePrefix).size())] =
+          value;
+    } else if (!key.starts_with("csi.storage.k8s.io/") && key != names::kCsiCheckpointsAttribute &&
+               key != names::kCsiEndpointAttribute && key != names::kCsiRegionAttribute &&
+               key != names::kCsiBandwidthLimitAttribute) {
+      return invalidArgument("volumeAttributes." + key +
+                             ": unknown; a checkpoint volume reads \"checkpoints\", \"endpoint\", "
+                             "\"region\", \"bandwidthLimit\" and \"option.<name>\"");
     }
   }
-  p.datasetNamespace = p.podNamespace;
+  // The volume's record is one line of tab-separated fields, options as name=value
+  // (checkpoint_volumes.h): nothing recorded may hold a tab or a newline, no option name a '='.
+  const auto recordable = [](const std::string& text) {
+    return text.find_first_of("\t\n") == std::string::npos;
+  };
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string&>{names::kCsiCheckpointsAttribute, p.source.uri},
+        {names::kCsiEndpointAttribute, p.source.endpoint},
+        {names::kCsiRegionAttribute, p.source.region}})
+    if (!recordable(value))
+      return invalidArgument("volumeAttributes." + std::string(name) +
+                             ": must not contain tabs or newlines");
+  for (const auto& [key, value] : p.source.options)
+    if (!recordable(key) || !recordable(value) || key.find('=') != std::string::npos)
+      return invalidArgument("volumeAttributes." + std::string(names::kCsiOptionAttributePrefix) +
+                             key +
+                             ": option names and values must not contain tabs or newlines, "
+                             "nor names an '='");
+  // The Secret the volume's nodePublishSecretRef names, as the kubelet hands it over.
+  const auto secret = [&](const char* key) { return Secret(valueOf(fields.secrets, key)); };
+  p.source.accessKeyId = secret("accessKeyId");
+  p.source.secretAccessKey = secret("secretAccessKey");
+  p.source.sessionToken = secret("sessionToken");
+  if (p.source.accessKeyId.empty() != p.source.secretAccessKey.empty())
+    return invalidArgument(
+        "nodePublishSecretRef: the Secret named by spec.checkpoints.secretRef needs both "
+        "accessKeyId and secretAccessKey; add the missing one");
   return p;
 }
 

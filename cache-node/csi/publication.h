@@ -1,5 +1,6 @@
-// What a CSI NodePublishVolume asks for, checked: which Dataset, for which pod, where. Pure: the
-// gRPC adapter (csi_service) hands it the request's fields and maps the Status to gRPC codes.
+// What a CSI NodePublishVolume asks for, checked: which Dataset (or which job's checkpoints), for
+// which pod, where. Pure: the gRPC adapter (csi_server) hands it the request's fields and maps the
+// Status to gRPC codes.
 #pragma once
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "engine/origin/make_origin.h"
 
 namespace granary::cache {
 
@@ -28,6 +30,8 @@ struct PublishFields {
   bool hasCapability = false;
   bool blockAccess = false;
   std::map<std::string, std::string> volumeContext;  // volumeAttributes plus kubelet's pod keys
+  // The Secret of the volume's nodePublishSecretRef, which the kubelet reads and hands over.
+  std::map<std::string, std::string> secrets;
 };
 
 // InvalidArgument naming the field and the fix for a missing volume id or target, a block
@@ -35,6 +39,26 @@ struct PublishFields {
 // information (the CSIDriver needs podInfoOnMount), or a tab or newline in a field the record
 // keeps; PermissionDenied when the `namespace` attribute names another namespace than the pod's.
 Result<Publication> parsePublication(const PublishFields& fields);
+
+// A pod's checkpoint volume (volumeAttributes.checkpoints, set by the operator from a
+// TrainingJob's spec.checkpoints): the job's tree on this node, bound read-write at the target,
+// restored from and drained to the uri.
+struct CheckpointPublication {
+  std::string volumeId;
+  std::filesystem::path targetPath;
+  std::string podNamespace, podName, podUid;
+  // The uri, endpoint, region and options, with the credentials of the Secret (keys accessKeyId,
+  // secretAccessKey, sessionToken).
+  SourceSpec source;
+  int64_t bandwidthBytesPerSecond = 0;  // 0 unlimited
+};
+
+// Whether the volume is a checkpoint volume rather than a Dataset's.
+bool namesCheckpoints(const PublishFields& fields);
+// InvalidArgument naming the field and the fix, as parsePublication, for a uri that is not s3://
+// or file:///, a bandwidthLimit that is not a positive number, an unknown attribute, or a Secret
+// with only one of accessKeyId and secretAccessKey.
+Result<CheckpointPublication> parseCheckpointPublication(const PublishFields& fields);
 
 // A publication as the node records it (one line, tab-separated), with the dataset generation
 // its pod sees, so that a restarted node can repair the pod's view. For a view (a Dataset that

@@ -1,14 +1,9 @@
 #include "engine/checkpoint/drain_record.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <fstream>
 #include <sstream>
 
-#include "common/errno_status.h"
-#include "common/owned_fd.h"
+#include "common/files.h"
 
 namespace granary::checkpoint {
 namespace {
@@ -71,20 +66,7 @@ Status writeDrainRecord(const std::filesystem::path& file,
                         const std::vector<OriginEntry>& entries) {
   std::string text;
   for (const OriginEntry& e : entries) text += lineOf(e);
-  const std::filesystem::path next = file.string() + ".next";
-  OwnedFd out(::open(next.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  const auto failed = [&](const char* what) {
-    return errnoStatus(errno, std::string("cannot ") + what + " " + next.string());
-  };
-  if (!out) return failed("create");
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(out.get(), text.data() + done, text.size() - done);
-    if (n < 0) return failed("write");
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(out.get()) != 0) return failed("sync");
-  if (::rename(next.c_str(), file.c_str()) != 0) return failed("rename");
-  return Status::ok();
+  return writeFileDurably(file.string(), text);
 }
 
 }  // namespace granary::checkpoint

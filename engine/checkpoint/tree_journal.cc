@@ -25,18 +25,19 @@ void TreeJournal::scanDone() {
 
 void TreeJournal::writing(const std::string& path) { writing_.insert(path); }
 
-void TreeJournal::closed(const std::string& path, const FileIdentity& identity, WallTime at) {
+bool TreeJournal::closed(const std::string& path, const FileIdentity& identity, WallTime at) {
   writing_.erase(path);
   links_.erase(path);  // a link it replaced
   const auto current = files_.find(path);
-  if (current != files_.end() && current->second.identity == identity) return;
+  if (current != files_.end() && current->second.identity == identity) return false;
   const uint64_t seq = ++seq_;
   files_[path] = Version{TreeFile{path, seq, identity.size, at}, identity};
   // A removal of this path not carried out yet stays: the planner settles it, since the tree
   // holds the path again.
   const auto held = origin_.find(path);
-  if (held != origin_.end() && held->second.seq == 0 && held->second.identity == identity)
-    held->second.seq = seq;  // the version uploaded (or restored) before a restart
+  if (held == origin_.end() || !(held->second.identity == identity)) return true;
+  if (held->second.seq == 0) held->second.seq = seq;  // uploaded (or restored) before a restart
+  return false;
 }
 
 void TreeJournal::removed(const std::string& path, bool directory) {

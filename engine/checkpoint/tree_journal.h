@@ -49,7 +49,9 @@ class TreeJournal {
   void writing(const std::string& path);
   // `path` was closed after writing, or renamed into place, and is now `identity`. A new
   // version unless it is the version the tree already holds (a rescan seeing the same file).
-  void closed(const std::string& path, const FileIdentity& identity, WallTime at);
+  // True when the version is one written here: new, and not the one the origin holds (a file
+  // restored, or drained before a restart).
+  bool closed(const std::string& path, const FileIdentity& identity, WallTime at);
   // `path` left the tree (deleted, or renamed away); with `directory`, everything below it.
   void removed(const std::string& path, bool directory);
   // `path` is a symbolic link (replacing a file there, if any): not drained, only told

@@ -646,6 +646,10 @@ Result<ReconcileReport> ChunkStore::reconcile(bool verifyChecksums) {
     std::error_code error;
     for (auto it = std::filesystem::recursive_directory_iterator(directory.path, error);
          !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
+      if (it.depth() == 0 && it->path().filename() == kOthersDirectory) {
+        it.disable_recursion_pending();
+        continue;
+      }
       if (!it->is_regular_file() || expected.count(it->path())) continue;
       std::error_code ignored;
       std::filesystem::remove(it->path(), ignored);

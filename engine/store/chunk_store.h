@@ -73,6 +73,9 @@ class ChunkStore {
  public:
   static constexpr int64_t kChecksumBlock = 64 << 10;
   static constexpr int64_t kMaxKeptFree = int64_t{1} << 30;
+  // A directory of each cache directory that the store leaves alone (never swept at open): the
+  // node's checkpoint volumes live there, on the same disk as the chunks.
+  static constexpr std::string_view kOthersDirectory = "checkpoints";
 
   // Opens the store: the index in `indexDirectory`, data under `directories` (created if
   // missing), flushed every `flushInterval`. InvalidArgument for no directories or a

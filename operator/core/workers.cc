@@ -45,6 +45,30 @@ void appendNamed(Json& object, const std::string& field, const Json& add, const 
 }
 
 std::string volumeName(const std::string& dataset) { return "dataset-" + dataset; }
+constexpr const char* kCheckpointVolumeName = "granary-checkpoints";
+
+// The job's checkpoint volume: the cache node restores it from the origin, binds it read-write
+// and drains it back (cache-node/csi/checkpoint_volumes.h).
+Json checkpointVolume(const api::CheckpointVolume& checkpoints) {
+  const api::Source& source = checkpoints.source;
+  Json attributes = Json::object();
+  attributes[names::kCsiCheckpointsAttribute] = Json::string(source.uri);
+  if (!source.endpoint.empty())
+    attributes[names::kCsiEndpointAttribute] = Json::string(source.endpoint);
+  if (!source.region.empty()) attributes[names::kCsiRegionAttribute] = Json::string(source.region);
+  if (checkpoints.bandwidthLimit)
+    attributes[names::kCsiBandwidthLimitAttribute] =
+        Json::string(std::to_string(checkpoints.bandwidthLimit->bytes));
+  for (const auto& [key, value] : source.options)
+    attributes[names::kCsiOptionAttributePrefix + key] = Json::string(value);
+  Json v = Json::object();
+  v["name"] = Json::string(kCheckpointVolumeName);
+  v["csi"]["driver"] = Json::string(names::kCsiDriver);
+  v["csi"]["volumeAttributes"] = std::move(attributes);
+  if (source.secretRef)
+    v["csi"]["nodePublishSecretRef"]["name"] = Json::string(source.secretRef->name);
+  return v;
+}
 
 }  // namespace
 
@@ -113,6 +137,13 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
           Json::string(std::to_string(versions.at(d.name).as_number().to_int64()));
     }
     volumes[volumes.size()] = std::move(v);
+  }
+  if (spec.checkpoints) {
+    Json m = Json::object();
+    m["name"] = Json::string(kCheckpointVolumeName);
+    m["mountPath"] = Json::string(spec.checkpoints->mountPath);
+    mounts[mounts.size()] = std::move(m);
+    volumes[volumes.size()] = checkpointVolume(*spec.checkpoints);
   }
   appendNamed(podSpec, "volumes", volumes, "name");
   Json& containers = podSpec["containers"];

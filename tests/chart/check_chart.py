@@ -320,6 +320,9 @@ def daemonset_problems(objects, values):
         if spec.get("attachRequired") is not False or spec.get("podInfoOnMount") is not True \
                 or spec.get("volumeLifecycleModes") != ["Ephemeral"]:
             problems.append(f"CSIDriver spec {spec}: needs no attach, pod info, Ephemeral")
+        if spec.get("requiresRepublish") is not True:
+            problems.append("CSIDriver: needs requiresRepublish, so that a restarted cache node "
+                            "gets each checkpoint volume's credentials again and resumes its drain")
     return problems
 
 

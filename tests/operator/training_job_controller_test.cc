@@ -230,6 +230,41 @@ TEST_F(TrainingJobControllerTest, CreatesTheGangTracksItAndSucceeds) {
   EXPECT_TRUE(hasEvent("Succeeded"));
 }
 
+TEST_F(TrainingJobControllerTest, EveryWorkerMountsTheJobsCheckpointsReadWriteWithItsSecret) {
+  readyDataset("wiki");
+  auto created = client().create(
+      resources::trainingJobs(), ns(),
+      yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
+           "spec:\n  workers: 2\n  gpusPerWorker: 0\n"
+           "  datasets: [{name: wiki, mountPath: /data}]\n"
+           "  checkpoints: {uri: 's3://runs/bert/', endpoint: 'http://minio:9000', "
+           "secretRef: {name: runs-s3}, mountPath: /ckpt, bandwidthLimit: 100Mi, "
+           "options: {addressing: path}}\n"
+           "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
+  ASSERT_TRUE(created.isOk()) << created.status();
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s));
+  for (const auto& pod : workers()) {
+    const Json mounts = kube::pathValue(pod, "spec.containers").at(0).at("volumeMounts");
+    ASSERT_EQ(mounts.size(), 2u) << pod.serialize();
+    EXPECT_EQ(mounts.at(1).at("mountPath").as_string(), "/ckpt");
+    EXPECT_FALSE(mounts.at(1).has_boolean_field("readOnly"))
+        << "the workers write their checkpoints";
+    const Json volume = kube::pathValue(pod, "spec.volumes").at(1);
+    EXPECT_EQ(volume.at("name").as_string(), mounts.at(1).at("name").as_string());
+    EXPECT_EQ(kube::pathValue(volume, "csi.driver").as_string(), "csi.granary.io");
+    std::map<std::string, std::string> attributes;
+    const Json given = kube::pathValue(volume, "csi.volumeAttributes");
+    for (const auto& [key, value] : given.as_object()) attributes[key] = value.as_string();
+    EXPECT_EQ(attributes, (std::map<std::string, std::string>{{"checkpoints", "s3://runs/bert/"},
+                                                              {"endpoint", "http://minio:9000"},
+                                                              {"bandwidthLimit", "104857600"},
+                                                              {"option.addressing", "path"}}));
+    EXPECT_EQ(kube::pathValue(volume, "csi.nodePublishSecretRef.name").as_string(), "runs-s3")
+        << "the kubelet hands the Secret to the node plugin; the pod never sees it";
+  }
+}
+
 TEST_F(TrainingJobControllerTest, AFailedWorkerRestartsTheWholeGangUpToTheBackoffLimit) {
   readyDataset("wiki");
   createJob("{backoffLimit: 1}");

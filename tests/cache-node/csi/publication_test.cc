@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
+#include "cache-node/csi/checkpoint_volumes.h"
+
 namespace granary::cache {
 namespace {
 
@@ -109,6 +113,70 @@ TEST(Publication, ARecordKeepsTheDatasetItServesAndOldRecordsServeTheirOwn) {
   EXPECT_EQ(old->servedNamespace, old->publication.datasetNamespace);
   EXPECT_EQ(old->servedName, "coco");
   EXPECT_EQ(old->path, "");
+}
+
+PublishFields checkpointRequest() {
+  PublishFields f = request();
+  f.volumeContext.erase("dataset");
+  f.volumeContext.insert({{"checkpoints", "s3://runs/bert/"},
+                          {"endpoint", "http://minio:9000"},
+                          {"bandwidthLimit", "104857600"},
+                          {"option.addressing", "path"}});
+  f.secrets = {{"accessKeyId", "AKIA1"}, {"secretAccessKey", "hunter2"}};
+  return f;
+}
+
+TEST(Publication, ACheckpointVolumeCarriesItsOriginAndTheSecretsCredentials) {
+  ASSERT_TRUE(namesCheckpoints(checkpointRequest()));
+  EXPECT_FALSE(namesCheckpoints(request()));
+  auto p = parseCheckpointPublication(checkpointRequest());
+  ASSERT_TRUE(p.isOk()) << p.status();
+  EXPECT_EQ(p->podNamespace, "ml");
+  EXPECT_EQ(p->source.uri, "s3://runs/bert/");
+  EXPECT_EQ(p->source.endpoint, "http://minio:9000");
+  EXPECT_EQ(p->source.options, (std::map<std::string, std::string>{{"addressing", "path"}}));
+  EXPECT_EQ(p->source.secretAccessKey.reveal(), "hunter2");
+  EXPECT_EQ(p->bandwidthBytesPerSecond, 100 << 20);
+
+  // What the node records of it, to open it again after a restart: never the credentials.
+  const std::string line = formatVolumeRecord(
+      {.ns = "ml", .source = p->source, .bandwidthBytesPerSecond = 7, .needsCredentials = true});
+  EXPECT_EQ(line.find("hunter2"), std::string::npos);
+  EXPECT_EQ(line.find("AKIA1"), std::string::npos);
+  const auto record = parseVolumeRecord(line + "\n");
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->ns, "ml");
+  EXPECT_EQ(record->source.uri, p->source.uri);
+  EXPECT_EQ(record->source.endpoint, p->source.endpoint);
+  EXPECT_EQ(record->source.options, p->source.options);
+  EXPECT_EQ(record->bandwidthBytesPerSecond, 7);
+  EXPECT_TRUE(record->needsCredentials);
+  EXPECT_FALSE(parseVolumeRecord("ml\tfile:///x"));
+  EXPECT_FALSE(parseVolumeRecord("ml\tfile:///x\t\t\t0\tmaybe"));
+}
+
+TEST(Publication, ACheckpointVolumeThatCannotBeRecordedOrReachedIsRefused) {
+  const auto refused = [](const std::function<void(PublishFields&)>& change,
+                          const std::string& field) {
+    PublishFields f = checkpointRequest();
+    change(f);
+    const auto p = parseCheckpointPublication(f);
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(p.status().message().find(field), std::string::npos) << p.status();
+  };
+  refused([](auto& f) { f.volumeContext["checkpoints"] = "http://example.com/"; },
+          "volumeAttributes.checkpoints");
+  refused([](auto& f) { f.volumeContext["checkpoints"] = "file://relative"; },
+          "volumeAttributes.checkpoints");
+  refused([](auto& f) { f.volumeContext["checkpoints"] = "s3://runs/a\tb"; },
+          "volumeAttributes.checkpoints: must not contain tabs");
+  refused([](auto& f) { f.volumeContext["option.a=b"] = "c"; }, "volumeAttributes.option.a=b");
+  refused([](auto& f) { f.volumeContext["bandwidthLimit"] = "0"; },
+          "volumeAttributes.bandwidthLimit");
+  refused([](auto& f) { f.volumeContext["version"] = "3"; }, "volumeAttributes.version: unknown");
+  refused([](auto& f) { f.secrets.erase("secretAccessKey"); }, "nodePublishSecretRef");
+  refused([](auto& f) { f.volumeContext.erase("csi.storage.k8s.io/ephemeral"); },
+          "ephemeral inline");
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ class ChunkStoreTest : public ::testing::Test {
     std::vector<std::filesystem::path> out;
     for (const auto& dir : {root_ / "nvme0", root_ / "nvme1"}) {
       for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-        if (e.is_regular_file()) out.push_back(e.path());
+        if (e.is_regular_file() && e.path().string().find("/checkpoints/") == std::string::npos)
+          out.push_back(e.path());
       }
     }
     return out;
@@ -199,6 +200,10 @@ TEST_F(ChunkStoreTest, ReconcileDropsWhatCannotBeTrustedAndRemovesDebris) {
   std::ofstream(root_ / "nvme0" / "aa" / "orphan.chunk.tmp") << "half-written";
   std::filesystem::create_directories(root_ / "nvme1" / "bb");
   std::ofstream(root_ / "nvme1" / "bb" / "stray.chunk") << "never recorded";
+  // The node's checkpoint volumes share the disk: they are not the store's to sweep.
+  const auto checkpoint = root_ / "nvme0" / "checkpoints" / "0123" / "tree" / "model.pt";
+  std::filesystem::create_directories(checkpoint.parent_path());
+  std::ofstream(checkpoint) << "weights";
 
   auto report = store_->reconcile(true);
   ASSERT_TRUE(report.isOk()) << report.status();
@@ -209,6 +214,7 @@ TEST_F(ChunkStoreTest, ReconcileDropsWhatCannotBeTrustedAndRemovesDebris) {
   for (const char* name : {"missing", "short", "flipped"})
     EXPECT_FALSE(store_->contains(chunk(name))) << name;
   EXPECT_EQ(chunkFiles().size(), 1u);
+  EXPECT_TRUE(std::filesystem::exists(checkpoint));
 }
 
 // A crash between flushes: chunks recorded after the last flush may have reached the index but

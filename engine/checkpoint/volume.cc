@@ -1,0 +1,40 @@
+#include "engine/checkpoint/volume.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "engine/checkpoint/origin_writer.h"
+
+namespace granary::checkpoint {
+
+std::string homeName(const std::string& key) {
+  uint64_t hash = 14695981039346656037ull;
+  for (const unsigned char c : key) hash = (hash ^ c) * 1099511628211ull;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016" PRIx64, hash);
+  return text;
+}
+
+Result<std::unique_ptr<CheckpointVolume>> CheckpointVolume::open(
+    const cache::SourceSpec& source, const cache::OriginSettings& settings,
+    const VolumeOptions& options, Clock& clock, std::stop_token stop,
+    const std::function<void(const RestoreProgress&)>& progress) {
+  GRANARY_ASSIGN_OR_RETURN(auto writer, makeOriginWriter(source, settings));
+  GRANARY_ASSIGN_OR_RETURN(auto origin, cache::makeOrigin(source, settings));
+  const RestoreOptions where{.tree = options.home / "tree",
+                             .recordFile = options.home / "record",
+                             .staging = options.home / "restoring"};
+  std::error_code error;
+  std::filesystem::create_directories(where.tree, error);
+  if (error) return unavailable("cannot create " + where.tree.string() + ": " + error.message());
+  GRANARY_ASSIGN_OR_RETURN(RestoreProgress restored, restoreTree(*origin, where, stop, progress));
+  GRANARY_ASSIGN_OR_RETURN(
+      auto drainer, Drainer::start({.tree = where.tree,
+                                    .recordFile = where.recordFile,
+                                    .bandwidthBytesPerSecond = options.bandwidthBytesPerSecond},
+                                   std::move(writer), clock));
+  return std::unique_ptr<CheckpointVolume>(
+      new CheckpointVolume(where.tree, restored, std::move(drainer)));
+}
+
+}  // namespace granary::checkpoint

@@ -1,0 +1,58 @@
+// A job's checkpoint volume on one node, as local mode and the cache node's CSI volume both keep
+// it: a home directory holding the tree the workers write (HOME/tree), the drain's record
+// (HOME/record) and the restore's staging directory (HOME/restoring); opened by restoring the
+// tree from the origin, then drained to it until closed.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+
+#include "common/clock.h"
+#include "engine/checkpoint/drainer.h"
+#include "engine/checkpoint/restore.h"
+#include "engine/origin/make_origin.h"
+
+namespace granary::checkpoint {
+
+// A stable directory name for `key` (16 hex digits of its 64-bit FNV-1a hash): a uri locally, a
+// namespace and uri on a cluster node, so that a later job with the same key finds its tree.
+std::string homeName(const std::string& key);
+
+struct VolumeOptions {
+  std::filesystem::path home;           // created when missing
+  int64_t bandwidthBytesPerSecond = 0;  // uploads' share of the origin; 0 unlimited
+};
+
+class CheckpointVolume {
+ public:
+  // Reaches the origin (InvalidArgument naming the uri or option that cannot be used, as
+  // makeOrigin says), restores what it holds and the tree lacks, reporting `progress` as each
+  // piece arrives, then starts the drain. Cancelled when `stop` ends the restore (what came
+  // stays); ResourceExhausted when the disk fills.
+  static Result<std::unique_ptr<CheckpointVolume>> open(
+      const cache::SourceSpec& source, const cache::OriginSettings& settings,
+      const VolumeOptions& options, Clock& clock, std::stop_token stop,
+      const std::function<void(const RestoreProgress&)>& progress);
+
+  const std::filesystem::path& tree() const { return tree_; }
+  const RestoreProgress& restored() const { return restored_; }
+  DrainStatus status() const { return drainer_->status(); }
+  // As Drainer::waitDrained.
+  bool waitDrained(std::stop_token stop, const std::function<void(const DrainStatus&)>& progress) {
+    return drainer_->waitDrained(stop, progress);
+  }
+
+ private:
+  CheckpointVolume(std::filesystem::path tree, RestoreProgress restored,
+                   std::unique_ptr<Drainer> drainer)
+      : tree_(std::move(tree)), restored_(restored), drainer_(std::move(drainer)) {}
+
+  std::filesystem::path tree_;
+  RestoreProgress restored_;
+  std::unique_ptr<Drainer> drainer_;
+};
+
+}  // namespace granary::checkpoint

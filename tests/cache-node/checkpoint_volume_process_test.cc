@@ -1,0 +1,255 @@
+// A TrainingJob's checkpoint volume through real granary-cache-node processes and their CSI
+// sockets, as the kubelet publishes it: the workers' writes land in the node's tree at the
+// disk's speed, drain to a file:// origin byte for byte (markers after the files they name),
+// a node elsewhere restores every file, a node killed mid-drain finishes it from its record,
+// and bad input is refused naming the attribute.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+
+#include "csi/v1/csi.grpc.pb.h"
+#include "tests/support/cache_node_process.h"
+#include "tests/support/eventually.h"
+#include "tests/support/http_get.h"
+
+namespace granary::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::string readAll(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string randomBytes(size_t size, unsigned seed) {
+  std::mt19937 random(seed);
+  std::string bytes(size, '\0');
+  for (char& c : bytes) c = static_cast<char>(random());
+  return bytes;
+}
+
+// What the kubelet sends for a worker's checkpoint volume (the operator's volumeAttributes).
+csi::v1::NodePublishVolumeRequest checkpointRequest(const fs::path& target,
+                                                    std::map<std::string, std::string> attributes,
+                                                    const std::string& pod = "bert-worker-0") {
+  csi::v1::NodePublishVolumeRequest request;
+  request.set_volume_id("csi-" + pod);
+  request.set_target_path(target.string());
+  request.mutable_volume_capability()->mutable_mount();
+  attributes.insert({{"csi.storage.k8s.io/ephemeral", "true"},
+                     {"csi.storage.k8s.io/pod.namespace", "ml"},
+                     {"csi.storage.k8s.io/pod.name", pod},
+                     {"csi.storage.k8s.io/pod.uid", "uid-" + pod}});
+  request.mutable_volume_context()->insert(attributes.begin(), attributes.end());
+  return request;
+}
+
+grpc::Status publish(NodeProcess& node, const csi::v1::NodePublishVolumeRequest& request) {
+  auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + 10s))
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no CSI socket");
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 60s);
+  csi::v1::NodePublishVolumeResponse response;
+  return csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, request, &response);
+}
+
+// The series `name` for the test's volume, from the node's /metrics; -1 when absent.
+double series(const NodeProcess& node, const std::string& name, const std::string& uri) {
+  std::string body;
+  if (httpGet("http://127.0.0.1:" + std::to_string(node.metricsPort()) + "/metrics", body) != 200)
+    return -1;
+  const std::string prefix = name + "{namespace=\"ml\",uri=\"" + uri + "\"} ";
+  const size_t at = body.find(prefix);
+  return at == std::string::npos ? -1 : std::stod(body.substr(at + prefix.size()));
+}
+
+class CheckpointVolumeProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "bind mounts need root";
+    root_ = fs::temp_directory_path() /
+            ("granary-ckpt-volume-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(origin());
+  }
+  void TearDown() override {
+    nodes_.clear();
+    for (const auto& target : targets_) ::umount2(target.c_str(), MNT_DETACH);
+    std::error_code ignored;
+    fs::remove_all(root_, ignored);
+  }
+
+  NodeProcess& startNode(const std::string& name, const fs::path& stateRoot = "") {
+    const fs::path home = root_ / (name + "-" + std::to_string(nodes_.size()));
+    auto node = std::make_unique<NodeProcess>(home, name, nullptr, "", stateRoot);
+    std::ofstream(home / "config.yaml", std::ios::app)
+        << "fileOriginRoots: [" << (root_ / "origins") << "]\nmountKeeper: false\n";
+    node->start();
+    nodes_.push_back(std::move(node));
+    return *nodes_.back();
+  }
+  fs::path target(const std::string& name) {
+    targets_.push_back(root_ / "pods" / name / "volumes" / "ckpt");
+    return targets_.back();
+  }
+  fs::path origin() const { return root_ / "origins" / "runs" / "bert"; }
+  std::string uri() const { return "file://" + origin().string(); }
+
+  // Every file below `dir`, relative, with its bytes; the staging directory left out.
+  static std::map<std::string, std::string> filesOf(const fs::path& dir) {
+    std::map<std::string, std::string> out;
+    std::error_code error;
+    for (auto it = fs::recursive_directory_iterator(dir, error);
+         !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+      const std::string relative = fs::relative(it->path(), dir).string();
+      if (relative.starts_with(".granary-staging")) continue;
+      if (it->is_regular_file()) out[relative] = readAll(it->path());
+    }
+    return out;
+  }
+
+  // A DCP-style save from two ranks: a file a rank, then .metadata written aside and renamed
+  // into place, then `latest` naming the step.
+  std::map<std::string, std::string> save(const fs::path& mount, int step, size_t bytes) {
+    const fs::path dir = mount / ("step-" + std::to_string(step));
+    fs::create_directories(dir);
+    std::map<std::string, std::string> written;
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string name = "__" + std::to_string(rank) + "_0.distcp";
+      written[dir.filename().string() + "/" + name] = randomBytes(bytes, step * 10 + rank);
+      std::ofstream(dir / name, std::ios::binary) << written[dir.filename().string() + "/" + name];
+    }
+    std::ofstream(dir / ".metadata.tmp") << "step " << step;
+    fs::rename(dir / ".metadata.tmp", dir / ".metadata");
+    written[dir.filename().string() + "/.metadata"] = "step " + std::to_string(step);
+    std::ofstream(mount / "latest.tmp") << step;
+    fs::rename(mount / "latest.tmp", mount / "latest");
+    written["latest"] = std::to_string(step);
+    return written;
+  }
+
+  fs::path root_;
+  std::vector<std::unique_ptr<NodeProcess>> nodes_;
+  std::vector<fs::path> targets_;
+};
+
+TEST_F(CheckpointVolumeProcessTest, WritesDrainToTheOriginAndANodeElsewhereRestoresEveryFile) {
+  NodeProcess& first = startNode("n1");
+  const fs::path rank0 = target("rank-0"), rank1 = target("rank-1");
+  const auto attributes = std::map<std::string, std::string>{{"checkpoints", uri()}};
+  ASSERT_TRUE(publish(first, checkpointRequest(rank0, attributes)).ok()) << first.log();
+  ASSERT_TRUE(publish(first, checkpointRequest(rank1, attributes, "bert-worker-1")).ok());
+  ASSERT_TRUE(publish(first, checkpointRequest(rank1, attributes, "bert-worker-1")).ok())
+      << "publishing again (the kubelet's requiresRepublish) changes nothing";
+
+  // Both workers on the node see one tree, read-write.
+  std::map<std::string, std::string> written = save(rank0, 10, 3 << 20);
+  EXPECT_EQ(filesOf(rank1), written) << "the other worker sees rank 0's files";
+  std::ofstream(rank1 / "step-10" / "extra.pt") << "rank 1's own";
+  written["step-10/extra.pt"] = "rank 1's own";
+
+  ASSERT_TRUE(eventually([&] { return filesOf(origin()) == written; }, 30s))
+      << "origin holds " << filesOf(origin()).size() << " files; log:\n"
+      << first.log();
+  ASSERT_TRUE(eventually(
+      [&] { return series(first, "granary_checkpoint_upload_lag_seconds", uri()) == 0; }, 10s));
+  EXPECT_GE(series(first, "granary_checkpoint_uploaded_bytes_total", uri()), 6 << 20);
+  EXPECT_GE(series(first, "granary_checkpoint_written_bytes_total", uri()), 6 << 20);
+  EXPECT_EQ(series(first, "granary_checkpoint_volume_pods", uri()), 2);
+
+  // The gang restarted on another node: its volume is restored from the origin.
+  NodeProcess& second = startNode("n2");
+  const fs::path elsewhere = target("rank-0-again");
+  ASSERT_TRUE(publish(second, checkpointRequest(elsewhere, attributes)).ok()) << second.log();
+  EXPECT_EQ(filesOf(elsewhere), written);
+
+  // A worker's end unbinds its view only; the volume and the origin keep every file.
+  auto channel = grpc::CreateChannel(first.csiAddress(), grpc::InsecureChannelCredentials());
+  csi::v1::NodeUnpublishVolumeRequest unpublish;
+  unpublish.set_volume_id("csi-bert-worker-0");
+  unpublish.set_target_path(rank0.string());
+  grpc::ClientContext context;
+  csi::v1::NodeUnpublishVolumeResponse response;
+  ASSERT_TRUE(
+      csi::v1::Node::NewStub(channel)->NodeUnpublishVolume(&context, unpublish, &response).ok());
+  EXPECT_FALSE(fs::exists(rank0));
+  EXPECT_EQ(filesOf(rank1), written);
+  EXPECT_EQ(filesOf(origin()), written);
+}
+
+TEST_F(CheckpointVolumeProcessTest, ANodeKilledMidDrainFinishesItFromItsRecordAfterARestart) {
+  NodeProcess& node = startNode("n1");
+  const fs::path mount = target("rank-0");
+  // 512 KiB/s: the 6 MiB save is still draining when the node is killed.
+  ASSERT_TRUE(publish(node, checkpointRequest(
+                                mount, {{"checkpoints", uri()}, {"bandwidthLimit", "524288"}}))
+                  .ok())
+      << node.log();
+  const std::map<std::string, std::string> written = save(mount, 20, 3 << 20);
+  ASSERT_TRUE(eventually(
+      [&] { return series(node, "granary_checkpoint_uploaded_bytes_total", uri()) > 0; }, 20s));
+  const fs::path stateRoot = root_ / "n1-0";
+  node.kill(SIGKILL);
+  EXPECT_NE(filesOf(origin()), written) << "the drain had not finished";
+  // Never a marker before the files it names.
+  const auto atOrigin = filesOf(origin());
+  if (atOrigin.contains("step-20/.metadata")) {
+    for (const char* rank : {"step-20/__0_0.distcp", "step-20/__1_0.distcp"})
+      EXPECT_EQ(atOrigin.contains(rank) ? atOrigin.at(rank) : "", written.at(rank)) << rank;
+  }
+  if (atOrigin.contains("latest")) {
+    EXPECT_TRUE(atOrigin.contains("step-20/.metadata"));
+  }
+
+  // The bind mount is the kernel's: the worker wrote on while no node ran.
+  std::ofstream(mount / "step-20" / "late.pt") << "written while the node was down";
+  std::map<std::string, std::string> expected = written;
+  expected["step-20/late.pt"] = "written while the node was down";
+
+  NodeProcess& again = startNode("n1", stateRoot);
+  ASSERT_TRUE(eventually([&] { return filesOf(origin()) == expected; }, 60s))
+      << "the restarted node resumes the recorded volume without a publish; log:\n"
+      << again.log();
+}
+
+TEST_F(CheckpointVolumeProcessTest, BadVolumesAreRefusedNamingTheAttribute) {
+  NodeProcess& node = startNode("n1");
+  const fs::path mount = target("rank-0");
+  const auto refused = [&](std::map<std::string, std::string> attributes,
+                           const std::map<std::string, std::string>& secrets,
+                           const std::string& expected) {
+    auto request = checkpointRequest(mount, std::move(attributes));
+    request.mutable_secrets()->insert(secrets.begin(), secrets.end());
+    const grpc::Status status = publish(node, request);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << expected;
+    EXPECT_NE(status.error_message().find(expected), std::string::npos) << status.error_message();
+    EXPECT_EQ(status.error_message().find("hunter2"), std::string::npos)
+        << "credentials never appear in errors";
+  };
+  refused({{"checkpoints", "file:///etc/"}}, {}, "fileOriginRoots");
+  refused({{"checkpoints", "https://example.com/runs/"}}, {}, "volumeAttributes.checkpoints");
+  refused({{"checkpoints", uri()}, {"bandwidthLimit", "fast"}}, {},
+          "volumeAttributes.bandwidthLimit");
+  refused({{"checkpoints", uri()}, {"dataset", "coco"}}, {}, "volumeAttributes.dataset: unknown");
+  refused({{"checkpoints", "s3://runs/bert/"}}, {{"accessKeyId", "AKIA"}},
+          "needs both accessKeyId and secretAccessKey");
+  refused({{"checkpoints", "s3://runs/bert/"}, {"endpoint", "not a url"}},
+          {{"accessKeyId", "AKIA"}, {"secretAccessKey", "hunter2"}}, "endpoint");
+  EXPECT_FALSE(fs::exists(mount / "latest"));
+  EXPECT_EQ(node.log().find("hunter2"), std::string::npos) << "nor in the log";
+}
+
+}  // namespace
+}  // namespace granary::testing
