@@ -238,4 +238,29 @@ v1::GpuTelemetry gpuTelemetryOf(const gpu::GpuReading& reading, const GpuTotals&
   return out;
 }
 
+v1::CheckpointVolumeTelemetry checkpointTelemetryOf(const CheckpointVolumeState& volume) {
+  v1::CheckpointVolumeTelemetry t;
+  t.set_namespace_(volume.ns);
+  t.set_uri(volume.uri);
+  t.set_pods(volume.pods);
+  t.set_restoring(volume.restoring.has_value());
+  if (!volume.drain) return t;
+  const checkpoint::DrainStatus& d = *volume.drain;
+  t.set_pending_files(d.pendingFiles);
+  t.set_pending_bytes(d.pendingBytes);
+  t.set_upload_lag_seconds(d.lag.count());
+  t.set_written_bytes(d.writtenBytes);
+  t.set_uploaded_bytes(d.uploadedBytes);
+  t.set_last_error(d.lastError);
+  for (const checkpoint::CheckpointCopies& c : d.checkpoints) {
+    v1::CheckpointTelemetry& out = *t.add_checkpoints();
+    out.set_name(c.name);
+    out.set_files(c.files);
+    out.set_bytes(c.bytes);
+    out.set_at_origin(c.atOrigin);
+    out.set_on_peer(c.onPeer);
+  }
+  return t;
+}
+
 }  // namespace granary::cache

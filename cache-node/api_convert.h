@@ -1,6 +1,7 @@
 // Between the granary.v1 API messages and the engine's types. Pure.
 #pragma once
 
+#include "cache-node/csi/checkpoint_volumes.h"
 #include "common/gpu/nvml.h"
 #include "engine/dataset_cache.h"
 #include "engine/engine.h"
@@ -28,5 +29,6 @@ v1::ReadCounters readCountersOf(const ReadTotals& reads);
 v1::ReaderTelemetry readerTelemetryOf(const ReaderTotals& reader);
 v1::ReadSource readSourceOf(Source source);
 v1::GpuTelemetry gpuTelemetryOf(const gpu::GpuReading& reading, const GpuTotals& totals);
+v1::CheckpointVolumeTelemetry checkpointTelemetryOf(const CheckpointVolumeState& volume);
 
 }  // namespace granary::cache

@@ -37,23 +37,16 @@ Result<std::unique_ptr<CheckpointMetrics>> CheckpointMetrics::create(MetricsRegi
       registry.addGauge(spec("granary_checkpoint_pending_bytes", T::kGauge, U::kBytes,
                              "Bytes of closed checkpoint files not at the origin yet.")));
   GRANARY_ASSIGN_OR_RETURN(
-      auto pendingFiles,
-      registry.addGauge(spec("granary_checkpoint_pending_files", T::kGauge, U::kNone,
-                             "Closed checkpoint files not at the origin yet.")));
-  GRANARY_ASSIGN_OR_RETURN(
       auto lag,
       registry.addGauge(spec("granary_checkpoint_upload_lag_seconds", T::kGauge, U::kSeconds,
                              "Age of the oldest closed checkpoint file not at the "
                              "origin yet (0 when everything is there).")));
   GRANARY_ASSIGN_OR_RETURN(
-      auto pods, registry.addGauge(spec("granary_checkpoint_volume_pods", T::kGauge, U::kNone,
-                                        "Pods on this node bound to the checkpoint volume.")));
-  GRANARY_ASSIGN_OR_RETURN(
       auto restoring,
       registry.addGauge(spec("granary_checkpoint_restore_remaining_bytes", T::kGauge, U::kBytes,
                              "Bytes a restore under way has still to bring from the origin.")));
   return std::unique_ptr<CheckpointMetrics>(
-      new CheckpointMetrics({written, uploaded, pendingBytes, pendingFiles, lag, pods, restoring}));
+      new CheckpointMetrics({written, uploaded, pendingBytes, lag, restoring}));
 }
 
 void CheckpointMetrics::update(const std::vector<CheckpointVolumeState>& volumes) {
@@ -62,7 +55,6 @@ void CheckpointMetrics::update(const std::vector<CheckpointVolumeState>& volumes
     const std::vector<std::string> labels{v.ns, v.uri};
     present.insert(labels);
     checkpoint::DrainStatus& before = seen_[labels];
-    families_.pods.with(labels).set(v.pods);
     families_.restoringBytes.with(labels).set(
         v.restoring ? static_cast<double>(v.restoring->totalBytes - v.restoring->bytes) : 0);
     if (!v.drain) continue;
@@ -70,7 +62,6 @@ void CheckpointMetrics::update(const std::vector<CheckpointVolumeState>& volumes
     families_.written.with(labels).increment(growth(d.writtenBytes, before.writtenBytes));
     families_.uploaded.with(labels).increment(growth(d.uploadedBytes, before.uploadedBytes));
     families_.pendingBytes.with(labels).set(static_cast<double>(d.pendingBytes));
-    families_.pendingFiles.with(labels).set(static_cast<double>(d.pendingFiles));
     families_.lag.with(labels).set(d.lag.count());
     before = d;
   }
@@ -79,8 +70,8 @@ void CheckpointMetrics::update(const std::vector<CheckpointVolumeState>& volumes
       ++it;
       continue;
     }
-    for (const GaugeFamily* gauge : {&families_.pendingBytes, &families_.pendingFiles,
-                                     &families_.lag, &families_.pods, &families_.restoringBytes})
+    for (const GaugeFamily* gauge :
+         {&families_.pendingBytes, &families_.lag, &families_.restoringBytes})
       gauge->remove(it->first);
     it = seen_.erase(it);
   }

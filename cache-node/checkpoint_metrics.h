@@ -1,6 +1,6 @@
 // The node's checkpoint volumes as Prometheus series, labelled {namespace, uri}: bytes written
 // into each volume and uploaded to its origin, what waits for the origin and for how long (the
-// upload lag), the pods bound to it and a restore under way. Refreshed from
+// upload lag), and what a restore under way has still to bring. Refreshed from
 // CheckpointVolumes::states() on the node's tick; a volume closed loses its gauges.
 #pragma once
 
@@ -23,7 +23,7 @@ class CheckpointMetrics {
  private:
   struct Families {
     CounterFamily written, uploaded;  // bytes
-    GaugeFamily pendingBytes, pendingFiles, lag, pods, restoringBytes;
+    GaugeFamily pendingBytes, lag, restoringBytes;
   };
   explicit CheckpointMetrics(Families families) : families_(std::move(families)) {}
 

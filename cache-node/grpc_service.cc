@@ -39,7 +39,8 @@ class CacheNodeService final : public v1::CacheNode::Service {
  public:
   CacheNodeService(CacheEngine& engine, GrpcPeers& peers, const Secret& token,
                    ReaderAccounting* readers, GpuSampler* gpus, EnsuredRecord* ensured,
-                   const CutOffReaders* cutOff, const GenerationReaders* generationReaders)
+                   const CutOffReaders* cutOff, const GenerationReaders* generationReaders,
+                   const CheckpointVolumes* checkpoints)
       : engine_(engine),
         peers_(peers),
         token_(token),
@@ -48,6 +49,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
         ensured_(ensured),
         cutOff_(cutOff),
         generationReaders_(generationReaders),
+        checkpoints_(checkpoints),
         refreshes_(engine) {}
 
   grpc::Status EnsureDataset(grpc::ServerContext* context, const v1::EnsureDatasetRequest* request,
@@ -240,6 +242,10 @@ class CacheNodeService final : public v1::CacheNode::Service {
         out->set_data_starved_seconds(seconds);
       }
     }
+    if (checkpoints_) {
+      for (const CheckpointVolumeState& volume : checkpoints_->states())
+        *response->add_checkpoint_volumes() = checkpointTelemetryOf(volume);
+    }
     return grpc::Status::OK;
   }
 
@@ -280,6 +286,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
   EnsuredRecord* ensured_;                      // may be null
   const CutOffReaders* cutOff_;                 // may be null
   const GenerationReaders* generationReaders_;  // may be null
+  const CheckpointVolumes* checkpoints_;        // may be null
   Refreshes refreshes_;
 };
 
@@ -374,7 +381,7 @@ struct CacheNodeServer::Services {
   Services(CacheEngine& engine, GrpcPeers& peers, Secret t, const ServerOptions& options)
       : token(std::move(t)),
         cacheNode(engine, peers, token, options.readers, options.gpus, options.ensured,
-                  options.cutOff, options.generationReaders),
+                  options.cutOff, options.generationReaders, options.checkpoints),
         peer(engine, token) {}
 };
 

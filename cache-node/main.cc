@@ -315,6 +315,18 @@ int main(int argc, char** argv) {
                 {"error", cache.status()}});
     }
   }
+  // The jobs' checkpoint volumes, on the first cache directory's disk.
+  auto checkpoints = std::make_unique<CheckpointVolumes>(
+      CheckpointVolumesOptions{
+          .root = std::filesystem::path(options.cacheDirectories.front().path) /
+                  ChunkStore::kOthersDirectory,
+          .origins = engineOptions.origins},
+      realClock());
+  auto checkpointMetrics = CheckpointMetrics::create(registry);
+  if (!checkpointMetrics.isOk()) {
+    log.error("cannot declare metrics", {{"error", checkpointMetrics.status()}});
+    return 1;
+  }
   auto server = CacheNodeServer::start(**engine, peers,
                                        {.address = options.listen,
                                         .token = *token,
@@ -324,7 +336,8 @@ int main(int argc, char** argv) {
                                         .gpus = gpus.get(),
                                         .ensured = &ensured,
                                         .cutOff = &cutOff,
-                                        .generationReaders = &generationReaders});
+                                        .generationReaders = &generationReaders,
+                                        .checkpoints = checkpoints.get()});
   if (!server.isOk()) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;
@@ -369,18 +382,6 @@ int main(int argc, char** argv) {
           .cutOff = &cutOff,
           .generationReaders = &generationReaders},
       readers);
-  // The jobs' checkpoint volumes, on the first cache directory's disk.
-  auto checkpoints = std::make_unique<CheckpointVolumes>(
-      CheckpointVolumesOptions{
-          .root = std::filesystem::path(options.cacheDirectories.front().path) /
-                  ChunkStore::kOthersDirectory,
-          .origins = engineOptions.origins},
-      realClock());
-  auto checkpointMetrics = CheckpointMetrics::create(registry);
-  if (!checkpointMetrics.isOk()) {
-    log.error("cannot declare metrics", {{"error", checkpointMetrics.status()}});
-    return 1;
-  }
   std::unique_ptr<CsiServer> csi;
   if (!options.csiSocket.empty()) {
     auto started = CsiServer::start(options.csiSocket, options.nodeName, *mounts, *checkpoints);

@@ -12,6 +12,7 @@
 #include "operator/cache_node_discovery.h"
 #include "operator/core/conditions.h"
 #include "operator/core/dataset_reference.h"
+#include "operator/core/job_checkpoints.h"
 #include "operator/core/workers.h"
 #include "operator/object_views.h"
 
@@ -240,14 +241,22 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   if (plan.requeueAfter) result.requeueAfter = *plan.requeueAfter;
   const bool running = kube::pathValue(plan.status, "phase").is_string() &&
                        plan.status.at("phase").as_string() == "Running";
-  if (options_.cacheNodes && running && !o.spec.datasets.empty()) {
-    const Summaries shown = sampleTelemetry(key, kube::uidOf(job), ns, o.spec, o.workers);
+  // A finished job's checkpoints drain on: its nodes are asked until they are at the origin.
+  const Json pending = kube::pathValue(previous, "checkpoints.pendingFiles");
+  const bool draining =
+      o.spec.checkpoints && pending.is_integer() && pending.as_number().to_int64() > 0;
+  const bool reads = !o.spec.datasets.empty() || o.spec.checkpoints.has_value();
+  if (options_.cacheNodes && reads && (running || draining)) {
+    const Summaries shown = sampleTelemetry(job, key, o.spec, o.workers);
     if (!shown.data.is_null()) plan.status["data"] = shown.data;
     if (!shown.gpu.is_null()) plan.status["gpu"] = shown.gpu;
+    if (!shown.checkpoints.is_null()) plan.status["checkpoints"] = shown.checkpoints;
     if (result.requeueAfter == Clock::Duration::zero() ||
         result.requeueAfter > options_.telemetryInterval)
       result.requeueAfter = options_.telemetryInterval;
-    if (options_.series) options_.series->publish(ns, name, plan.status);
+  }
+  if (options_.series && options_.cacheNodes && reads && running) {
+    options_.series->publish(ns, name, plan.status);
   } else if (options_.series) {
     options_.series->remove(ns, name);
   }
@@ -311,9 +320,26 @@ Status TrainingJobController::ensureRendezvous(const Json& job, int attempt) {
   return Status::ok();
 }
 
+namespace {
+
+CheckpointVolumeReport checkpointReportOf(const std::string& node,
+                                          const v1::CheckpointVolumeTelemetry& v) {
+  CheckpointVolumeReport report{.node = node,
+                                .pendingFiles = v.pending_files(),
+                                .pendingBytes = v.pending_bytes(),
+                                .uploadLagSeconds = v.upload_lag_seconds(),
+                                .lastError = v.last_error()};
+  for (const auto& c : v.checkpoints())
+    report.checkpoints.push_back({c.name(), c.files(), c.bytes(), c.at_origin()});
+  return report;
+}
+
+}  // namespace
+
 TrainingJobController::Summaries TrainingJobController::sampleTelemetry(
-    const std::string& key, const std::string& jobUid, const std::string& ns,
-    const api::TrainingJobSpec& spec, const std::vector<WorkerState>& workers) {
+    const Json& job, const std::string& key, const api::TrainingJobSpec& spec,
+    const std::vector<WorkerState>& workers) {
+  const std::string jobUid = kube::uidOf(job), ns = kube::namespaceOf(job);
   {
     MutexLock lock(mutex_);
     const auto last = telemetry_.find(key);
@@ -338,6 +364,7 @@ TrainingJobController::Summaries TrainingJobController::sampleTelemetry(
     ref.set_name(d.name);
   }
   JobSample sample{.at = clock_.monoNow()};
+  std::vector<CheckpointVolumeReport> volumes;
   for (const auto& cacheNode : *directory_->nodes()) {
     const auto onNode = uidsByNode.find(cacheNode.node.name);
     if (onNode == uidsByNode.end()) continue;
@@ -363,15 +390,35 @@ TrainingJobController::Summaries TrainingJobController::sampleTelemetry(
     for (const auto& pod : reply->pods())
       if (pod.namespace_() == ns && names.count(pod.name()))
         sample.starvedSeconds[pod.name()] = pod.data_starved_seconds();
+    for (const auto& v : reply->checkpoint_volumes())
+      if (spec.checkpoints && v.namespace_() == ns && v.uri() == spec.checkpoints->source.uri)
+        volumes.push_back(checkpointReportOf(cacheNode.node.name, v));
   }
-  MutexLock lock(mutex_);
-  Telemetry& last = telemetry_[key];
-  last.uid = jobUid;
-  const JobSample previous = std::exchange(last.sample, sample);
-  Summaries made{dataSummary(previous, sample), gpuSummary(previous, sample)};
-  if (!made.data.is_null()) last.shown.data = std::move(made.data);
-  if (!made.gpu.is_null()) last.shown.gpu = std::move(made.gpu);
-  return last.shown;
+  Json checkpoints = checkpointSummary(volumes);
+  std::string reachedOrigin;  // a checkpoint newly at the origin, for an Event
+  Summaries shown;
+  {
+    MutexLock lock(mutex_);
+    Telemetry& last = telemetry_[key];
+    last.uid = jobUid;
+    const JobSample previous = std::exchange(last.sample, sample);
+    Summaries made{dataSummary(previous, sample), gpuSummary(previous, sample)};
+    if (!made.data.is_null()) last.shown.data = std::move(made.data);
+    if (!made.gpu.is_null()) last.shown.gpu = std::move(made.gpu);
+    if (!checkpoints.is_null()) {
+      const Json before = kube::pathValue(last.shown.checkpoints, "newestAtOrigin");
+      const Json now = kube::pathValue(checkpoints, "newestAtOrigin");
+      if (now.is_string() && (!before.is_string() || before.as_string() != now.as_string()))
+        reachedOrigin = now.as_string();
+      last.shown.checkpoints = std::move(checkpoints);
+    }
+    shown = last.shown;
+  }
+  if (!reachedOrigin.empty())
+    manager_.recorder().record(job, kube::EventType::kNormal, "CheckpointAtOrigin",
+                               "checkpoint " + reachedOrigin + " is at " +
+                                   spec.checkpoints->source.uri + ", every file of it");
+  return shown;
 }
 
 }  // namespace granary::op

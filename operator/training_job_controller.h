@@ -43,15 +43,17 @@ class TrainingJobController {
 
  private:
   struct Summaries {
-    kube::Json data, gpu;  // status.data and status.gpu; null when there is nothing to say
+    kube::Json data, gpu;    // status.data and status.gpu; null when there is nothing to say
+    kube::Json checkpoints;  // status.checkpoints (core/job_checkpoints.h); null likewise
   };
   // What the job's status shows of its workers' telemetry: a new sample when the last is
   // telemetryInterval old, summarized against the last one; until then the summaries last
   // made (a reconcile from a cache that has not yet seen the status they were written to
   // must still show them, in the status and in the job's series). A summary with nothing to
   // say leaves the one before it standing; a job of another uid starts afresh.
-  Summaries sampleTelemetry(const std::string& key, const std::string& jobUid,
-                            const std::string& ns, const api::TrainingJobSpec& spec,
+  // A job with checkpoints gets an Event as its newest checkpoint at the origin changes.
+  Summaries sampleTelemetry(const kube::Json& job, const std::string& key,
+                            const api::TrainingJobSpec& spec,
                             const std::vector<WorkerState>& workers);
   // An elastic job's rendezvous store pod and Service (operator/core/workers.h), created
   // when missing, as a gang attempt starts.

@@ -208,19 +208,19 @@ class CsiPublication {
     (void)csi::v1::Node::NewStub(channel_)->NodeUnpublishVolume(&context, request, &response);
   }
 
-  grpc::Status publish(const std::string& dataset, const std::string& ns, const std::string& pod,
-                       const std::string& uid) {
-    volumeId_ = "csi-" + uid;
+  // The pod's volume with these volumeAttributes.
+  grpc::Status publish(std::map<std::string, std::string> attributes, const std::string& ns,
+                       const std::string& pod, const std::string& uid) {
+    volumeId_ = "csi-" + uid + "-" + target_.filename().string();
     csi::v1::NodePublishVolumeRequest request;
     request.set_volume_id(volumeId_);
     request.set_target_path(target_.string());
-    request.set_readonly(true);
     request.mutable_volume_capability()->mutable_mount();
-    request.mutable_volume_context()->insert({{"dataset", dataset},
-                                              {"csi.storage.k8s.io/ephemeral", "true"},
-                                              {"csi.storage.k8s.io/pod.namespace", ns},
-                                              {"csi.storage.k8s.io/pod.name", pod},
-                                              {"csi.storage.k8s.io/pod.uid", uid}});
+    attributes.insert({{"csi.storage.k8s.io/ephemeral", "true"},
+                       {"csi.storage.k8s.io/pod.namespace", ns},
+                       {"csi.storage.k8s.io/pod.name", pod},
+                       {"csi.storage.k8s.io/pod.uid", uid}});
+    request.mutable_volume_context()->insert(attributes.begin(), attributes.end());
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + 5s);
     csi::v1::NodePublishVolumeResponse response;
@@ -337,11 +337,12 @@ class TelemetryE2eTest : public ClusterTest {
         "status: {allocatable: {cpu: \"64\", memory: 512Gi, pods: \"110\", nvidia.com/gpu: "
         "\"2\"}}");
     ASSERT_TRUE(kubeNode_->status().isOk()) << kubeNode_->status();
+    std::filesystem::create_directories(checkpointOrigin().parent_path());
     node_ = std::make_unique<NodeProcess>(root_ / "node", nodeName_);
     std::ofstream(root_ / "node" / "config.yaml", std::ios::app)
         << "gpuTelemetry: true\nnvmlLibrary: " << GRANARY_FAKE_NVML_LIBRARY
         << "\ngpuSampleIntervalMs: 500\npodResourcesSocket: " << (root_ / "kubelet.sock").string()
-        << "\n";
+        << "\nfileOriginRoots: [" << checkpointOrigin().parent_path().string() << "]\n";
     node_->start();
     ASSERT_FALSE(HasFatalFailure());
     auto created =
@@ -474,6 +475,15 @@ class TelemetryE2eTest : public ClusterTest {
   Json job() {
     auto got = client().get(resources::trainingJobs(), ns(), kJob);
     return got.isOk() ? *got : Json();
+  }
+  // The TrainingJob's checkpoint origin (file://, within the cache node's fileOriginRoots).
+  std::filesystem::path checkpointOrigin() const { return root_ / "checkpoints" / kJob; }
+  bool hasEvent(const std::string& reason) {
+    auto listed = client().list(resources::events(), ns());
+    if (!listed.isOk()) return false;
+    for (const auto& e : listed->items)
+      if (e.has_string_field("reason") && e.at("reason").as_string() == reason) return true;
+    return false;
   }
 
   // `promtool check metrics` of an endpoint's /metrics; "" when it passes, but for its lint of the
@@ -681,8 +691,9 @@ TEST_F(TelemetryE2eTest, AStarvedWorkerShowsInStatusMetricsDashboardsAndAlerts) 
                                kJob +
                                "}\nspec:\n  workers: 1\n  gpusPerWorker: 1\n  datasets: "
                                "[{name: " +
-                               kDataset +
-                               ", mountPath: /data}]\n  template: {spec: {containers: [{name: "
+                               kDataset + ", mountPath: /data}]\n  checkpoints: {uri: \"file://" +
+                               checkpointOrigin().string() +
+                               "\", mountPath: /ckpt}\n  template: {spec: {containers: [{name: "
                                "trainer, image: pytorch}]}}"))
                   .isOk());
   Json worker;
@@ -734,12 +745,28 @@ TEST_F(TelemetryE2eTest, AStarvedWorkerShowsInStatusMetricsDashboardsAndAlerts) 
   grpc::Status published;
   ASSERT_TRUE(eventually(
       [&] {
-        published = publication.publish(kDataset, ns(), kWorker, uid);
+        published = publication.publish({{"dataset", kDataset}}, ns(), kWorker, uid);
         return published.ok();  // once the dataset is there
       },
       30s, 200ms))
       << "CSI publish: " << published.error_message() << "\n"
       << node_->log();
+
+  // Its checkpoint volume, as the operator gave it to the pod, published by the kubelet; the
+  // worker saves a checkpoint there.
+  std::map<std::string, std::string> checkpointAttributes;
+  const Json volumes = kube::pathValue(worker, "spec.volumes");
+  for (const auto& volume : volumes.as_array())
+    if (volume.at("name").as_string() == "granary-checkpoints")
+      for (const auto& [key, value] : volume.at("csi").at("volumeAttributes").as_object())
+        checkpointAttributes[key] = value.as_string();
+  const auto checkpoints = root_ / "kubelet" / "pods" / uid / "volumes" / "ckpt";
+  CsiPublication checkpointVolume(node_->csiAddress(), checkpoints);
+  published = checkpointVolume.publish(checkpointAttributes, ns(), kWorker, uid);
+  ASSERT_TRUE(published.ok()) << published.error_message() << "\n" << node_->log();
+  std::filesystem::create_directories(checkpoints / "step-1");
+  std::ofstream(checkpoints / "step-1" / "__0_0.distcp") << std::string(1 << 20, 'w');
+  std::ofstream(checkpoints / "step-1" / ".metadata") << "step 1";
 
   // The worker's data loader: reads the files from the last one back (warming goes from the
   // first one on), in the pod's cgroup.
@@ -766,6 +793,24 @@ TEST_F(TelemetryE2eTest, AStarvedWorkerShowsInStatusMetricsDashboardsAndAlerts) 
                        << " the status: " << status.serialize();
   std::cout << "TrainingJob status: gpu " << kube::pathValue(status, "gpu").serialize() << ", data "
             << kube::pathValue(status, "data").serialize() << "\n";
+
+  // Its checkpoint, drained to the origin: the status says so, and an Event.
+  const bool drained = eventually(
+      [&] {
+        status = kube::pathValue(job(), "status");
+        const Json newest = kube::pathValue(status, "checkpoints.newestAtOrigin");
+        return newest.is_string() && newest.as_string() == "step-1";
+      },
+      30s);
+  EXPECT_TRUE(drained) << "status.checkpoints.newestAtOrigin is step-1; the status: "
+                       << status.serialize();
+  EXPECT_EQ(kube::pathValue(status, "checkpoints.items").at(0).at("nodes").at(0).as_string(),
+            nodeName_);
+  EXPECT_EQ(std::filesystem::file_size(checkpointOrigin() / "step-1" / "__0_0.distcp"), 1u << 20);
+  EXPECT_TRUE(eventually([&] { return hasEvent("CheckpointAtOrigin"); }, 10s))
+      << "an Event says the checkpoint reached the origin";
+  std::cout << "TrainingJob status: checkpoints "
+            << kube::pathValue(status, "checkpoints").serialize() << "\n";
 
   // The data-starved alerts fire for the worker (Prometheus' copy: for 0s, 20 s windows).
   const auto firingFor = [&](const Json& alerts, const std::string& name) {

@@ -1,0 +1,82 @@
+#include "operator/core/job_checkpoints.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace granary::op {
+namespace {
+
+using kube::Json;
+
+struct Merged {
+  size_t place = SIZE_MAX;  // the best index in any node's newest-first list
+  int64_t files = 0, bytes = 0;
+  bool atOrigin = false;
+  std::set<std::string> nodes;
+};
+
+Json strings(const std::set<std::string>& values) {
+  Json out = Json::array();
+  for (const auto& v : values) out[out.size()] = Json::string(v);
+  return out;
+}
+
+}  // namespace
+
+Json checkpointSummary(const std::vector<CheckpointVolumeReport>& reports) {
+  if (reports.empty()) return Json::null();
+  std::map<std::string, Merged> byName;
+  int64_t pendingFiles = 0, pendingBytes = 0;
+  double lag = 0;
+  std::string lastError;
+  for (const auto& r : reports) {
+    pendingFiles += r.pendingFiles;
+    pendingBytes += r.pendingBytes;
+    lag = std::max(lag, r.uploadLagSeconds);
+    if (lastError.empty() && !r.lastError.empty()) lastError = r.node + ": " + r.lastError;
+    for (size_t i = 0; i < r.checkpoints.size(); ++i) {
+      const CheckpointOnNode& c = r.checkpoints[i];
+      Merged& m = byName[c.name];
+      m.place = std::min(m.place, i);
+      m.files = std::max(m.files, c.files);
+      m.bytes = std::max(m.bytes, c.bytes);
+      m.atOrigin = m.atOrigin || c.atOrigin;
+      m.nodes.insert(r.node);
+    }
+  }
+  std::vector<std::pair<std::string, const Merged*>> order;
+  for (const auto& [name, m] : byName) order.emplace_back(name, &m);
+  // Newest first; among equals the name that sorts last (step-20 after step-10).
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.second->place != b.second->place ? a.second->place < b.second->place
+                                              : a.first > b.first;
+  });
+  Json out = Json::object();
+  if (!order.empty()) out["newest"] = Json::string(order.front().first);
+  for (const auto& [name, m] : order) {
+    if (!m->atOrigin) continue;
+    out["newestAtOrigin"] = Json::string(name);
+    break;
+  }
+  out["pendingFiles"] = Json::number(pendingFiles);
+  out["pendingBytes"] = Json::number(pendingBytes);
+  out["uploadLagSeconds"] = Json::number(std::round(lag * 10) / 10);  // noise rewrites nothing
+  if (!lastError.empty()) out["lastError"] = Json::string(lastError);
+  Json items = Json::array();
+  for (size_t i = 0; i < order.size() && i < kCheckpointItems; ++i) {
+    const Merged& m = *order[i].second;
+    Json item = Json::object();
+    item["name"] = Json::string(order[i].first);
+    item["files"] = Json::number(m.files);
+    item["bytes"] = Json::number(m.bytes);
+    item["nodes"] = strings(m.nodes);
+    item["atOrigin"] = Json::boolean(m.atOrigin);
+    items[items.size()] = std::move(item);
+  }
+  out["items"] = std::move(items);
+  return out;
+}
+
+}  // namespace granary::op

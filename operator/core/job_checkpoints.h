@@ -1,0 +1,40 @@
+// What a TrainingJob's status says of its checkpoints (spec.checkpoints), from the checkpoint
+// volume each of its workers' nodes reports (GetTelemetry). Pure.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/kube/object.h"
+
+namespace granary::op {
+
+// One checkpoint of a node's volume: a top-level directory (or file) of the tree.
+struct CheckpointOnNode {
+  std::string name;
+  int64_t files = 0;
+  int64_t bytes = 0;
+  bool atOrigin = false;  // every file of it
+};
+
+// One node's report of the job's volume.
+struct CheckpointVolumeReport {
+  std::string node;
+  int64_t pendingFiles = 0;  // closed, not at the origin yet
+  int64_t pendingBytes = 0;
+  double uploadLagSeconds = 0;
+  std::string lastError;                      // the drain's last failed step
+  std::vector<CheckpointOnNode> checkpoints;  // newest first
+};
+
+// status.checkpoints: `newest` (the newest checkpoint any node holds), `newestAtOrigin` (the
+// newest whose every file is at the origin; absent while none is), pendingFiles and
+// pendingBytes (summed over the nodes), uploadLagSeconds (the largest), lastError (a node's,
+// prefixed with it) and `items`: the newest kCheckpointItems checkpoints, each with the nodes
+// holding it, its files and bytes (the largest any node reports) and whether it is at the
+// origin. A checkpoint's place is its best place in any node's list. Null without reports.
+inline constexpr size_t kCheckpointItems = 5;
+kube::Json checkpointSummary(const std::vector<CheckpointVolumeReport>& reports);
+
+}  // namespace granary::op

@@ -1,0 +1,56 @@
+// A TrainingJob's status.checkpoints from the volumes its workers' nodes report.
+#include "operator/core/job_checkpoints.h"
+
+#include <gtest/gtest.h>
+
+namespace granary::op {
+namespace {
+
+using kube::Json;
+
+TEST(JobCheckpointsTest, NamesTheNewestTheNewestAtTheOriginAndWhereEachIs) {
+  const std::vector<CheckpointVolumeReport> reports = {
+      {.node = "n1",
+       .pendingFiles = 2,
+       .pendingBytes = 300,
+       .uploadLagSeconds = 4.04,
+       .checkpoints = {{"step-30", 2, 300, false}, {"step-20", 2, 200, true}}},
+      {.node = "n2",
+       .pendingFiles = 1,
+       .pendingBytes = 100,
+       .uploadLagSeconds = 9.96,
+       .lastError = "origin: 503 Slow Down",
+       .checkpoints = {
+           {"step-30", 1, 100, false}, {"step-20", 1, 100, true}, {"step-10", 2, 200, true}}}};
+  const Json s = checkpointSummary(reports);
+  EXPECT_EQ(s.at("newest").as_string(), "step-30");
+  EXPECT_EQ(s.at("newestAtOrigin").as_string(), "step-20");
+  EXPECT_EQ(s.at("pendingFiles").as_integer(), 3);
+  EXPECT_EQ(s.at("pendingBytes").as_integer(), 400);
+  EXPECT_DOUBLE_EQ(s.at("uploadLagSeconds").as_double(), 10.0) << "the largest, rounded";
+  EXPECT_EQ(s.at("lastError").as_string(), "n2: origin: 503 Slow Down");
+  const Json items = s.at("items");
+  ASSERT_EQ(items.size(), 3u);
+  EXPECT_EQ(items.at(0).at("name").as_string(), "step-30");
+  EXPECT_EQ(items.at(0).at("nodes").size(), 2u);
+  EXPECT_EQ(items.at(0).at("bytes").as_integer(), 300) << "the largest a node reports";
+  EXPECT_FALSE(items.at(0).at("atOrigin").as_bool());
+  EXPECT_EQ(items.at(2).at("name").as_string(), "step-10");
+  EXPECT_EQ(items.at(2).at("nodes").at(0).as_string(), "n2");
+  EXPECT_TRUE(items.at(2).at("atOrigin").as_bool());
+}
+
+TEST(JobCheckpointsTest, KeepsTheNewestFewAndSaysNothingWithoutReports) {
+  EXPECT_TRUE(checkpointSummary({}).is_null());
+  CheckpointVolumeReport many{.node = "n1"};
+  for (int step = 9; step >= 0; --step)
+    many.checkpoints.push_back({"step-" + std::to_string(step), 1, 1, false});
+  const Json s = checkpointSummary({many});
+  EXPECT_EQ(s.at("items").size(), kCheckpointItems);
+  EXPECT_EQ(s.at("items").at(0).at("name").as_string(), "step-9");
+  EXPECT_FALSE(s.has_field("newestAtOrigin")) << "none is at the origin yet";
+  EXPECT_FALSE(s.has_field("lastError"));
+}
+
+}  // namespace
+}  // namespace granary::op
