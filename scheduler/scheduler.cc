@@ -251,6 +251,10 @@ PodData Scheduler::jobData(const std::string& gangKey) const {
       }
     }
   }
+  // A restarted gang resumes from its newest checkpoint: the nodes that hold it count as
+  // caching its bytes.
+  if (auto checkpoints = cluster::checkpointCacheFrom(*job))
+    data.datasets.push_back(std::move(*checkpoints));
   return data;
 }
 

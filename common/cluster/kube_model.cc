@@ -139,6 +139,22 @@ DatasetCache datasetCacheFrom(const Json& dataset) {
   return cache;
 }
 
+std::optional<DatasetCache> checkpointCacheFrom(const Json& job) {
+  const Json items = kube::pathValue(job, "status.checkpoints.items");
+  if (!items.is_array() || items.size() == 0) return std::nullopt;
+  const Json& newest = items.at(0);
+  const Json bytes = kube::pathValue(newest, "bytes");
+  const Json nodes = kube::pathValue(newest, "nodes");
+  if (!bytes.is_number() || bytes.as_number().to_int64() <= 0 || !nodes.is_array())
+    return std::nullopt;
+  DatasetCache cache{.name = "checkpoints:" + kube::nameOf(job),
+                     .totalBytes = bytes.as_number().to_int64()};
+  for (const auto& node : nodes.as_array())
+    if (node.is_string()) cache.cachedBytesByNode[node.as_string()] = cache.totalBytes;
+  if (cache.cachedBytesByNode.empty()) return std::nullopt;
+  return cache;
+}
+
 bool isTerminal(const Json& pod) {
   const std::string phase = stringAt(pod, "status.phase");
   return phase == "Succeeded" || phase == "Failed";

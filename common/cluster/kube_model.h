@@ -2,6 +2,7 @@
 // TrainingJobs. Malformed quantities are skipped with the reason returned, never a crash.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ Result<PodInfo> podInfoFrom(const kube::Json& pod);
 NodeInfo nodeInfoFrom(const kube::Json& node);
 // Bytes of the dataset cached per node, from status.nodes[] and status.totalBytes.
 DatasetCache datasetCacheFrom(const kube::Json& dataset);
+// The nodes holding a TrainingJob's newest checkpoint whole (status.checkpoints.items[0], as its
+// cache nodes report it) as a cache of its own, named "checkpoints:<job>": a restarted gang
+// reads it back from their disks rather than from the origin. Nullopt when no node holds one.
+std::optional<DatasetCache> checkpointCacheFrom(const kube::Json& job);
 
 // The pod's phase is Succeeded or Failed: its resources are free again.
 bool isTerminal(const kube::Json& pod);

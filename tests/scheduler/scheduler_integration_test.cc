@@ -165,6 +165,34 @@ TEST_F(SchedulerIntegration, BindsTheGangWhereTheDataIsCached) {
       << registry_.exposition();
 }
 
+// A restarted gang reads its newest checkpoint back: the nodes holding it (status.checkpoints)
+// count as caching its bytes, beside the job's datasets.
+TEST_F(SchedulerIntegration, ARestartedGangIsPlacedWhereItsNewestCheckpointIs) {
+  const std::string a = node("a"), b = node("b"), c = node("c");
+  dataset({a});
+  job("resume", 2);
+  auto status = client().mergePatch(
+      resources::trainingJobs(), ns(), "resume",
+      yaml("status: {checkpoints: {newest: step-20, items: [{name: step-20, files: 4, bytes: "
+           "4000, nodes: [" +
+           b + ", " + c + "], atOrigin: true}, {name: step-10, bytes: 4000, nodes: [" + a +
+           "]}]}}"),
+      "status");
+  ASSERT_TRUE(status.isOk()) << status.status();
+  worker("resume", 0);
+  worker("resume", 1);
+  startScheduler();
+  ASSERT_TRUE(eventually(
+      [&] {
+        return !boundNode("resume-worker-0").empty() && !boundNode("resume-worker-1").empty();
+      },
+      30s));
+  EXPECT_EQ((std::set<std::string>{boundNode("resume-worker-0"), boundNode("resume-worker-1")}),
+            (std::set<std::string>{b, c}))
+      << "the 4000 bytes of step-20 on " << b << " and " << c << " outweigh the dataset's 500 on "
+      << a;
+}
+
 // An elastic job's replacement is a gang of what is missing: the workers still running count as
 // placed, and a rank the operator left vacant (status.elastic.vacant) is not waited for.
 TEST_F(SchedulerIntegration, AnElasticJobsReplacementIsPlacedWhereTheDataIsCached) {
