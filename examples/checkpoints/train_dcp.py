@@ -14,25 +14,10 @@ failure goes on with the same losses an uninterrupted run has.
 torch.distributed.checkpoint (torch >= 2.0) writes the same sequence of files; this script writes
 it with torch.save so that it runs on Debian's python3-torch 1.13 as well.
 
-Run it with `granaryctl run -f job.yaml` from the repository's root, where job.yaml is a
-TrainingJob like this one (local mode only for now: the cluster's CRD does not take
-spec.checkpoints yet; a Dataset named demo is assumed):
+examples/checkpoints/job.yaml is a TrainingJob that runs it, on a cluster (kubectl apply) and on
+one machine alike (`granaryctl run -f examples/checkpoints/job.yaml` from the repository's root).
 
-    spec:
-      datasets: [{name: demo, mountPath: /data/demo}]
-      checkpoints: {uri: "file:///var/tmp/granary-ckpt/demo/", mountPath: /ckpt}
-      workers: 2
-      gpusPerWorker: 0
-      runPolicy: {backoffLimit: 2}
-      template:
-        spec:
-          containers:
-            - name: trainer
-              image: granary-trainer
-              command: [/usr/bin/python3, examples/checkpoints/train_dcp.py]
-              env: [{name: CHECKPOINTS, value: /ckpt}]
-
-tests/cli/checkpoint_run_test.sh runs it this way, with a worker failing mid-run.
+tests/cli/checkpoint_run_test.sh runs it through granaryctl run, with a worker failing mid-run.
 
 Environment: CHECKPOINTS (default /ckpt), STEPS (40), SAVE_EVERY (10), KEEP (2), and for a test
 of recovery FAIL_AT_STEP with FAIL_ONCE_FILE: the last rank kills itself (SIGKILL) at that step if
