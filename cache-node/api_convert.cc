@@ -244,6 +244,8 @@ v1::CheckpointVolumeTelemetry checkpointTelemetryOf(const CheckpointVolumeState&
   t.set_uri(volume.uri);
   t.set_pods(volume.pods);
   t.set_restoring(volume.restoring.has_value());
+  t.set_disk_free_bytes(volume.diskFreeBytes);
+  t.set_disk_full(volume.diskFull);
   if (!volume.drain) return t;
   const checkpoint::DrainStatus& d = *volume.drain;
   t.set_pending_files(d.pendingFiles);

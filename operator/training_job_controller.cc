@@ -250,7 +250,10 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     const Summaries shown = sampleTelemetry(job, key, o.spec, o.workers);
     if (!shown.data.is_null()) plan.status["data"] = shown.data;
     if (!shown.gpu.is_null()) plan.status["gpu"] = shown.gpu;
-    if (!shown.checkpoints.is_null()) plan.status["checkpoints"] = shown.checkpoints;
+    if (!shown.checkpoints.is_null()) {
+      plan.status["checkpoints"] = shown.checkpoints;
+      noteCheckpointDisk(job, o.generation, plan.status);
+    }
     if (result.requeueAfter == Clock::Duration::zero() ||
         result.requeueAfter > options_.telemetryInterval)
       result.requeueAfter = options_.telemetryInterval;
@@ -320,6 +323,15 @@ Status TrainingJobController::ensureRendezvous(const Json& job, int attempt) {
   return Status::ok();
 }
 
+void TrainingJobController::noteCheckpointDisk(const Json& job, int64_t generation, Json& status) {
+  const Condition disk = checkpointDiskCondition(status.at("checkpoints"));
+  const bool wasFull = conditionOf(status, kCheckpointDiskFull).status;
+  Json& conditions = status["conditions"];
+  setCondition(conditions, disk, generation, clock_.wallNow());
+  if (disk.status && !wasFull)
+    manager_.recorder().record(job, kube::EventType::kWarning, disk.reason, disk.message);
+}
+
 namespace {
 
 CheckpointVolumeReport checkpointReportOf(const std::string& node,
@@ -331,6 +343,8 @@ CheckpointVolumeReport checkpointReportOf(const std::string& node,
                                 .lastError = v.last_error()};
   for (const auto& c : v.checkpoints())
     report.checkpoints.push_back({c.name(), c.files(), c.bytes(), c.at_origin()});
+  report.diskFull = v.disk_full();
+  report.diskFreeBytes = v.disk_free_bytes();
   return report;
 }
 

@@ -55,6 +55,9 @@ class TrainingJobController {
   Summaries sampleTelemetry(const kube::Json& job, const std::string& key,
                             const api::TrainingJobSpec& spec,
                             const std::vector<WorkerState>& workers);
+  // Sets the job's CheckpointDiskFull condition from status.checkpoints, with a Warning Event as
+  // a disk fills.
+  void noteCheckpointDisk(const kube::Json& job, int64_t generation, kube::Json& status);
   // An elastic job's rendezvous store pod and Service (operator/core/workers.h), created
   // when missing, as a gang attempt starts.
   Status ensureRendezvous(const kube::Json& job, int attempt);

@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "common/files.h"
 #include "common/log.h"
@@ -226,6 +229,19 @@ Status CheckpointVolumes::unpublish(const std::filesystem::path& target) {
   return Status::ok();
 }
 
+namespace {
+
+// The room left on the disk of `path` for unprivileged writers, and whether it is full.
+std::pair<int64_t, bool> roomOf(const std::filesystem::path& path) {
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0) return {0, false};
+  const auto total = static_cast<int64_t>(fs.f_blocks * fs.f_frsize);
+  const auto free = static_cast<int64_t>(fs.f_bavail * fs.f_frsize);
+  return {free, free < std::max(kFullMarginBytes, total / 100)};
+}
+
+}  // namespace
+
 std::vector<CheckpointVolumeState> CheckpointVolumes::states() const {
   MutexLock lock(mutex_);
   std::vector<CheckpointVolumeState> out;
@@ -233,6 +249,7 @@ std::vector<CheckpointVolumeState> CheckpointVolumes::states() const {
     CheckpointVolumeState state{.ns = v->record.ns,
                                 .uri = v->record.source.uri,
                                 .pods = static_cast<int>(v->targets.size())};
+    std::tie(state.diskFreeBytes, state.diskFull) = roomOf(v->home);
     if (v->open)
       state.drain = v->open->status();
     else if (v->restoring.joinable() && !v->failed)

@@ -47,7 +47,10 @@ struct CheckpointVolumeState {
   int pods = 0;                                          // pods bound to it now
   std::optional<checkpoint::DrainStatus> drain;          // once restored
   std::optional<checkpoint::RestoreProgress> restoring;  // while restoring
+  int64_t diskFreeBytes = 0;                             // on the volume's disk
+  bool diskFull = false;  // free below max(kFullMarginBytes, 1% of the disk)
 };
+inline constexpr int64_t kFullMarginBytes = int64_t{256} << 20;
 
 class CheckpointVolumes {
  public:

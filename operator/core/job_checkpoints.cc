@@ -64,6 +64,15 @@ Json checkpointSummary(const std::vector<CheckpointVolumeReport>& reports) {
   out["pendingBytes"] = Json::number(pendingBytes);
   out["uploadLagSeconds"] = Json::number(std::round(lag * 10) / 10);  // noise rewrites nothing
   if (!lastError.empty()) out["lastError"] = Json::string(lastError);
+  Json full = Json::array();
+  for (const auto& r : reports) {
+    if (!r.diskFull) continue;
+    Json node = Json::object();
+    node["node"] = Json::string(r.node);
+    node["freeBytes"] = Json::number(r.diskFreeBytes);
+    full[full.size()] = std::move(node);
+  }
+  if (full.size() > 0) out["fullDisks"] = std::move(full);
   Json items = Json::array();
   for (size_t i = 0; i < order.size() && i < kCheckpointItems; ++i) {
     const Merged& m = *order[i].second;
@@ -77,6 +86,23 @@ Json checkpointSummary(const std::vector<CheckpointVolumeReport>& reports) {
   }
   out["items"] = std::move(items);
   return out;
+}
+
+Condition checkpointDiskCondition(const Json& summary) {
+  const Json full = kube::pathValue(summary, "fullDisks");
+  if (!full.is_array() || full.size() == 0)
+    return {kCheckpointDiskFull, false, "DiskHasRoom",
+            "every node's checkpoint volume has room for saves"};
+  std::string nodes;
+  for (const auto& n : full.as_array()) {
+    nodes += (nodes.empty() ? "" : ", ") + n.at("node").as_string() + " (" +
+             std::to_string(n.at("freeBytes").as_number().to_int64() >> 20) + " MiB free)";
+  }
+  return {kCheckpointDiskFull, true, "DiskFull",
+          "the checkpoint volume's disk is full on " + nodes +
+              ": saves there fail with ENOSPC (nothing written before is lost). Keep fewer "
+              "checkpoints (rotate sooner), or make room on the node's cache disk: delete "
+              "Datasets cached there or lower their cache.capacityPerNode"};
 }
 
 }  // namespace granary::op

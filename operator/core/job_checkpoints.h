@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/kube/object.h"
+#include "operator/core/conditions.h"
 
 namespace granary::op {
 
@@ -26,6 +27,8 @@ struct CheckpointVolumeReport {
   double uploadLagSeconds = 0;
   std::string lastError;                      // the drain's last failed step
   std::vector<CheckpointOnNode> checkpoints;  // newest first
+  bool diskFull = false;                      // the volume's disk (saves fail with ENOSPC)
+  int64_t diskFreeBytes = 0;
 };
 
 // status.checkpoints: `newest` (the newest checkpoint any node holds), `newestAtOrigin` (the
@@ -33,8 +36,14 @@ struct CheckpointVolumeReport {
 // pendingBytes (summed over the nodes), uploadLagSeconds (the largest), lastError (a node's,
 // prefixed with it) and `items`: the newest kCheckpointItems checkpoints, each with the nodes
 // holding it, its files and bytes (the largest any node reports) and whether it is at the
-// origin. A checkpoint's place is its best place in any node's list. Null without reports.
+// origin. A checkpoint's place is its best place in any node's list; `fullDisks`, the nodes whose
+// volume's disk is full, each with its free bytes (absent when none is). Null without reports.
 inline constexpr size_t kCheckpointItems = 5;
 kube::Json checkpointSummary(const std::vector<CheckpointVolumeReport>& reports);
+
+// The job's CheckpointDiskFull condition from its status.checkpoints: True (reason DiskFull)
+// naming the nodes whose disk is full and what to do, False (reason DiskHasRoom) otherwise.
+inline constexpr const char* kCheckpointDiskFull = "CheckpointDiskFull";
+Condition checkpointDiskCondition(const kube::Json& summary);
 
 }  // namespace granary::op

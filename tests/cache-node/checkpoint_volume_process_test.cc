@@ -9,6 +9,9 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -221,6 +224,51 @@ TEST_F(CheckpointVolumeProcessTest, ANodeKilledMidDrainFinishesItFromItsRecordAf
   ASSERT_TRUE(eventually([&] { return filesOf(origin()) == expected; }, 60s))
       << "the restarted node resumes the recorded volume without a publish; log:\n"
       << again.log();
+}
+
+// A disk full of checkpoints: the worker's write fails with ENOSPC (the kernel's own), the node
+// reports the disk full in its telemetry, and every file closed before drains whole.
+TEST_F(CheckpointVolumeProcessTest, AFullDiskFailsTheWriteLosesNothingAndIsReported) {
+  const fs::path cache = root_ / "n1-0" / "cache";
+  fs::create_directories(cache);
+  ASSERT_EQ(::mount("tmpfs", cache.c_str(), "tmpfs", 0, "size=48m"), 0) << std::strerror(errno);
+  targets_.push_back(cache);  // unmounted at the end
+  NodeProcess& node = startNode("n1");
+  const fs::path mount = target("rank-0");
+  ASSERT_TRUE(publish(node, checkpointRequest(mount, {{"checkpoints", uri()}})).ok()) << node.log();
+  const std::map<std::string, std::string> written = save(mount, 10, 4 << 20);
+  ASSERT_TRUE(eventually([&] { return filesOf(origin()) == written; }, 30s));
+
+  // The next save runs out of room.
+  fs::create_directories(mount / "step-20");
+  std::FILE* out = std::fopen((mount / "step-20" / "__0_0.distcp").c_str(), "wb");
+  ASSERT_NE(out, nullptr);
+  const std::string block = randomBytes(1 << 20, 7);
+  int error = 0;
+  for (int i = 0; i < 64 && error == 0; ++i)
+    if (std::fwrite(block.data(), 1, block.size(), out) != block.size() || std::fflush(out) != 0)
+      error = errno;
+  std::fclose(out);
+  EXPECT_EQ(error, ENOSPC) << "the save fails as the disk's own write would";
+
+  v1::GetTelemetryResponse telemetry;
+  ASSERT_TRUE(eventually(
+      [&] {
+        grpc::ClientContext context;
+        context.AddMetadata("authorization", std::string("Bearer ") + kToken);
+        return node.api().GetTelemetry(&context, {}, &telemetry).ok() &&
+               telemetry.checkpoint_volumes_size() == 1 &&
+               telemetry.checkpoint_volumes(0).disk_full();
+      },
+      10s))
+      << telemetry.DebugString();
+  EXPECT_LT(telemetry.checkpoint_volumes(0).disk_free_bytes(), 1 << 20);
+  // What was closed before is whole, in the volume and at the origin.
+  const auto atOrigin = filesOf(origin());
+  for (const auto& [path, bytes] : written) {
+    EXPECT_EQ(readAll(mount / path), bytes) << path;
+    EXPECT_EQ(atOrigin.contains(path) ? atOrigin.at(path) : "", bytes) << path;
+  }
 }
 
 TEST_F(CheckpointVolumeProcessTest, BadVolumesAreRefusedNamingTheAttribute) {

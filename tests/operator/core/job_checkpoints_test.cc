@@ -52,5 +52,24 @@ TEST(JobCheckpointsTest, KeepsTheNewestFewAndSaysNothingWithoutReports) {
   EXPECT_FALSE(s.has_field("lastError"));
 }
 
+TEST(JobCheckpointsTest, AFullDiskIsAConditionNamingTheNodeAndTheFix) {
+  const Json roomy = checkpointSummary({{.node = "n1", .diskFreeBytes = 40LL << 30}});
+  EXPECT_FALSE(roomy.has_field("fullDisks"));
+  const Condition fine = checkpointDiskCondition(roomy);
+  EXPECT_EQ(fine.type, "CheckpointDiskFull");
+  EXPECT_FALSE(fine.status);
+
+  const Json full =
+      checkpointSummary({{.node = "n1", .diskFreeBytes = 40LL << 30},
+                         {.node = "n2", .diskFull = true, .diskFreeBytes = 12 << 20}});
+  ASSERT_EQ(full.at("fullDisks").size(), 1u);
+  const Condition c = checkpointDiskCondition(full);
+  EXPECT_TRUE(c.status);
+  EXPECT_EQ(c.reason, "DiskFull");
+  EXPECT_NE(c.message.find("n2 (12 MiB free)"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("ENOSPC"), std::string::npos) << c.message;
+  EXPECT_EQ(c.message.find("n1"), std::string::npos) << c.message;
+}
+
 }  // namespace
 }  // namespace granary::op
