@@ -4,6 +4,9 @@
 //             while its drain runs (to a file:// origin at --drain-mib-per-s), against the same
 //             bytes written to a plain directory of the same file system with nothing watching;
 //             rounds alternate which goes first. Target: volume throughput / direct >= 0.9.
+//             With --cache-node BINARY the volume is the one a pod gets on a cluster: a
+//             granary-cache-node process's CSI checkpoint volume, published over its CSI socket
+//             as the kubelet does (a read-write bind mount of the node's tree), drained by it.
 //   restore   a new machine resuming from the origin (restoreTree into an empty tree), and the
 //             same machine again (its tree already whole), against reading the same files
 //             directly (every byte, from the page cache dropped where /proc/sys/vm/drop_caches
@@ -15,9 +18,13 @@
 //             is whole there counts as a marker early (must be 0).
 // Usage: checkpoint_bench [--figures save,restore,drain] [--rounds N] [--writers W] [--mib F]
 //                         [--drain-mib-per-s R] [--saves N] [--save-every-s S] [--save-mib M]
-//                         [--dir D]
+//                         [--dir D] [--cache-node BINARY]
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +32,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -32,6 +40,7 @@
 
 #include "common/flags.h"
 #include "common/owned_fd.h"
+#include "csi/v1/csi.grpc.pb.h"
 #include "engine/checkpoint/drainer.h"
 #include "engine/checkpoint/restore.h"
 #include "engine/origin/make_origin.h"
@@ -55,6 +64,7 @@ struct Args {
   int saveMib = 64;
   std::string dir = "/var/tmp/granary-checkpoint-bench";
   std::vector<std::string> figures = {"save", "restore", "drain"};
+  std::string cacheNode;  // a granary-cache-node binary: save through its CSI volume
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -159,6 +169,60 @@ Volume startVolume(const fs::path& home, const Args& args) {
   return v;
 }
 
+// The checkpoint volume a pod gets on a cluster: a granary-cache-node process serving its CSI
+// socket, the volume published at HOME/pod/ckpt as the kubelet publishes it, drained by the node
+// to a file:// origin at HOME/origin.
+class NodeVolume {
+ public:
+  NodeVolume(const std::string& binary, const fs::path& home, const Args& args)
+      : target_(home / "pod" / "ckpt") {
+    fs::create_directories(home / "origin");
+    std::ofstream(home / "config.yaml")
+        << "nodeName: bench\nlisten: 127.0.0.1:0\nmetricsAddress: \"\"\nstateDirectory: "
+        << (home / "state") << "\ncacheDirectories: [{path: " << (home / "cache")
+        << ", quota: 10Gi}]\ncsiSocket: " << (home / "csi.sock")
+        << "\nmountRoot: " << (home / "mounts") << "\nmountKeeper: false\ngpuTelemetry: false"
+        << "\nfileOriginRoots: [" << home << "]\nlogLevel: warn\n";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string config = (home / "config.yaml").string();
+      std::freopen((home / "log").c_str(), "a", stderr);
+      ::execl(binary.c_str(), "granary-cache-node", "--config", config.c_str(), nullptr);
+      ::_exit(127);
+    }
+    auto channel = grpc::CreateChannel("unix://" + (home / "csi.sock").string(),
+                                       grpc::InsecureChannelCredentials());
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(30)))
+      die("granary-cache-node did not serve CSI; see " + (home / "log").string());
+    csi::v1::NodePublishVolumeRequest request;
+    request.set_volume_id("csi-bench");
+    request.set_target_path(target_.string());
+    request.mutable_volume_capability()->mutable_mount();
+    request.mutable_volume_context()->insert(
+        {{"checkpoints", "file://" + (home / "origin").string()},
+         {"bandwidthLimit", std::to_string(args.drainMibPerSecond * kMiB)},
+         {"csi.storage.k8s.io/ephemeral", "true"},
+         {"csi.storage.k8s.io/pod.namespace", "bench"},
+         {"csi.storage.k8s.io/pod.name", "bench-worker-0"},
+         {"csi.storage.k8s.io/pod.uid", "uid-bench"}});
+    grpc::ClientContext context;
+    csi::v1::NodePublishVolumeResponse response;
+    const grpc::Status published =
+        csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, request, &response);
+    if (!published.ok()) die("NodePublishVolume: " + published.error_message());
+  }
+  ~NodeVolume() {
+    ::umount2(target_.c_str(), MNT_DETACH);
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  const fs::path& target() const { return target_; }
+
+ private:
+  fs::path target_;
+  pid_t pid_ = 0;
+};
+
 bool drained(checkpoint::Drainer& drainer) {
   return drainer.waitDrained(std::stop_token{}, nullptr);
 }
@@ -166,18 +230,26 @@ bool drained(checkpoint::Drainer& drainer) {
 void benchSave(const Args& args) {
   std::printf(
       "save: %d writers x %d MiB, 4 MiB writes + fsync; drain to a file:// origin at %d "
-      "MiB/s beside it\n",
-      args.writers, args.mib, args.drainMibPerSecond);
+      "MiB/s beside it, by %s\n",
+      args.writers, args.mib, args.drainMibPerSecond,
+      args.cacheNode.empty() ? "the checkpoint library in process"
+                             : "a granary-cache-node through its CSI volume");
   std::vector<double> ratios;
   for (int round = 0; round < args.rounds; ++round) {
     const fs::path home = fs::path(args.dir) / "save";
     testing::removeTree(home);
-    Volume volume = startVolume(home, args);
+    std::optional<Volume> volume;
+    std::optional<NodeVolume> node;
+    if (args.cacheNode.empty())
+      volume = startVolume(home, args);
+    else
+      node.emplace(args.cacheNode, home, args);
+    const fs::path tree = node ? node->target() : volume->tree;
     const fs::path direct = home / "direct";
     double throughVolume = 0, plain = 0;
     for (int turn = 0; turn < 2; ++turn) {
       if ((turn + round) % 2 == 0)
-        throughVolume = saveAll(volume.tree / "step-1", args, 1);
+        throughVolume = saveAll(tree / "step-1", args, 1);
       else
         plain = saveAll(direct / "step-1", args, 1);
     }
@@ -187,7 +259,8 @@ void benchSave(const Args& args) {
         "  round %d: through the volume %.2f s (%.0f MiB/s), directly %.2f s (%.0f MiB/s): "
         "ratio %.2f\n",
         round + 1, throughVolume, total / throughVolume, plain, total / plain, ratios.back());
-    volume.drainer.reset();
+    volume.reset();
+    node.reset();
     testing::removeTree(home);
   }
   std::sort(ratios.begin(), ratios.end());
@@ -341,6 +414,9 @@ int main(int argc, char** argv) {
   app.add_option("--save-mib", args.saveMib, "MiB a writer saves in the drain figure")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--dir", args.dir, "scratch directory (on the disk to measure)");
+  app.add_option("--cache-node", args.cacheNode,
+                 "a granary-cache-node binary: the save figure writes through its CSI volume")
+      ->check(CLI::ExistingFile);
   app.add_option("--figures", args.figures, "which figures: save, restore, drain")
       ->delimiter(',')
       ->check(CLI::IsMember({"save", "restore", "drain"}));
