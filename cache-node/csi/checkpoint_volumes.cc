@@ -120,7 +120,7 @@ CheckpointVolumes::CheckpointVolumes(CheckpointVolumesOptions options, Clock& cl
 }
 
 CheckpointVolumes::~CheckpointVolumes() {
-  std::map<std::filesystem::path, std::unique_ptr<Volume>> volumes;
+  std::map<std::filesystem::path, std::shared_ptr<Volume>> volumes;
   {
     MutexLock lock(mutex_);
     volumes.swap(volumes_);
@@ -137,7 +137,7 @@ void CheckpointVolumes::openRecorded() {
     text << in.rdbuf();
     const auto record = parseVolumeRecord(text.str());
     if (!record) continue;
-    auto volume = std::make_unique<Volume>();
+    auto volume = std::make_shared<Volume>();
     volume->record = *record;
     volume->home = entry.path();
     if (!record->needsCredentials)
@@ -182,13 +182,15 @@ Status CheckpointVolumes::publish(const CheckpointPublication& p,
                                   std::chrono::steady_clock::time_point deadline) {
   const std::filesystem::path home =
       options_.root / checkpoint::homeName(p.podNamespace + "\t" + p.source.uri);
+  std::shared_ptr<Volume> held;  // released after the lock: a volume swept meanwhile ends here
   MutexLock lock(mutex_);
   auto& slot = volumes_[home];
   if (!slot) {
-    slot = std::make_unique<Volume>();
+    slot = std::make_shared<Volume>();
     slot->home = home;
   }
-  Volume& volume = *slot;
+  held = slot;
+  Volume& volume = *held;
   if (!volume.open && (volume.failed || !volume.restoring.joinable())) {
     volume.record = {.ns = p.podNamespace,
                      .source = p.source,
@@ -260,7 +262,7 @@ std::vector<CheckpointVolumeState> CheckpointVolumes::states() const {
 }
 
 void CheckpointVolumes::sweep() {
-  std::vector<std::unique_ptr<Volume>> closed;
+  std::vector<std::shared_ptr<Volume>> closed;
   {
     MutexLock lock(mutex_);
     for (auto it = volumes_.begin(); it != volumes_.end();) {

@@ -86,8 +86,9 @@ class CheckpointVolumes {
   Clock& clock_;
   mutable Mutex mutex_;
   std::condition_variable_any restored_;  // a restore ended
-  // By home directory.
-  std::map<std::filesystem::path, std::unique_ptr<Volume>> volumes_ GRANARY_GUARDED_BY(mutex_);
+  // By home directory. Shared with a publish waiting for the volume's restore, which may
+  // outlive its entry here.
+  std::map<std::filesystem::path, std::shared_ptr<Volume>> volumes_ GRANARY_GUARDED_BY(mutex_);
   // Pods' targets, to their volume's home.
   std::map<std::filesystem::path, std::filesystem::path> targets_ GRANARY_GUARDED_BY(mutex_);
 };
