@@ -226,6 +226,31 @@ TEST_F(CheckpointVolumeProcessTest, ANodeKilledMidDrainFinishesItFromItsRecordAf
       << again.log();
 }
 
+// A new pod of the cache node takes the node over (a helm upgrade): the old one stops its drain
+// as it hands over, the new one resumes it from the record, the workers write on throughout, and
+// the kubelet's next publish (requiresRepublish) finds the volume bound.
+TEST_F(CheckpointVolumeProcessTest, ANewPodTakingTheNodeOverResumesTheDrain) {
+  NodeProcess& old = startNode("n1");
+  const fs::path stateRoot = root_ / "n1-0";
+  const fs::path mount = target("rank-0");
+  const auto attributes =
+      std::map<std::string, std::string>{{"checkpoints", uri()}, {"bandwidthLimit", "1048576"}};
+  ASSERT_TRUE(publish(old, checkpointRequest(mount, attributes)).ok()) << old.log();
+  std::map<std::string, std::string> expected = save(mount, 30, 3 << 20);
+  ASSERT_TRUE(eventually(
+      [&] { return series(old, "granary_checkpoint_uploaded_bytes_total", uri()) > 0; }, 20s));
+
+  NodeProcess& successor = startNode("n1", stateRoot);  // asks the old pod for the node
+  EXPECT_NE(successor.log().find("released the node"), std::string::npos) << successor.log();
+  EXPECT_NE(filesOf(origin()), expected) << "the drain was still going when the node changed hands";
+  std::ofstream(mount / "step-30" / "after.pt") << "written under the new pod";
+  expected["step-30/after.pt"] = "written under the new pod";
+  ASSERT_TRUE(publish(successor, checkpointRequest(mount, attributes)).ok()) << successor.log();
+  EXPECT_EQ(filesOf(mount), expected) << "one bind mount throughout, not a second over it";
+  ASSERT_TRUE(eventually([&] { return filesOf(origin()) == expected; }, 60s)) << successor.log();
+  old.kill(SIGTERM);
+}
+
 // A disk full of checkpoints: the worker's write fails with ENOSPC (the kernel's own), the node
 // reports the disk full in its telemetry, and every file closed before drains whole.
 TEST_F(CheckpointVolumeProcessTest, AFullDiskFailsTheWriteLosesNothingAndIsReported) {
