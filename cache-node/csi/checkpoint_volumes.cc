@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "cache-node/csi/mount_table.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/quantity.h"
@@ -48,18 +49,6 @@ Status bindReadWrite(const std::filesystem::path& tree, const std::filesystem::p
   if (::mount(tree.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0)
     return unavailable("cannot bind " + tree.string() + " to " + target.string() + ": " +
                        std::strerror(errno));
-  return Status::ok();
-}
-
-Status unbind(const std::filesystem::path& target) {
-  if (::umount2(target.c_str(), 0) != 0 && errno != EINVAL && errno != ENOENT) {
-    if (errno != EBUSY || ::umount2(target.c_str(), MNT_DETACH) != 0)
-      return unavailable("cannot unmount " + target.string() + ": " + std::strerror(errno));
-  }
-  std::error_code error;
-  std::filesystem::remove(target, error);  // an empty directory, or nothing
-  if (error && error != std::errc::no_such_file_or_directory)
-    return unavailable("cannot remove " + target.string() + ": " + error.message());
   return Status::ok();
 }
 
@@ -221,7 +210,7 @@ bool CheckpointVolumes::holds(const std::filesystem::path& target) const {
 }
 
 Status CheckpointVolumes::unpublish(const std::filesystem::path& target) {
-  GRANARY_RETURN_IF_ERROR(unbind(target));
+  GRANARY_RETURN_IF_ERROR(unbindTarget(target));
   MutexLock lock(mutex_);
   const auto it = targets_.find(target);
   if (it == targets_.end()) return Status::ok();
@@ -274,6 +263,10 @@ void CheckpointVolumes::sweep() {
         ++it;
         continue;
       }
+      // Its record goes too: a restart has nothing of it to resume (the tree stays, for the
+      // job's next pods here, whose publish records it again).
+      std::error_code ignored;
+      std::filesystem::remove(v.home / kRecordName, ignored);
       closed.push_back(std::move(it->second));
       it = volumes_.erase(it);
     }

@@ -4,7 +4,7 @@
 // volume.h); each pod then gets a read-write bind mount of the tree at its target, so that its
 // writes go straight to the disk, and the tree drains to the origin in the background while the
 // node runs. A volume whose pods all ended keeps draining; sweep() closes it once drained (the
-// tree stays, for the job's next pods on this node).
+// tree stays, for the job's next pods on this node; its record goes).
 //
 // A restore larger than one publish call allows goes on in the background: publish answers
 // Unavailable with how far it is, and the kubelet, which retries, shows that on the pod.

@@ -306,18 +306,23 @@ Status MountTable::publish(const Publication& p) {
   return Status::ok();
 }
 
+Status unbindTarget(const std::filesystem::path& target) {
+  if (::umount2(target.c_str(), 0) != 0 && errno != EINVAL && errno != ENOENT) {
+    if (errno != EBUSY || ::umount2(target.c_str(), MNT_DETACH) != 0)
+      return unavailable("cannot unmount " + target.string() + ": " + std::strerror(errno));
+  }
+  std::error_code error;
+  std::filesystem::remove(target, error);  // an empty directory, or nothing
+  if (error && error != std::errc::no_such_file_or_directory)
+    return unavailable("cannot remove " + target.string() + ": " + error.message());
+  return Status::ok();
+}
+
 Status MountTable::unpublish(const std::filesystem::path& targetPath) {
   MutexLock lock(mutex_);
   // Unmounting asks nothing of the daemon, so it works on a view whose dataset waits for its
   // process.
-  if (::umount2(targetPath.c_str(), 0) != 0 && errno != EINVAL && errno != ENOENT) {
-    if (errno != EBUSY || ::umount2(targetPath.c_str(), MNT_DETACH) != 0)
-      return unavailable("cannot unmount " + targetPath.string() + ": " + std::strerror(errno));
-  }
-  std::error_code error;
-  std::filesystem::remove(targetPath, error);  // an empty directory, or nothing
-  if (error && error != std::errc::no_such_file_or_directory)
-    return unavailable("cannot remove " + targetPath.string() + ": " + error.message());
+  GRANARY_RETURN_IF_ERROR(unbindTarget(targetPath));
   const auto published = published_.find(targetPath);
   if (published == published_.end()) return Status::ok();
   const PublicationRecord& record = published->second;

@@ -118,4 +118,8 @@ class MountTable {
 // True when `path` is the root of a mount (its device differs from its parent's).
 bool isMountPoint(const std::filesystem::path& path);
 
+// Unmounts a pod's view at `target` (detached when busy) and removes its directory. Idempotent:
+// a target that is not mounted, or not there, is fine.
+Status unbindTarget(const std::filesystem::path& target);
+
 }  // namespace granary::cache
