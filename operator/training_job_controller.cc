@@ -241,10 +241,13 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   if (plan.requeueAfter) result.requeueAfter = *plan.requeueAfter;
   const bool running = kube::pathValue(plan.status, "phase").is_string() &&
                        plan.status.at("phase").as_string() == "Running";
-  // A finished job's checkpoints drain on: its nodes are asked until they are at the origin.
+  // A finished job's checkpoints drain on: the nodes of its workers that remain are asked until
+  // they are at the origin.
   const Json pending = kube::pathValue(previous, "checkpoints.pendingFiles");
-  const bool draining =
-      o.spec.checkpoints && pending.is_integer() && pending.as_number().to_int64() > 0;
+  const bool draining = o.spec.checkpoints && pending.is_integer() &&
+                        pending.as_number().to_int64() > 0 &&
+                        std::any_of(o.workers.begin(), o.workers.end(),
+                                    [](const WorkerState& w) { return !w.node.empty(); });
   const bool reads = !o.spec.datasets.empty() || o.spec.checkpoints.has_value();
   if (options_.cacheNodes && reads && (running || draining)) {
     const Summaries shown = sampleTelemetry(job, key, o.spec, o.workers);
@@ -420,7 +423,11 @@ TrainingJobController::Summaries TrainingJobController::sampleTelemetry(
     if (!made.data.is_null()) last.shown.data = std::move(made.data);
     if (!made.gpu.is_null()) last.shown.gpu = std::move(made.gpu);
     if (!checkpoints.is_null()) {
-      const Json before = kube::pathValue(last.shown.checkpoints, "newestAtOrigin");
+      // What the status said last (this process's, or the job's own after a restart).
+      const Json before = kube::pathValue(last.shown.checkpoints.is_null()
+                                              ? kube::pathValue(job, "status.checkpoints")
+                                              : last.shown.checkpoints,
+                                          "newestAtOrigin");
       const Json now = kube::pathValue(checkpoints, "newestAtOrigin");
       if (now.is_string() && (!before.is_string() || before.as_string() != now.as_string()))
         reachedOrigin = now.as_string();
