@@ -1,8 +1,9 @@
 // A TrainingJob's checkpoint volume through real granary-cache-node processes and their CSI
 // sockets, as the kubelet publishes it: the workers' writes land in the node's tree at the
-// disk's speed, drain to a file:// origin byte for byte (markers after the files they name),
-// a node elsewhere restores every file, a node killed mid-drain finishes it from its record,
-// and bad input is refused naming the attribute.
+// disk's speed, drain to a file:// origin (or the S3 test server, with the Secret's credentials)
+// byte for byte with markers after the files they name; a node elsewhere restores every file; a
+// node killed mid-drain, or handing the node over to a new pod, has its drain resumed; a full
+// disk fails the write and loses nothing; bad input is refused naming the attribute.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -17,11 +18,13 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "csi/v1/csi.grpc.pb.h"
 #include "tests/support/cache_node_process.h"
 #include "tests/support/eventually.h"
 #include "tests/support/http_get.h"
+#include "tests/support/s3rver.h"
 
 namespace granary::testing {
 namespace {
@@ -294,6 +297,54 @@ TEST_F(CheckpointVolumeProcessTest, AFullDiskFailsTheWriteLosesNothingAndIsRepor
     EXPECT_EQ(readAll(mount / path), bytes) << path;
     EXPECT_EQ(atOrigin.contains(path) ? atOrigin.at(path) : "", bytes) << path;
   }
+}
+
+// An s3:// volume with the credentials of its Secret, as the kubelet hands them over: drained to
+// the S3 test server, its record on the node without them, and after a restart resumed once the
+// kubelet publishes it again with them (requiresRepublish).
+TEST_F(CheckpointVolumeProcessTest, AnS3VolumeTakesItsSecretFromThePublishAndKeepsItThere) {
+  std::string skip;
+  auto bucket = cache::S3rver::start(GRANARY_SOURCE_DIR, skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  ASSERT_TRUE(bucket.isOk()) << bucket.status();
+  const std::string endpoint = (*bucket)->endpoint();
+  const auto atOrigin = [&](const std::string& path) {
+    std::string body;
+    return httpGet(endpoint + "/data/runs/bert/" + path, body) == 200 ? body : "";
+  };
+  NodeProcess& node = startNode("n1");
+  const fs::path stateRoot = root_ / "n1-0";
+  const fs::path mount = target("rank-0");
+  auto request =
+      checkpointRequest(mount, {{"checkpoints", "s3://data/runs/bert/"}, {"endpoint", endpoint}});
+  request.mutable_secrets()->insert({{"accessKeyId", "S3RVER"}, {"secretAccessKey", "S3RVER"}});
+  ASSERT_TRUE(publish(node, request).ok()) << node.log();
+  std::map<std::string, std::string> written = save(mount, 10, 1 << 20);
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& [path, bytes] : written)
+          if (atOrigin(path) != bytes) return false;
+        return true;
+      },
+      30s))
+      << node.log();
+  for (const auto& entry : fs::recursive_directory_iterator(stateRoot / "cache" / "checkpoints")) {
+    if (entry.path().filename() == "volume") {
+      EXPECT_EQ(readAll(entry.path()).find("S3RVER"), std::string::npos)
+          << "the node keeps no credentials: " << readAll(entry.path());
+    }
+  }
+  EXPECT_EQ(node.log().find("S3RVER"), std::string::npos);
+
+  node.kill(SIGKILL);
+  NodeProcess& again = startNode("n1", stateRoot);
+  std::ofstream(mount / "step-10" / "after.pt") << "written across the restart";
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(atOrigin("step-10/after.pt"), "") << "no credentials yet: nothing goes up";
+  ASSERT_TRUE(publish(again, request).ok()) << again.log();  // the kubelet's next publish
+  EXPECT_TRUE(
+      eventually([&] { return atOrigin("step-10/after.pt") == "written across the restart"; }, 30s))
+      << again.log();
 }
 
 TEST_F(CheckpointVolumeProcessTest, BadVolumesAreRefusedNamingTheAttribute) {
