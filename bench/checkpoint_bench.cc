@@ -182,7 +182,7 @@ class NodeVolume {
         << (home / "state") << "\ncacheDirectories: [{path: " << (home / "cache")
         << ", quota: 10Gi}]\ncsiSocket: " << (home / "csi.sock")
         << "\nmountRoot: " << (home / "mounts") << "\nmountKeeper: false\ngpuTelemetry: false"
-        << "\nfileOriginRoots: [" << home << "]\nlogLevel: warn\n";
+        << "\ncheckpointOriginRoots: [" << home << "]\nlogLevel: warn\n";
     pid_ = ::fork();
     if (pid_ == 0) {
       const std::string config = (home / "config.yaml").string();

@@ -315,12 +315,16 @@ int main(int argc, char** argv) {
                 {"error", cache.status()}});
     }
   }
-  // The jobs' checkpoint volumes, on the first cache directory's disk.
+  // The jobs' checkpoint volumes, on the first cache directory's disk; file:// ones write only
+  // beneath checkpointOriginRoots.
+  OriginSettings checkpointOrigins{.rootsOption = "checkpointOriginRoots"};
+  for (const auto& root : options.checkpointOriginRoots)
+    checkpointOrigins.fileOriginRoots.push_back(root);
   auto checkpoints = std::make_unique<CheckpointVolumes>(
       CheckpointVolumesOptions{
           .root = std::filesystem::path(options.cacheDirectories.front().path) /
                   ChunkStore::kOthersDirectory,
-          .origins = engineOptions.origins},
+          .origins = std::move(checkpointOrigins)},
       realClock());
   auto checkpointMetrics = CheckpointMetrics::create(registry);
   if (!checkpointMetrics.isOk()) {

@@ -66,6 +66,8 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "bytes per second, 0 unlimited");
   f.optional("verifyChecksumsAtStart", out.verifyChecksumsAtStart);
   f.optional("fileOriginRoots", out.fileOriginRoots, allAbsolute, "a list of absolute directories");
+  f.optional("checkpointOriginRoots", out.checkpointOriginRoots, allAbsolute,
+             "a list of absolute directories");
   f.optional("mountRoot", out.mountRoot);
   f.optional("csiSocket", out.csiSocket);
   f.optional("mountKeeper", out.mountKeeper);

@@ -20,6 +20,9 @@
 //                                    # flush always are)
 //   fileOriginRoots: []              # directories file:// sources may read, e.g.
 //                                    # [/srv/datasets]; none: file:// sources are refused
+//   checkpointOriginRoots: []        # directories file:// checkpoint uris may write (and
+//                                    # remove from, as jobs rotate), e.g. [/srv/checkpoints];
+//                                    # none: file:// checkpoints are refused
 //   mountRoot: ""                    # dataset mounts; default <stateDirectory>/mounts
 //   csiSocket: ""                    # e.g. /csi/csi.sock: serve the CSI node plugin there
 //   mountKeeper: true                # hand dataset mounts to the mount keeper so that they and
@@ -82,6 +85,9 @@ struct NodeOptions {
   // Absolute directories that file:// sources may read (within, after symlinks and ".."); empty
   // refuses every file:// source. Each root is served to whoever may create a Dataset.
   std::vector<std::string> fileOriginRoots;
+  // Absolute directories that file:// checkpoint uris (spec.checkpoints) may write, apart from
+  // fileOriginRoots, which stay read-only; empty refuses file:// checkpoints.
+  std::vector<std::string> checkpointOriginRoots;
   std::string mountRoot;  // dataset mounts; default <stateDirectory>/mounts
   std::string csiSocket;  // the CSI node plugin's unix socket; "" serves no CSI
   // Mount recovery: dataset mounts handed to the mount keeper outlive a restart of the node

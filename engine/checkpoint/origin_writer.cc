@@ -166,9 +166,10 @@ Result<std::unique_ptr<OriginWriter>> makeFileWriter(const cache::SourceSpec& so
     return invalidArgument("uri: file:// needs an absolute path, e.g. file:///mnt/checkpoints/");
   const auto located = cache::locateBeneath(path, settings.fileOriginRoots);
   if (!located)
-    return invalidArgument("uri: " + source.uri +
-                           " is outside the fileOriginRoots (the directories file:// uris may "
-                           "name); add a root that holds it");
+    return invalidArgument("uri: " + source.uri + " is outside the cache node's " +
+                           settings.rootsOption + " (the directories file:// uris may write); " +
+                           "add a root that holds it (cacheNode." + settings.rootsOption +
+                           " in the chart)");
   OwnedFd root(::open(located->root.c_str(), O_DIRECTORY | O_CLOEXEC));
   if (!root) return errnoStatus("uri: cannot open " + located->root.string());
   std::vector<std::string> parts;

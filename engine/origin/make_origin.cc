@@ -70,21 +70,20 @@ Result<std::unique_ptr<Origin>> makeOrigin(const SourceSpec& source,
     const std::string path = uri.substr(7);
     if (!path.starts_with("/"))
       return invalidArgument("uri: file:// needs an absolute path, e.g. file:///mnt/data/");
-    const std::string fix =
-        "; add a root to fileOriginRoots in the cache node's options (cacheNode.fileOriginRoots "
-        "in the chart)";
+    const std::string& option = settings.rootsOption;
+    const std::string fix = "; add a root to " + option +
+                            " in the cache node's options (cacheNode." + option + " in the chart)";
     if (settings.fileOriginRoots.empty()) {
       return invalidArgument("uri: " + uri +
-                             " is refused: the cache node allows no file:// sources (its "
-                             "fileOriginRoots is empty)" +
-                             fix);
+                             " is refused: the cache node allows no file:// sources (its " +
+                             option + " is empty)" + fix);
     }
     const auto located = locateBeneath(path, settings.fileOriginRoots);
     if (!located) {
       std::string roots;
       for (const auto& root : settings.fileOriginRoots)
         roots += (roots.empty() ? "" : ", ") + root.string();
-      return invalidArgument("uri: " + uri + " is outside the cache node's fileOriginRoots (" +
+      return invalidArgument("uri: " + uri + " is outside the cache node's " + option + " (" +
                              roots + ")" + fix);
     }
     return makeFileOrigin(located->root, located->relative);

@@ -32,6 +32,9 @@ struct OriginSettings {
   // create a Dataset could otherwise serve any directory the node sees into their pods. Local
   // mode allows the directories of the Datasets named on its command line.
   std::vector<std::filesystem::path> fileOriginRoots;
+  // The cache node's option that holds those roots, as errors name it in their fix (the chart's
+  // value is cacheNode.<it>): fileOriginRoots for reading, checkpointOriginRoots for writing.
+  std::string rootsOption = "fileOriginRoots";
 };
 
 // InvalidArgument naming the field (uri, endpoint, options.<name>) for a source that cannot be

@@ -89,6 +89,7 @@ class CheckpointVolumeProcessTest : public ::testing::Test {
              ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(origin());
+    fs::create_directories(root_ / "datasets" / "coco");
   }
   void TearDown() override {
     nodes_.clear();
@@ -101,7 +102,8 @@ class CheckpointVolumeProcessTest : public ::testing::Test {
     const fs::path home = root_ / (name + "-" + std::to_string(nodes_.size()));
     auto node = std::make_unique<NodeProcess>(home, name, nullptr, "", stateRoot);
     std::ofstream(home / "config.yaml", std::ios::app)
-        << "fileOriginRoots: [" << (root_ / "origins") << "]\nmountKeeper: false\n";
+        << "checkpointOriginRoots: [" << (root_ / "origins") << "]\nfileOriginRoots: ["
+        << (root_ / "datasets") << "]\nmountKeeper: false\n";
     node->start();
     nodes_.push_back(std::move(node));
     return *nodes_.back();
@@ -361,7 +363,10 @@ TEST_F(CheckpointVolumeProcessTest, BadVolumesAreRefusedNamingTheAttribute) {
     EXPECT_EQ(status.error_message().find("hunter2"), std::string::npos)
         << "credentials never appear in errors";
   };
-  refused({{"checkpoints", "file:///etc/"}}, {}, "fileOriginRoots");
+  refused({{"checkpoints", "file:///etc/"}}, {}, "checkpointOriginRoots");
+  // The datasets' roots are read-only: no job writes there.
+  refused({{"checkpoints", "file://" + (root_ / "datasets" / "coco").string()}}, {},
+          "outside the cache node's checkpointOriginRoots");
   refused({{"checkpoints", "https://example.com/runs/"}}, {}, "volumeAttributes.checkpoints");
   refused({{"checkpoints", uri()}, {"bandwidthLimit", "fast"}}, {},
           "volumeAttributes.bandwidthLimit");

@@ -284,6 +284,14 @@ def daemonset_problems(objects, values):
         found = mount_for(node, volumes, r)
         if host_path_of(node, volumes, r) != posixpath.normpath(r) or not found[0].get("readOnly"):
             problems.append(f"file origin root {r} is not the node's directory, read-only")
+    roots = options.get("checkpointOriginRoots")
+    if roots != (values["cacheNode"].get("checkpointOriginRoots") or []):
+        problems.append(f"the options file's checkpointOriginRoots {roots} are not "
+                        "cacheNode.checkpointOriginRoots")
+    for r in roots or []:
+        found = mount_for(node, volumes, r)
+        if host_path_of(node, volumes, r) != posixpath.normpath(r) or found[0].get("readOnly"):
+            problems.append(f"checkpoint origin root {r} is not the node's directory, read-write")
 
     found = mount_for(node, volumes, state)
     if host_path_of(node, volumes, state) != posixpath.normpath(state):
@@ -422,6 +430,10 @@ def main():
     default_roots = load_values(chart, None)["cacheNode"].get("fileOriginRoots")
     checks.check("no node directory open to file:// sources by default",
                  [] if default_roots == [] else [f"cacheNode.fileOriginRoots is {default_roots}"])
+    default_roots = load_values(chart, None)["cacheNode"].get("checkpointOriginRoots")
+    checks.check("no node directory open to file:// checkpoints by default",
+                 [] if default_roots == [] else
+                 [f"cacheNode.checkpointOriginRoots is {default_roots}"])
 
     crd_problems = []
     for source in sorted(glob.glob(os.path.join(args.root, "crds", "*.yaml"))):

@@ -342,7 +342,7 @@ class TelemetryE2eTest : public ClusterTest {
     std::ofstream(root_ / "node" / "config.yaml", std::ios::app)
         << "gpuTelemetry: true\nnvmlLibrary: " << GRANARY_FAKE_NVML_LIBRARY
         << "\ngpuSampleIntervalMs: 500\npodResourcesSocket: " << (root_ / "kubelet.sock").string()
-        << "\nfileOriginRoots: [" << checkpointOrigin().parent_path().string() << "]\n";
+        << "\ncheckpointOriginRoots: [" << checkpointOrigin().parent_path().string() << "]\n";
     node_->start();
     ASSERT_FALSE(HasFatalFailure());
     auto created =
@@ -476,7 +476,7 @@ class TelemetryE2eTest : public ClusterTest {
     auto got = client().get(resources::trainingJobs(), ns(), kJob);
     return got.isOk() ? *got : Json();
   }
-  // The TrainingJob's checkpoint origin (file://, within the cache node's fileOriginRoots).
+  // The TrainingJob's checkpoint origin (file://, within the cache node's checkpointOriginRoots).
   std::filesystem::path checkpointOrigin() const { return root_ / "checkpoints" / kJob; }
   bool hasEvent(const std::string& reason) {
     auto listed = client().list(resources::events(), ns());
