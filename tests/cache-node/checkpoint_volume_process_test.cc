@@ -18,7 +18,6 @@
 #include <map>
 #include <random>
 #include <string>
-#include <thread>
 
 #include "csi/v1/csi.grpc.pb.h"
 #include "tests/support/cache_node_process.h"
@@ -341,7 +340,18 @@ TEST_F(CheckpointVolumeProcessTest, AnS3VolumeTakesItsSecretFromThePublishAndKee
   node.kill(SIGKILL);
   NodeProcess& again = startNode("n1", stateRoot);
   std::ofstream(mount / "step-10" / "after.pt") << "written across the restart";
-  std::this_thread::sleep_for(3s);
+  // The restarted node knows the volume from its record but, without credentials, has not
+  // opened it: it reports the volume with no drain, and nothing goes up.
+  v1::GetTelemetryResponse telemetry;
+  ASSERT_TRUE(eventually([&] {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    return again.api().GetTelemetry(&context, {}, &telemetry).ok() &&
+           telemetry.checkpoint_volumes_size() == 1;
+  }));
+  EXPECT_EQ(telemetry.checkpoint_volumes(0).uri(), "s3://data/runs/bert/");
+  EXPECT_FALSE(telemetry.checkpoint_volumes(0).restoring());
+  EXPECT_EQ(telemetry.checkpoint_volumes(0).checkpoints_size(), 0) << "not open: no drain";
   EXPECT_EQ(atOrigin("step-10/after.pt"), "") << "no credentials yet: nothing goes up";
   ASSERT_TRUE(publish(again, request).ok()) << again.log();  // the kubelet's next publish
   EXPECT_TRUE(
