@@ -54,9 +54,8 @@ void describe(const api::TrainingJob& job) {
   std::printf("               datasets: %s\n", datasets.empty() ? "none" : datasets.c_str());
   if (const auto& c = job.spec.checkpoints)
     std::printf(
-        "               checkpoints: %s at %s, uploads %s (granaryctl run only: the "
-        "cluster's CRD does not take spec.checkpoints yet)\n",
-        c->source.uri.c_str(), c->mountPath.c_str(),
+        "               checkpoints: %s at %s, uploads %s\n", c->source.uri.c_str(),
+        c->mountPath.c_str(),
         c->bandwidthLimit ? (formatByteSize(*c->bandwidthLimit) + "/s").c_str() : "unlimited");
   if (const auto& e = job.spec.elastic)
     std::printf(
