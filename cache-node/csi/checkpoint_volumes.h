@@ -38,7 +38,7 @@ namespace granary::cache {
 
 struct CheckpointVolumesOptions {
   std::filesystem::path root;  // where the volumes' homes go: a directory on the cache disk
-  OriginSettings origins;      // the node's fileOriginRoots
+  OriginSettings origins;      // the node's checkpointOriginRoots, as file:// roots
 };
 
 // One volume as the node's metrics and logs show it.
@@ -63,7 +63,7 @@ class CheckpointVolumes {
   // `deadline`, then binds its tree read-write at the target. Idempotent. Unavailable while the
   // restore goes on (saying how far it is) or when the bind fails; the restore's error (with
   // InvalidArgument naming the attribute for a uri the node may not write, e.g. a file:// uri
-  // outside fileOriginRoots) when it failed, which the next publish tries again.
+  // outside checkpointOriginRoots) when it failed, which the next publish tries again.
   Status publish(const CheckpointPublication& publication,
                  std::chrono::steady_clock::time_point deadline);
   // Whether `target` is a pod's view of one of the volumes.

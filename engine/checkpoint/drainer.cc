@@ -109,10 +109,7 @@ class TreeDrainer final : public Drainer {
           journal_.writing(e.path);
           break;
         case TreeEvent::Kind::kClosed:
-          if (journal_.closed(e.path, e.identity, now)) {
-            ++counters_.writtenFiles;
-            counters_.writtenBytes += e.identity.size;
-          }
+          if (journal_.closed(e.path, e.identity, now)) counters_.writtenBytes += e.identity.size;
           break;
         case TreeEvent::Kind::kRemoved:
           journal_.removed(e.path, e.directory);

@@ -45,7 +45,6 @@ struct DrainStatus {
   // The upload lag: how long the oldest closed file not at the origin has waited (0 when none).
   std::chrono::duration<double> lag{0};
   int64_t writtenBytes = 0;  // since start: versions closed in the tree, written here
-  int64_t writtenFiles = 0;
   int64_t uploadedBytes = 0;  // since start
   int64_t uploadedFiles = 0;
   int64_t removedFiles = 0;
