@@ -253,6 +253,8 @@ v1::CheckpointVolumeTelemetry checkpointTelemetryOf(const CheckpointVolumeState&
   t.set_upload_lag_seconds(d.lag.count());
   t.set_written_bytes(d.writtenBytes);
   t.set_uploaded_bytes(d.uploadedBytes);
+  t.set_copied_bytes(d.copiedBytes);
+  t.set_held_files(d.heldFiles);
   t.set_last_error(d.lastError);
   for (const checkpoint::CheckpointCopies& c : d.checkpoints) {
     v1::CheckpointTelemetry& out = *t.add_checkpoints();

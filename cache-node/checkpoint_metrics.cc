@@ -33,6 +33,11 @@ Result<std::unique_ptr<CheckpointMetrics>> CheckpointMetrics::create(MetricsRegi
       registry.addCounter(spec("granary_checkpoint_uploaded_bytes_total", T::kCounter, U::kBytes,
                                "Bytes of checkpoint files this node uploaded to the origin.")));
   GRANARY_ASSIGN_OR_RETURN(
+      auto copied,
+      registry.addCounter(spec("granary_checkpoint_copied_bytes_total", T::kCounter, U::kBytes,
+                               "Bytes of checkpoint files this node copied to its peers (once "
+                               "a file, whatever their number).")));
+  GRANARY_ASSIGN_OR_RETURN(
       auto pendingBytes,
       registry.addGauge(spec("granary_checkpoint_pending_bytes", T::kGauge, U::kBytes,
                              "Bytes of closed checkpoint files not at the origin yet.")));
@@ -46,7 +51,7 @@ Result<std::unique_ptr<CheckpointMetrics>> CheckpointMetrics::create(MetricsRegi
       registry.addGauge(spec("granary_checkpoint_restore_remaining_bytes", T::kGauge, U::kBytes,
                              "Bytes a restore under way has still to bring from the origin.")));
   return std::unique_ptr<CheckpointMetrics>(
-      new CheckpointMetrics({written, uploaded, pendingBytes, lag, restoring}));
+      new CheckpointMetrics({written, uploaded, copied, pendingBytes, lag, restoring}));
 }
 
 void CheckpointMetrics::update(const std::vector<CheckpointVolumeState>& volumes) {
@@ -61,6 +66,7 @@ void CheckpointMetrics::update(const std::vector<CheckpointVolumeState>& volumes
     const checkpoint::DrainStatus& d = *v.drain;
     families_.written.with(labels).increment(growth(d.writtenBytes, before.writtenBytes));
     families_.uploaded.with(labels).increment(growth(d.uploadedBytes, before.uploadedBytes));
+    families_.copied.with(labels).increment(growth(d.copiedBytes, before.copiedBytes));
     families_.pendingBytes.with(labels).set(static_cast<double>(d.pendingBytes));
     families_.lag.with(labels).set(d.lag.count());
     before = d;

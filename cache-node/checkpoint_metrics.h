@@ -1,6 +1,6 @@
 // The node's checkpoint volumes as Prometheus series, labelled {namespace, uri}: bytes written
-// into each volume and uploaded to its origin, what waits for the origin and for how long (the
-// upload lag), and what a restore under way has still to bring. Refreshed from
+// into each volume, copied to peers and uploaded to its origin, what waits for the origin and for
+// how long (the upload lag), and what a restore under way has still to bring. Refreshed from
 // CheckpointVolumes::states() on the node's tick; a volume closed loses its gauges.
 #pragma once
 
@@ -22,7 +22,7 @@ class CheckpointMetrics {
 
  private:
   struct Families {
-    CounterFamily written, uploaded;  // bytes
+    CounterFamily written, uploaded, copied;  // bytes
     GaugeFamily pendingBytes, lag, restoringBytes;
   };
   explicit CheckpointMetrics(Families families) : families_(std::move(families)) {}

@@ -1,6 +1,7 @@
 #include "cache-node/grpc_peers.h"
 
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <optional>
@@ -132,6 +133,127 @@ Result<ManifestTotals> GrpcPeers::followListing(
                     " sent its whole listing for a share of it (a version "
                     "that does not list in shares)");
   return *totals;
+}
+
+namespace {
+
+// "cache node NODE: MESSAGE" with the call's code.
+Status fromPeer(const std::string& node, const grpc::Status& status) {
+  if (status.ok()) return Status::ok();
+  const Status mapped = fromGrpc(status);
+  return Status(mapped.code(), "cache node " + node + ": " + mapped.message());
+}
+
+constexpr int64_t kPieceBytes = 1 << 20;
+
+}  // namespace
+
+Status GrpcPeers::putCheckpointFile(const std::string& node, const v1::CheckpointFilePiece& header,
+                                    int fd, int64_t size,
+                                    const checkpoint::OriginWriter::Pace& pace) {
+  const auto connection = connectionTo(node);
+  if (!connection) return unavailable("no address known for cache node " + node);
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  v1::PutCheckpointFileResponse response;
+  auto writer = connection->stub->PutCheckpointFile(&context, &response);
+  v1::CheckpointFilePiece piece = header;
+  XXH3_state_t* hash = XXH3_createState();
+  XXH3_64bits_reset(hash);
+  std::string buffer;
+  Status sent = Status::ok();
+  for (int64_t offset = 0;; offset += static_cast<int64_t>(buffer.size())) {
+    const int64_t wanted = std::min(kPieceBytes, size - offset);
+    if (!pace(wanted)) {
+      sent = cancelled("the copy of " + header.version().path() + " stopped");
+      break;
+    }
+    buffer.resize(static_cast<size_t>(wanted));
+    if (wanted > 0 && ::pread(fd, buffer.data(), buffer.size(), offset) != wanted) {
+      sent = unavailable("cannot read " + header.version().path());
+      break;
+    }
+    XXH3_64bits_update(hash, buffer.data(), buffer.size());
+    piece.set_data(buffer);
+    const bool last = offset + wanted >= size;
+    if (last && wanted > 0 && !pace(0)) {  // the file changed while it was read
+      sent = cancelled("the copy of " + header.version().path() + " stopped");
+      break;
+    }
+    if (last) {
+      piece.set_last(true);
+      piece.set_xxh3(XXH3_64bits_digest(hash));
+    }
+    if (!writer->Write(piece) || last) break;
+    piece.Clear();
+  }
+  XXH3_freeState(hash);
+  if (!sent.isOk()) context.TryCancel();
+  writer->WritesDone();
+  const grpc::Status status = writer->Finish();
+  GRANARY_RETURN_IF_ERROR(sent);
+  return fromPeer(node, status);
+}
+
+Result<v1::CheckpointFileList> GrpcPeers::listCheckpointFiles(
+    const std::string& node, const v1::CheckpointVolumeRef& volume) {
+  const auto connection = connectionTo(node);
+  if (!connection) return unavailable("no address known for cache node " + node);
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  context.set_deadline(grpcDeadlineAfter(options_.timeout));
+  v1::CheckpointFileList list;
+  GRANARY_RETURN_IF_ERROR(
+      fromPeer(node, connection->stub->ListCheckpointFiles(&context, volume, &list)));
+  return list;
+}
+
+Status GrpcPeers::readCheckpointFile(const std::string& node,
+                                     const v1::ReadCheckpointFileRequest& request, int fd,
+                                     const std::function<void(int64_t)>& arrived) {
+  const auto connection = connectionTo(node);
+  if (!connection) return unavailable("no address known for cache node " + node);
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  auto reader = connection->stub->ReadCheckpointFile(&context, request);
+  XXH3_state_t* hash = XXH3_createState();
+  XXH3_64bits_reset(hash);
+  v1::CheckpointFilePiece piece;
+  int64_t at = 0;
+  bool last = false, checked = false;
+  Status written = Status::ok();
+  while (written.isOk() && !last && reader->Read(&piece)) {
+    const std::string& data = piece.data();
+    if (!data.empty() &&
+        ::pwrite(fd, data.data(), data.size(), at) != static_cast<ssize_t>(data.size()))
+      written = unavailable("cannot write " + request.file().path() + " from cache node " + node);
+    XXH3_64bits_update(hash, data.data(), data.size());
+    at += static_cast<int64_t>(data.size());
+    arrived(static_cast<int64_t>(data.size()));
+    last = piece.last();
+    checked = last && XXH3_64bits_digest(hash) == piece.xxh3();
+  }
+  XXH3_freeState(hash);
+  if (!written.isOk()) context.TryCancel();
+  const grpc::Status status = reader->Finish();
+  GRANARY_RETURN_IF_ERROR(written);
+  GRANARY_RETURN_IF_ERROR(fromPeer(node, status));
+  if (!last)
+    return unavailable("cache node " + node + " ended " + request.file().path() + " early");
+  if (!checked || at != request.file().size())
+    return corruption(request.file().path() + " from cache node " + node + " failed its checksum");
+  return Status::ok();
+}
+
+Status GrpcPeers::updateCheckpointCopies(const std::string& node,
+                                         const v1::UpdateCheckpointCopiesRequest& request) {
+  const auto connection = connectionTo(node);
+  if (!connection) return unavailable("no address known for cache node " + node);
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  context.set_deadline(grpcDeadlineAfter(options_.timeout));
+  v1::UpdateCheckpointCopiesResponse response;
+  return fromPeer(node, connection->stub->UpdateCheckpointCopies(&context, request, &response));
 }
 
 }  // namespace granary::cache

@@ -1,4 +1,5 @@
-// The gRPC side of peer transfer: reads chunks from other cache nodes (PeerReader).
+// The gRPC side of peer transfer: reads chunks from other cache nodes (PeerReader), and sends
+// them the jobs' checkpoint files (checkpoint_peers.h).
 #pragma once
 
 #include <grpcpp/support/status.h>
@@ -10,7 +11,9 @@
 #include "common/grpc_status.h"
 #include "common/secret.h"
 #include "common/thread_annotations.h"
+#include "engine/checkpoint/origin_writer.h"
 #include "engine/dataset_cache.h"
+#include "granary/v1/peer.pb.h"
 
 namespace granary::cache {
 
@@ -40,6 +43,20 @@ class GrpcPeers final : public PeerReader {
       const std::string& node, const DatasetKey& dataset, std::span<const KeyRange> share,
       std::stop_token stop,
       const std::function<Status(std::span<const ManifestEntry>)>& each) override;
+
+  // Streams the `size` bytes of `fd` after `header` (PutCheckpointFile), each piece paced by
+  // `pace` (false cancels the call), and the XXH3 of them all on the last. No deadline but the
+  // keepalive's: a copy takes as long as its size needs.
+  Status putCheckpointFile(const std::string& node, const v1::CheckpointFilePiece& header, int fd,
+                           int64_t size, const checkpoint::OriginWriter::Pace& pace);
+  Status updateCheckpointCopies(const std::string& node,
+                                const v1::UpdateCheckpointCopiesRequest& request);
+  // A restore's reads of another node's tree: its files, and one of them written to `fd` from
+  // offset 0, checked against the XXH3 the last piece carries (Corruption on mismatch).
+  Result<v1::CheckpointFileList> listCheckpointFiles(const std::string& node,
+                                                     const v1::CheckpointVolumeRef& volume);
+  Status readCheckpointFile(const std::string& node, const v1::ReadCheckpointFileRequest& request,
+                            int fd, const std::function<void(int64_t)>& arrived);
 
  private:
   struct Connection;  // a channel and its stub, reused by every call to one address

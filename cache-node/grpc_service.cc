@@ -40,7 +40,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
   CacheNodeService(CacheEngine& engine, GrpcPeers& peers, const Secret& token,
                    ReaderAccounting* readers, GpuSampler* gpus, EnsuredRecord* ensured,
                    const CutOffReaders* cutOff, const GenerationReaders* generationReaders,
-                   const CheckpointVolumes* checkpoints)
+                   CheckpointVolumes* checkpoints, CheckpointPeers* checkpointPeers)
       : engine_(engine),
         peers_(peers),
         token_(token),
@@ -50,6 +50,7 @@ class CacheNodeService final : public v1::CacheNode::Service {
         cutOff_(cutOff),
         generationReaders_(generationReaders),
         checkpoints_(checkpoints),
+        checkpointPeers_(checkpointPeers),
         refreshes_(engine) {}
 
   grpc::Status EnsureDataset(grpc::ServerContext* context, const v1::EnsureDatasetRequest* request,
@@ -249,6 +250,15 @@ class CacheNodeService final : public v1::CacheNode::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status SetCheckpointPeers(grpc::ServerContext* context,
+                                  const v1::SetCheckpointPeersRequest* request,
+                                  v1::SetCheckpointPeersResponse*) override {
+    GRANARY_AUTHORIZE(context);
+    if (!checkpoints_ || !checkpointPeers_)
+      return toGrpc(failedPrecondition("this node keeps no checkpoint volumes"));
+    return toGrpc(checkpointPeers_->setPeers(*checkpoints_, *request));
+  }
+
  private:
   // The status of the dataset `ref` names, or of a view's source.
   grpc::Status statusOfDataset(const v1::DatasetRef& ref, v1::DatasetStatus& out) const {
@@ -286,13 +296,47 @@ class CacheNodeService final : public v1::CacheNode::Service {
   EnsuredRecord* ensured_;                      // may be null
   const CutOffReaders* cutOff_;                 // may be null
   const GenerationReaders* generationReaders_;  // may be null
-  const CheckpointVolumes* checkpoints_;        // may be null
+  CheckpointVolumes* checkpoints_;              // may be null
+  CheckpointPeers* checkpointPeers_;            // may be null
   Refreshes refreshes_;
 };
 
 class PeerService final : public v1::Peer::Service {
  public:
-  PeerService(CacheEngine& engine, const Secret& token) : engine_(engine), token_(token) {}
+  PeerService(CacheEngine& engine, const Secret& token, CheckpointVolumes* checkpoints)
+      : engine_(engine), token_(token), checkpoints_(checkpoints) {}
+
+  grpc::Status PutCheckpointFile(grpc::ServerContext* context,
+                                 grpc::ServerReader<v1::CheckpointFilePiece>* reader,
+                                 v1::PutCheckpointFileResponse*) override {
+    GRANARY_AUTHORIZE(context);
+    if (!checkpoints_) return toGrpc(failedPrecondition("this node keeps no checkpoint volumes"));
+    return receiveCheckpointFile(*checkpoints_, *reader);
+  }
+
+  grpc::Status ListCheckpointFiles(grpc::ServerContext* context,
+                                   const v1::CheckpointVolumeRef* volume,
+                                   v1::CheckpointFileList* response) override {
+    GRANARY_AUTHORIZE(context);
+    if (!checkpoints_) return toGrpc(failedPrecondition("this node keeps no checkpoint volumes"));
+    return toGrpc(listCheckpointFiles(*checkpoints_, *volume, *response));
+  }
+
+  grpc::Status ReadCheckpointFile(grpc::ServerContext* context,
+                                  const v1::ReadCheckpointFileRequest* request,
+                                  grpc::ServerWriter<v1::CheckpointFilePiece>* writer) override {
+    GRANARY_AUTHORIZE(context);
+    if (!checkpoints_) return toGrpc(failedPrecondition("this node keeps no checkpoint volumes"));
+    return sendCheckpointFile(*checkpoints_, *request, *writer);
+  }
+
+  grpc::Status UpdateCheckpointCopies(grpc::ServerContext* context,
+                                      const v1::UpdateCheckpointCopiesRequest* request,
+                                      v1::UpdateCheckpointCopiesResponse*) override {
+    GRANARY_AUTHORIZE(context);
+    if (!checkpoints_) return toGrpc(failedPrecondition("this node keeps no checkpoint volumes"));
+    return toGrpc(takeCheckpointNews(*checkpoints_, *request));
+  }
 
   grpc::Status ReadChunk(grpc::ServerContext* context, const v1::ReadChunkRequest* request,
                          grpc::ServerWriter<v1::ChunkData>* writer) override {
@@ -357,6 +401,7 @@ class PeerService final : public v1::Peer::Service {
  private:
   CacheEngine& engine_;
   const Secret& token_;
+  CheckpointVolumes* checkpoints_;  // may be null
 };
 
 }  // namespace
@@ -381,8 +426,9 @@ struct CacheNodeServer::Services {
   Services(CacheEngine& engine, GrpcPeers& peers, Secret t, const ServerOptions& options)
       : token(std::move(t)),
         cacheNode(engine, peers, token, options.readers, options.gpus, options.ensured,
-                  options.cutOff, options.generationReaders, options.checkpoints),
-        peer(engine, token) {}
+                  options.cutOff, options.generationReaders, options.checkpoints,
+                  options.checkpointPeers),
+        peer(engine, token, options.checkpoints) {}
 };
 
 Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& engine,

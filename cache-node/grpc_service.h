@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "cache-node/checkpoint_peers.h"
 #include "cache-node/csi/checkpoint_volumes.h"
 #include "cache-node/csi/cut_off_readers.h"
 #include "cache-node/csi/generation_readers.h"
@@ -35,8 +36,9 @@ struct ServerOptions {
   const CutOffReaders* cutOff = nullptr;  // pods whose views ended, in each dataset's status
   // The pods bound to each generation, in each generation's status.
   const GenerationReaders* generationReaders = nullptr;
-  // The jobs' checkpoint volumes, for GetTelemetry.
-  const CheckpointVolumes* checkpoints = nullptr;
+  // The jobs' checkpoint volumes, for GetTelemetry and the copies other nodes put here.
+  CheckpointVolumes* checkpoints = nullptr;
+  CheckpointPeers* checkpointPeers = nullptr;  // with checkpoints: SetCheckpointPeers
 };
 
 // What EnsureDataset does with a request: the view, or the dataset generation (its node set's

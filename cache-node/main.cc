@@ -320,11 +320,21 @@ int main(int argc, char** argv) {
   OriginSettings checkpointOrigins{.rootsOption = "checkpointOriginRoots"};
   for (const auto& root : options.checkpointOriginRoots)
     checkpointOrigins.fileOriginRoots.push_back(root);
+  // Each copies its files to the peers the operator sets (SetCheckpointPeers).
+  CheckpointPeers checkpointPeers(peers, options.nodeName);
   auto checkpoints = std::make_unique<CheckpointVolumes>(
       CheckpointVolumesOptions{
           .root = std::filesystem::path(options.cacheDirectories.front().path) /
                   ChunkStore::kOthersDirectory,
-          .origins = std::move(checkpointOrigins)},
+          .origins = std::move(checkpointOrigins),
+          .copyTargets = [&checkpointPeers](
+                             const std::string& ns,
+                             const std::string& uri) { return checkpointPeers.targetsOf(ns, uri); },
+          .peerTrees =
+              [&checkpointPeers](const std::string& ns, const std::string& uri,
+                                 const std::vector<std::pair<std::string, std::string>>& nodes) {
+                return checkpointPeers.treesOf(ns, uri, nodes);
+              }},
       realClock());
   auto checkpointMetrics = CheckpointMetrics::create(registry);
   if (!checkpointMetrics.isOk()) {
@@ -341,7 +351,8 @@ int main(int argc, char** argv) {
                                         .ensured = &ensured,
                                         .cutOff = &cutOff,
                                         .generationReaders = &generationReaders,
-                                        .checkpoints = checkpoints.get()});
+                                        .checkpoints = checkpoints.get(),
+                                        .checkpointPeers = &checkpointPeers});
   if (!server.isOk()) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;

@@ -54,9 +54,10 @@ void describe(const api::TrainingJob& job) {
   std::printf("               datasets: %s\n", datasets.empty() ? "none" : datasets.c_str());
   if (const auto& c = job.spec.checkpoints)
     std::printf(
-        "               checkpoints: %s at %s, uploads %s\n", c->source.uri.c_str(),
-        c->mountPath.c_str(),
-        c->bandwidthLimit ? (formatByteSize(*c->bandwidthLimit) + "/s").c_str() : "unlimited");
+        "               checkpoints: %s at %s, uploads %s, %d peer cop%s a file\n",
+        c->source.uri.c_str(), c->mountPath.c_str(),
+        c->bandwidthLimit ? (formatByteSize(*c->bandwidthLimit) + "/s").c_str() : "unlimited",
+        c->copies, c->copies == 1 ? "y" : "ies");
   if (const auto& e = job.spec.elastic)
     std::printf(
         "               elastic: %d to %d workers; a lost worker is replaced alone while %d "

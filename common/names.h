@@ -64,6 +64,9 @@ inline constexpr const char* kCsiEndpointAttribute = "endpoint";
 inline constexpr const char* kCsiRegionAttribute = "region";
 inline constexpr const char* kCsiBandwidthLimitAttribute = "bandwidthLimit";
 inline constexpr const char* kCsiOptionAttributePrefix = "option.";
+// The nodes that held the job's checkpoints when the pod was made, which a restore reads before
+// the origin: "node=host:port" each, comma-separated.
+inline constexpr const char* kCsiCheckpointPeersAttribute = "checkpointPeers";
 
 // The components, as they name themselves (Leases, Events, the scheduler's schedulerName).
 inline constexpr const char* kOperator = "granary-operator";

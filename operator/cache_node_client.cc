@@ -190,6 +190,12 @@ Status CacheNodeClient::setWarmPlan(const std::string& address,
   return call(address, "SetWarmPlan", &v1::CacheNode::Stub::SetWarmPlan, request).status();
 }
 
+Status CacheNodeClient::setCheckpointPeers(const std::string& address,
+                                           const v1::SetCheckpointPeersRequest& request) {
+  return call(address, "SetCheckpointPeers", &v1::CacheNode::Stub::SetCheckpointPeers, request)
+      .status();
+}
+
 Result<v1::GetTelemetryResponse> CacheNodeClient::telemetry(
     const std::string& address, const v1::GetTelemetryRequest& request) {
   return call(address, "GetTelemetry", &v1::CacheNode::Stub::GetTelemetry, request);

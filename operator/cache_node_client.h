@@ -56,6 +56,8 @@ class CacheNodeClient {
   Status setWarmPlan(const std::string& address, const v1::SetWarmPlanRequest& request);
   Result<v1::GetTelemetryResponse> telemetry(const std::string& address,
                                              const v1::GetTelemetryRequest& request);
+  Status setCheckpointPeers(const std::string& address,
+                            const v1::SetCheckpointPeersRequest& request);
 
  private:
   template <typename Request, typename Response>

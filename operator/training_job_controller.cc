@@ -296,10 +296,19 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
                                        [&](const WorkerState& w) { return w.attempt == attempt; });
   if (!plan.create.empty() && o.spec.elastic && gangStarts)
     GRANARY_RETURN_IF_ERROR(ensureRendezvous(job, attempt));
+  std::string checkpointPeers;  // where a new worker's checkpoint restore reads first
+  if (o.spec.checkpoints && directory_ && !plan.create.empty()) {
+    std::map<std::string, std::string> addresses;
+    for (const CacheNode& n : *directory_->nodes())
+      if (n.node.ready) addresses[n.node.name] = n.address;
+    checkpointPeers =
+        checkpointPeersAttribute(kube::pathValue(job, "status.checkpoints"), addresses);
+  }
   for (int rank : plan.create) {
-    auto created = client.create(
-        kube::resources::pods(), ns,
-        workerPod(job, o.spec, rank, attempt, kube::pathValue(plan.status, "datasetVersions")));
+    auto created =
+        client.create(kube::resources::pods(), ns,
+                      workerPod(job, o.spec, rank, attempt,
+                                kube::pathValue(plan.status, "datasetVersions"), checkpointPeers));
     if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
       return created.status();
   }
@@ -353,6 +362,35 @@ CheckpointVolumeReport checkpointReportOf(const std::string& node,
 
 }  // namespace
 
+void TrainingJobController::assignCheckpointPeers(const Json& job,
+                                                  const api::CheckpointVolume& checkpoints,
+                                                  const std::vector<CacheNode>& holding,
+                                                  const std::vector<CacheNode>& all) {
+  std::set<std::string> names, live;
+  std::map<std::string, std::string> addresses;
+  for (const CacheNode& n : holding) names.insert(n.node.name);
+  for (const CacheNode& n : all) {
+    addresses[n.node.name] = n.address;
+    if (n.node.ready) live.insert(n.node.name);
+  }
+  const std::vector<std::string> lost =
+      lostCheckpointNodes(kube::pathValue(job, "status.checkpoints"), live);
+  for (const auto& [node, peers] : checkpointPeersOf(names, checkpoints.copies)) {
+    v1::SetCheckpointPeersRequest request;
+    request.set_namespace_(kube::namespaceOf(job));
+    request.set_uri(checkpoints.source.uri);
+    for (const std::string& peer : peers) {
+      v1::NodeEndpoint& endpoint = *request.add_peers();
+      endpoint.set_node_name(peer);
+      endpoint.set_address(addresses[peer]);
+    }
+    for (const std::string& gone : lost) request.add_lost_nodes(gone);
+    if (Status told = options_.cacheNodes->setCheckpointPeers(addresses[node], request);
+        !told.isOk())
+      log().debug("checkpoint peers not set", {{"node", node}, {"error", told}});
+  }
+}
+
 TrainingJobController::Summaries TrainingJobController::sampleTelemetry(
     const Json& job, const std::string& key, const api::TrainingJobSpec& spec,
     const std::vector<WorkerState>& workers) {
@@ -382,7 +420,9 @@ TrainingJobController::Summaries TrainingJobController::sampleTelemetry(
   }
   JobSample sample{.at = clock_.monoNow()};
   std::vector<CheckpointVolumeReport> volumes;
-  for (const auto& cacheNode : *directory_->nodes()) {
+  std::vector<CacheNode> holding;  // the nodes that reported the job's checkpoint volume
+  const CacheNodes cacheNodes = directory_->nodes();
+  for (const auto& cacheNode : *cacheNodes) {
     const auto onNode = uidsByNode.find(cacheNode.node.name);
     if (onNode == uidsByNode.end()) continue;
     auto reply = options_.cacheNodes->telemetry(cacheNode.address, request);
@@ -408,9 +448,13 @@ TrainingJobController::Summaries TrainingJobController::sampleTelemetry(
       if (pod.namespace_() == ns && names.count(pod.name()))
         sample.starvedSeconds[pod.name()] = pod.data_starved_seconds();
     for (const auto& v : reply->checkpoint_volumes())
-      if (spec.checkpoints && v.namespace_() == ns && v.uri() == spec.checkpoints->source.uri)
+      if (spec.checkpoints && v.namespace_() == ns && v.uri() == spec.checkpoints->source.uri &&
+          !v.restoring()) {
         volumes.push_back(checkpointReportOf(cacheNode.node.name, v));
+        holding.push_back(cacheNode);
+      }
   }
+  if (spec.checkpoints) assignCheckpointPeers(job, *spec.checkpoints, holding, *cacheNodes);
   Json checkpoints = checkpointSummary(volumes);
   std::string reachedOrigin;  // a checkpoint newly at the origin, for an Event
   Summaries shown;

@@ -55,6 +55,12 @@ class TrainingJobController {
   Summaries sampleTelemetry(const kube::Json& job, const std::string& key,
                             const api::TrainingJobSpec& spec,
                             const std::vector<WorkerState>& workers);
+  // Tells each node of the job's checkpoint volume (`holding`: those that reported it) where to
+  // copy its files (checkpointPeersOf) and which nodes its status names are lost, whose copies
+  // the nodes upload. A node that cannot be told is told at the next sample.
+  void assignCheckpointPeers(const kube::Json& job, const api::CheckpointVolume& checkpoints,
+                             const std::vector<CacheNode>& holding,
+                             const std::vector<CacheNode>& all);
   // Sets the job's CheckpointDiskFull condition from status.checkpoints, with a Warning Event as
   // a disk fills.
   void noteCheckpointDisk(const kube::Json& job, int64_t generation, kube::Json& status);

@@ -52,6 +52,12 @@ Status bindReadWrite(const std::filesystem::path& tree, const std::filesystem::p
   return Status::ok();
 }
 
+// The home of a namespace's volume of `uri`.
+std::filesystem::path homeOf(const std::filesystem::path& root, const std::string& ns,
+                             const std::string& uri) {
+  return root / checkpoint::homeName(ns + "\t" + uri);
+}
+
 // "restoring checkpoints from URI: 3/40 files, 1.2Gi/80Gi".
 std::string restoringLine(const std::string& uri, const checkpoint::RestoreProgress& p) {
   return "restoring checkpoints from " + uri + ": " + std::to_string(p.files) + "/" +
@@ -135,42 +141,51 @@ void CheckpointVolumes::openRecorded() {
   }
 }
 
-void CheckpointVolumes::startRestoreLocked(Volume& volume, const SourceSpec& source,
-                                           int64_t bandwidth) {
+void CheckpointVolumes::startRestoreLocked(
+    Volume& volume, const SourceSpec& source, int64_t bandwidth,
+    const std::vector<std::pair<std::string, std::string>>& peers) {
   if (volume.restoring.joinable()) volume.restoring.join();  // one that ended
   volume.failed.reset();
   volume.progress = {};
-  volume.restoring = std::jthread([this, &volume, source, bandwidth](std::stop_token stop) {
-    auto opened = checkpoint::CheckpointVolume::open(
-        source, options_.origins, {.home = volume.home, .bandwidthBytesPerSecond = bandwidth},
-        clock_, stop, [&](const checkpoint::RestoreProgress& p) {
-          MutexLock lock(mutex_);
-          volume.progress = p;
-        });
-    const Logger log("checkpoints");
-    MutexLock lock(mutex_);
-    if (opened.isOk()) {
-      volume.open = std::move(*opened);
-      const auto& r = volume.open->restored();
-      log.info("checkpoint volume restored", {{"namespace", volume.record.ns},
-                                              {"uri", volume.record.source.uri},
-                                              {"files", r.files},
-                                              {"bytes", r.bytes},
-                                              {"localFiles", r.localFiles}});
-    } else {
-      volume.failed = opened.status().withContext("volumeAttributes.checkpoints");
-      log.warn("cannot restore a checkpoint volume", {{"namespace", volume.record.ns},
-                                                      {"uri", volume.record.source.uri},
-                                                      {"error", *volume.failed}});
-    }
-    restored_.notify_all();
-  });
+  std::shared_ptr<checkpoint::CopyTargets> copies =
+      options_.copyTargets ? options_.copyTargets(volume.record.ns, source.uri) : nullptr;
+  checkpoint::VolumeOptions opening{
+      .home = volume.home, .bandwidthBytesPerSecond = bandwidth, .copies = std::move(copies)};
+  if (options_.peerTrees && !peers.empty())
+    opening.peers = options_.peerTrees(volume.record.ns, source.uri, peers);
+  volume.restoring =
+      std::jthread([this, &volume, source, opening = std::move(opening)](std::stop_token stop) {
+        auto opened =
+            checkpoint::CheckpointVolume::open(source, options_.origins, opening, clock_, stop,
+                                               [&](const checkpoint::RestoreProgress& p) {
+                                                 MutexLock lock(mutex_);
+                                                 volume.progress = p;
+                                               });
+        const Logger log("checkpoints");
+        MutexLock lock(mutex_);
+        if (opened.isOk()) {
+          volume.open = std::move(*opened);
+          const auto& r = volume.open->restored();
+          log.info("checkpoint volume restored", {{"namespace", volume.record.ns},
+                                                  {"uri", volume.record.source.uri},
+                                                  {"files", r.files},
+                                                  {"bytes", r.bytes},
+                                                  {"peerFiles", r.peerFiles},
+                                                  {"peerBytes", r.peerBytes},
+                                                  {"localFiles", r.localFiles}});
+        } else {
+          volume.failed = opened.status().withContext("volumeAttributes.checkpoints");
+          log.warn("cannot restore a checkpoint volume", {{"namespace", volume.record.ns},
+                                                          {"uri", volume.record.source.uri},
+                                                          {"error", *volume.failed}});
+        }
+        restored_.notify_all();
+      });
 }
 
 Status CheckpointVolumes::publish(const CheckpointPublication& p,
                                   std::chrono::steady_clock::time_point deadline) {
-  const std::filesystem::path home =
-      options_.root / checkpoint::homeName(p.podNamespace + "\t" + p.source.uri);
+  const std::filesystem::path home = homeOf(options_.root, p.podNamespace, p.source.uri);
   std::shared_ptr<Volume> held;  // released after the lock: a volume swept meanwhile ends here
   MutexLock lock(mutex_);
   auto& slot = volumes_[home];
@@ -192,7 +207,7 @@ Status CheckpointVolumes::publish(const CheckpointPublication& p,
     if (error) return unavailable("cannot create " + home.string() + ": " + error.message());
     GRANARY_RETURN_IF_ERROR(
         writeFileDurably((home / kRecordName).string(), formatVolumeRecord(volume.record) + "\n"));
-    startRestoreLocked(volume, p.source, p.bandwidthBytesPerSecond);
+    startRestoreLocked(volume, p.source, p.bandwidthBytesPerSecond, p.peers);
   }
   while (!volume.open && !volume.failed && std::chrono::steady_clock::now() < deadline)
     restored_.wait_until(lock, deadline);
@@ -217,6 +232,49 @@ Status CheckpointVolumes::unpublish(const std::filesystem::path& target) {
   if (const auto volume = volumes_.find(it->second); volume != volumes_.end())
     volume->second->targets.erase(target);
   targets_.erase(it);
+  return Status::ok();
+}
+
+Result<std::shared_ptr<CheckpointVolumes::Volume>> CheckpointVolumes::opened(
+    const std::string& ns, const std::string& uri) const {
+  MutexLock lock(mutex_);
+  const auto it = volumes_.find(homeOf(options_.root, ns, uri));
+  if (it == volumes_.end() || !it->second->open)
+    return failedPrecondition("the checkpoint volume of " + uri + " in namespace " + ns +
+                              " is not open on this node");
+  return it->second;
+}
+
+Status CheckpointVolumes::placeCopy(const std::string& ns, const std::string& uri,
+                                    const checkpoint::PeerCopy& copy,
+                                    const std::function<Status(int fd)>& fill) {
+  GRANARY_ASSIGN_OR_RETURN(const auto volume, opened(ns, uri));
+  return volume->open->placeCopy(copy, fill);
+}
+
+Status CheckpointVolumes::takeNews(const std::string& ns, const std::string& uri,
+                                   const checkpoint::CopyNews& news) {
+  GRANARY_ASSIGN_OR_RETURN(const auto volume, opened(ns, uri));
+  return volume->open->takeNews(news);
+}
+
+Result<std::vector<checkpoint::PeerFile>> CheckpointVolumes::listing(const std::string& ns,
+                                                                     const std::string& uri) const {
+  GRANARY_ASSIGN_OR_RETURN(const auto volume, opened(ns, uri));
+  return volume->open->listing();
+}
+
+Status CheckpointVolumes::readFile(const std::string& ns, const std::string& uri,
+                                   const checkpoint::PeerFile& file,
+                                   const std::function<Status(std::string_view)>& each) const {
+  GRANARY_ASSIGN_OR_RETURN(const auto volume, opened(ns, uri));
+  return volume->open->readFile(file, each);
+}
+
+Status CheckpointVolumes::release(const std::string& ns, const std::string& uri,
+                                  const std::string& writer) {
+  GRANARY_ASSIGN_OR_RETURN(const auto volume, opened(ns, uri));
+  volume->open->release(writer);
   return Status::ok();
 }
 

@@ -15,12 +15,16 @@
 // next publish of one of their pods (the CSIDriver asks the kubelet to publish again every few
 // minutes: requiresRepublish), each resuming its drain where the drain's record left it.
 //
+// Copies. With copy targets, each volume copies its closed files to the peers the operator sets
+// (cache-node/checkpoint_peers.h), and takes other nodes' copies into its tree.
+//
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +43,16 @@ namespace granary::cache {
 struct CheckpointVolumesOptions {
   std::filesystem::path root;  // where the volumes' homes go: a directory on the cache disk
   OriginSettings origins;      // the node's checkpointOriginRoots, as file:// roots
+  // The copy targets of the volume of a namespace and uri, as it opens; unset: no copies.
+  std::function<std::shared_ptr<checkpoint::CopyTargets>(const std::string& ns,
+                                                         const std::string& uri)>
+      copyTargets;
+  // The trees of the nodes a publication names (name, address), read by the restore before the
+  // origin; unset: the origin only.
+  std::function<std::vector<std::shared_ptr<checkpoint::PeerTree>>(
+      const std::string& ns, const std::string& uri,
+      const std::vector<std::pair<std::string, std::string>>& peers)>
+      peerTrees;
 };
 
 // One volume as the node's metrics and logs show it.
@@ -71,6 +85,19 @@ class CheckpointVolumes {
   // Unbinds the pod's view; the volume drains on.
   Status unpublish(const std::filesystem::path& target);
 
+  // ---- Other nodes' copies (engine/checkpoint/peer_copies.h). FailedPrecondition when this node
+  // has not opened the volume of `ns` and `uri`. ----
+  Status placeCopy(const std::string& ns, const std::string& uri, const checkpoint::PeerCopy& copy,
+                   const std::function<Status(int fd)>& fill);
+  Status takeNews(const std::string& ns, const std::string& uri, const checkpoint::CopyNews& news);
+  // The node `writer` is lost: this node uploads the copies of its files it holds.
+  Status release(const std::string& ns, const std::string& uri, const std::string& writer);
+  // For another node's restore: the tree's files (CheckpointVolume::listing), and one of them.
+  Result<std::vector<checkpoint::PeerFile>> listing(const std::string& ns,
+                                                    const std::string& uri) const;
+  Status readFile(const std::string& ns, const std::string& uri, const checkpoint::PeerFile& file,
+                  const std::function<Status(std::string_view)>& each) const;
+
   std::vector<CheckpointVolumeState> states() const;
   // Closes the volumes no pod uses that have nothing left to drain.
   void sweep();
@@ -78,9 +105,12 @@ class CheckpointVolumes {
  private:
   struct Volume;
   // Starts the restore of `volume` on a thread of its own (again, after one that failed).
-  void startRestoreLocked(Volume& volume, const SourceSpec& source, int64_t bandwidth)
+  void startRestoreLocked(Volume& volume, const SourceSpec& source, int64_t bandwidth,
+                          const std::vector<std::pair<std::string, std::string>>& peers = {})
       GRANARY_REQUIRES(mutex_);
   void openRecorded();
+  // The volume of `ns` and `uri` when it is open here, kept alive while the caller uses it.
+  Result<std::shared_ptr<Volume>> opened(const std::string& ns, const std::string& uri) const;
 
   CheckpointVolumesOptions options_;
   Clock& clock_;

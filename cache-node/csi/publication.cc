@@ -124,16 +124,29 @@ Result<CheckpointPublication> parseCheckpointPublication(const PublishFields& fi
       return invalidArgument("volumeAttributes.bandwidthLimit: \"" + limit +
                              "\" is not a number of bytes per second above zero");
   }
+  const std::string peers = valueOf(context, names::kCsiCheckpointPeersAttribute);
+  for (size_t start = 0; start < peers.size();) {
+    const size_t comma = std::min(peers.find(',', start), peers.size());
+    const std::string peer = peers.substr(start, comma - start);
+    const size_t equals = peer.find('=');
+    if (equals == 0 || equals == std::string::npos || equals + 1 == peer.size())
+      return invalidArgument("volumeAttributes.checkpointPeers: \"" + peer +
+                             "\" is not node=host:port");
+    p.peers.emplace_back(peer.substr(0, equals), peer.substr(equals + 1));
+    start = comma + 1;
+  }
   for (const auto& [key, value] : context) {
     if (key.starts_with(names::kCsiOptionAttributePrefix)) {
       p.source.options[key.substr(std::string_view(names::kCsiOptionAttributePrefix).size())] =
           value;
     } else if (!key.starts_with("csi.storage.k8s.io/") && key != names::kCsiCheckpointsAttribute &&
                key != names::kCsiEndpointAttribute && key != names::kCsiRegionAttribute &&
-               key != names::kCsiBandwidthLimitAttribute) {
+               key != names::kCsiBandwidthLimitAttribute &&
+               key != names::kCsiCheckpointPeersAttribute) {
       return invalidArgument("volumeAttributes." + key +
                              ": unknown; a checkpoint volume reads \"checkpoints\", \"endpoint\", "
-                             "\"region\", \"bandwidthLimit\" and \"option.<name>\"");
+                             "\"region\", \"bandwidthLimit\", \"checkpointPeers\" and "
+                             "\"option.<name>\"");
     }
   }
   // The volume's record is one line of tab-separated fields, options as name=value

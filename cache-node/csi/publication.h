@@ -7,6 +7,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/result.h"
 #include "engine/origin/make_origin.h"
@@ -51,13 +53,15 @@ struct CheckpointPublication {
   // secretAccessKey, sessionToken).
   SourceSpec source;
   int64_t bandwidthBytesPerSecond = 0;  // 0 unlimited
+  // The nodes a restore reads before the origin: name and address (host:port).
+  std::vector<std::pair<std::string, std::string>> peers;
 };
 
 // Whether the volume is a checkpoint volume rather than a Dataset's.
 bool namesCheckpoints(const PublishFields& fields);
 // InvalidArgument naming the field and the fix, as parsePublication, for a uri that is not s3://
 // or file:///, a bandwidthLimit that is not a positive number, an unknown attribute, or a Secret
-// with only one of accessKeyId and secretAccessKey.
+// with only one of accessKeyId and secretAccessKey, or checkpointPeers not "node=host:port,...".
 Result<CheckpointPublication> parseCheckpointPublication(const PublishFields& fields);
 
 // A publication as the node records it (one line, tab-separated), with the dataset generation

@@ -70,6 +70,9 @@ Status decodeValue(const config::Node& node, CheckpointVolume& out) {
       "bandwidthLimit", out.bandwidthLimit,
       [](const std::optional<ByteSize>& s) { return s->bytes > 0; },
       "a rate above zero in bytes per second, such as 200Mi");
+  f.optional(
+      "copies", out.copies, [](int32_t v) { return v >= 0 && v <= 3; },
+      "an integer from 0 (no copies) to 3");
   return f.finish();
 }
 

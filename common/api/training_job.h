@@ -32,6 +32,8 @@ struct CheckpointVolume {
   // Uploads' share of the origin per node, in bytes/s, so that dataset reads are not starved;
   // unset: unlimited.
   std::optional<ByteSize> bandwidthLimit;
+  // Other nodes of the job each closed file is copied to before it reaches the origin (0: none).
+  int32_t copies = 1;
 };
 
 // spec.elastic: the job runs on any number of workers from minWorkers to maxWorkers (with

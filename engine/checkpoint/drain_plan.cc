@@ -88,9 +88,13 @@ bool isUnderway(const DrainObservation& o, const DrainStep& step) {
   return std::find(o.underway.begin(), o.underway.end(), step) != o.underway.end();
 }
 
+bool isAtOriginSide(DrainStep::Kind kind) {
+  return kind == DrainStep::Kind::kUpload || kind == DrainStep::Kind::kRemove;
+}
+
 int countUnderway(const std::vector<DrainStep>& steps, bool atOriginSide) {
   return static_cast<int>(std::count_if(steps.begin(), steps.end(), [&](const DrainStep& s) {
-    return (s.kind != DrainStep::Kind::kCopy) == atOriginSide;
+    return isAtOriginSide(s.kind) == atOriginSide;
   }));
 }
 
@@ -98,7 +102,7 @@ int countUnderway(const std::vector<DrainStep>& steps, bool atOriginSide) {
 void abandonStale(const DrainObservation& o, const std::map<std::string, const TreeFile*>& byPath,
                   DrainPlan& plan) {
   for (const DrainStep& step : o.underway) {
-    if (step.kind == DrainStep::Kind::kRemove) continue;
+    if (step.kind == DrainStep::Kind::kRemove || step.kind == DrainStep::Kind::kUncopy) continue;
     const auto it = byPath.find(step.path);
     if (it == byPath.end() || it->second->seq != step.seq || o.writing.contains(step.path))
       plan.abandon.push_back(step);
@@ -128,7 +132,7 @@ void planOrigin(const DrainObservation& o, const std::map<std::string, const Tre
 
   std::vector<std::pair<uint64_t, DrainStep>> candidates;
   for (const TreeFile* file : pending.files) {
-    if (o.writing.contains(file->path)) continue;
+    if (o.writing.contains(file->path) || o.held.contains(file->path)) continue;
     if (isCompletionMarker(file->path) && (pending.markerHeld(*file) || removingIn(file->path))) {
       ++plan.heldMarkers;
       continue;
@@ -174,15 +178,28 @@ void planOrigin(const DrainObservation& o, const std::map<std::string, const Tre
 }
 
 void planCopies(const DrainObservation& o, DrainPlan& plan) {
+  int room = o.maxCopies - countUnderway(o.underway, false);
+  std::set<std::string> uncopying;
+  for (const TreeRemoval& removal : o.uncopies) {
+    uncopying.insert(removal.path);
+    const DrainStep step{DrainStep::Kind::kUncopy, removal.path, removal.seq};
+    if (room <= 0 || isUnderway(o, step)) continue;
+    plan.start.push_back(step);
+    --room;
+  }
   if (o.copies <= 0) return;
   std::vector<const TreeFile*> wanted;
-  for (const TreeFile& file : o.closed)
-    if (!o.writing.contains(file.path) && !onPeers(o, file, o.copies)) wanted.push_back(&file);
+  uint64_t firstFile = std::numeric_limits<uint64_t>::max();  // of those not markers
+  for (const TreeFile& file : o.closed) {
+    if (o.held.contains(file.path) || onPeers(o, file, o.copies)) continue;
+    if (!isCompletionMarker(file.path)) firstFile = std::min(firstFile, file.seq);
+    if (!o.writing.contains(file.path) && !uncopying.contains(file.path)) wanted.push_back(&file);
+  }
   std::sort(wanted.begin(), wanted.end(),
             [](const TreeFile* a, const TreeFile* b) { return a->seq < b->seq; });
-  int room = o.maxCopies - countUnderway(o.underway, false);
   for (const TreeFile* file : wanted) {
     if (room <= 0) break;
+    if (isCompletionMarker(file->path) && firstFile < file->seq) continue;
     const DrainStep step{DrainStep::Kind::kCopy, file->path, file->seq};
     if (isUnderway(o, step)) continue;
     plan.start.push_back(step);
@@ -193,7 +210,7 @@ void planCopies(const DrainObservation& o, DrainPlan& plan) {
 }  // namespace
 
 std::ostream& operator<<(std::ostream& out, const DrainStep& step) {
-  static constexpr std::array<const char*, 3> kNames = {"copy", "upload", "remove"};
+  static constexpr std::array<const char*, 4> kNames = {"copy", "upload", "remove", "uncopy"};
   return out << kNames[static_cast<size_t>(step.kind)] << " " << step.path << "@" << step.seq;
 }
 
@@ -211,7 +228,11 @@ DrainPlan planDrain(const DrainObservation& o) {
   DrainPlan plan;
   abandonStale(o, byPath, plan);
   const Pending pending = pendingOf(o);
-  if (!pending.files.empty()) plan.oldestPending = *pending.files.front();
+  for (const TreeFile* file : pending.files)
+    if (!o.held.contains(file->path)) {
+      plan.oldestPending = *file;
+      break;
+    }
   planOrigin(o, byPath, pending, plan);
   planCopies(o, plan);
   return plan;

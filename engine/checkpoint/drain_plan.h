@@ -17,6 +17,12 @@
 //  - a file removed or written again before it reached the origin is never uploaded as it was:
 //    a step under way for a version the tree no longer holds is abandoned;
 //  - a file being written is neither copied nor uploaded;
+//  - a marker is copied to peers only once every file closed before it is on them, so that a
+//    peer's tree never looks complete before the writer's does;
+//  - a path removed from the tree is removed from the peers at once (no order at the origin
+//    holds it back), and copied there again only once that removal is done;
+//  - a file held for its writer (a peer's copy, which the writer uploads) is neither uploaded
+//    nor copied on, and counts as not at the origin for the markers and removals after it;
 //  - only a file whose version is at the origin may be evicted.
 #pragma once
 
@@ -52,7 +58,8 @@ struct TreeRemoval {
 };
 
 struct DrainStep {
-  enum class Kind { kCopy, kUpload, kRemove };
+  // kUncopy: removes a path from the peers.
+  enum class Kind { kCopy, kUpload, kRemove, kUncopy };
   Kind kind = Kind::kUpload;
   std::string path;
   uint64_t seq = 0;  // the version copied or uploaded; the removal's seq
@@ -64,13 +71,16 @@ struct DrainObservation {
   std::vector<TreeFile> closed;            // the tree's closed files, one version each
   std::set<std::string> writing;           // paths open for writing now
   std::vector<TreeRemoval> removals;       // not yet carried out at the origin
+  std::vector<TreeRemoval> uncopies;       // paths on peers removed since, not yet there
   std::map<std::string, uint64_t> origin;  // path -> the seq of the version the origin holds
   // path -> the seq of the version on peers, and how many peers hold it.
   std::map<std::string, std::pair<uint64_t, int>> peers;
   std::vector<DrainStep> underway;  // started and not yet ended
-  int copies = 1;                   // peer copies wanted of each file (0: none)
-  int maxUploads = 4;               // uploads and removals at the origin at once
-  int maxCopies = 4;                // copies to peers at once
+  // Paths whose version here is another node's file, copied here, that its writer uploads.
+  std::set<std::string> held;
+  int copies = 1;      // peer copies wanted of each file (0: none)
+  int maxUploads = 4;  // uploads and removals at the origin at once
+  int maxCopies = 4;   // copies to peers at once
 };
 
 struct DrainPlan {
@@ -79,7 +89,8 @@ struct DrainPlan {
   // Removals with nothing to do at the origin (the path never reached it, or the tree holds it
   // again): done.
   std::vector<TreeRemoval> settled;
-  // The oldest closed file not yet at the origin (the upload lag is its age).
+  // The oldest closed file not yet at the origin, held ones left out (the upload lag is its
+  // age).
   std::optional<TreeFile> oldestPending;
   // Files whose markers wait for earlier files, for status: how many.
   int heldMarkers = 0;

@@ -76,6 +76,11 @@ class TreeDrainer final : public Drainer {
     return statusLocked();
   }
 
+  std::vector<TreeJournal::Listed> listing() const override {
+    MutexLock lock(mutex_);
+    return journal_.listing();
+  }
+
   bool waitDrained(std::stop_token stop,
                    const std::function<void(const DrainStatus&)>& progress) override {
     MutexLock lock(mutex_);
@@ -137,6 +142,10 @@ class TreeDrainer final : public Drainer {
     for (const TreeFile& f : o.closed) {
       const auto held = o.origin.find(f.path);
       if (held != o.origin.end() && held->second == f.seq) continue;
+      if (o.held.contains(f.path)) {
+        ++s.heldFiles;
+        continue;
+      }
       ++s.pendingFiles;
       s.pendingBytes += f.size;
     }
@@ -153,24 +162,29 @@ class TreeDrainer final : public Drainer {
     return s;
   }
 
-  // Plans whenever the tree changed or a step ended, and at least once a second; not before a
-  // failed step's backoff has passed.
+  // Plans whenever the tree changed or a step ended, and at least once a second.
   void run(std::stop_token stop) {
     MutexLock lock(mutex_);
     while (!stop.stop_requested()) {
       std::erase_if(steps_, [](const Step& s) { return s.done; });  // joins them
-      const auto now = clock_.monoNow();
-      if (now >= retryAt_) plan();
-      const auto wait = std::max<Clock::Duration>(retryAt_ - now, std::chrono::seconds(1));
-      changed_.wait_for(lock, stop, wait, [&]() GRANARY_REQUIRES(mutex_) {
-        return dirty_ && clock_.monoNow() >= retryAt_;
-      });
+      plan();
+      changed_.wait_for(lock, stop, std::chrono::seconds(1),
+                        [&]() GRANARY_REQUIRES(mutex_) { return dirty_; });
       dirty_ = false;
     }
   }
 
   void plan() GRANARY_REQUIRES(mutex_) {
-    const DrainPlan plan = planDrain(journal_.observe(0, options_.maxUploads, 0));
+    const CopyTargets::Set peers =
+        options_.copies ? options_.copies->current() : CopyTargets::Set{};
+    if (peers.generation != peersGeneration_) journal_.forgetCopies();
+    peersGeneration_ = peers.generation;
+    // Nothing starts on a side (the origin, the peers) whose last step failed, until its backoff
+    // has passed: an origin that is down delays the copies in nothing, and the other way round.
+    const auto now = clock_.monoNow();
+    const DrainPlan plan =
+        planDrain(journal_.observe(peers.count, now >= backoff_.retryAt ? options_.maxUploads : 0,
+                                   now >= copyBackoff_.retryAt ? options_.maxCopies : 0));
     journal_.settle(plan.settled);
     for (const DrainStep& stale : plan.abandon)
       for (Step& s : steps_)
@@ -184,24 +198,47 @@ class TreeDrainer final : public Drainer {
 
   void carryOut(Step& s, std::stop_token stop) {
     std::optional<FileIdentity> identity;
+    bool atOrigin = false;
+    CopyTargets::Set peers;  // those a copy goes to
     {
       MutexLock lock(mutex_);
       identity = journal_.identity(s.step.path, s.step.seq);
+      atOrigin = journal_.isAtOrigin(s.step.path, s.step.seq);
+      peers = options_.copies ? options_.copies->current() : CopyTargets::Set{};
     }
     Status result;
     if (s.step.kind == DrainStep::Kind::kRemove) {
       result = origin_->remove(s.step.path);
+    } else if (s.step.kind == DrainStep::Kind::kUncopy) {
+      result = options_.copies ? options_.copies->removed(s.step.path) : Status::ok();
     } else if (!identity) {
       result = cancelled("no longer in the tree");
+    } else if (s.step.kind == DrainStep::Kind::kCopy) {
+      result = send(s.step, *identity, stop, [&](int fd, const OriginWriter::Pace& pace) {
+        return options_.copies->copy(s.step.path, fd, *identity, atOrigin, pace);
+      });
     } else {
-      result = upload(s.step, *identity, stop);
+      result = send(s.step, *identity, stop, [&](int fd, const OriginWriter::Pace& pace) {
+        return origin_->upload(s.step.path, fd, identity->size, pace);
+      });
     }
-    finish(s, result);
+    // The peers hear that the origin holds a version once the journal says so: after its upload,
+    // or after a copy sent without the news while its upload ran, so that no copy misses it.
+    // News a peer misses costs an upload (should this node be lost), never a byte.
+    const bool atOriginNow = finish(s, result, peers);
+    if (atOriginNow && !atOrigin && options_.copies)
+      if (Status told = options_.copies->atOrigin(s.step.path, *identity); !told.isOk())
+        log_.debug("peers not told of an upload", {{"path", s.step.path}, {"error", told}});
+    MutexLock lock(mutex_);
+    s.done = true;  // the loop may join this thread now
+    changed_.notify_all();
   }
 
-  // Reads the version the step names: the file at its path, with the identity the journal has
-  // for it, and gives up as soon as either changes (written again, renamed away, removed).
-  Status upload(const DrainStep& step, const FileIdentity& identity, std::stop_token stop) {
+  // Sends the version the step names (an upload, paced by the bandwidth limit, or a copy): the
+  // file at its path, with the identity the journal has for it, and gives up as soon as either
+  // changes (written again, renamed away, removed).
+  Status send(const DrainStep& step, const FileIdentity& identity, std::stop_token stop,
+              const std::function<Status(int fd, const OriginWriter::Pace& pace)>& to) {
     const std::filesystem::path file = options_.tree / step.path;
     OwnedFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     const auto unchanged = [&] {
@@ -210,39 +247,104 @@ class TreeDrainer final : public Drainer {
       return journal_.identity(step.path, step.seq).has_value();
     };
     if (!unchanged()) return cancelled(step.path + " changed before its upload");
+    const bool paced = step.kind == DrainStep::Kind::kUpload;
     const auto pace = [&](int64_t bytes) {
-      return limiter_.acquire(bytes, stop) && !stop.stop_requested() && unchanged();
+      return (!paced || limiter_.acquire(bytes, stop)) && !stop.stop_requested() && unchanged();
     };
-    return origin_->upload(step.path, fd.get(), identity.size, pace);
+    return to(fd.get(), pace);
   }
 
-  void finish(Step& s, const Status& result) {
+  // Takes the step's result into the journal; true when the version it sent is at the origin now.
+  bool finish(const Step& s, const Status& result, const CopyTargets::Set& peers) {
     MutexLock lock(mutex_);
-    if (result.isOk()) {
-      journal_.finished(s.step);
-      if (s.step.kind == DrainStep::Kind::kUpload) {
-        counters_.uploadedBytes +=
-            journal_.identity(s.step.path, s.step.seq).value_or(FileIdentity{}).size;
-        ++counters_.uploadedFiles;
-      } else {
-        ++counters_.removedFiles;
+    // A copy to a set of peers that changed since counts for nothing.
+    const bool stale =
+        s.step.kind == DrainStep::Kind::kCopy && peers.generation != peersGeneration_;
+    if (result.isOk() && !stale) {
+      journal_.finished(s.step, peers.count);
+      const int64_t bytes =
+          journal_.identity(s.step.path, s.step.seq).value_or(FileIdentity{}).size;
+      switch (s.step.kind) {
+        case DrainStep::Kind::kUpload:
+          counters_.uploadedBytes += bytes;
+          ++counters_.uploadedFiles;
+          break;
+        case DrainStep::Kind::kCopy:
+          counters_.copiedBytes += bytes;
+          ++counters_.copiedFiles;
+          break;
+        case DrainStep::Kind::kRemove:
+          ++counters_.removedFiles;
+          break;
+        case DrainStep::Kind::kUncopy:
+          break;
       }
       counters_.lastError.clear();
-      backoff_ = kFirstBackoff;
-      if (Status w = writeDrainRecord(options_.recordFile, journal_.record()); !w.isOk())
-        log_.error("cannot keep the drain's record", {{"error", w}});
+      const bool copy =
+          s.step.kind == DrainStep::Kind::kCopy || s.step.kind == DrainStep::Kind::kUncopy;
+      (copy ? copyBackoff_ : backoff_).delay = kFirstBackoff;
+      keepRecord();
     } else {
       journal_.ended(s.step);
-      if (result.code() != StatusCode::kCancelled) {
+      if (!result.isOk() && result.code() != StatusCode::kCancelled) {
+        // A peer that fails delays the copies only, the origin everything it is part of.
+        const bool copy =
+            s.step.kind == DrainStep::Kind::kCopy || s.step.kind == DrainStep::Kind::kUncopy;
+        Backoff& backoff = copy ? copyBackoff_ : backoff_;
         ++counters_.failedSteps;
         counters_.lastError = result.message();
         log_.warn("checkpoint drain step failed; trying again",
-                  {{"error", result}, {"after", backoff_}});
-        retryAt_ = clock_.monoNow() + backoff_;
-        backoff_ = std::min(kMaxBackoff, backoff_ * 2);
+                  {{"error", result}, {"after", backoff.delay}});
+        backoff.retryAt = clock_.monoNow() + backoff.delay;
+        backoff.delay = std::min(kMaxBackoff, backoff.delay * 2);
       }
     }
-    s.done = true;
+    dirty_ = true;
+    changed_.notify_all();
+    return result.isOk() && s.step.kind != DrainStep::Kind::kRemove &&
+           s.step.kind != DrainStep::Kind::kUncopy && journal_.isAtOrigin(s.step.path, s.step.seq);
+  }
+
+  void copyArriving(const std::string& path, const FileIdentity& identity,
+                    const std::string& writer, const FileIdentity& source, bool atOrigin) override {
+    MutexLock lock(mutex_);
+    journal_.copyArriving(path, identity, writer, source, atOrigin);
+  }
+  void copyAtOrigin(const std::string& writer, const std::string& path,
+                    const FileIdentity& source) override {
+    changed([&]() GRANARY_REQUIRES(mutex_) {
+      journal_.copyAtOrigin(writer, path, source);
+      keepRecord();
+    });
+  }
+  std::optional<FileIdentity> copyOf(const std::string& writer, const std::string& path,
+                                     bool heldOnly) const override {
+    MutexLock lock(mutex_);
+    return journal_.copyOf(writer, path, heldOnly);
+  }
+  void forgetCopy(const std::string& writer, const std::string& path) override {
+    MutexLock lock(mutex_);
+    journal_.forgetCopy(writer, path);
+    keepRecord();
+  }
+  std::vector<std::string> heldCopies(const std::string& writer) const override {
+    MutexLock lock(mutex_);
+    return journal_.heldCopies(writer);
+  }
+  void release(const std::string& writer) override {
+    changed([&]() GRANARY_REQUIRES(mutex_) { journal_.release(writer); });
+  }
+
+  void keepRecord() GRANARY_REQUIRES(mutex_) {
+    if (Status w = writeDrainRecord(options_.recordFile, journal_.record()); !w.isOk())
+      log_.error("cannot keep the drain's record", {{"error", w}});
+  }
+
+  // Applies a change of the journal and plans again.
+  template <typename Change>
+  void changed(const Change& change) {
+    MutexLock lock(mutex_);
+    change();
     dirty_ = true;
     changed_.notify_all();
   }
@@ -258,8 +360,13 @@ class TreeDrainer final : public Drainer {
   // A list: each step's thread holds a reference to its entry.
   std::list<Step> steps_ GRANARY_GUARDED_BY(mutex_);
   DrainStatus counters_ GRANARY_GUARDED_BY(mutex_);
-  Clock::MonoTime retryAt_ GRANARY_GUARDED_BY(mutex_){};
-  std::chrono::seconds backoff_ GRANARY_GUARDED_BY(mutex_) = kFirstBackoff;
+  struct Backoff {
+    Clock::MonoTime retryAt{};
+    std::chrono::seconds delay = kFirstBackoff;
+  };
+  Backoff backoff_ GRANARY_GUARDED_BY(mutex_);      // of the steps at the origin
+  Backoff copyBackoff_ GRANARY_GUARDED_BY(mutex_);  // of the copies
+  uint64_t peersGeneration_ GRANARY_GUARDED_BY(mutex_) = 0;
 
   std::condition_variable_any changed_;            // the tree changed, or a step ended
   bool dirty_ GRANARY_GUARDED_BY(mutex_) = false;  // since the last plan

@@ -34,8 +34,10 @@ bool TreeJournal::closed(const std::string& path, const FileIdentity& identity, 
   files_[path] = Version{TreeFile{path, seq, identity.size, at}, identity};
   // A removal of this path not carried out yet stays: the planner settles it, since the tree
   // holds the path again.
+  const auto copy = copies_.find(path);
+  const bool copied = copy != copies_.end() && copy->second.here == identity;
   const auto held = origin_.find(path);
-  if (held == origin_.end() || !(held->second.identity == identity)) return true;
+  if (held == origin_.end() || !(held->second.identity == identity)) return !copied;
   if (held->second.seq == 0) held->second.seq = seq;  // uploaded (or restored) before a restart
   return false;
 }
@@ -47,6 +49,7 @@ void TreeJournal::removed(const std::string& path, bool directory) {
   for (auto it = files_.begin(); it != files_.end();) {
     if (gone(it->first)) {
       removals_.push_back({it->first, ++seq_});
+      if (peers_.erase(it->first) > 0) uncopies_.push_back(removals_.back());
       it = files_.erase(it);
     } else {
       ++it;
@@ -54,6 +57,7 @@ void TreeJournal::removed(const std::string& path, bool directory) {
   }
   // A file seen being written may be gone before its close was seen (renamed away at once).
   std::erase_if(writing_, gone);
+  std::erase_if(copies_, [&](const auto& entry) { return gone(entry.first); });
   std::erase_if(links_, gone);
 }
 
@@ -64,7 +68,7 @@ void TreeJournal::linked(const std::string& path) {
 
 void TreeJournal::started(const DrainStep& step) { underway_.push_back(step); }
 
-void TreeJournal::finished(const DrainStep& step) {
+void TreeJournal::finished(const DrainStep& step, int peers) {
   ended(step);
   switch (step.kind) {
     case DrainStep::Kind::kUpload: {
@@ -84,12 +88,12 @@ void TreeJournal::finished(const DrainStep& step) {
           held != origin_.end() && held->second.seq <= step.seq)
         origin_.erase(held);
       return;
-    case DrainStep::Kind::kCopy: {
-      auto& [seq, count] = peers_[step.path];
-      count = seq == step.seq ? count + 1 : 1;
-      seq = step.seq;
+    case DrainStep::Kind::kCopy:
+      peers_[step.path] = {step.seq, peers};
       return;
-    }
+    case DrainStep::Kind::kUncopy:
+      std::erase(uncopies_, TreeRemoval{step.path, step.seq});
+      return;
   }
 }
 
@@ -102,12 +106,76 @@ void TreeJournal::settle(const std::vector<TreeRemoval>& removals) {
   for (const TreeRemoval& r : removals) std::erase(removals_, r);
 }
 
+void TreeJournal::copyArriving(const std::string& path, const FileIdentity& identity,
+                               const std::string& writer, const FileIdentity& source,
+                               bool atOrigin) {
+  copies_[path] = Copy{writer, identity, source, !atOrigin};
+  if (atOrigin) origin_[path] = AtOrigin{0, identity};  // closed() finds it there
+}
+
+void TreeJournal::copyAtOrigin(const std::string& writer, const std::string& path,
+                               const FileIdentity& source) {
+  const auto copy = copies_.find(path);
+  if (copy == copies_.end() || copy->second.writer != writer || copy->second.source != source)
+    return;
+  copy->second.held = false;
+  const auto file = files_.find(path);
+  const bool closed = file != files_.end() && file->second.identity == copy->second.here;
+  origin_[path] = AtOrigin{closed ? file->second.file.seq : 0, copy->second.here};
+}
+
+std::optional<FileIdentity> TreeJournal::copyOf(const std::string& writer, const std::string& path,
+                                                bool heldOnly) const {
+  const auto copy = copies_.find(path);
+  if (copy == copies_.end() || copy->second.writer != writer || (heldOnly && !copy->second.held))
+    return std::nullopt;
+  return copy->second.here;
+}
+
+std::vector<std::string> TreeJournal::heldCopies(const std::string& writer) const {
+  std::vector<std::string> paths;
+  for (const auto& [path, copy] : copies_)
+    if (copy.writer == writer && copy.held) paths.push_back(path);
+  return paths;
+}
+
+void TreeJournal::forgetCopy(const std::string& writer, const std::string& path) {
+  const auto copy = copies_.find(path);
+  if (copy == copies_.end() || copy->second.writer != writer) return;
+  copy->second.held = true;
+  if (const auto held = origin_.find(path);
+      held != origin_.end() && held->second.identity == copy->second.here)
+    origin_.erase(held);
+}
+
+void TreeJournal::release(const std::string& writer) {
+  for (auto& [path, copy] : copies_)
+    if (copy.writer == writer) copy.held = false;
+}
+
+std::vector<TreeJournal::Listed> TreeJournal::listing() const {
+  std::vector<Listed> out;
+  for (const auto& [path, version] : files_)
+    if (!writing_.contains(path))
+      out.push_back({path, version.identity, isAtOrigin(path, version.file.seq)});
+  return out;
+}
+
+bool TreeJournal::isHeld(const std::string& path, const Version& version) const {
+  const auto copy = copies_.find(path);
+  return copy != copies_.end() && copy->second.held && copy->second.here == version.identity;
+}
+
 DrainObservation TreeJournal::observe(int copies, int maxUploads, int maxCopies) const {
   DrainObservation o;
   o.closed.reserve(files_.size());
-  for (const auto& [path, version] : files_) o.closed.push_back(version.file);
+  for (const auto& [path, version] : files_) {
+    o.closed.push_back(version.file);
+    if (isHeld(path, version)) o.held.insert(path);
+  }
   o.writing = writing_;
   o.removals = removals_;
+  o.uncopies = uncopies_;
   // A version from before a restart counts as seq 0: at the origin, so that its removal is
   // carried out, and never the tree's version.
   for (const auto& [path, held] : origin_) o.origin[path] = held.seq;
@@ -125,6 +193,11 @@ std::optional<FileIdentity> TreeJournal::identity(const std::string& path, uint6
   return it->second.identity;
 }
 
+bool TreeJournal::isAtOrigin(const std::string& path, uint64_t seq) const {
+  const auto held = origin_.find(path);
+  return held != origin_.end() && held->second.seq == seq;
+}
+
 std::vector<OriginEntry> TreeJournal::record() const {
   std::vector<OriginEntry> entries;
   entries.reserve(origin_.size());
@@ -133,7 +206,7 @@ std::vector<OriginEntry> TreeJournal::record() const {
 }
 
 bool TreeJournal::drained() const {
-  if (!writing_.empty() || !removals_.empty()) return false;
+  if (!writing_.empty() || !removals_.empty() || !uncopies_.empty()) return false;
   return std::all_of(files_.begin(), files_.end(), [&](const auto& entry) {
     const auto held = origin_.find(entry.first);
     return held != origin_.end() && held->second.seq == entry.second.file.seq;

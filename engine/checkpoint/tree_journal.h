@@ -49,8 +49,8 @@ class TreeJournal {
   void writing(const std::string& path);
   // `path` was closed after writing, or renamed into place, and is now `identity`. A new
   // version unless it is the version the tree already holds (a rescan seeing the same file).
-  // True when the version is one written here: new, and not the one the origin holds (a file
-  // restored, or drained before a restart).
+  // True when the version is one written here: new, not the one the origin holds (a file
+  // restored, or drained before a restart), and not another node's copy.
   bool closed(const std::string& path, const FileIdentity& identity, WallTime at);
   // `path` left the tree (deleted, or renamed away); with `directory`, everything below it.
   void removed(const std::string& path, bool directory);
@@ -60,22 +60,57 @@ class TreeJournal {
 
   // ---- Ends of the drain's steps. ----
   void started(const DrainStep& step);
-  // The step succeeded: the origin (or a peer) holds that version, or the path is gone there.
-  void finished(const DrainStep& step);
+  // The step succeeded: the origin (or, for a copy, `peers` peers) holds that version, or the
+  // path is gone there.
+  void finished(const DrainStep& step, int peers = 1);
   // The step failed or was abandoned: no longer under way.
   void ended(const DrainStep& step);
   // Removals the planner found nothing to do for.
   void settle(const std::vector<TreeRemoval>& removals);
+  // The peers copies go to changed: no file is on them.
+  void forgetCopies() {
+    peers_.clear();
+    uncopies_.clear();
+  }
+
+  // ---- Other nodes' files copied into the tree (peer_copies.h). ----
+  // The file `identity` about to be renamed to `path` is `writer`'s version `source`: held (not
+  // uploaded, not copied on) while its writer uploads it, unless `atOrigin` says it is there.
+  void copyArriving(const std::string& path, const FileIdentity& identity,
+                    const std::string& writer, const FileIdentity& source, bool atOrigin);
+  // `writer` put its version `source` of `path` at the origin: the copy of it here is there.
+  void copyAtOrigin(const std::string& writer, const std::string& path, const FileIdentity& source);
+  // The identity of the copy of `writer`'s `path` the tree holds now, if any; only one still held
+  // for its writer when `heldOnly`.
+  std::optional<FileIdentity> copyOf(const std::string& writer, const std::string& path,
+                                     bool heldOnly) const;
+  // The copy of `writer`'s `path` is about to be removed by its writer's word: held (not uploaded)
+  // until then, and the origin's version of it the writer's to remove, not this node's.
+  void forgetCopy(const std::string& writer, const std::string& path);
+  // The tree's closed files not being written again, with their identity and whether the origin
+  // holds that version: what a restore on another node may read here.
+  struct Listed {
+    std::string path;
+    FileIdentity identity;
+    bool atOrigin = false;
+  };
+  std::vector<Listed> listing() const;
+  // Paths of the copies of `writer`'s files the tree holds now, held ones only.
+  std::vector<std::string> heldCopies(const std::string& writer) const;
+  // `writer` is lost: the copies of its files held here are uploaded from here.
+  void release(const std::string& writer);
 
   // What the planner decides from. `copies`, `maxUploads` and `maxCopies` are the drain's
   // settings.
   DrainObservation observe(int copies, int maxUploads, int maxCopies) const;
   // The identity of the version `seq` of `path`, nullopt when the tree no longer holds it.
   std::optional<FileIdentity> identity(const std::string& path, uint64_t seq) const;
+  // Whether the origin holds the version `seq` of `path`.
+  bool isAtOrigin(const std::string& path, uint64_t seq) const;
   // The drain's record: every path the origin holds, with the identity it was uploaded from.
   std::vector<OriginEntry> record() const;
-  // Whether anything is pending: a closed file not at the origin, a removal not carried out, a
-  // file being written.
+  // Whether anything is pending: a closed file not at the origin (held ones included), a removal
+  // not carried out, a file being written.
   bool drained() const;
   // The symbolic links the tree holds, which the drain leaves out.
   const std::set<std::string>& links() const { return links_; }
@@ -95,8 +130,16 @@ class TreeJournal {
   std::set<std::string> writing_;
   std::set<std::string> links_;
   std::vector<TreeRemoval> removals_;
+  std::vector<TreeRemoval> uncopies_;  // paths removed here still on the peers
   std::map<std::string, AtOrigin> origin_;
   std::map<std::string, std::pair<uint64_t, int>> peers_;
+  struct Copy {
+    std::string writer;
+    FileIdentity here, source;
+    bool held = true;
+  };
+  std::map<std::string, Copy> copies_;  // by path; current while `here` is the tree's version
+  bool isHeld(const std::string& path, const Version& version) const;
   std::vector<DrainStep> underway_;
   bool scanning_ = false;  // between recordAtOrigin() and scanDone()
 };

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -13,9 +14,20 @@
 
 #include "common/log.h"
 #include "common/owned_fd.h"
+#include "engine/checkpoint/drain_plan.h"
 
 namespace granary::checkpoint {
 namespace {
+
+// Puts what a scan found in the order its files were likely closed: by modification time, the
+// files that mark a checkpoint complete after every other (their order is what the drain keeps).
+void inClosingOrder(std::vector<TreeEvent>& found) {
+  std::stable_sort(found.begin(), found.end(), [](const TreeEvent& a, const TreeEvent& b) {
+    const bool markerA = isCompletionMarker(a.path), markerB = isCompletionMarker(b.path);
+    if (markerA != markerB) return markerB;
+    return a.identity.modifiedNanos < b.identity.modifiedNanos;
+  });
+}
 
 constexpr uint32_t kMask = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE |
                            IN_DELETE | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK;
@@ -54,6 +66,7 @@ class InotifyTreeWatch final : public TreeWatch {
   Status begin() {
     std::vector<TreeEvent> found;
     GRANARY_RETURN_IF_ERROR(watchAndScan("", found));
+    inClosingOrder(found);
     sink_(std::move(found));
     thread_ = std::thread([this] { run(); });
     return Status::ok();
@@ -104,6 +117,7 @@ class InotifyTreeWatch final : public TreeWatch {
     std::vector<TreeEvent> found;
     if (Status s = watchAndScan("", found); !s.isOk())
       log_.error("rescan failed", {{"tree", root_.string()}, {"error", s}});
+    inClosingOrder(found);
     TreeEvent all{.kind = TreeEvent::Kind::kRescanned};
     for (TreeEvent& e : found) {
       all.all.insert(e.path);
@@ -122,8 +136,12 @@ class InotifyTreeWatch final : public TreeWatch {
       if (isDirectory) unwatchBelow(path);
       events.push_back({.kind = TreeEvent::Kind::kRemoved, .path = path, .directory = isDirectory});
     } else if (isDirectory && (e.mask & (IN_CREATE | IN_MOVED_TO))) {
-      if (Status s = watchAndScan(path, events); !s.isOk())
+      std::vector<TreeEvent> found;
+      if (Status s = watchAndScan(path, found); !s.isOk())
         log_.error("cannot watch a new directory", {{"error", s}});
+      inClosingOrder(found);
+      events.insert(events.end(), std::make_move_iterator(found.begin()),
+                    std::make_move_iterator(found.end()));
     } else if ((e.mask & (IN_CREATE | IN_MOVED_TO)) && isSymlink(root_ / path)) {
       events.push_back({.kind = TreeEvent::Kind::kLink, .path = path});
     } else if (e.mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) {

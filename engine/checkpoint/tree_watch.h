@@ -1,6 +1,7 @@
 // The changes of a checkpoint tree as they happen, from inotify(7): each directory of the tree is
 // watched, a directory created or moved in is watched and scanned at once (files written into it
-// before its watch was added are reported by the scan), and a lost event (the kernel's queue
+// before its watch was added are reported by the scan, in the order they were likely closed: by
+// modification time, completion markers last), and a lost event (the kernel's queue
 // overflowed) makes a rescan of the whole tree. Regular files, and symbolic links (reported as
 // such, for the status: the drain leaves them out); devices and sockets are not reported.
 //

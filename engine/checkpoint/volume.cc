@@ -23,7 +23,8 @@ Result<std::unique_ptr<CheckpointVolume>> CheckpointVolume::open(
   GRANARY_ASSIGN_OR_RETURN(auto origin, cache::makeOrigin(source, settings));
   const RestoreOptions where{.tree = options.home / "tree",
                              .recordFile = options.home / "record",
-                             .staging = options.home / "restoring"};
+                             .staging = options.home / "restoring",
+                             .peers = options.peers};
   std::error_code error;
   std::filesystem::create_directories(where.tree, error);
   if (error) return unavailable("cannot create " + where.tree.string() + ": " + error.message());
@@ -31,10 +32,27 @@ Result<std::unique_ptr<CheckpointVolume>> CheckpointVolume::open(
   GRANARY_ASSIGN_OR_RETURN(
       auto drainer, Drainer::start({.tree = where.tree,
                                     .recordFile = where.recordFile,
-                                    .bandwidthBytesPerSecond = options.bandwidthBytesPerSecond},
+                                    .bandwidthBytesPerSecond = options.bandwidthBytesPerSecond,
+                                    .copies = options.copies},
                                    std::move(writer), clock));
   return std::unique_ptr<CheckpointVolume>(
       new CheckpointVolume(where.tree, restored, std::move(drainer)));
+}
+
+std::vector<PeerFile> CheckpointVolume::listing() const {
+  std::vector<PeerFile> files;
+  for (const TreeJournal::Listed& f : drainer_->listing())
+    files.push_back({f.path, f.identity.size, f.identity.modifiedNanos, f.atOrigin});
+  return files;
+}
+
+Status CheckpointVolume::takeNews(const CopyNews& news) {
+  for (const auto& [path, version] : news.atOrigin)
+    drainer_->copyAtOrigin(news.writer, path, version);
+  for (const std::string& path : news.removed)
+    GRANARY_RETURN_IF_ERROR(removeCopy(tree_, *drainer_, news.writer, path));
+  if (news.dropHeld) return dropHeldCopies(tree_, *drainer_, news.writer);
+  return Status::ok();
 }
 
 }  // namespace granary::checkpoint

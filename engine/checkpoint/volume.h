@@ -1,7 +1,8 @@
 // A job's checkpoint volume on one node, as local mode and the cache node's CSI volume both keep
 // it: a home directory holding the tree the workers write (HOME/tree), the drain's record
-// (HOME/record) and the restore's staging directory (HOME/restoring); opened by restoring the
-// tree from the origin, then drained to it until closed.
+// (HOME/record), the restore's staging directory (HOME/restoring) and the one of copies from
+// peers (HOME/copies); opened by restoring the tree from the origin, then drained to it (and
+// copied to peers, when it has copy targets) until closed.
 #pragma once
 
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "common/clock.h"
 #include "engine/checkpoint/drainer.h"
+#include "engine/checkpoint/peer_copies.h"
 #include "engine/checkpoint/restore.h"
 #include "engine/origin/make_origin.h"
 
@@ -22,8 +24,18 @@ namespace granary::checkpoint {
 std::string homeName(const std::string& key);
 
 struct VolumeOptions {
-  std::filesystem::path home;           // created when missing
-  int64_t bandwidthBytesPerSecond = 0;  // uploads' share of the origin; 0 unlimited
+  std::filesystem::path home;                    // created when missing
+  int64_t bandwidthBytesPerSecond = 0;           // uploads' share of the origin; 0 unlimited
+  std::shared_ptr<CopyTargets> copies;           // none: no copies
+  std::vector<std::shared_ptr<PeerTree>> peers;  // the restore reads them before the origin
+};
+
+// What a node that copied files into this tree says of them since.
+struct CopyNews {
+  std::string writer;
+  std::vector<std::pair<std::string, FileIdentity>> atOrigin;  // path, the writer's version
+  std::vector<std::string> removed;                            // paths
+  bool dropHeld = false;  // it copies here no longer: drop the copies it would upload
 };
 
 class CheckpointVolume {
@@ -44,6 +56,19 @@ class CheckpointVolume {
   bool waitDrained(std::stop_token stop, const std::function<void(const DrainStatus&)>& progress) {
     return drainer_->waitDrained(stop, progress);
   }
+
+  // Another node's file placed into the tree, as placeCopy (peer_copies.h) says.
+  Status placeCopy(const PeerCopy& copy, const std::function<Status(int fd)>& fill) {
+    return checkpoint::placeCopy({tree_, tree_.parent_path() / "copies"}, *drainer_, copy, fill);
+  }
+  Status takeNews(const CopyNews& news);
+  // What another node's restore may read here (TreeJournal::listing), and one such file.
+  std::vector<PeerFile> listing() const;
+  Status readFile(const PeerFile& file, const std::function<Status(std::string_view)>& each) const {
+    return readTreeFile(tree_, file, each);
+  }
+  // The node `writer` is lost: the copies of its files held here are uploaded from here.
+  void release(const std::string& writer) { drainer_->release(writer); }
 
  private:
   CheckpointVolume(std::filesystem::path tree, RestoreProgress restored,

@@ -105,4 +105,55 @@ Condition checkpointDiskCondition(const Json& summary) {
               "Datasets cached there or lower their cache.capacityPerNode"};
 }
 
+std::map<std::string, std::vector<std::string>> checkpointPeersOf(std::set<std::string> nodes,
+                                                                  int copies) {
+  const std::vector<std::string> ring(nodes.begin(), nodes.end());
+  const size_t wanted = std::min<size_t>(copies < 0 ? 0 : static_cast<size_t>(copies),
+                                         ring.empty() ? 0 : ring.size() - 1);
+  std::map<std::string, std::vector<std::string>> peers;
+  for (size_t i = 0; i < ring.size(); ++i) {
+    std::vector<std::string>& mine = peers[ring[i]];
+    for (size_t k = 1; k <= wanted; ++k) mine.push_back(ring[(i + k) % ring.size()]);
+  }
+  return peers;
+}
+
+namespace {
+
+// The nodes status.checkpoints' items name, in the items' order (newest first), each once.
+std::vector<std::string> nodesOf(const Json& summary) {
+  std::vector<std::string> out;
+  const Json items = kube::pathValue(summary, "items");
+  if (!items.is_array()) return out;
+  for (const Json& item : items.as_array()) {
+    const Json nodes = kube::pathValue(item, "nodes");
+    if (!nodes.is_array()) continue;
+    for (const Json& node : nodes.as_array())
+      if (node.is_string() && std::find(out.begin(), out.end(), node.as_string()) == out.end())
+        out.push_back(node.as_string());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string checkpointPeersAttribute(const Json& summary,
+                                     const std::map<std::string, std::string>& addresses) {
+  std::string out;
+  for (const std::string& node : nodesOf(summary)) {
+    const auto address = addresses.find(node);
+    if (address == addresses.end() || address->second.empty()) continue;
+    out += (out.empty() ? "" : ",") + node + "=" + address->second;
+  }
+  return out;
+}
+
+std::vector<std::string> lostCheckpointNodes(const Json& summary,
+                                             const std::set<std::string>& live) {
+  std::set<std::string> lost;
+  for (const std::string& node : nodesOf(summary))
+    if (!live.contains(node)) lost.insert(node);
+  return {lost.begin(), lost.end()};
+}
+
 }  // namespace granary::op

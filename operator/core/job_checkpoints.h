@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,5 +47,23 @@ kube::Json checkpointSummary(const std::vector<CheckpointVolumeReport>& reports)
 // naming the nodes whose disk is full and what to do, False (reason DiskHasRoom) otherwise.
 inline constexpr const char* kCheckpointDiskFull = "CheckpointDiskFull";
 Condition checkpointDiskCondition(const kube::Json& summary);
+
+// Where each node of a job's checkpoint volume copies its closed files: the `copies` nodes after
+// it in name order, around a ring (fewer when the job has fewer other nodes), so that each node
+// holds the copies of as many others and a new node moves few copies.
+std::map<std::string, std::vector<std::string>> checkpointPeersOf(std::set<std::string> nodes,
+                                                                  int copies);
+
+// The volumeAttributes.checkpointPeers of a new worker's checkpoint volume: the nodes
+// status.checkpoints says hold the job's checkpoints, the newest's first, that `addresses` knows
+// (a cache node's host:port), as "node=host:port,..."; "" when none.
+std::string checkpointPeersAttribute(const kube::Json& summary,
+                                     const std::map<std::string, std::string>& addresses);
+
+// The nodes the job's status.checkpoints said hold its checkpoints (items' nodes) that are lost:
+// not among `live` (the nodes whose Node is Ready with a cache node on it). Their peers upload
+// the copies they hold of their files.
+std::vector<std::string> lostCheckpointNodes(const kube::Json& summary,
+                                             const std::set<std::string>& live);
 
 }  // namespace granary::op

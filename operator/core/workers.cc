@@ -49,7 +49,7 @@ constexpr const char* kCheckpointVolumeName = "granary-checkpoints";
 
 // The job's checkpoint volume: the cache node restores it from the origin, binds it read-write
 // and drains it back (cache-node/csi/checkpoint_volumes.h).
-Json checkpointVolume(const api::CheckpointVolume& checkpoints) {
+Json checkpointVolume(const api::CheckpointVolume& checkpoints, const std::string& peers) {
   const api::Source& source = checkpoints.source;
   Json attributes = Json::object();
   attributes[names::kCsiCheckpointsAttribute] = Json::string(source.uri);
@@ -61,6 +61,7 @@ Json checkpointVolume(const api::CheckpointVolume& checkpoints) {
         Json::string(std::to_string(checkpoints.bandwidthLimit->bytes));
   for (const auto& [key, value] : source.options)
     attributes[names::kCsiOptionAttributePrefix + key] = Json::string(value);
+  if (!peers.empty()) attributes[names::kCsiCheckpointPeersAttribute] = Json::string(peers);
   Json v = Json::object();
   v["name"] = Json::string(kCheckpointVolumeName);
   v["csi"]["driver"] = Json::string(names::kCsiDriver);
@@ -77,7 +78,7 @@ std::string masterAddress(const std::string& job, const std::string& ns) {
 }
 
 Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int attempt,
-               const Json& versions) {
+               const Json& versions, const std::string& checkpointPeers) {
   const std::string name = kube::nameOf(job), ns = kube::namespaceOf(job);
   const Json tmpl = kube::pathValue(job, "spec.template");
   Json pod = Json::object();
@@ -143,7 +144,7 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
     m["name"] = Json::string(kCheckpointVolumeName);
     m["mountPath"] = Json::string(spec.checkpoints->mountPath);
     mounts[mounts.size()] = std::move(m);
-    volumes[volumes.size()] = checkpointVolume(*spec.checkpoints);
+    volumes[volumes.size()] = checkpointVolume(*spec.checkpoints, checkpointPeers);
   }
   appendNamed(podSpec, "volumes", volumes, "name");
   Json& containers = podSpec["containers"];

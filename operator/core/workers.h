@@ -22,9 +22,12 @@ std::string masterAddress(const std::string& job, const std::string& ns);
 // (names::kAccessOrderFilesAnnotation), and, on ranks above 0 of a fixed gang, an init container
 // that waits until rank 0's DNS record resolves (an elastic job's workers meet at its rendezvous
 // store instead, elasticRendezvous).
-// `versions` (the job's status.datasetVersions, or null) pins each dataset's volume to a version.
+// `versions` (the job's status.datasetVersions, or null) pins each dataset's volume to a version;
+// `checkpointPeers` (checkpointPeersAttribute) names the nodes its checkpoint volume's restore
+// reads before the origin.
 kube::Json workerPod(const kube::Json& job, const api::TrainingJobSpec& spec, int rank, int attempt,
-                     const kube::Json& versions = kube::Json());
+                     const kube::Json& versions = kube::Json(),
+                     const std::string& checkpointPeers = "");
 // An elastic job's rendezvous: the store's Service (<job>-rendezvous) and the id of attempt
 // `attempt` (the job's uid and the attempt: a gang restart meets at a fresh rendezvous).
 std::string rendezvousName(const std::string& job);

@@ -3,7 +3,8 @@
 // disk's speed, drain to a file:// origin (or the S3 test server, with the Secret's credentials)
 // byte for byte with markers after the files they name; a node elsewhere restores every file; a
 // node killed mid-drain, or handing the node over to a new pod, has its drain resumed; a full
-// disk fails the write and loses nothing; bad input is refused naming the attribute.
+// disk fails the write and loses nothing; bad input is refused naming the attribute; a node's
+// files copied to its peer survive the node's loss and reach the origin from the peer.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -357,6 +358,90 @@ TEST_F(CheckpointVolumeProcessTest, AnS3VolumeTakesItsSecretFromThePublishAndKee
   EXPECT_TRUE(
       eventually([&] { return atOrigin("step-10/after.pt") == "written across the restart"; }, 30s))
       << again.log();
+}
+
+grpc::Status setPeers(NodeProcess& node, const std::string& uri,
+                      const std::vector<const NodeProcess*>& peers,
+                      const std::vector<std::string>& lost = {}) {
+  v1::SetCheckpointPeersRequest request;
+  request.set_namespace_("ml");
+  request.set_uri(uri);
+  for (const NodeProcess* peer : peers) {
+    v1::NodeEndpoint& endpoint = *request.add_peers();
+    endpoint.set_node_name(peer->name());
+    endpoint.set_address(peer->address());
+  }
+  for (const std::string& name : lost) request.add_lost_nodes(name);
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", std::string("Bearer ") + kToken);
+  v1::SetCheckpointPeersResponse response;
+  return node.api().SetCheckpointPeers(&context, request, &response);
+}
+
+// Two nodes of a job copy their closed files to each other. The writer's node is killed (kill -9,
+// its disk gone with it) before its slow origin has them: the operator says it is lost, and its
+// peer uploads every file, markers last; a node elsewhere then restores every byte.
+TEST_F(CheckpointVolumeProcessTest, ALostNodesFilesReachTheOriginFromItsPeer) {
+  NodeProcess& writer = startNode("n1");
+  NodeProcess& peer = startNode("n2");
+  // 256 KiB/s: the 2 MiB save is still draining when the writer's node is lost.
+  const auto attributes =
+      std::map<std::string, std::string>{{"checkpoints", uri()}, {"bandwidthLimit", "262144"}};
+  const fs::path mount = target("rank-0"), peerMount = target("rank-1");
+  ASSERT_TRUE(publish(writer, checkpointRequest(mount, attributes)).ok()) << writer.log();
+  ASSERT_TRUE(publish(peer, checkpointRequest(peerMount, attributes, "bert-worker-1")).ok());
+  ASSERT_TRUE(setPeers(writer, uri(), {&peer}).ok());
+  ASSERT_TRUE(setPeers(peer, uri(), {&writer}).ok());
+  EXPECT_EQ(setPeers(writer, "file:///elsewhere/", {&peer}).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION)
+      << "a volume the node has not opened";
+
+  const std::map<std::string, std::string> written = save(mount, 40, 1 << 20);
+  ASSERT_TRUE(eventually([&] { return filesOf(peerMount) == written; }, 20s))
+      << "the peer's workers see the copies; log:\n"
+      << writer.log();
+  v1::GetTelemetryResponse telemetry;
+  ASSERT_TRUE(eventually([&] {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    return peer.api().GetTelemetry(&context, {}, &telemetry).ok() &&
+           telemetry.checkpoint_volumes_size() == 1 &&
+           telemetry.checkpoint_volumes(0).held_files() > 0;
+  }));
+  EXPECT_EQ(telemetry.checkpoint_volumes(0).written_bytes(), 0) << "copies are not written there";
+  ASSERT_TRUE(eventually(
+      [&] { return series(writer, "granary_checkpoint_copied_bytes_total", uri()) >= 2 << 20; }));
+
+  const std::string writerAddress = writer.address();
+  writer.kill(SIGKILL);
+  std::error_code ignored;
+  fs::remove_all(root_ / "n1-0" / "cache" / "checkpoints", ignored);  // the node's disk is gone
+  ASSERT_NE(filesOf(origin()), written) << "the origin did not have everything yet";
+
+  // The gang restarts on a new node before the origin has the files: its restore reads them from
+  // the peer (the lost node, named first, is passed over).
+  NodeProcess& elsewhere = startNode("n3");
+  const fs::path restored = target("rank-0-again");
+  auto withPeers = attributes;
+  withPeers["checkpointPeers"] = "n1=" + writerAddress + ",n2=" + peer.address();
+  ASSERT_TRUE(publish(elsewhere, checkpointRequest(restored, withPeers)).ok()) << elsewhere.log();
+  EXPECT_EQ(filesOf(restored), written) << elsewhere.log();
+  EXPECT_NE(elsewhere.log().find("peerFiles=" + std::to_string(written.size())), std::string::npos)
+      << elsewhere.log();
+
+  // The operator says the writer's node is lost: its peer uploads its files, markers last.
+  ASSERT_TRUE(setPeers(peer, uri(), {}, {"n1"}).ok()) << peer.log();
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto atOrigin = filesOf(origin());
+        if (atOrigin.contains("step-40/.metadata")) {  // never before the files it names
+          for (const char* rank : {"step-40/__0_0.distcp", "step-40/__1_0.distcp"})
+            EXPECT_EQ(atOrigin.contains(rank) ? atOrigin.at(rank) : "", written.at(rank));
+        }
+        return atOrigin == written;
+      },
+      60s, 50ms))
+      << peer.log();
 }
 
 TEST_F(CheckpointVolumeProcessTest, BadVolumesAreRefusedNamingTheAttribute) {

@@ -137,6 +137,13 @@ TEST(Publication, ACheckpointVolumeCarriesItsOriginAndTheSecretsCredentials) {
   EXPECT_EQ(p->source.options, (std::map<std::string, std::string>{{"addressing", "path"}}));
   EXPECT_EQ(p->source.secretAccessKey.reveal(), "hunter2");
   EXPECT_EQ(p->bandwidthBytesPerSecond, 100 << 20);
+  EXPECT_TRUE(p->peers.empty());
+  PublishFields withPeers = checkpointRequest();
+  withPeers.volumeContext["checkpointPeers"] = "n1=10.0.0.1:7400,n2=10.0.0.2:7400";
+  const auto peered = parseCheckpointPublication(withPeers);
+  ASSERT_TRUE(peered.isOk()) << peered.status();
+  EXPECT_EQ(peered->peers, (std::vector<std::pair<std::string, std::string>>{
+                               {"n1", "10.0.0.1:7400"}, {"n2", "10.0.0.2:7400"}}));
 
   // What the node records of it, to open it again after a restart: never the credentials.
   const std::string line = formatVolumeRecord(
@@ -174,6 +181,8 @@ TEST(Publication, ACheckpointVolumeThatCannotBeRecordedOrReachedIsRefused) {
   refused([](auto& f) { f.volumeContext["bandwidthLimit"] = "0"; },
           "volumeAttributes.bandwidthLimit");
   refused([](auto& f) { f.volumeContext["version"] = "3"; }, "volumeAttributes.version: unknown");
+  refused([](auto& f) { f.volumeContext["checkpointPeers"] = "n1=10.0.0.1:7400,=x"; },
+          "volumeAttributes.checkpointPeers: \"=x\" is not node=host:port");
   refused([](auto& f) { f.secrets.erase("secretAccessKey"); }, "nodePublishSecretRef");
   refused([](auto& f) { f.volumeContext.erase("csi.storage.k8s.io/ephemeral"); },
           "ephemeral inline");

@@ -21,6 +21,14 @@ std::vector<DrainStep> atOrigin(const DrainPlan& plan) {
   return out;
 }
 
+// The steps of `plan` at the peers, in order.
+std::vector<DrainStep> atPeers(const DrainPlan& plan) {
+  std::vector<DrainStep> out;
+  for (const auto& step : plan.start)
+    if (step.kind == Kind::kCopy || step.kind == Kind::kUncopy) out.push_back(step);
+  return out;
+}
+
 DrainObservation withoutCopies() {
   DrainObservation o;
   o.copies = 0;
@@ -197,6 +205,57 @@ TEST(DrainPlanTest, CopiesEachVersionToPeersOldestFirst) {
   o.peers["b"] = {2, 1};
   o.underway = {copy("b", 2)};
   EXPECT_EQ(planDrain(o).start, std::vector{copy("c", 3)});
+}
+
+TEST(DrainPlanTest, AMarkerIsCopiedOnlyOnceTheFilesClosedBeforeItAreOnPeers) {
+  DrainObservation o;
+  o.copies = 1;
+  o.maxCopies = 8;
+  o.closed = {{"step-10/__0_0.distcp", 1}, {"step-10/.metadata", 2}, {"step-20/__0_0.distcp", 3}};
+  EXPECT_EQ(atPeers(planDrain(o)),
+            (std::vector{copy("step-10/__0_0.distcp", 1), copy("step-20/__0_0.distcp", 3)}))
+      << "a later file does not wait for the marker";
+  o.peers = {{"step-10/__0_0.distcp", {1, 1}}};
+  o.underway = {copy("step-20/__0_0.distcp", 3)};
+  EXPECT_EQ(atPeers(planDrain(o)), std::vector{copy("step-10/.metadata", 2)});
+}
+
+TEST(DrainPlanTest, AFileHeldForItsWriterIsNeitherUploadedNorCopiedYetHoldsLaterMarkers) {
+  DrainObservation o;
+  o.copies = 1;
+  o.maxUploads = 8;
+  o.closed = {{"step-10/__1_0.distcp", 1, 10},
+              {"step-10/__0_0.distcp", 2, 10},
+              {"step-10/.metadata", 3, 10}};
+  o.held = {"step-10/__1_0.distcp"};  // another node's rank, copied here
+  const DrainPlan plan = planDrain(o);
+  EXPECT_EQ(atOrigin(plan), std::vector{upload("step-10/__0_0.distcp", 2)})
+      << "the marker waits for the held file too: the checkpoint is whole only with it";
+  EXPECT_EQ(plan.heldMarkers, 1);
+  ASSERT_TRUE(plan.oldestPending);
+  EXPECT_EQ(plan.oldestPending->path, "step-10/__0_0.distcp") << "the writer's lag, not ours";
+  for (const DrainStep& step : plan.start) EXPECT_NE(step.path, "step-10/__1_0.distcp");
+  o.origin = {{"step-10/__1_0.distcp", 1}, {"step-10/__0_0.distcp", 2}};  // the writer's news
+  o.held.clear();
+  EXPECT_EQ(atOrigin(planDrain(o)), std::vector{upload("step-10/.metadata", 3)});
+}
+
+TEST(DrainPlanTest, ARemovalReachesThePeersAtOnceAndTheNextCopyWaitsForIt) {
+  DrainObservation o;
+  o.copies = 1;
+  o.maxUploads = 1;
+  // torch.save over model.pt, as safetensors does it: a temp file renamed over the target.
+  o.closed = {{"a.bin", 1}, {"model.pt", 4}};
+  o.removals = {{"model.pt.tmp", 2}, {"model.pt", 3}};
+  o.uncopies = {{"model.pt.tmp", 2}, {"model.pt", 3}};
+  const DrainStep uncopyTmp{Kind::kUncopy, "model.pt.tmp", 2};
+  const DrainStep uncopyOld{Kind::kUncopy, "model.pt", 3};
+  EXPECT_EQ(planDrain(o).start,
+            (std::vector{upload("a.bin", 1), uncopyTmp, uncopyOld, copy("a.bin", 1)}))
+      << "the new model.pt is not copied while the old one's removal is under way there";
+  o.uncopies = {};
+  o.underway = {upload("a.bin", 1), copy("a.bin", 1)};
+  EXPECT_EQ(planDrain(o).start, std::vector{copy("model.pt", 4)});
 }
 
 TEST(DrainPlanTest, EvictsOnlyWhatIsAtTheOriginOldestFirst) {

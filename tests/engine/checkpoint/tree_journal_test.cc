@@ -177,5 +177,45 @@ TEST(TreeJournalTest, AnUploadOfAVersionWrittenAgainSinceLeavesThePathPending) {
   EXPECT_EQ(plan.start[0], upload("model.pt", 2));
 }
 
+TEST(TreeJournalTest, ACopyIsHeldForItsWriterUntilItSaysTheOriginHasIt) {
+  TreeJournal journal;
+  journal.copyArriving("step-1/__1_0.distcp", id(20, 100), "node-a", id(7, 100, 5), false);
+  EXPECT_FALSE(journal.closed("step-1/__1_0.distcp", id(20, 100), kNow))
+      << "a copy is not written here";
+  EXPECT_EQ(journal.observe(1, 4, 4).held, std::set<std::string>{"step-1/__1_0.distcp"});
+  EXPECT_TRUE(planDrain(journal.observe(1, 4, 4)).start.empty()) << "neither uploaded nor copied";
+  EXPECT_FALSE(journal.drained());
+  EXPECT_EQ(journal.heldCopies("node-a"), std::vector<std::string>{"step-1/__1_0.distcp"});
+
+  journal.copyAtOrigin("node-b", "step-1/__1_0.distcp", id(7, 100, 5));
+  journal.copyAtOrigin("node-a", "step-1/__1_0.distcp", id(7, 100, 6));
+  EXPECT_FALSE(journal.drained()) << "news of another writer, or another version, is not ours";
+  journal.copyAtOrigin("node-a", "step-1/__1_0.distcp", id(7, 100, 5));
+  EXPECT_TRUE(journal.drained());
+  EXPECT_EQ(journal.record(), (std::vector<OriginEntry>{{"step-1/__1_0.distcp", id(20, 100)}}));
+  EXPECT_EQ(journal.copyOf("node-a", "step-1/__1_0.distcp", false), id(20, 100));
+  EXPECT_EQ(journal.copyOf("node-a", "step-1/__1_0.distcp", true), std::nullopt);
+}
+
+TEST(TreeJournalTest, ACopyOfALostWriterIsUploadedFromHere) {
+  TreeJournal journal;
+  journal.copyArriving("model.pt", id(20, 100), "node-a", id(7, 100), false);
+  journal.closed("model.pt", id(20, 100), kNow);
+  journal.release("node-a");
+  EXPECT_TRUE(journal.observe(1, 4, 4).held.empty());
+  EXPECT_EQ(planDrain(journal.observe(0, 4, 0)).start, std::vector{upload("model.pt", 1)});
+  drainAll(journal);
+  EXPECT_TRUE(journal.drained());
+}
+
+TEST(TreeJournalTest, AFileWrittenHereOverACopyIsOursToUpload) {
+  TreeJournal journal;
+  journal.copyArriving("latest", id(20, 10), "node-a", id(7, 10), false);
+  journal.closed("latest", id(20, 10), kNow);
+  EXPECT_TRUE(journal.closed("latest", id(21, 12), kNow));
+  EXPECT_TRUE(journal.observe(1, 4, 4).held.empty());
+  EXPECT_EQ(planDrain(journal.observe(0, 4, 0)).start, std::vector{upload("latest", 2)});
+}
+
 }  // namespace
 }  // namespace granary::checkpoint

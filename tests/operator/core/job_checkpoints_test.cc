@@ -71,5 +71,41 @@ TEST(JobCheckpointsTest, AFullDiskIsAConditionNamingTheNodeAndTheFix) {
   EXPECT_EQ(c.message.find("n1"), std::string::npos) << c.message;
 }
 
+TEST(JobCheckpointsTest, EachNodeCopiesToTheNextAroundARing) {
+  using Peers = std::map<std::string, std::vector<std::string>>;
+  EXPECT_EQ(checkpointPeersOf({"n3", "n1", "n2"}, 1),
+            (Peers{{"n1", {"n2"}}, {"n2", {"n3"}}, {"n3", {"n1"}}}));
+  EXPECT_EQ(checkpointPeersOf({"n1", "n2", "n3"}, 2),
+            (Peers{{"n1", {"n2", "n3"}}, {"n2", {"n3", "n1"}}, {"n3", {"n1", "n2"}}}));
+  EXPECT_EQ(checkpointPeersOf({"n1", "n2"}, 3), (Peers{{"n1", {"n2"}}, {"n2", {"n1"}}}))
+      << "no more copies than other nodes";
+  EXPECT_EQ(checkpointPeersOf({"n1"}, 1), (Peers{{"n1", {}}})) << "alone: no peer";
+  EXPECT_EQ(checkpointPeersOf({"n1", "n2"}, 0), (Peers{{"n1", {}}, {"n2", {}}}));
+}
+
+TEST(JobCheckpointsTest, ANewWorkersRestoreReadsTheNodesHoldingTheNewestCheckpointFirst) {
+  const Json summary = checkpointSummary(
+      {{.node = "n1", .checkpoints = {{"step-10", 2, 200, true}}},
+       {.node = "n2", .checkpoints = {{"step-20", 2, 200, false}, {"step-10", 2, 200, true}}},
+       {.node = "n3", .checkpoints = {{"step-20", 2, 200, false}}}});
+  EXPECT_EQ(
+      checkpointPeersAttribute(
+          summary, {{"n1", "10.0.0.1:7400"}, {"n2", "10.0.0.2:7400"}, {"n3", "10.0.0.3:7400"}}),
+      "n2=10.0.0.2:7400,n3=10.0.0.3:7400,n1=10.0.0.1:7400");
+  EXPECT_EQ(checkpointPeersAttribute(summary, {{"n1", "10.0.0.1:7400"}}), "n1=10.0.0.1:7400")
+      << "a node without a cache node known is left out";
+  EXPECT_EQ(checkpointPeersAttribute(Json::null(), {{"n1", "10.0.0.1:7400"}}), "");
+}
+
+TEST(JobCheckpointsTest, ANodeHoldingCheckpointsIsLostOnceItIsNoLongerLive) {
+  const Json summary = checkpointSummary(
+      {{.node = "n1", .checkpoints = {{"step-20", 2, 200, false}}},
+       {.node = "n2", .checkpoints = {{"step-20", 2, 200, false}, {"step-10", 2, 200, true}}},
+       {.node = "n3", .checkpoints = {{"step-10", 2, 200, true}}}});
+  EXPECT_EQ(lostCheckpointNodes(summary, {"n1", "n2", "n3"}), std::vector<std::string>{});
+  EXPECT_EQ(lostCheckpointNodes(summary, {"n2", "n4"}), (std::vector<std::string>{"n1", "n3"}));
+  EXPECT_EQ(lostCheckpointNodes(Json::null(), {}), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace granary::op
