@@ -38,9 +38,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench/cache_node_process.h"
 #include "common/flags.h"
 #include "common/owned_fd.h"
-#include "csi/v1/csi.grpc.pb.h"
 #include "engine/checkpoint/drainer.h"
 #include "engine/checkpoint/restore.h"
 #include "engine/origin/make_origin.h"
@@ -170,57 +170,21 @@ Volume startVolume(const fs::path& home, const Args& args) {
 }
 
 // The checkpoint volume a pod gets on a cluster: a granary-cache-node process serving its CSI
-// socket, the volume published at HOME/pod/ckpt as the kubelet publishes it, drained by the node
-// to a file:// origin at HOME/origin.
+// socket, the volume published as the kubelet publishes it, drained by the node to a file://
+// origin at HOME/origin.
 class NodeVolume {
  public:
   NodeVolume(const std::string& binary, const fs::path& home, const Args& args)
-      : target_(home / "pod" / "ckpt") {
+      : node_(binary, home / "node", "bench") {
     fs::create_directories(home / "origin");
-    std::ofstream(home / "config.yaml")
-        << "nodeName: bench\nlisten: 127.0.0.1:0\nmetricsAddress: \"\"\nstateDirectory: "
-        << (home / "state") << "\ncacheDirectories: [{path: " << (home / "cache")
-        << ", quota: 10Gi}]\ncsiSocket: " << (home / "csi.sock")
-        << "\nmountRoot: " << (home / "mounts") << "\nmountKeeper: false\ngpuTelemetry: false"
-        << "\ncheckpointOriginRoots: [" << home << "]\nlogLevel: warn\n";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const std::string config = (home / "config.yaml").string();
-      std::freopen((home / "log").c_str(), "a", stderr);
-      ::execl(binary.c_str(), "granary-cache-node", "--config", config.c_str(), nullptr);
-      ::_exit(127);
-    }
-    auto channel = grpc::CreateChannel("unix://" + (home / "csi.sock").string(),
-                                       grpc::InsecureChannelCredentials());
-    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(30)))
-      die("granary-cache-node did not serve CSI; see " + (home / "log").string());
-    csi::v1::NodePublishVolumeRequest request;
-    request.set_volume_id("csi-bench");
-    request.set_target_path(target_.string());
-    request.mutable_volume_capability()->mutable_mount();
-    request.mutable_volume_context()->insert(
-        {{"checkpoints", "file://" + (home / "origin").string()},
-         {"bandwidthLimit", std::to_string(args.drainMibPerSecond * kMiB)},
-         {"csi.storage.k8s.io/ephemeral", "true"},
-         {"csi.storage.k8s.io/pod.namespace", "bench"},
-         {"csi.storage.k8s.io/pod.name", "bench-worker-0"},
-         {"csi.storage.k8s.io/pod.uid", "uid-bench"}});
-    grpc::ClientContext context;
-    csi::v1::NodePublishVolumeResponse response;
-    const grpc::Status published =
-        csi::v1::Node::NewStub(channel)->NodePublishVolume(&context, request, &response);
-    if (!published.ok()) die("NodePublishVolume: " + published.error_message());
+    node_.publish("bench-worker-0",
+                  {{"checkpoints", "file://" + (home / "origin").string()},
+                   {"bandwidthLimit", std::to_string(args.drainMibPerSecond * kMiB)}});
   }
-  ~NodeVolume() {
-    ::umount2(target_.c_str(), MNT_DETACH);
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  const fs::path& target() const { return target_; }
+  fs::path target() const { return node_.target("bench-worker-0"); }
 
  private:
-  fs::path target_;
-  pid_t pid_ = 0;
+  CacheNodeProcess node_;
 };
 
 bool drained(checkpoint::Drainer& drainer) {
