@@ -50,13 +50,19 @@ std::shared_ptr<GrpcPeers::Connection> GrpcPeers::connectionTo(const std::string
   return connection;
 }
 
+Result<std::shared_ptr<GrpcPeers::Connection>> GrpcPeers::callTo(const std::string& node,
+                                                                 grpc::ClientContext& context) {
+  auto connection = connectionTo(node);
+  if (!connection) return unavailable("no address known for cache node " + node);
+  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  return connection;
+}
+
 Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetKey& dataset,
                                          const std::string& path, int64_t index,
                                          const std::string& etag, bool fill) {
-  const auto connection = connectionTo(node);
-  if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
-  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  GRANARY_ASSIGN_OR_RETURN(const auto connection, callTo(node, context));
   context.set_deadline(grpcDeadlineAfter(options_.timeout));
   v1::ReadChunkRequest request;
   *request.mutable_chunk()->mutable_dataset() = refOf(dataset);
@@ -91,10 +97,8 @@ Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetK
 Result<ManifestTotals> GrpcPeers::followListing(
     const std::string& node, const DatasetKey& dataset, std::span<const KeyRange> share,
     std::stop_token stop, const std::function<Status(std::span<const ManifestEntry>)>& each) {
-  const auto connection = connectionTo(node);
-  if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
-  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  GRANARY_ASSIGN_OR_RETURN(const auto connection, callTo(node, context));
   const std::stop_callback cancel(stop, [&] { context.TryCancel(); });
   v1::FollowListingRequest request;
   *request.mutable_dataset() = refOf(dataset);
@@ -151,10 +155,8 @@ constexpr int64_t kPieceBytes = 1 << 20;
 Status GrpcPeers::putCheckpointFile(const std::string& node, const v1::CheckpointFilePiece& header,
                                     int fd, int64_t size,
                                     const checkpoint::OriginWriter::Pace& pace) {
-  const auto connection = connectionTo(node);
-  if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
-  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  GRANARY_ASSIGN_OR_RETURN(const auto connection, callTo(node, context));
   v1::PutCheckpointFileResponse response;
   auto writer = connection->stub->PutCheckpointFile(&context, &response);
   v1::CheckpointFilePiece piece = header;
@@ -197,10 +199,8 @@ Status GrpcPeers::putCheckpointFile(const std::string& node, const v1::Checkpoin
 
 Result<v1::CheckpointFileList> GrpcPeers::listCheckpointFiles(
     const std::string& node, const v1::CheckpointVolumeRef& volume) {
-  const auto connection = connectionTo(node);
-  if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
-  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  GRANARY_ASSIGN_OR_RETURN(const auto connection, callTo(node, context));
   context.set_deadline(grpcDeadlineAfter(options_.timeout));
   v1::CheckpointFileList list;
   GRANARY_RETURN_IF_ERROR(
@@ -211,10 +211,8 @@ Result<v1::CheckpointFileList> GrpcPeers::listCheckpointFiles(
 Status GrpcPeers::readCheckpointFile(const std::string& node,
                                      const v1::ReadCheckpointFileRequest& request, int fd,
                                      const std::function<void(int64_t)>& arrived) {
-  const auto connection = connectionTo(node);
-  if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
-  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  GRANARY_ASSIGN_OR_RETURN(const auto connection, callTo(node, context));
   auto reader = connection->stub->ReadCheckpointFile(&context, request);
   XXH3_state_t* hash = XXH3_createState();
   XXH3_64bits_reset(hash);
@@ -247,10 +245,8 @@ Status GrpcPeers::readCheckpointFile(const std::string& node,
 
 Status GrpcPeers::updateCheckpointCopies(const std::string& node,
                                          const v1::UpdateCheckpointCopiesRequest& request) {
-  const auto connection = connectionTo(node);
-  if (!connection) return unavailable("no address known for cache node " + node);
   grpc::ClientContext context;
-  context.AddMetadata("authorization", "Bearer " + options_.token.reveal());
+  GRANARY_ASSIGN_OR_RETURN(const auto connection, callTo(node, context));
   context.set_deadline(grpcDeadlineAfter(options_.timeout));
   v1::UpdateCheckpointCopiesResponse response;
   return fromPeer(node, connection->stub->UpdateCheckpointCopies(&context, request, &response));

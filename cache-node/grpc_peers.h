@@ -2,6 +2,7 @@
 // them the jobs' checkpoint files (checkpoint_peers.h).
 #pragma once
 
+#include <grpcpp/client_context.h>
 #include <grpcpp/support/status.h>
 
 #include <map>
@@ -61,6 +62,9 @@ class GrpcPeers final : public PeerReader {
  private:
   struct Connection;  // a channel and its stub, reused by every call to one address
   std::shared_ptr<Connection> connectionTo(const std::string& node);
+  // The connection to `node` for a call in `context`, which carries the token from here on.
+  // Unavailable when the node's address is unknown.
+  Result<std::shared_ptr<Connection>> callTo(const std::string& node, grpc::ClientContext& context);
 
   PeerClientOptions options_;
   std::string caPem_;

@@ -257,9 +257,13 @@ class TreeDrainer final : public Drainer {
   // Takes the step's result into the journal; true when the version it sent is at the origin now.
   bool finish(const Step& s, const Status& result, const CopyTargets::Set& peers) {
     MutexLock lock(mutex_);
-    // A copy to a set of peers that changed since counts for nothing.
+    // A copy to a set of peers that changed since counts for nothing. A peer that fails delays
+    // the steps at the peers only, the origin those at the origin only.
     const bool stale =
         s.step.kind == DrainStep::Kind::kCopy && peers.generation != peersGeneration_;
+    const bool atPeers =
+        s.step.kind == DrainStep::Kind::kCopy || s.step.kind == DrainStep::Kind::kUncopy;
+    Backoff& backoff = atPeers ? copyBackoff_ : backoff_;
     if (result.isOk() && !stale) {
       journal_.finished(s.step, peers.count);
       const int64_t bytes =
@@ -280,17 +284,11 @@ class TreeDrainer final : public Drainer {
           break;
       }
       counters_.lastError.clear();
-      const bool copy =
-          s.step.kind == DrainStep::Kind::kCopy || s.step.kind == DrainStep::Kind::kUncopy;
-      (copy ? copyBackoff_ : backoff_).delay = kFirstBackoff;
+      backoff.delay = kFirstBackoff;
       keepRecord();
     } else {
       journal_.ended(s.step);
       if (!result.isOk() && result.code() != StatusCode::kCancelled) {
-        // A peer that fails delays the copies only, the origin everything it is part of.
-        const bool copy =
-            s.step.kind == DrainStep::Kind::kCopy || s.step.kind == DrainStep::Kind::kUncopy;
-        Backoff& backoff = copy ? copyBackoff_ : backoff_;
         ++counters_.failedSteps;
         counters_.lastError = result.message();
         log_.warn("checkpoint drain step failed; trying again",
@@ -301,8 +299,9 @@ class TreeDrainer final : public Drainer {
     }
     dirty_ = true;
     changed_.notify_all();
-    return result.isOk() && s.step.kind != DrainStep::Kind::kRemove &&
-           s.step.kind != DrainStep::Kind::kUncopy && journal_.isAtOrigin(s.step.path, s.step.seq);
+    const bool sent =
+        s.step.kind == DrainStep::Kind::kUpload || s.step.kind == DrainStep::Kind::kCopy;
+    return result.isOk() && sent && journal_.isAtOrigin(s.step.path, s.step.seq);
   }
 
   void copyArriving(const std::string& path, const FileIdentity& identity,

@@ -4,6 +4,10 @@
 // them like files written here; a file written here since a copy came is never replaced or
 // removed by the copy's writer.
 //
+// That a copy is held is kept in memory only: a drain started again over the tree (the node
+// restarted) takes the copies it holds for files to upload, as if their writers were lost, which
+// costs an upload and never a byte.
+//
 // Paths come from another node: each is checked (relative, no "." or ".." segment), and no
 // directory of the tree on the way to it may be a symbolic link, so that a copy never lands
 // outside the tree.

@@ -809,6 +809,18 @@ TEST_F(TelemetryE2eTest, AStarvedWorkerShowsInStatusMetricsDashboardsAndAlerts) 
   EXPECT_EQ(std::filesystem::file_size(checkpointOrigin() / "step-1" / "__0_0.distcp"), 1u << 20);
   EXPECT_TRUE(eventually([&] { return hasEvent("CheckpointAtOrigin"); }, 10s))
       << "an Event says the checkpoint reached the origin";
+  // On each sample the operator tells the volume's node where to copy its files (nowhere: the
+  // job has one node) and which of the job's nodes are lost (none).
+  const bool peersSet = eventually(
+      [&] {
+        auto got = prometheusServer_->query(
+            "granary_operator_cache_node_requests_total{method=\"SetCheckpointPeers\",code="
+            "\"ok\"}");
+        return got.isOk() && seriesCount(*got) > 0 &&
+               std::stod(got->at("result").at(0).at("value").at(1).as_string()) > 0;
+      },
+      20s);
+  EXPECT_TRUE(peersSet) << "the operator's SetCheckpointPeers calls succeed";
   std::cout << "TrainingJob status: checkpoints "
             << kube::pathValue(status, "checkpoints").serialize() << "\n";
 

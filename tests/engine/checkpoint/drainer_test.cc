@@ -19,41 +19,21 @@
 #include "tests/support/eventually.h"
 #include "tests/support/s3rver.h"
 #include "tests/support/scratch_tree.h"
+#include "tests/support/tree_files.h"
 
 namespace granary::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::eventually;
+using testing::randomBytes;
+using testing::readFile;
+using testing::writeFile;
 
 const std::string kSourceDir = GRANARY_SOURCE_DIR;
 
-std::string randomBytes(size_t size, uint32_t seed) {
-  std::mt19937 random(seed);
-  std::string bytes(size, '\0');
-  for (char& c : bytes) c = static_cast<char>(random());
-  return bytes;
-}
-
-void writeFile(const fs::path& path, const std::string& bytes) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Every regular file below `root` (but the staging directory) and its bytes.
 std::map<std::string, std::string> contents(const fs::path& root) {
-  std::map<std::string, std::string> files;
-  for (const auto& entry : fs::recursive_directory_iterator(root)) {
-    const std::string path = entry.path().lexically_relative(root).generic_string();
-    if (path.starts_with(kStagingDirectory)) continue;
-    if (entry.is_regular_file() && !entry.is_symlink()) files[path] = readFile(entry.path());
-  }
-  return files;
+  return testing::contentsOf(root, std::string(kStagingDirectory));
 }
 
 // A writer that passes steps on to another and keeps the order in which uploads finished; it
