@@ -38,6 +38,11 @@ Result<std::unique_ptr<CheckpointMetrics>> CheckpointMetrics::create(MetricsRegi
                                "Bytes of checkpoint files this node copied to its peers (once "
                                "a file, whatever their number).")));
   GRANARY_ASSIGN_OR_RETURN(
+      auto evicted,
+      registry.addCounter(spec("granary_checkpoint_evicted_bytes_total", T::kCounter, U::kBytes,
+                               "Bytes of checkpoint files at the origin this node dropped to "
+                               "make room on a full disk.")));
+  GRANARY_ASSIGN_OR_RETURN(
       auto pendingBytes,
       registry.addGauge(spec("granary_checkpoint_pending_bytes", T::kGauge, U::kBytes,
                              "Bytes of closed checkpoint files not at the origin yet.")));
@@ -51,7 +56,7 @@ Result<std::unique_ptr<CheckpointMetrics>> CheckpointMetrics::create(MetricsRegi
       registry.addGauge(spec("granary_checkpoint_restore_remaining_bytes", T::kGauge, U::kBytes,
                              "Bytes a restore under way has still to bring from the origin.")));
   return std::unique_ptr<CheckpointMetrics>(
-      new CheckpointMetrics({written, uploaded, copied, pendingBytes, lag, restoring}));
+      new CheckpointMetrics({written, uploaded, copied, evicted, pendingBytes, lag, restoring}));
 }
 
 void CheckpointMetrics::update(const std::vector<CheckpointVolumeState>& volumes) {
@@ -67,6 +72,7 @@ void CheckpointMetrics::update(const std::vector<CheckpointVolumeState>& volumes
     families_.written.with(labels).increment(growth(d.writtenBytes, before.writtenBytes));
     families_.uploaded.with(labels).increment(growth(d.uploadedBytes, before.uploadedBytes));
     families_.copied.with(labels).increment(growth(d.copiedBytes, before.copiedBytes));
+    families_.evicted.with(labels).increment(growth(d.evictedBytes, before.evictedBytes));
     families_.pendingBytes.with(labels).set(static_cast<double>(d.pendingBytes));
     families_.lag.with(labels).set(d.lag.count());
     before = d;

@@ -1,5 +1,5 @@
 // The node's checkpoint volumes as Prometheus series, labelled {namespace, uri}: bytes written
-// into each volume, copied to peers and uploaded to its origin, what waits for the origin and for
+// into each volume, copied to peers, uploaded to its origin and dropped to make room, what waits for the origin and for
 // how long (the upload lag), and what a restore under way has still to bring. Refreshed from
 // CheckpointVolumes::states() on the node's tick; a volume closed loses its gauges.
 #pragma once
@@ -22,7 +22,7 @@ class CheckpointMetrics {
 
  private:
   struct Families {
-    CounterFamily written, uploaded, copied;  // bytes
+    CounterFamily written, uploaded, copied, evicted;  // bytes
     GaugeFamily pendingBytes, lag, restoringBytes;
   };
   explicit CheckpointMetrics(Families families) : families_(std::move(families)) {}

@@ -452,7 +452,8 @@ int main(int argc, char** argv) {
     exportDiskUsage(**metrics, **engine);
     readers.sweep();  // readers that ended a minute ago (pods unpublished, processes gone)
     (*checkpointMetrics)->update(checkpoints->states());
-    checkpoints->sweep();  // volumes no pod uses, drained
+    checkpoints->makeRoom();  // a full disk: files at the origin dropped, oldest first
+    checkpoints->sweep();     // volumes no pod uses, drained
     if (flags.exitWhenWarm && settled) {
       exitCode = ready ? 0 : 1;
       break;

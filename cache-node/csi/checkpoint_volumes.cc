@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <tuple>
 
 #include "cache-node/csi/mount_table.h"
 #include "common/files.h"
@@ -280,13 +279,19 @@ Status CheckpointVolumes::release(const std::string& ns, const std::string& uri,
 
 namespace {
 
-// The room left on the disk of `path` for unprivileged writers, and whether it is full.
-std::pair<int64_t, bool> roomOf(const std::filesystem::path& path) {
+// The room left on the disk of `path` for unprivileged writers, and the least it should have.
+struct Room {
+  int64_t free = 0;
+  int64_t margin = 0;  // max(kFullMarginBytes, 1% of the disk)
+  bool full() const { return free < margin; }
+};
+
+Room roomOf(const std::filesystem::path& path) {
   struct statvfs fs {};
-  if (::statvfs(path.c_str(), &fs) != 0) return {0, false};
+  if (::statvfs(path.c_str(), &fs) != 0) return {};
   const auto total = static_cast<int64_t>(fs.f_blocks * fs.f_frsize);
-  const auto free = static_cast<int64_t>(fs.f_bavail * fs.f_frsize);
-  return {free, free < std::max(kFullMarginBytes, total / 100)};
+  return {.free = static_cast<int64_t>(fs.f_bavail * fs.f_frsize),
+          .margin = std::max(kFullMarginBytes, total / 100)};
 }
 
 }  // namespace
@@ -298,7 +303,9 @@ std::vector<CheckpointVolumeState> CheckpointVolumes::states() const {
     CheckpointVolumeState state{.ns = v->record.ns,
                                 .uri = v->record.source.uri,
                                 .pods = static_cast<int>(v->targets.size())};
-    std::tie(state.diskFreeBytes, state.diskFull) = roomOf(v->home);
+    const Room room = roomOf(v->home);
+    state.diskFreeBytes = room.free;
+    state.diskFull = room.full();
     if (v->open)
       state.drain = v->open->status();
     else if (v->restoring.joinable() && !v->failed)
@@ -306,6 +313,24 @@ std::vector<CheckpointVolumeState> CheckpointVolumes::states() const {
     out.push_back(std::move(state));
   }
   return out;
+}
+
+void CheckpointVolumes::makeRoom() {
+  std::vector<std::shared_ptr<Volume>> open;
+  {
+    MutexLock lock(mutex_);
+    for (const auto& [_, v] : volumes_)
+      if (v->open) open.push_back(v);
+  }
+  for (const auto& v : open) {
+    const Room room = roomOf(v->home);
+    if (!room.full()) continue;
+    const int64_t freed = v->open->evict(2 * room.margin - room.free);
+    if (freed > 0)
+      Logger("checkpoints")
+          .info("dropped checkpoint files the origin holds to make room on the disk",
+                {{"namespace", v->record.ns}, {"uri", v->record.source.uri}, {"bytes", freed}});
+  }
 }
 
 void CheckpointVolumes::sweep() {

@@ -101,6 +101,10 @@ class CheckpointVolumes {
   std::vector<CheckpointVolumeState> states() const;
   // Closes the volumes no pod uses that have nothing left to drain.
   void sweep();
+  // On a volume's disk that is full (free below max(kFullMarginBytes, 1% of it)), drops files
+  // the origin holds, oldest first (CheckpointVolume::evict), until twice that is free or none
+  // is left: never a file not at the origin. A restore brings them back.
+  void makeRoom();
 
  private:
   struct Volume;

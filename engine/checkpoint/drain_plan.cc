@@ -238,15 +238,14 @@ DrainPlan planDrain(const DrainObservation& o) {
   return plan;
 }
 
-std::vector<std::string> evictable(const DrainObservation& o) {
-  std::vector<const TreeFile*> safe;
+std::vector<TreeFile> evictable(const DrainObservation& o) {
+  std::vector<TreeFile> safe;
   for (const TreeFile& file : o.closed)
-    if (!o.writing.contains(file.path) && atOrigin(o, file)) safe.push_back(&file);
+    if (!o.writing.contains(file.path) && !o.held.contains(file.path) && atOrigin(o, file))
+      safe.push_back(file);
   std::sort(safe.begin(), safe.end(),
-            [](const TreeFile* a, const TreeFile* b) { return a->seq < b->seq; });
-  std::vector<std::string> paths;
-  for (const TreeFile* file : safe) paths.push_back(file->path);
-  return paths;
+            [](const TreeFile& a, const TreeFile& b) { return a.seq < b.seq; });
+  return safe;
 }
 
 std::vector<CheckpointCopies> checkpointsOf(const DrainObservation& o) {

@@ -105,8 +105,8 @@ bool isCompletionMarker(std::string_view path);
 DrainPlan planDrain(const DrainObservation& observation);
 
 // Closed files the node may drop to make room: those whose version is at the origin, oldest
-// first. Never one that is not.
-std::vector<std::string> evictable(const DrainObservation& observation);
+// first; never one that is not, nor one held for its writer or being written.
+std::vector<TreeFile> evictable(const DrainObservation& observation);
 
 // One checkpoint of the tree (a top-level directory, or a top-level file other than a marker
 // such as `latest`, which names one) and where all of its files' current versions are.

@@ -81,6 +81,24 @@ class TreeDrainer final : public Drainer {
     return journal_.listing();
   }
 
+  int64_t evict(int64_t bytes) override {
+    MutexLock lock(mutex_);
+    int64_t freed = 0;
+    for (const TreeFile& file : evictable(journal_.observe(0, 0, 0))) {
+      if (freed >= bytes) break;
+      const std::filesystem::path path = options_.tree / file.path;
+      // The version the journal knows, and no other: one written since is not at the origin.
+      if (identityOf(path) != journal_.identity(file.path, file.seq)) continue;
+      journal_.evicted(file.path);
+      if (::unlink(path.c_str()) != 0) continue;
+      freed += file.size;
+      counters_.evictedBytes += file.size;
+      ++counters_.evictedFiles;
+    }
+    if (freed > 0) keepRecord();
+    return freed;
+  }
+
   bool waitDrained(std::stop_token stop,
                    const std::function<void(const DrainStatus&)>& progress) override {
     MutexLock lock(mutex_);

@@ -61,6 +61,8 @@ struct DrainStatus {
   int64_t copiedFiles = 0;
   int64_t removedFiles = 0;
   int64_t failedSteps = 0;
+  int64_t evictedFiles = 0;  // since start: dropped here to make room, kept at the origin
+  int64_t evictedBytes = 0;
   std::string lastError;  // the last step that failed, "" once one succeeds after it
   std::vector<CheckpointCopies> checkpoints;  // newest first
   std::vector<std::string> links;             // symbolic links in the tree: not drained
@@ -77,6 +79,10 @@ class Drainer {
   virtual DrainStatus status() const = 0;
   // As TreeJournal::listing.
   virtual std::vector<TreeJournal::Listed> listing() const = 0;
+  // Makes room on the tree's disk: removes from the tree files whose version the origin holds,
+  // oldest first (evictable(), drain_plan.h), until `bytes` are freed or none is left; never a
+  // file not at the origin. The bytes freed. The origin keeps them and a restore brings them back.
+  virtual int64_t evict(int64_t bytes) = 0;
   // Blocks until the tree is drained (true), or `stop` is requested (false). `progress` is called
   // about once a second meanwhile.
   virtual bool waitDrained(std::stop_token stop,

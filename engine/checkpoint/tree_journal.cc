@@ -66,6 +66,13 @@ void TreeJournal::linked(const std::string& path) {
   links_.insert(path);
 }
 
+void TreeJournal::evicted(const std::string& path) {
+  files_.erase(path);
+  origin_.erase(path);
+  peers_.erase(path);
+  copies_.erase(path);
+}
+
 void TreeJournal::started(const DrainStep& step) { underway_.push_back(step); }
 
 void TreeJournal::finished(const DrainStep& step, int peers) {

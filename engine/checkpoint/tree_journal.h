@@ -57,6 +57,9 @@ class TreeJournal {
   // `path` is a symbolic link (replacing a file there, if any): not drained, only told
   // (links()).
   void linked(const std::string& path);
+  // The node drops `path`, whose version the origin holds, to make room: it leaves the tree
+  // without a removal (the origin keeps it) and the record forgets it (a restore brings it back).
+  void evicted(const std::string& path);
 
   // ---- Ends of the drain's steps. ----
   void started(const DrainStep& step);

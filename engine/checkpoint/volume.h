@@ -67,6 +67,8 @@ class CheckpointVolume {
   Status readFile(const PeerFile& file, const std::function<Status(std::string_view)>& each) const {
     return readTreeFile(tree_, file, each);
   }
+  // As Drainer::evict.
+  int64_t evict(int64_t bytes) { return drainer_->evict(bytes); }
   // The node `writer` is lost: the copies of its files held here are uploaded from here.
   void release(const std::string& writer) { drainer_->release(writer); }
 

@@ -256,9 +256,11 @@ TEST_F(CheckpointVolumeProcessTest, ANewPodTakingTheNodeOverResumesTheDrain) {
   old.kill(SIGTERM);
 }
 
-// A disk full of checkpoints: the worker's write fails with ENOSPC (the kernel's own), the node
-// reports the disk full in its telemetry, and every file closed before drains whole.
-TEST_F(CheckpointVolumeProcessTest, AFullDiskFailsTheWriteLosesNothingAndIsReported) {
+// A disk full of checkpoints: the node drops files the origin holds, oldest first, to make room
+// for the next save; when nothing is left to drop the worker's write fails with ENOSPC (the
+// kernel's own), the node reports the disk full in its telemetry, and every file closed before is
+// whole at the origin.
+TEST_F(CheckpointVolumeProcessTest, AFullDiskEvictsWhatIsUploadedThenFailsTheWrite) {
   const fs::path cache = root_ / "n1-0" / "cache";
   fs::create_directories(cache);
   ASSERT_EQ(::mount("tmpfs", cache.c_str(), "tmpfs", 0, "size=48m"), 0) << std::strerror(errno);
@@ -266,12 +268,27 @@ TEST_F(CheckpointVolumeProcessTest, AFullDiskFailsTheWriteLosesNothingAndIsRepor
   NodeProcess& node = startNode("n1");
   const fs::path mount = target("rank-0");
   ASSERT_TRUE(publish(node, checkpointRequest(mount, {{"checkpoints", uri()}})).ok()) << node.log();
-  const std::map<std::string, std::string> written = save(mount, 10, 4 << 20);
+  std::map<std::string, std::string> written = save(mount, 10, 12 << 20);
   ASSERT_TRUE(eventually([&] { return filesOf(origin()) == written; }, 30s));
+  // The disk is below its margin (256 MiB or 1%): what the origin holds goes from the volume.
+  ASSERT_TRUE(eventually([&] { return !fs::exists(mount / "step-10" / "__0_0.distcp"); }, 20s))
+      << node.log();
+  EXPECT_TRUE(eventually(
+      [&] { return series(node, "granary_checkpoint_evicted_bytes_total", uri()) >= 24 << 20; },
+      10s));
+  EXPECT_NE(node.log().find("to make room"), std::string::npos);
 
-  // The next save runs out of room.
+  // 36 MiB fit only because the 24 MiB at the origin went: the next save runs.
+  const std::string next = randomBytes(36 << 20, 5);
   fs::create_directories(mount / "step-20");
-  std::FILE* out = std::fopen((mount / "step-20" / "__0_0.distcp").c_str(), "wb");
+  std::FILE* fits = std::fopen((mount / "step-20" / "__0_0.distcp").c_str(), "wb");
+  ASSERT_NE(fits, nullptr);
+  EXPECT_EQ(std::fwrite(next.data(), 1, next.size(), fits), next.size());
+  EXPECT_EQ(std::fclose(fits), 0) << "the save that needed the room: " << std::strerror(errno);
+  written["step-20/__0_0.distcp"] = next;
+
+  // One larger than the disk: nothing at the origin is left to drop, and it fails.
+  std::FILE* out = std::fopen((mount / "step-30.bin").c_str(), "wb");
   ASSERT_NE(out, nullptr);
   const std::string block = randomBytes(1 << 20, 7);
   int error = 0;
@@ -292,13 +309,16 @@ TEST_F(CheckpointVolumeProcessTest, AFullDiskFailsTheWriteLosesNothingAndIsRepor
       },
       10s))
       << telemetry.DebugString();
-  EXPECT_LT(telemetry.checkpoint_volumes(0).disk_free_bytes(), 1 << 20);
-  // What was closed before is whole, in the volume and at the origin.
-  const auto atOrigin = filesOf(origin());
-  for (const auto& [path, bytes] : written) {
-    EXPECT_EQ(readAll(mount / path), bytes) << path;
-    EXPECT_EQ(atOrigin.contains(path) ? atOrigin.at(path) : "", bytes) << path;
-  }
+  // Every file closed before the failed write is whole at the origin.
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto atOrigin = filesOf(origin());
+        for (const auto& [path, bytes] : written)
+          if (!atOrigin.contains(path) || atOrigin.at(path) != bytes) return false;
+        return true;
+      },
+      30s))
+      << node.log();
 }
 
 // An s3:// volume with the credentials of its Secret, as the kubelet hands them over: drained to

@@ -260,9 +260,13 @@ TEST(DrainPlanTest, ARemovalReachesThePeersAtOnceAndTheNextCopyWaitsForIt) {
 
 TEST(DrainPlanTest, EvictsOnlyWhatIsAtTheOriginOldestFirst) {
   DrainObservation o;
-  o.closed = {{"new", 9}, {"old", 1}, {"mid", 4}, {"rewritten", 6}};
-  o.origin = {{"new", 9}, {"old", 1}, {"rewritten", 2}};
-  EXPECT_EQ(evictable(o), (std::vector<std::string>{"old", "new"}));
+  o.closed = {{"new", 9}, {"old", 1}, {"mid", 4}, {"rewritten", 6}, {"copy", 3}, {"open", 2}};
+  o.origin = {{"new", 9}, {"old", 1}, {"rewritten", 2}, {"copy", 3}, {"open", 2}};
+  o.held = {"copy"};     // held for its writer: not this node's to drop
+  o.writing = {"open"};  // being written again
+  std::vector<std::string> paths;
+  for (const TreeFile& f : evictable(o)) paths.push_back(f.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"old", "new"}));
 }
 
 TEST(DrainPlanTest, NamesEachCheckpointAndWhereAllOfItIs) {

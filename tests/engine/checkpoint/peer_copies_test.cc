@@ -308,5 +308,43 @@ TEST_F(PeerCopiesTest, ARestoreReadsFromAPeerWhatTheOriginLacksAndWhatItHolds) {
   EXPECT_EQ(contents(origin()), written);
 }
 
+// Making room drops only files the origin holds, oldest first; the origin keeps them (no removal
+// reaches it, now or after a restart) and a restore brings them back.
+TEST_F(PeerCopiesTest, EvictionDropsOnlyWhatTheOriginHoldsAndARestoreBringsItBack) {
+  auto b = start("b", nullptr);
+  writeFile(tree("b") / "step-1" / "old.bin", randomBytes(300'000, 1));
+  writeFile(tree("b") / "step-2" / "mid.bin", randomBytes(200'000, 2));
+  ASSERT_TRUE(eventually([&] { return b->status().drained && b->status().files == 2; }));
+  down_ = true;
+  writeFile(tree("b") / "step-3" / "new.bin", randomBytes(100'000, 3));  // not at the origin
+  ASSERT_TRUE(eventually([&] { return b->status().pendingFiles == 1; }));
+  EXPECT_EQ(b->evict(1), 300'000) << "the oldest first, only as much as asked";
+  EXPECT_FALSE(fs::exists(tree("b") / "step-1" / "old.bin"));
+  EXPECT_EQ(b->evict(1 << 30), 200'000) << "never the file not at the origin";
+  EXPECT_TRUE(fs::exists(tree("b") / "step-3" / "new.bin"));
+  EXPECT_EQ(b->status().evictedFiles, 2);
+  down_ = false;
+  ASSERT_TRUE(eventually([&] { return b->status().drained; }));
+  ASSERT_TRUE(fs::exists(origin() / "step-1" / "old.bin")) << "no removal reached the origin";
+  ASSERT_TRUE(fs::exists(origin() / "step-2" / "mid.bin"));
+  const auto atOrigin = contents(origin());
+
+  b.reset();  // a restart: the record forgot the evicted files, so they are no removals either
+  b = start("b", nullptr);
+  ASSERT_TRUE(eventually([&] { return b->status().drained; }));
+  EXPECT_EQ(contents(origin()), atOrigin);
+  auto reader = cache::makeOrigin({.uri = "file://" + origin().string()},
+                                  {.fileOriginRoots = {root_}});
+  ASSERT_TRUE(reader.isOk());
+  b.reset();
+  std::stop_source never;
+  auto restored = restoreTree(
+      **reader, {.tree = tree("b"), .recordFile = root_ / "b" / "record", .staging = root_ / "s"},
+      never.get_token(), nullptr);
+  ASSERT_TRUE(restored.isOk()) << restored.status();
+  EXPECT_EQ(restored->files, 2);
+  EXPECT_EQ(contents(tree("b")), atOrigin);
+}
+
 }  // namespace
 }  // namespace granary::checkpoint

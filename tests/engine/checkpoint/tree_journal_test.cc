@@ -217,5 +217,16 @@ TEST(TreeJournalTest, AFileWrittenHereOverACopyIsOursToUpload) {
   EXPECT_EQ(planDrain(journal.observe(0, 4, 0)).start, std::vector{upload("latest", 2)});
 }
 
+TEST(TreeJournalTest, AnEvictedFileLeavesTheTreeWithoutARemovalAndTheRecordForgetsIt) {
+  TreeJournal journal;
+  journal.closed("step-1/a.bin", id(10, 100), kNow);
+  drainAll(journal);
+  journal.evicted("step-1/a.bin");
+  journal.removed("step-1/a.bin", false);  // the watch sees the unlink
+  EXPECT_TRUE(journal.drained()) << "nothing to remove at the origin";
+  EXPECT_TRUE(journal.record().empty());
+  EXPECT_TRUE(journal.observe(0, 4, 0).removals.empty());
+}
+
 }  // namespace
 }  // namespace granary::checkpoint
