@@ -7,7 +7,8 @@
 //             With --cache-node BINARY the volume is the one a pod gets on a cluster: a
 //             granary-cache-node process's CSI checkpoint volume, published over its CSI socket
 //             as the kubelet does (a read-write bind mount of the node's tree), drained by it.
-//   restore   a new machine resuming from the origin (restoreTree into an empty tree), and the
+//   restore   a new machine resuming from the origin (restoreTree into an empty tree), from the
+//             origin read at --origin-read-mib-per-s, and the
 //             same machine again (its tree already whole), against reading the same files
 //             directly (every byte, from the page cache dropped where /proc/sys/vm/drop_caches
 //             is writable).
@@ -17,6 +18,7 @@
 //             origin's listing polled every 20 ms: a .metadata seen before every file it names
 //             is whole there counts as a marker early (must be 0).
 // Usage: checkpoint_bench [--figures save,restore,drain] [--rounds N] [--writers W] [--mib F]
+//                         [--origin-read-mib-per-s R]
 //                         [--drain-mib-per-s R] [--saves N] [--save-every-s S] [--save-mib M]
 //                         [--dir D] [--cache-node BINARY]
 #include <fcntl.h>
@@ -43,6 +45,7 @@
 #include "common/owned_fd.h"
 #include "engine/checkpoint/drainer.h"
 #include "engine/checkpoint/restore.h"
+#include "engine/core/bandwidth_limiter.h"
 #include "engine/origin/make_origin.h"
 #include "tests/support/scratch_tree.h"
 
@@ -59,6 +62,7 @@ struct Args {
   int writers = 2;
   int mib = 1024;
   int drainMibPerSecond = 100;
+  int originReadMibPerSecond = 16;
   int saves = 8;
   double saveEverySeconds = 2;
   int saveMib = 64;
@@ -238,6 +242,25 @@ void benchSave(const Args& args) {
       args.rounds, ratios[ratios.size() / 2], totals[0], totals[1], totals[1] / totals[0]);
 }
 
+// An origin whose reads share `bytesPerSecond`.
+class ThrottledOrigin final : public cache::Origin {
+ public:
+  ThrottledOrigin(cache::Origin& inner, int64_t bytesPerSecond)
+      : inner_(inner), limiter_(realClock(), bytesPerSecond) {}
+  Status list(const std::function<Status(std::vector<cache::OriginObject>&&)>& each) override {
+    return inner_.list(each);
+  }
+  Result<std::string> read(const std::string& path, int64_t offset, int64_t length,
+                           const std::string& etag) override {
+    limiter_.acquire(length);
+    return inner_.read(path, offset, length, etag);
+  }
+
+ private:
+  cache::Origin& inner_;
+  cache::BandwidthLimiter limiter_;
+};
+
 void benchRestore(const Args& args) {
   const fs::path home = fs::path(args.dir) / "restore";
   testing::removeTree(home);
@@ -269,6 +292,17 @@ void benchRestore(const Args& args) {
   dropCaches();
   const double read = readAll(volume.origin);
   const auto [again, kept] = restore(home / "machine-2");
+  // The origin read no faster than --origin-read-mib-per-s, as the local demo's origin is.
+  ThrottledOrigin slow(**origin, args.originReadMibPerSecond * kMiB);
+  dropCaches();
+  const auto startSlow = Steady::now();
+  auto slowly = checkpoint::restoreTree(slow,
+                                        {.tree = home / "machine-3" / "tree",
+                                         .recordFile = home / "machine-3" / "record",
+                                         .staging = home / "machine-3" / "staging"},
+                                        std::stop_token{}, nullptr);
+  if (!slowly.isOk()) die(slowly.status().toString());
+  const double throttled = seconds(Steady::now() - startSlow);
   std::printf("  new machine, from the origin: %.2f s for %" PRId64
               " files (%.0f MiB); copying "
               "them directly (read, write, fsync): %.2f s, ratio %.2f; reading them: %.2f s, "
@@ -276,8 +310,12 @@ void benchRestore(const Args& args) {
               elsewhere, fromOrigin.files, static_cast<double>(fromOrigin.bytes) / kMiB, copied,
               elsewhere / copied, read, elsewhere / read);
   std::printf("  same machine again: %.3f s (%" PRId64 " files kept, %" PRId64
-              " read); ratio to reading directly %.3f\n\n",
+              " read); ratio to reading directly %.3f\n",
               again, kept.localFiles, kept.files, again / read);
+  std::printf(
+      "  new machine, from the origin read at %d MiB/s: %.2f s; ratio to copying directly "
+      "%.2f, to reading %.2f\n\n",
+      args.originReadMibPerSecond, throttled, throttled / copied, throttled / read);
   testing::removeTree(home);
 }
 
@@ -378,6 +416,9 @@ int main(int argc, char** argv) {
   app.add_option("--mib", args.mib, "MiB each writer saves")->check(CLI::Range(1, 1 << 20));
   app.add_option("--drain-mib-per-s", args.drainMibPerSecond, "the drain's bandwidth limit")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--origin-read-mib-per-s", args.originReadMibPerSecond,
+                 "the origin's read rate in the restore figure's throttled restore")
+      ->check(CLI::Range(1, 100000));
   app.add_option("--saves", args.saves, "saves of the drain figure")->check(CLI::Range(1, 1000));
   app.add_option("--save-every-s", args.saveEverySeconds, "seconds between saves")
       ->check(CLI::Range(0.1, 3600.0));
