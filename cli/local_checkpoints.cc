@@ -98,6 +98,12 @@ Result<std::unique_ptr<LocalCheckpointVolume>> LocalCheckpointVolume::open(
       new LocalCheckpointVolume(checkpoints.volume.mountPath, std::move(*volume)));
 }
 
+void LocalCheckpointVolume::makeRoom(const Say& say) {
+  if (const int64_t freed = volume_->makeRoom(); freed > 0)
+    say("checkpoints " + mountPath_ + ": the disk is full; dropped " +
+        formatByteSize(ByteSize{freed}) + " of checkpoints the origin holds, oldest first");
+}
+
 std::string LocalCheckpointVolume::progressLine() const {
   return checkpointLine(mountPath_, volume_->status());
 }

@@ -30,6 +30,10 @@ class LocalCheckpointVolume {
   // "checkpoints /ckpt: 12 files, 3 to upload (1.2 GiB), lag 3.1s; 2.3 GiB uploaded".
   std::string progressLine() const;
 
+  // On a full disk, drops files the origin holds, oldest first (CheckpointVolume::makeRoom),
+  // saying what it dropped.
+  void makeRoom(const Say& say);
+
   // Waits until every file written is at the origin (true), saying how far the drain is; false
   // when stopped first (what is left drains on the next run).
   bool drain(std::stop_token stop, const Say& say);

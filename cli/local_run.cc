@@ -408,6 +408,8 @@ class LocalRun {
     }
     if (now - lastView_ >= (screen_.live() ? kViewPeriod : kPlainPeriod)) {
       retireOlderVersions();
+      if (checkpoints_)
+        checkpoints_->makeRoom([this](const std::string& line) { screen_.print(line); });
       redraw();
     }
   }

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -277,25 +276,6 @@ Status CheckpointVolumes::release(const std::string& ns, const std::string& uri,
   return Status::ok();
 }
 
-namespace {
-
-// The room left on the disk of `path` for unprivileged writers, and the least it should have.
-struct Room {
-  int64_t free = 0;
-  int64_t margin = 0;  // max(kFullMarginBytes, 1% of the disk)
-  bool full() const { return free < margin; }
-};
-
-Room roomOf(const std::filesystem::path& path) {
-  struct statvfs fs {};
-  if (::statvfs(path.c_str(), &fs) != 0) return {};
-  const auto total = static_cast<int64_t>(fs.f_blocks * fs.f_frsize);
-  return {.free = static_cast<int64_t>(fs.f_bavail * fs.f_frsize),
-          .margin = std::max(kFullMarginBytes, total / 100)};
-}
-
-}  // namespace
-
 std::vector<CheckpointVolumeState> CheckpointVolumes::states() const {
   MutexLock lock(mutex_);
   std::vector<CheckpointVolumeState> out;
@@ -303,7 +283,7 @@ std::vector<CheckpointVolumeState> CheckpointVolumes::states() const {
     CheckpointVolumeState state{.ns = v->record.ns,
                                 .uri = v->record.source.uri,
                                 .pods = static_cast<int>(v->targets.size())};
-    const Room room = roomOf(v->home);
+    const checkpoint::DiskRoom room = checkpoint::roomOf(v->home);
     state.diskFreeBytes = room.free;
     state.diskFull = room.full();
     if (v->open)
@@ -323,9 +303,7 @@ void CheckpointVolumes::makeRoom() {
       if (v->open) open.push_back(v);
   }
   for (const auto& v : open) {
-    const Room room = roomOf(v->home);
-    if (!room.full()) continue;
-    const int64_t freed = v->open->evict(2 * room.margin - room.free);
+    const int64_t freed = v->open->makeRoom();
     if (freed > 0)
       Logger("checkpoints")
           .info("dropped checkpoint files the origin holds to make room on the disk",

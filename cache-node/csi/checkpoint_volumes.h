@@ -62,9 +62,8 @@ struct CheckpointVolumeState {
   std::optional<checkpoint::DrainStatus> drain;          // once restored
   std::optional<checkpoint::RestoreProgress> restoring;  // while restoring
   int64_t diskFreeBytes = 0;                             // on the volume's disk
-  bool diskFull = false;  // free below max(kFullMarginBytes, 1% of the disk)
+  bool diskFull = false;                                 // checkpoint::roomOf(...).full()
 };
-inline constexpr int64_t kFullMarginBytes = int64_t{256} << 20;
 
 class CheckpointVolumes {
  public:
@@ -101,9 +100,7 @@ class CheckpointVolumes {
   std::vector<CheckpointVolumeState> states() const;
   // Closes the volumes no pod uses that have nothing left to drain.
   void sweep();
-  // On a volume's disk that is full (free below max(kFullMarginBytes, 1% of it)), drops files
-  // the origin holds, oldest first (CheckpointVolume::evict), until twice that is free or none
-  // is left: never a file not at the origin. A restore brings them back.
+  // CheckpointVolume::makeRoom of each open volume: a full disk drops files the origin holds.
   void makeRoom();
 
  private:

@@ -1,11 +1,22 @@
 #include "engine/checkpoint/volume.h"
 
+#include <sys/statvfs.h>
+
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
 #include "engine/checkpoint/origin_writer.h"
 
 namespace granary::checkpoint {
+
+DiskRoom roomOf(const std::filesystem::path& path) {
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0) return {};
+  const auto total = static_cast<int64_t>(fs.f_blocks * fs.f_frsize);
+  return {.free = static_cast<int64_t>(fs.f_bavail * fs.f_frsize),
+          .margin = std::max(kFullMarginBytes, total / 100)};
+}
 
 std::string homeName(const std::string& key) {
   uint64_t hash = 14695981039346656037ull;
@@ -44,6 +55,11 @@ std::vector<PeerFile> CheckpointVolume::listing() const {
   for (const TreeJournal::Listed& f : drainer_->listing())
     files.push_back({f.path, f.identity.size, f.identity.modifiedNanos, f.atOrigin});
   return files;
+}
+
+int64_t CheckpointVolume::makeRoom() {
+  const DiskRoom room = roomOf(tree_);
+  return room.full() ? drainer_->evict(2 * room.margin - room.free) : 0;
 }
 
 Status CheckpointVolume::takeNews(const CopyNews& news) {

@@ -23,6 +23,17 @@ namespace granary::checkpoint {
 // namespace and uri on a cluster node, so that a later job with the same key finds its tree.
 std::string homeName(const std::string& key);
 
+// The room on the disk of `path` for unprivileged writers, and the least it should keep:
+// max(kFullMarginBytes, 1% of the disk). Below it the disk is full: saves are about to fail with
+// ENOSPC, or do.
+inline constexpr int64_t kFullMarginBytes = int64_t{256} << 20;
+struct DiskRoom {
+  int64_t free = 0;
+  int64_t margin = 0;
+  bool full() const { return free < margin; }
+};
+DiskRoom roomOf(const std::filesystem::path& path);
+
 struct VolumeOptions {
   std::filesystem::path home;                    // created when missing
   int64_t bandwidthBytesPerSecond = 0;           // uploads' share of the origin; 0 unlimited
@@ -67,8 +78,9 @@ class CheckpointVolume {
   Status readFile(const PeerFile& file, const std::function<Status(std::string_view)>& each) const {
     return readTreeFile(tree_, file, each);
   }
-  // As Drainer::evict.
-  int64_t evict(int64_t bytes) { return drainer_->evict(bytes); }
+  // On a full disk, drops files the origin holds, oldest first, until twice the margin is free
+  // or none is left (Drainer::evict: never a file not at the origin); the bytes freed.
+  int64_t makeRoom();
   // The node `writer` is lost: the copies of its files held here are uploaded from here.
   void release(const std::string& writer) { drainer_->release(writer); }
 

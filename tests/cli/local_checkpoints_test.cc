@@ -4,8 +4,11 @@
 #include "cli/local_checkpoints.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <random>
 
@@ -103,6 +106,35 @@ TEST_F(LocalCheckpointsTest, MissingCredentialsAreNamedBeforeAnythingStarts) {
   ASSERT_FALSE(volume.isOk());
   EXPECT_NE(volume.status().toString().find("AWS_SECRET_ACCESS_KEY"), std::string::npos)
       << volume.status();
+}
+
+// A full disk under the cache directory (a 32 MiB tmpfs, below any margin): once drained, the
+// checkpoints go from the local tree, saying so, and stay at the origin.
+TEST_F(LocalCheckpointsTest, AFullDiskDropsWhatTheOriginHoldsSayingSo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  const fs::path cache = root_ / "node-1" / "cache";
+  fs::create_directories(cache);
+  ASSERT_EQ(::mount("tmpfs", cache.c_str(), "tmpfs", 0, "size=32m"), 0) << std::strerror(errno);
+  const std::string shard = randomBytes(8 << 20, 2);
+  {
+    auto volume = open("node-1");
+    ASSERT_TRUE(volume.isOk()) << volume.status();
+    const fs::path at = checkpoints("node-1").localPath;
+    fs::create_directories(at / "step-1");
+    std::ofstream(at / "step-1" / "__0_0.distcp", std::ios::binary) << shard;
+    std::stop_source stop;
+    ASSERT_TRUE((*volume)->drain(stop.get_token(), [](const std::string&) {}));
+    said_.clear();
+    (*volume)->makeRoom([this](const std::string& line) { said_.push_back(line); });
+    ASSERT_EQ(said_.size(), 1u);
+    EXPECT_NE(said_[0].find("dropped 8.0Mi of checkpoints the origin holds"), std::string::npos)
+        << said_[0];
+    EXPECT_FALSE(fs::exists(at / "step-1" / "__0_0.distcp"));
+  }
+  said_.clear();
+  auto again = open("node-2");  // another machine: every byte comes back from the origin
+  ASSERT_TRUE(again.isOk()) << again.status();
+  EXPECT_EQ(readFile(checkpoints("node-2").localPath / "step-1" / "__0_0.distcp"), shard);
 }
 
 }  // namespace
