@@ -84,6 +84,17 @@ Pending pendingOf(const DrainObservation& o) {
   return pending;
 }
 
+// Whether a file the marker speaks for is open for writing, or (`pending`) is another file not
+// yet where the marker is going: its checkpoint is not whole there yet.
+bool incompleteInScope(const DrainObservation& o, const std::string& marker,
+                       const std::vector<const TreeFile*>& pending) {
+  return std::any_of(o.writing.begin(), o.writing.end(),
+                     [&](const std::string& path) { return inScopeOf(marker, path); }) ||
+         std::any_of(pending.begin(), pending.end(), [&](const TreeFile* f) {
+           return !isCompletionMarker(f->path) && inScopeOf(marker, f->path);
+         });
+}
+
 bool isUnderway(const DrainObservation& o, const DrainStep& step) {
   return std::find(o.underway.begin(), o.underway.end(), step) != o.underway.end();
 }
@@ -133,7 +144,8 @@ void planOrigin(const DrainObservation& o, const std::map<std::string, const Tre
   std::vector<std::pair<uint64_t, DrainStep>> candidates;
   for (const TreeFile* file : pending.files) {
     if (o.writing.contains(file->path) || o.held.contains(file->path)) continue;
-    if (isCompletionMarker(file->path) && (pending.markerHeld(*file) || removingIn(file->path))) {
+    if (isCompletionMarker(file->path) && (pending.markerHeld(*file) || removingIn(file->path) ||
+                                           incompleteInScope(o, file->path, pending.files))) {
       ++plan.heldMarkers;
       continue;
     }
@@ -188,10 +200,11 @@ void planCopies(const DrainObservation& o, DrainPlan& plan) {
     --room;
   }
   if (o.copies <= 0) return;
-  std::vector<const TreeFile*> wanted;
+  std::vector<const TreeFile*> wanted, notOnPeers;
   uint64_t firstFile = std::numeric_limits<uint64_t>::max();  // of those not markers
   for (const TreeFile& file : o.closed) {
     if (o.held.contains(file.path) || onPeers(o, file, o.copies)) continue;
+    notOnPeers.push_back(&file);
     if (!isCompletionMarker(file.path)) firstFile = std::min(firstFile, file.seq);
     if (!o.writing.contains(file.path) && !uncopying.contains(file.path)) wanted.push_back(&file);
   }
@@ -199,7 +212,9 @@ void planCopies(const DrainObservation& o, DrainPlan& plan) {
             [](const TreeFile* a, const TreeFile* b) { return a->seq < b->seq; });
   for (const TreeFile* file : wanted) {
     if (room <= 0) break;
-    if (isCompletionMarker(file->path) && firstFile < file->seq) continue;
+    if (isCompletionMarker(file->path) &&
+        (firstFile < file->seq || incompleteInScope(o, file->path, notOnPeers)))
+      continue;
     const DrainStep step{DrainStep::Kind::kCopy, file->path, file->seq};
     if (isUnderway(o, step)) continue;
     plan.start.push_back(step);

@@ -6,7 +6,8 @@
 // The promises it keeps:
 //  - oldest first: files go to the origin in the order they were closed, a few at a time;
 //  - a file that marks a checkpoint complete (isCompletionMarker) goes only once every file
-//    closed before it (or renamed into place with it) is at the origin;
+//    closed before it (or renamed into place with it) is at the origin, and every file it speaks
+//    for too (closed later as far as the tree tells, or still being written);
 //  - a removal (a delete, or the old path of a rename) goes only once every file closed before it
 //    is at the origin, and never removes a path the tree holds again;
 //  - a file a marker at the origin speaks for (one of the marker's directory or below it; for a

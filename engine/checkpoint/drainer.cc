@@ -1,6 +1,7 @@
 #include "engine/checkpoint/drainer.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -29,6 +30,17 @@ std::optional<FileIdentity> identityOfFd(int fd) {
   return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
                       static_cast<int64_t>(st.st_size),
                       static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+// Whether some process has the file of `fd` open for writing: a read lease is refused then. A
+// file a scan of a new directory found is reported closed though its writer may not be done (its
+// close may have come before the directory's watch); it must not reach the origin in part. Where
+// no lease is to be had (not the file's owner, a file system without leases), false.
+bool openForWriting(int fd) {
+  ::fcntl(fd, F_SETSIG, SIGURG);  // a lease break meanwhile signals SIGURG, ignored, not SIGIO
+  if (::fcntl(fd, F_SETLEASE, F_RDLCK) != 0) return errno == EAGAIN;
+  ::fcntl(fd, F_SETLEASE, F_UNLCK);
+  return false;
 }
 
 class TreeDrainer final : public Drainer {
@@ -266,10 +278,15 @@ class TreeDrainer final : public Drainer {
     };
     if (!unchanged()) return cancelled(step.path + " changed before its upload");
     const bool paced = step.kind == DrainStep::Kind::kUpload;
+    bool stillOpen = false;  // found at the last moment: its writer has not closed it
     const auto pace = [&](int64_t bytes) {
-      return (!paced || limiter_.acquire(bytes, stop)) && !stop.stop_requested() && unchanged();
+      if (bytes == 0 && openForWriting(fd.get())) stillOpen = true;
+      return !stillOpen && (!paced || limiter_.acquire(bytes, stop)) && !stop.stop_requested() &&
+             unchanged();
     };
-    return to(fd.get(), pace);
+    const Status sent = to(fd.get(), pace);
+    if (stillOpen) return failedPrecondition(step.path + " is still open for writing");
+    return sent;
   }
 
   // Takes the step's result into the journal; true when the version it sent is at the origin now.
@@ -307,10 +324,14 @@ class TreeDrainer final : public Drainer {
     } else {
       journal_.ended(s.step);
       if (!result.isOk() && result.code() != StatusCode::kCancelled) {
-        ++counters_.failedSteps;
-        counters_.lastError = result.message();
-        log_.warn("checkpoint drain step failed; trying again",
-                  {{"error", result}, {"after", backoff.delay}});
+        // A file still open for writing is no failure: it goes again after the backoff, or as
+        // its close makes a new version.
+        if (result.code() != StatusCode::kFailedPrecondition) {
+          ++counters_.failedSteps;
+          counters_.lastError = result.message();
+          log_.warn("checkpoint drain step failed; trying again",
+                    {{"error", result}, {"after", backoff.delay}});
+        }
         backoff.retryAt = clock_.monoNow() + backoff.delay;
         backoff.delay = std::min(kMaxBackoff, backoff.delay * 2);
       }

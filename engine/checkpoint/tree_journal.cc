@@ -96,6 +96,11 @@ void TreeJournal::finished(const DrainStep& step, int peers) {
         origin_.erase(held);
       return;
     case DrainStep::Kind::kCopy:
+      // A copy that ended after its path left the tree is removed from the peers in turn.
+      if (!files_.contains(step.path) && !writing_.contains(step.path)) {
+        uncopies_.push_back({step.path, step.seq});
+        return;
+      }
       peers_[step.path] = {step.seq, peers};
       return;
     case DrainStep::Kind::kUncopy:

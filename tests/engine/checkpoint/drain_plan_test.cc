@@ -72,6 +72,9 @@ TEST(DrainPlanTest, AMarkerGoesOnlyAfterEveryFileClosedBeforeIt) {
   EXPECT_TRUE(atOrigin(planDrain(o)).empty());
   o.origin["step-10/__1_0.distcp"] = 2;
   o.underway = {upload("other/late.bin", 4)};
+  o.writing = {"step-10/__2_0.distcp"};  // a rank still writing its file
+  EXPECT_TRUE(atOrigin(planDrain(o)).empty()) << "the checkpoint is not whole yet";
+  o.writing = {"other/open.bin"};  // a file the marker does not speak for
   EXPECT_EQ(atOrigin(planDrain(o)), std::vector{upload("step-10/.metadata", 3)});
 }
 

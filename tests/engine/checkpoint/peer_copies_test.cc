@@ -173,7 +173,10 @@ TEST_F(PeerCopiesTest, EachClosedFileReachesThePeerWholeAndIsUploadedOnceByItsWr
   toB->connect(b.get());
   dcpSave("a", "step-10", 3, 1);
   ASSERT_TRUE(eventually([&] { return contents(tree("b")) == contents(tree("a")); }));
-  ASSERT_TRUE(eventually([&] { return a->status().drained && b->status().drained; }));
+  ASSERT_TRUE(eventually([&] {
+    return a->status().files == 4 && b->status().files == 4 && a->status().drained &&
+           b->status().drained;
+  }));
   EXPECT_EQ(contents(origin()), contents(tree("a")));
   const std::vector<std::string> uploads = order();
   EXPECT_EQ(uploads.size(), 4u) << "b uploads none of a's files: a told it they are there";
@@ -222,11 +225,17 @@ TEST_F(PeerCopiesTest, RotationOnTheWriterRemovesItsCopiesOnThePeer) {
   toB->connect(b.get());
   dcpSave("a", "checkpoint-1", 2, 3);
   dcpSave("a", "checkpoint-2", 2, 4);
-  ASSERT_TRUE(eventually([&] { return a->status().drained && b->status().drained; }));
+  ASSERT_TRUE(eventually([&] {
+    return a->status().files == 6 && b->status().files == 6 && a->status().drained &&
+           b->status().drained;
+  }));
   ASSERT_TRUE(fs::exists(tree("b") / "checkpoint-1" / ".metadata"));
   fs::remove_all(tree("a") / "checkpoint-1");
   ASSERT_TRUE(eventually([&] { return !fs::exists(tree("b") / "checkpoint-1"); }));
-  ASSERT_TRUE(eventually([&] { return a->status().drained && b->status().drained; }));
+  ASSERT_TRUE(eventually([&] {
+    return a->status().files == 3 && b->status().files == 3 && a->status().drained &&
+           b->status().drained;
+  }));
   EXPECT_EQ(contents(tree("b")), contents(tree("a")));
   EXPECT_EQ(contents(origin()), contents(tree("a")));
 }
@@ -270,10 +279,16 @@ TEST_F(PeerCopiesTest, ARestoreReadsFromAPeerWhatTheOriginLacksAndWhatItHolds) {
   auto b = start("b", nullptr);
   toB->connect(b.get());
   dcpSave("a", "step-10", 2, 5);
-  ASSERT_TRUE(eventually([&] { return a->status().drained && b->status().drained; }));
+  ASSERT_TRUE(eventually([&] {
+    return a->status().files == 3 && a->status().drained && b->status().files == 3 &&
+           b->status().drained;
+  }));
   down_ = true;  // the next save stays on a and its copy on b
   dcpSave("a", "step-20", 2, 6);
-  ASSERT_TRUE(eventually([&] { return b->status().heldFiles == 3; })) << "b's journal has them";
+  ASSERT_TRUE(eventually([&] { return b->status().heldFiles == 3; }))
+      << "b's journal has them; b holds " << b->status().heldFiles << " of " << b->status().files
+      << " files, a copied " << a->status().copiedFiles
+      << ", a's last error: " << a->status().lastError;
   ASSERT_EQ(contents(tree("b")), contents(tree("a")));
   const auto written = contents(tree("a"));
   a.reset();  // a is lost
@@ -333,8 +348,8 @@ TEST_F(PeerCopiesTest, EvictionDropsOnlyWhatTheOriginHoldsAndARestoreBringsItBac
   b = start("b", nullptr);
   ASSERT_TRUE(eventually([&] { return b->status().drained; }));
   EXPECT_EQ(contents(origin()), atOrigin);
-  auto reader = cache::makeOrigin({.uri = "file://" + origin().string()},
-                                  {.fileOriginRoots = {root_}});
+  auto reader =
+      cache::makeOrigin({.uri = "file://" + origin().string()}, {.fileOriginRoots = {root_}});
   ASSERT_TRUE(reader.isOk());
   b.reset();
   std::stop_source never;

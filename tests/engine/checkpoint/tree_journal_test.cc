@@ -228,5 +228,17 @@ TEST(TreeJournalTest, AnEvictedFileLeavesTheTreeWithoutARemovalAndTheRecordForge
   EXPECT_TRUE(journal.observe(0, 4, 0).removals.empty());
 }
 
+TEST(TreeJournalTest, ACopyThatEndsAfterItsFileWentIsRemovedFromThePeers) {
+  TreeJournal journal;
+  journal.closed("step-1/.metadata.tmp", id(10, 10), kNow);
+  const DrainStep copy{DrainStep::Kind::kCopy, "step-1/.metadata.tmp", 1};
+  journal.started(copy);
+  journal.removed("step-1/.metadata.tmp", false);  // renamed to .metadata while it was copied
+  journal.finished(copy, 1);
+  EXPECT_EQ(journal.observe(1, 4, 4).uncopies,
+            (std::vector<TreeRemoval>{{"step-1/.metadata.tmp", 1}}));
+  EXPECT_FALSE(journal.drained()) << "until the peers have removed it";
+}
+
 }  // namespace
 }  // namespace granary::checkpoint
