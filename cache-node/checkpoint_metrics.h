@@ -1,7 +1,8 @@
 // The node's checkpoint volumes as Prometheus series, labelled {namespace, uri}: bytes written
-// into each volume, copied to peers, uploaded to its origin and dropped to make room, what waits for the origin and for
-// how long (the upload lag), and what a restore under way has still to bring. Refreshed from
-// CheckpointVolumes::states() on the node's tick; a volume closed loses its gauges.
+// into each volume, copied to peers, uploaded to its origin and dropped to make room, what waits
+// for the origin and for how long (the upload lag), and what a restore under way has still to
+// bring. Refreshed from CheckpointVolumes::states() on the node's tick; a volume closed loses its
+// gauges.
 #pragma once
 
 #include <map>

@@ -206,6 +206,8 @@ TEST_F(DrainerTest, AFileStillBeingWrittenInANewDirectoryIsNotUploadedInPart) {
   const std::string bytes = randomBytes(1 << 20, 9);
   ASSERT_EQ(::write(file.get(), bytes.data(), 64 << 10), 64 << 10);
   fs::rename(outside, tree() / "step-1");  // the scan finds it open, 64 KiB long
+  ASSERT_TRUE(eventually([&] { return drainer->status().files == 1; }));
+  // Time for the upload attempts: what is checked is that nothing arrives meanwhile.
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   EXPECT_FALSE(fs::exists(origin() / "step-1" / "model.pt")) << "part of a file reached the origin";
   ASSERT_EQ(::write(file.get(), bytes.data() + (64 << 10), bytes.size() - (64 << 10)),
