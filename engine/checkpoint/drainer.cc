@@ -27,9 +27,7 @@ constexpr std::chrono::seconds kMaxBackoff{30};
 std::optional<FileIdentity> identityOfFd(int fd) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_nlink == 0) return std::nullopt;  // or removed
-  return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                      static_cast<int64_t>(st.st_size),
-                      static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+  return identityOf(st);
 }
 
 // Whether some process has the file of `fd` open for writing: a read lease is refused then. A

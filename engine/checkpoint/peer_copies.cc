@@ -8,16 +8,11 @@
 
 #include "common/errno_status.h"
 #include "common/owned_fd.h"
+#include "engine/checkpoint/tree_watch.h"
 #include "engine/core/manifest_path.h"
 
 namespace granary::checkpoint {
 namespace {
-
-FileIdentity identityOf(const struct stat& st) {
-  return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                      static_cast<int64_t>(st.st_size),
-                      static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
-}
 
 // The directory of `path` in the tree, made when `create`; InvalidArgument when one on the way is
 // not a directory (a symbolic link included), NotFound when one is missing and not `create`.

@@ -188,12 +188,16 @@ class InotifyTreeWatch final : public TreeWatch {
 
 }  // namespace
 
-std::optional<FileIdentity> identityOf(const std::filesystem::path& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+FileIdentity identityOf(const struct stat& st) {
   return FileIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
                       static_cast<int64_t>(st.st_size),
                       static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+std::optional<FileIdentity> identityOf(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return identityOf(st);
 }
 
 Result<std::unique_ptr<TreeWatch>> TreeWatch::start(const std::filesystem::path& root, Sink sink) {

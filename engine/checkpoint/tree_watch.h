@@ -15,6 +15,8 @@
 //     removed).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -37,6 +39,8 @@ struct TreeEvent {
   std::set<std::string> all;  // kRescanned
 };
 
+// The identity a stat(2) of a file reports.
+FileIdentity identityOf(const struct stat& st);
 // The identity of the regular file at `path` (lstat, no symlink followed); nullopt when there is
 // none (gone, or not a regular file).
 std::optional<FileIdentity> identityOf(const std::filesystem::path& path);
