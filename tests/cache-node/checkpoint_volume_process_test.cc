@@ -5,6 +5,7 @@
 // node killed mid-drain, or handing the node over to a new pod, has its drain resumed; a full
 // disk fails the write and loses nothing; bad input is refused naming the attribute; a node's
 // files copied to its peer survive the node's loss and reach the origin from the peer.
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include <random>
 #include <string>
 
+#include "common/owned_fd.h"
 #include "csi/v1/csi.grpc.pb.h"
 #include "tests/support/cache_node_process.h"
 #include "tests/support/eventually.h"
@@ -42,6 +44,26 @@ std::string randomBytes(size_t size, unsigned seed) {
   std::string bytes(size, '\0');
   for (char& c : bytes) c = static_cast<char>(random());
   return bytes;
+}
+
+// A tree's files, relative path to bytes; a failing comparison prints paths and sizes, not bytes.
+struct Tree : std::map<std::string, std::string> {
+  using std::map<std::string, std::string>::map;
+};
+void PrintTo(const Tree& tree, std::ostream* out) {
+  *out << "{";
+  for (const auto& [path, bytes] : tree) *out << " " << path << " (" << bytes.size() << " bytes)";
+  *out << " }";
+}
+
+// A file a rank keeps open for writing, as its own process would: not inherited by the node
+// processes the test starts meanwhile (O_CLOEXEC), so that its close is the last.
+OwnedFd openForWriting(const fs::path& path, const std::string& bytes) {
+  OwnedFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd) {
+    EXPECT_EQ(::write(fd.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
+  return fd;
 }
 
 // What the kubelet sends for a worker's checkpoint volume (the operator's volumeAttributes).
@@ -116,8 +138,8 @@ class CheckpointVolumeProcessTest : public ::testing::Test {
   std::string uri() const { return "file://" + origin().string(); }
 
   // Every file below `dir`, relative, with its bytes; the staging directory left out.
-  static std::map<std::string, std::string> filesOf(const fs::path& dir) {
-    std::map<std::string, std::string> out;
+  static Tree filesOf(const fs::path& dir) {
+    Tree out;
     std::error_code error;
     for (auto it = fs::recursive_directory_iterator(dir, error);
          !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
@@ -130,10 +152,10 @@ class CheckpointVolumeProcessTest : public ::testing::Test {
 
   // A DCP-style save from two ranks: a file a rank, then .metadata written aside and renamed
   // into place, then `latest` naming the step.
-  std::map<std::string, std::string> save(const fs::path& mount, int step, size_t bytes) {
+  Tree save(const fs::path& mount, int step, size_t bytes) {
     const fs::path dir = mount / ("step-" + std::to_string(step));
     fs::create_directories(dir);
-    std::map<std::string, std::string> written;
+    Tree written;
     for (int rank = 0; rank < 2; ++rank) {
       const std::string name = "__" + std::to_string(rank) + "_0.distcp";
       written[dir.filename().string() + "/" + name] = randomBytes(bytes, step * 10 + rank);
@@ -163,7 +185,7 @@ TEST_F(CheckpointVolumeProcessTest, WritesDrainToTheOriginAndANodeElsewhereResto
       << "publishing again (the kubelet's requiresRepublish) changes nothing";
 
   // Both workers on the node see one tree, read-write.
-  std::map<std::string, std::string> written = save(rank0, 10, 3 << 20);
+  Tree written = save(rank0, 10, 3 << 20);
   EXPECT_EQ(filesOf(rank1), written) << "the other worker sees rank 0's files";
   std::ofstream(rank1 / "step-10" / "extra.pt") << "rank 1's own";
   written["step-10/extra.pt"] = "rank 1's own";
@@ -204,12 +226,16 @@ TEST_F(CheckpointVolumeProcessTest, ANodeKilledMidDrainFinishesItFromItsRecordAf
                                 mount, {{"checkpoints", uri()}, {"bandwidthLimit", "524288"}}))
                   .ok())
       << node.log();
-  const std::map<std::string, std::string> written = save(mount, 20, 3 << 20);
+  Tree written = save(mount, 20, 3 << 20);
+  // A rank still writing its optimizer state: the drain cannot finish before the kill, however
+  // slow the machine.
+  OwnedFd optimizer = openForWriting(mount / "step-20" / "optimizer.pt", "half of it");
+  ASSERT_TRUE(optimizer);
   ASSERT_TRUE(eventually(
       [&] { return series(node, "granary_checkpoint_uploaded_bytes_total", uri()) > 0; }, 20s));
   const fs::path stateRoot = root_ / "n1-0";
   node.kill(SIGKILL);
-  EXPECT_NE(filesOf(origin()), written) << "the drain had not finished";
+  EXPECT_FALSE(filesOf(origin()).contains("step-20/optimizer.pt")) << "never a file in part";
   // Never a marker before the files it names.
   const auto atOrigin = filesOf(origin());
   if (atOrigin.contains("step-20/.metadata")) {
@@ -222,8 +248,12 @@ TEST_F(CheckpointVolumeProcessTest, ANodeKilledMidDrainFinishesItFromItsRecordAf
 
   // The bind mount is the kernel's: the worker wrote on while no node ran.
   std::ofstream(mount / "step-20" / "late.pt") << "written while the node was down";
-  std::map<std::string, std::string> expected = written;
+  const std::string rest = ", the rest while the node was down";
+  ASSERT_EQ(::write(optimizer.get(), rest.data(), rest.size()), static_cast<ssize_t>(rest.size()));
+  optimizer = OwnedFd();  // the close
+  Tree expected = written;
   expected["step-20/late.pt"] = "written while the node was down";
+  expected["step-20/optimizer.pt"] = "half of it, the rest while the node was down";
 
   NodeProcess& again = startNode("n1", stateRoot);
   ASSERT_TRUE(eventually([&] { return filesOf(origin()) == expected; }, 60s))
@@ -241,18 +271,28 @@ TEST_F(CheckpointVolumeProcessTest, ANewPodTakingTheNodeOverResumesTheDrain) {
   const auto attributes =
       std::map<std::string, std::string>{{"checkpoints", uri()}, {"bandwidthLimit", "1048576"}};
   ASSERT_TRUE(publish(old, checkpointRequest(mount, attributes)).ok()) << old.log();
-  std::map<std::string, std::string> expected = save(mount, 30, 3 << 20);
+  Tree expected = save(mount, 30, 3 << 20);
+  // A rank still writing across the handover: the drain is still going when the node changes
+  // hands, however slow the machine.
+  OwnedFd optimizer = openForWriting(mount / "step-30" / "optimizer.pt", "begun under the old pod");
+  ASSERT_TRUE(optimizer);
   ASSERT_TRUE(eventually(
       [&] { return series(old, "granary_checkpoint_uploaded_bytes_total", uri()) > 0; }, 20s));
 
   NodeProcess& successor = startNode("n1", stateRoot);  // asks the old pod for the node
   EXPECT_NE(successor.log().find("released the node"), std::string::npos) << successor.log();
-  EXPECT_NE(filesOf(origin()), expected) << "the drain was still going when the node changed hands";
+  EXPECT_FALSE(filesOf(origin()).contains("step-30/optimizer.pt")) << "never a file in part";
+  const std::string end = ", ended under the new one";
+  ASSERT_EQ(::write(optimizer.get(), end.data(), end.size()), static_cast<ssize_t>(end.size()));
+  optimizer = OwnedFd();  // the close
+  expected["step-30/optimizer.pt"] = "begun under the old pod, ended under the new one";
   std::ofstream(mount / "step-30" / "after.pt") << "written under the new pod";
   expected["step-30/after.pt"] = "written under the new pod";
   ASSERT_TRUE(publish(successor, checkpointRequest(mount, attributes)).ok()) << successor.log();
   EXPECT_EQ(filesOf(mount), expected) << "one bind mount throughout, not a second over it";
-  ASSERT_TRUE(eventually([&] { return filesOf(origin()) == expected; }, 60s)) << successor.log();
+  ASSERT_TRUE(eventually([&] { return filesOf(origin()) == expected; }, 60s))
+      << ::testing::PrintToString(filesOf(origin())) << "\n"
+      << successor.log();
   old.kill(SIGTERM);
 }
 
@@ -268,7 +308,7 @@ TEST_F(CheckpointVolumeProcessTest, AFullDiskEvictsWhatIsUploadedThenFailsTheWri
   NodeProcess& node = startNode("n1");
   const fs::path mount = target("rank-0");
   ASSERT_TRUE(publish(node, checkpointRequest(mount, {{"checkpoints", uri()}})).ok()) << node.log();
-  std::map<std::string, std::string> written = save(mount, 10, 12 << 20);
+  Tree written = save(mount, 10, 12 << 20);
   ASSERT_TRUE(eventually([&] { return filesOf(origin()) == written; }, 30s));
   // The disk is below its margin (256 MiB or 1%): what the origin holds goes from the volume.
   ASSERT_TRUE(eventually([&] { return !fs::exists(mount / "step-10" / "__0_0.distcp"); }, 20s))
@@ -341,7 +381,7 @@ TEST_F(CheckpointVolumeProcessTest, AnS3VolumeTakesItsSecretFromThePublishAndKee
       checkpointRequest(mount, {{"checkpoints", "s3://data/runs/bert/"}, {"endpoint", endpoint}});
   request.mutable_secrets()->insert({{"accessKeyId", "S3RVER"}, {"secretAccessKey", "S3RVER"}});
   ASSERT_TRUE(publish(node, request).ok()) << node.log();
-  std::map<std::string, std::string> written = save(mount, 10, 1 << 20);
+  Tree written = save(mount, 10, 1 << 20);
   ASSERT_TRUE(eventually(
       [&] {
         for (const auto& [path, bytes] : written)
@@ -416,7 +456,7 @@ TEST_F(CheckpointVolumeProcessTest, ALostNodesFilesReachTheOriginFromItsPeer) {
             grpc::StatusCode::FAILED_PRECONDITION)
       << "a volume the node has not opened";
 
-  const std::map<std::string, std::string> written = save(mount, 40, 1 << 20);
+  const Tree written = save(mount, 40, 1 << 20);
   ASSERT_TRUE(eventually([&] { return filesOf(peerMount) == written; }, 20s))
       << "the peer's workers see the copies; log:\n"
       << writer.log();

@@ -217,6 +217,31 @@ TEST_F(DrainerTest, AFileStillBeingWrittenInANewDirectoryIsNotUploadedInPart) {
   ASSERT_TRUE(drained(*drainer));
 }
 
+// A drain started again (a restart, a new pod taking the node over) while a rank still writes:
+// the file is found open, left alone, and reaches the origin whole once closed, its marker after.
+TEST_F(DrainerTest, AFileOpenAcrossARestartReachesTheOriginOnceClosed) {
+  OwnedFd file(::open((tree() / "optimizer.pt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  ASSERT_TRUE(file);
+  const std::string bytes = randomBytes(1 << 20, 9);
+  {
+    auto drainer = start(fileWriter());
+    ASSERT_EQ(::write(file.get(), bytes.data(), 64 << 10), 64 << 10);
+    ASSERT_TRUE(eventually([&] { return drainer->status().files == 1; }));
+  }
+  auto drainer = start(fileWriter());
+  writeFile(tree() / "latest", "1");
+  ASSERT_TRUE(eventually([&] { return drainer->status().files == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // time for upload attempts
+  EXPECT_FALSE(fs::exists(origin() / "optimizer.pt")) << "part of a file reached the origin";
+  EXPECT_FALSE(fs::exists(origin() / "latest")) << "a marker before the file it follows";
+  ASSERT_EQ(::write(file.get(), bytes.data() + (64 << 10), bytes.size() - (64 << 10)),
+            static_cast<ssize_t>(bytes.size() - (64 << 10)));
+  file = OwnedFd();  // the close
+  ASSERT_TRUE(eventually([&] { return readFile(origin() / "optimizer.pt") == bytes; }));
+  ASSERT_TRUE(drained(*drainer));
+  EXPECT_EQ(readFile(origin() / "latest"), "1");
+}
+
 TEST_F(DrainerTest, AFileWrittenAgainDuringItsUploadReachesTheOriginAsItEnds) {
   auto drainer = start(fileWriter(), 2 << 20);  // 2 MiB/s: the first upload takes 4 s
   writeFile(tree() / "model.pt", randomBytes(8 << 20, 1));
