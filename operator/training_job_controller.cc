@@ -46,13 +46,30 @@ int labelInt(const Json& pod, const char* label) {
   return it == labels.end() ? -1 : std::atoi(it->second.c_str());
 }
 
-WorkerState workerOf(const Json& pod) {
+// Since when `node` has not been Ready: its Ready condition's lastTransitionTime while the
+// condition is False or Unknown; nullopt while Ready, or with no Node or condition to tell.
+std::optional<WallTime> notReadySince(const kube::ObjectPtr& node) {
+  const Json conditions = node ? kube::pathValue(*node, "status.conditions") : Json();
+  if (!conditions.is_array()) return std::nullopt;
+  for (const auto& c : conditions.as_array()) {
+    if (!c.has_string_field("type") || c.at("type").as_string() != "Ready") continue;
+    if (c.has_string_field("status") && c.at("status").as_string() == "True") return std::nullopt;
+    return c.has_string_field("lastTransitionTime")
+               ? kube::parseMetav1Time(c.at("lastTransitionTime").as_string())
+               : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// A worker pod as the lifecycle sees it; `nodes` holds the Nodes (for nodeNotReadySince).
+WorkerState workerOf(const Json& pod, const kube::Store& nodes) {
   WorkerState w;
   w.name = kube::nameOf(pod);
   w.uid = kube::uidOf(pod);
   w.rank = labelInt(pod, names::kRankLabel);
   w.attempt = labelInt(pod, names::kAttemptLabel);
   w.node = cluster::nodeNameOf(pod);
+  if (!w.node.empty()) w.nodeNotReadySince = notReadySince(nodes.get(w.node));
   const Json phase = kube::pathValue(pod, "status.phase");
   const std::string p = phase.is_string() ? phase.as_string() : "Pending";
   w.phase = p == "Running"     ? WorkerState::Phase::kRunning
@@ -136,6 +153,7 @@ TrainingJobController::TrainingJobController(kube::Manager& manager,
                                  .transform = serviceView});
   datasets_ = &manager.informer(
       {.type = kube::resources::datasets(), .ns = scope, .transform = withoutManagedFields});
+  nodes_ = &manager.informer({.type = kube::resources::nodes(), .transform = nodeView});
   pods_->store().addIndex("job", kube::indexByLabel(names::kJobNameLabel));
   auto& controller = manager.controller(
       {.name = "trainingjob", .workers = options_.workers},
@@ -220,7 +238,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     o.created = *created;
   for (const auto& pod : pods_->store().byIndex("job", name))
     if (kube::namespaceOf(*pod) == ns && kube::stringMap(*pod).contains(names::kRankLabel))
-      o.workers.push_back(workerOf(*pod));
+      o.workers.push_back(workerOf(*pod, nodes_->store()));
   for (const auto& d : o.spec.datasets) {
     const kube::ObjectPtr dataset = datasets_->store().get(kube::objectKey(ns, d.name));
     const std::string source = dataset ? sourceKeyOf(*dataset) : "";
@@ -284,6 +302,11 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   for (const auto& pod : plan.remove) {
     Status removed = client.remove(kube::resources::pods(), ns, pod);
     if (!removed.isOk() && removed.code() != StatusCode::kNotFound) return removed;
+  }
+  for (const auto& pod : plan.removeNow) {
+    Status removed = client.remove(kube::resources::pods(), ns, pod, {.gracePeriodSeconds = 0});
+    if (!removed.isOk() && removed.code() != StatusCode::kNotFound) return removed;
+    log().info("worker deleted without grace: its node is lost", {{"job", key}, {"pod", pod}});
   }
   if (!plan.create.empty() && !services_->store().get(kube::objectKey(ns, name))) {
     auto created = client.create(kube::resources::services(), ns, headlessService(job, o.spec));

@@ -76,6 +76,7 @@ class TrainingJobController {
   kube::Informer* pods_;
   kube::Informer* services_;
   kube::Informer* datasets_;
+  kube::Informer* nodes_;  // whether a worker's node is lost
   // The gang attempt last written per job key (with the job's uid): a cache that has not yet
   // seen the write must not act on the older attempt (it would recreate the workers just
   // deleted). Forgotten when the job is gone.

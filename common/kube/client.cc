@@ -243,6 +243,8 @@ Status Client::remove(const ResourceType& type, const std::string& ns, const std
     }
     body["preconditions"] = preconditions;
   }
+  if (options.gracePeriodSeconds)
+    body["gracePeriodSeconds"] = Json::number(*options.gracePeriodSeconds);
   return impl_->send(http::methods::DEL, resourcePath(type, ns, name), &body, kJson).status();
 }
 

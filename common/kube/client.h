@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ struct DeleteOptions {
   std::string propagationPolicy;  // "", Foreground, Background or Orphan
   std::string preconditionUid;    // delete only this incarnation
   std::string preconditionResourceVersion;
+  // Unset: the type's default (a pod on a node waits for its kubelet to confirm). 0: at once,
+  // the object gone without the kubelet's word (what `kubectl delete --force --grace-period=0`
+  // asks), for a pod whose node is lost.
+  std::optional<int64_t> gracePeriodSeconds;
 };
 
 struct WriteOptions {

@@ -28,6 +28,11 @@ bool terminal(const WorkerState& w) {
   return w.phase == WorkerState::Phase::kSucceeded || w.phase == WorkerState::Phase::kFailed;
 }
 
+// Whether `w`, still running or starting, is on a node not Ready for kNodeLostAfter.
+bool onLostNode(const WorkerState& w, WallTime now) {
+  return !terminal(w) && w.nodeNotReadySince && now - *w.nodeNotReadySince >= kNodeLostAfter;
+}
+
 // Why the current gang must restart: the first disrupted worker, else the first failed one, else
 // the first lost one (see job_lifecycle.h).
 struct GangFault {
@@ -38,7 +43,7 @@ struct GangFault {
 };
 
 std::optional<GangFault> gangFault(const std::vector<const WorkerState*>& current,
-                                   int64_t recordedWorkers, int32_t workers) {
+                                   int64_t recordedWorkers, int32_t workers, WallTime now) {
   const auto worker = [](const WorkerState* w) { return "worker " + std::to_string(w->rank); };
   for (const auto* w : current)
     if (w->disrupted)
@@ -55,9 +60,12 @@ std::optional<GangFault> gangFault(const std::vector<const WorkerState*>& curren
                        worker(w) + " failed with exit code " + std::to_string(w->exitCode),
                        w->exitCode};
   for (const auto* w : current)
-    if (w->deleting || w->phase == WorkerState::Phase::kUnknown)
+    if (w->deleting || w->phase == WorkerState::Phase::kUnknown || onLostNode(*w, now))
       return GangFault{GangFault::Kind::kLost, "WorkerLost",
-                       worker(w) + (w->deleting ? " was deleted" : "'s node stopped reporting")};
+                       worker(w) + (w->deleting ? " was deleted"
+                                    : w->phase == WorkerState::Phase::kUnknown
+                                        ? "'s node stopped reporting"
+                                        : "'s node " + w->node + " is not Ready")};
   if (static_cast<int64_t>(current.size()) < recordedWorkers) {
     std::set<int> present;
     for (const auto* w : current) present.insert(w->rank);
@@ -79,12 +87,12 @@ struct WorkerFault {
 
 std::vector<WorkerFault> workerFaults(const std::vector<const WorkerState*>& current,
                                       int64_t recordedWorkers, int32_t workers,
-                                      const std::set<int>& occupied) {
+                                      const std::set<int>& occupied, WallTime now) {
   std::vector<WorkerFault> faults;
   std::set<int> present = occupied;
   for (const auto* w : current) {
     present.insert(w->rank);
-    if (auto fault = gangFault({w}, 0, workers)) faults.push_back({w, w->rank, *fault});
+    if (auto fault = gangFault({w}, 0, workers, now)) faults.push_back({w, w->rank, *fault});
   }
   int64_t missing = recordedWorkers - static_cast<int64_t>(current.size());
   for (int rank = 0; rank < workers && missing > 0; ++rank)
@@ -325,7 +333,7 @@ struct Planner {
     std::set<int> occupied = leaving;
     occupied.insert(vacant.begin(), vacant.end());
     if (o.spec.elastic) {
-      const auto faults = workerFaults(current, recorded, rankLimit(), occupied);
+      const auto faults = workerFaults(current, recorded, rankLimit(), occupied, o.now);
       if (!faults.empty() && goOnWithout(faults, current)) {
         std::vector<const WorkerState*> kept;
         for (const auto* w : current)
@@ -333,7 +341,7 @@ struct Planner {
         return done(kept);
       }
     }
-    if (auto fault = gangFault(current, recorded, rankLimit())) {
+    if (auto fault = gangFault(current, recorded, rankLimit(), o.now)) {
       const bool restarted = restartOrFail(*fault, current);
       return done(restarted ? std::vector<const WorkerState*>{} : current);
     }
@@ -683,6 +691,33 @@ struct Planner {
 
 }  // namespace
 
-JobPlan planJob(const JobObservation& observation) { return Planner(observation).run(); }
+namespace {
+
+// The pods of `plan.remove` on a lost node go without grace, and so do those whose graceful
+// deletion began before their node was lost; a worker on a node not Ready yet not lost is looked
+// at again once it would be.
+void deleteWithoutGraceOnLostNodes(const JobObservation& o, JobPlan& plan) {
+  for (const WorkerState& w : o.workers) {
+    if (onLostNode(w, o.now)) {
+      const auto it = std::find(plan.remove.begin(), plan.remove.end(), w.name);
+      const bool removed = it != plan.remove.end();
+      if (removed) plan.remove.erase(it);
+      if (removed || w.deleting) plan.removeNow.push_back(w.name);
+    } else if (w.nodeNotReadySince && !terminal(w)) {
+      const auto lostIn =
+          std::chrono::ceil<std::chrono::seconds>(*w.nodeNotReadySince + kNodeLostAfter - o.now);
+      const auto after = std::max(lostIn, std::chrono::seconds(1));
+      if (!plan.requeueAfter || after < *plan.requeueAfter) plan.requeueAfter = after;
+    }
+  }
+}
+
+}  // namespace
+
+JobPlan planJob(const JobObservation& observation) {
+  JobPlan plan = Planner(observation).run();
+  deleteWithoutGraceOnLostNodes(observation, plan);
+  return plan;
+}
 
 }  // namespace granary::op

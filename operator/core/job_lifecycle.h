@@ -19,8 +19,11 @@
 //   - failed: counted against backoffLimit; restartPolicy ExitCode retries exit codes >= 128
 //     only, Never none;
 //   - was lost: its pod deleted (gone, or a deletionTimestamp set) or its node unreachable
-//     (phase Unknown): a failure without an exit code, counted against backoffLimit, retried
-//     as a killed process is (OnFailure and ExitCode; not Never);
+//     (phase Unknown, or the Node not Ready for kNodeLostAfter): a failure without an exit code,
+//     counted against backoffLimit, retried as a killed process is (OnFailure and ExitCode; not
+//     Never). A pod on a node not Ready for kNodeLostAfter is deleted without grace
+//     (JobPlan::removeNow), also when its deletion began earlier: no kubelet is there to
+//     finish a graceful one, and its name is free for the next attempt or a replacement;
 //   - was disrupted: evicted (status.reason Evicted) or given a DisruptionTarget condition
 //     (preemption, a drain, a taint), or cut off from a dataset (its view of the dataset's mount
 //     ended, names::kMountLostAnnotation: its reads fail until it restarts): always retried and,
@@ -60,6 +63,10 @@ namespace granary::op {
 
 using WallTime = std::chrono::system_clock::time_point;
 
+// How long a worker's Node may be not Ready (after the node lifecycle controller's own grace)
+// before the worker counts as lost.
+inline constexpr std::chrono::seconds kNodeLostAfter{30};
+
 struct WorkerState {
   std::string name;
   std::string uid;
@@ -74,6 +81,9 @@ struct WorkerState {
   int exitCode = 0;           // of a failed worker's first failed container
   std::string waitingReason;  // e.g. ImagePullBackOff
   std::string node;
+  // Since when the Node it is bound to has not been Ready (its Ready condition's
+  // lastTransitionTime, False or Unknown); nullopt while Ready, unbound, or the Node unknown.
+  std::optional<WallTime> nodeNotReadySince;
   WallTime created{};
 };
 
@@ -105,9 +115,10 @@ struct JobEvent {
 };
 
 struct JobPlan {
-  std::vector<int> create;          // ranks to create, in the current attempt
-  std::vector<std::string> remove;  // pods to delete
-  bool deleteJob = false;           // ttlSecondsAfterFinished passed
+  std::vector<int> create;             // ranks to create, in the current attempt
+  std::vector<std::string> remove;     // pods to delete
+  std::vector<std::string> removeNow;  // pods to delete without grace: their node is lost
+  bool deleteJob = false;              // ttlSecondsAfterFinished passed
   kube::Json status;
   std::vector<JobEvent> events;
   std::optional<std::chrono::seconds> requeueAfter;  // a deadline to check

@@ -369,6 +369,57 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
   EXPECT_TRUE(hasEvent("WorkerJoined"));
 }
 
+// A worker whose node stopped reporting: once the node has not been Ready for kNodeLostAfter, its
+// pod is deleted without grace (no kubelet is left to confirm a graceful deletion) and created
+// again; the others' pods are untouched.
+TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAWorkerWhoseNodeIsLost) {
+  readyDataset("wiki");
+  TestNode healthy(client(), "gpu-healthy"), lost(client(), "gpu-lost");
+  ASSERT_TRUE(healthy.status().isOk() && lost.status().isOk()) << lost.status();
+  auto created = client().create(
+      resources::trainingJobs(), ns(),
+      yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
+           "spec:\n  workers: 3\n  elastic: {minWorkers: 2}\n  gpusPerWorker: 0\n"
+           "  datasets: [{name: wiki, mountPath: /data}]\n"
+           "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
+  ASSERT_TRUE(created.isOk()) << created.status();
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return workers().size() == 3; }, 20s));
+  std::map<std::string, std::string> uids;
+  for (const auto& pod : workers()) {
+    const std::string name = kube::nameOf(pod);
+    const std::string node = name == "bert-worker-1" ? lost.name() : healthy.name();
+    ASSERT_TRUE(client().bindPod(ns(), name, kube::uidOf(pod), node).isOk());
+    setPhase(name, "Running");
+    uids[name] = kube::uidOf(pod);
+  }
+  ASSERT_TRUE(eventually([&] { return jobPhase() == "Running"; }, 20s)) << job().serialize();
+
+  // The node lifecycle controller's part: the node not Ready for a while, its pods not Ready.
+  ASSERT_TRUE(lost.lose(std::chrono::system_clock::now() - op::kNodeLostAfter).isOk());
+  ASSERT_TRUE(client()
+                  .mergePatch(resources::pods(), ns(), "bert-worker-1",
+                              yaml("status: {conditions: [{type: Ready, status: \"False\"}]}"),
+                              "status")
+                  .isOk());
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& pod : workers())
+          if (kube::nameOf(pod) == "bert-worker-1" && kube::uidOf(pod) != uids["bert-worker-1"])
+            return true;
+        return false;
+      },
+      30s))
+      << "the worker on the lost node is created again: " << job().serialize();
+  for (const auto& pod : workers())
+    if (kube::nameOf(pod) != "bert-worker-1") {
+      EXPECT_EQ(kube::uidOf(pod), uids[kube::nameOf(pod)]) << kube::nameOf(pod) << " was deleted";
+    }
+  const Json change = kube::pathValue(job(), "status.elastic.changes").at(0);
+  EXPECT_EQ(change.at("cause").as_string(), "worker 1's node gpu-lost is not Ready");
+  EXPECT_EQ(jobPhase(), "Running");
+}
+
 // Eight elastic workers, two lost at once: only those two pods are deleted and created again,
 // and the operator's writes for the two changes are counted (printed for docs/benchmarks.md).
 TEST_F(TrainingJobControllerTest, AnElasticJobLosingTwoOfEightWorkersTouchesOnlyThoseTwo) {

@@ -6,7 +6,8 @@
 // on a stale resourceVersion; generation bumps on spec changes), the status subresource split
 // (the main resource ignores status, /status ignores everything else), merge patch, apply (as a
 // merge patch that creates when missing), delete (preconditions, finalizers and
-// deletionTimestamp; deleting a namespace deletes its objects), pods/binding (409 when
+// deletionTimestamp, gracePeriodSeconds accepted; deleting a namespace deletes its objects),
+// pods/binding (409 when
 // already bound), watch (from a resourceVersion, with bookmarks, timeoutSeconds, 410 Gone for
 // resourceVersions older than the retained history), CRD registration (from crds/*.yaml or a
 // POST of the CRD), schema defaults for custom resources, bearer-token authentication, and what
@@ -22,7 +23,9 @@
 // conflicts, removed fields are kept), garbage collection of owned objects, propagationPolicy
 // (accepted, ignored), consistent snapshots for paginated lists (a continue token resumes after
 // the last key), watch caches per resource version for lists, discovery endpoints, strategic
-// merge patch, JSON patch, TLS, RBAC, and the node lifecycle controller's timeouts.
+// merge patch, JSON patch, TLS, RBAC, the node lifecycle controller's timeouts, and graceful
+// deletion of pods (a pod deleted is gone at once, as a real server deletes one not bound to a
+// node, or any with gracePeriodSeconds 0; there, a bound pod waits for its kubelet).
 //
 // Fault injection: failNextRequests (e.g. 429 with Retry-After, 500), setLatency,
 // dropWatches (ends every open watch mid-line), refuseWatches, compact (forgets history: old

@@ -49,6 +49,19 @@ TestNode::~TestNode() {
   (void)client_.remove(kube::resources::leases(), "kube-node-lease", name_);
 }
 
+Status TestNode::lose(std::chrono::system_clock::time_point since) {
+  heart_.reset();
+  kube::Json unknown = yaml(
+      "{type: Ready, status: Unknown, reason: NodeStatusUnknown, message: Kubelet stopped "
+      "posting node status.}");
+  unknown["lastHeartbeatTime"] = kube::Json::string(kube::metav1Time(since));
+  unknown["lastTransitionTime"] = kube::Json::string(kube::metav1Time(since));
+  kube::Json patch = kube::Json::object();
+  patch["status"]["conditions"] = kube::Json::array();
+  patch["status"]["conditions"][0] = std::move(unknown);
+  return client_.mergePatch(kube::resources::nodes(), "", name_, patch, "status").status();
+}
+
 Status TestNode::beat() {
   const std::string now = kube::metav1Time(std::chrono::system_clock::now());
   // The kubelet's Lease: its renewals are the heartbeat the node lifecycle controller watches.

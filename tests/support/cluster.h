@@ -104,6 +104,9 @@ class TestNode {
   const Status& status() const { return status_; }
   // One heartbeat now.
   Status beat();
+  // The node's kubelet gone: no more heartbeats, and the Ready condition Unknown since `since`,
+  // as the node lifecycle controller marks a node whose Lease lapsed.
+  Status lose(std::chrono::system_clock::time_point since);
 
  private:
   kube::Client& client_;

@@ -221,6 +221,25 @@ spec:
   EXPECT_EQ(client().bindPod(ns(), "absent", "", "gpu-node-1").code(), StatusCode::kNotFound);
 }
 
+// A pod on a node whose kubelet is gone would wait for it forever when deleted gracefully; with
+// gracePeriodSeconds 0 it is gone at once, and its name is free again.
+TEST_F(ClientContract, APodDeletedWithoutGraceIsGoneAtOnce) {
+  const Json manifest = yaml(R"(
+metadata: {name: worker-1}
+spec:
+  schedulerName: granary-test-nobody
+  containers: [{name: c, image: busybox}]
+)");
+  auto pod = client().create(resources::pods(), ns(), manifest);
+  ASSERT_TRUE(pod.isOk()) << pod.status();
+  ASSERT_TRUE(client().bindPod(ns(), "worker-1", kube::uidOf(*pod), "gpu-node-lost").isOk());
+  ASSERT_TRUE(
+      client().remove(resources::pods(), ns(), "worker-1", {.gracePeriodSeconds = 0}).isOk());
+  EXPECT_EQ(client().get(resources::pods(), ns(), "worker-1").status().code(),
+            StatusCode::kNotFound);
+  EXPECT_TRUE(client().create(resources::pods(), ns(), manifest).isOk());
+}
+
 TEST_F(ClientContract, WatchDeliversEveryChangeInOrder) {
   auto listed = client().list(resources::datasets(), ns());
   ASSERT_TRUE(listed.isOk()) << listed.status();

@@ -287,6 +287,45 @@ TEST(JobLifecycleTest, AWorkerBeingDeletedOrOnAnUnreachableNodeIsLost) {
   EXPECT_EQ(unreachable.remove, names({0, 1}));
 }
 
+// A worker whose Node is not Ready is lost once kNodeLostAfter passed, not before (the planner
+// asks to look again then); its pod is deleted without grace, as is one whose graceful deletion
+// began before: no kubelet is there to finish it.
+TEST(JobLifecycleTest, AWorkerOnANodeNotReadyForLongIsLostAndDeletedWithoutGrace) {
+  const api::TrainingJobSpec spec = twoWorkers();
+  const WallTime now = kCreated + 100s;
+  WorkerState cutOff = worker(1, Phase::kRunning);
+  cutOff.nodeNotReadySince = now - 10s;
+  const JobPlan early =
+      planJob(observe(spec, {worker(0, Phase::kRunning), cutOff}, runningStatus(spec), now));
+  EXPECT_EQ(phaseOf(early), "Running");
+  EXPECT_TRUE(early.remove.empty() && early.removeNow.empty());
+  EXPECT_EQ(early.requeueAfter, kNodeLostAfter - 10s);
+
+  cutOff.nodeNotReadySince = now - kNodeLostAfter;
+  const JobPlan lost =
+      planJob(observe(spec, {worker(0, Phase::kRunning), cutOff}, runningStatus(spec), now));
+  EXPECT_EQ(phaseOf(lost), "Restarting");
+  const Condition restarting = conditionOf(lost.status, "Restarting");
+  EXPECT_EQ(restarting.reason, "WorkerLost");
+  EXPECT_NE(restarting.message.find("worker 1's node n1 is not Ready"), std::string::npos)
+      << restarting.message;
+  EXPECT_EQ(lost.remove, names({0})) << "a worker on a Ready node goes gracefully";
+  EXPECT_EQ(lost.removeNow, names({1}));
+
+  // The gang's old pod on the lost node is still there, its deletion begun: deleted again, now.
+  WorkerState stuck = cutOff;
+  stuck.deleting = true;
+  const JobPlan again = planJob(observe(spec, {stuck}, lost.status, now + 1s));
+  EXPECT_EQ(again.removeNow, names({1}));
+
+  WorkerState finished = worker(1, Phase::kSucceeded);
+  finished.nodeNotReadySince = now - kNodeLostAfter;
+  const JobPlan done =
+      planJob(observe(spec, {worker(0, Phase::kRunning), finished}, runningStatus(spec), now));
+  EXPECT_TRUE(done.removeNow.empty()) << "a worker that finished is not lost with its node";
+  EXPECT_NE(phaseOf(done), "Restarting");
+}
+
 TEST(JobLifecycleTest, ALostWorkerCountsAgainstTheBackoffLimitAndFailsUnderNever) {
   api::TrainingJobSpec spec = twoWorkers();
   spec.runPolicy.backoffLimit = 0;
@@ -502,6 +541,34 @@ TEST(JobLifecycleTest, AnElasticJobReplacesALostWorkerAloneWhileMinWorkersRemain
   EXPECT_EQ(kube::pathValue(joined.status, "elastic.secondsBelowWanted").as_double(), 10)
       << "below 3 workers from the loss (20 s) to the join (30 s)";
   EXPECT_EQ(conditionOf(joined.status, "Running").message, "every worker is running");
+}
+
+// An elastic job's worker on a lost node is replaced alone: its pod deleted without grace (again
+// while it lingers), the replacement created once the name is free.
+TEST(JobLifecycleTest, AnElasticJobReplacesAWorkerOnALostNodeWithoutWaitingForItsKubelet) {
+  const api::TrainingJobSpec spec = elasticThree();
+  const WallTime now = kCreated + 100s;
+  WorkerState cutOff = worker(1, Phase::kRunning);
+  cutOff.nodeNotReadySince = now - kNodeLostAfter - 5s;
+  const JobPlan lost =
+      planJob(observeElastic(spec, {worker(0, Phase::kRunning), cutOff, worker(2, Phase::kRunning)},
+                             runningStatus(spec), now));
+  EXPECT_TRUE(lost.remove.empty()) << "no surviving worker's pod is deleted";
+  EXPECT_EQ(lost.removeNow, names({1}));
+  EXPECT_EQ(phaseOf(lost), "Running");
+  EXPECT_EQ(changeKinds(lost), "Lost ");
+
+  cutOff.deleting = true;
+  const JobPlan lingering =
+      planJob(observeElastic(spec, {worker(0, Phase::kRunning), cutOff, worker(2, Phase::kRunning)},
+                             lost.status, now + 1s));
+  EXPECT_EQ(lingering.removeNow, names({1}));
+  EXPECT_TRUE(lingering.create.empty());
+  EXPECT_EQ(field(lingering, "elastic.membershipChanges"), 1) << "one loss, counted once";
+
+  const JobPlan gone = planJob(observeElastic(
+      spec, {worker(0, Phase::kRunning), worker(2, Phase::kRunning)}, lingering.status, now + 2s));
+  EXPECT_EQ(gone.create, (std::vector<int>{1}));
 }
 
 // Below minWorkers an elastic job restarts the gang as a fixed one does; replacements spent the
