@@ -264,10 +264,12 @@ Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documen
   if (spec.elastic) {
     LocalWorker store = plan.workers.front();
     store.name = plan.job.metadata.name + "-rendezvous";
-    store.argv = api::rendezvousStoreCommand(options.rendezvousPort, rendezvousId(plan.job));
+    store.argv = api::rendezvousStoreCommand(options.rendezvousPort, options.rendezvousNoticePort);
     store.workingDirectory.clear();
     store.gpus.clear();
     plan.rendezvous = std::move(store);
+    plan.rendezvousId = rendezvousId(plan.job);
+    plan.rendezvousNotices = "127.0.0.1:" + std::to_string(options.rendezvousNoticePort);
   }
   return plan;
 }

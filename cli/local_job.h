@@ -37,6 +37,7 @@ struct LocalRunOptions {
   std::string noGpuReason;             // why there are none ("" when there are)
   int32_t masterPort = 0;              // a free port on 127.0.0.1 for rank 0
   int32_t rendezvousPort = 0;          // another, for an elastic job's rendezvous store
+  int32_t rendezvousNoticePort = 0;    // and another, for the notices of its agents gone
 };
 
 struct LocalDataset {
@@ -77,9 +78,12 @@ struct LocalPlan {
   std::vector<PathMapping> paths;  // every mount path of the job, longest first
   std::vector<LocalWorker> workers;
   // An elastic job's rendezvous store: a process of its own beside the workers (so that no
-  // worker's loss takes it down), api::rendezvousStoreCommand on 127.0.0.1:rendezvousPort, with
-  // rank 0's environment (python3 found on its PATH). Unset for a fixed gang.
+  // worker's loss takes it down), api::rendezvousStoreCommand on 127.0.0.1:rendezvousPort and
+  // rendezvousNoticePort, with rank 0's environment (python3 found on its PATH). Unset for a
+  // fixed gang.
   std::optional<LocalWorker> rendezvous;
+  std::string rendezvousId;       // "<namespace>-<job>"
+  std::string rendezvousNotices;  // 127.0.0.1:rendezvousNoticePort
 };
 
 // InvalidArgument naming the field and the fix: no or several TrainingJobs (without a job

@@ -13,6 +13,7 @@
 #include "cli/run_view.h"
 #include "cli/worker_gang.h"
 #include "common/api/membership.h"
+#include "common/api/rendezvous_notice.h"
 #include "common/clock.h"
 #include "common/thread_annotations.h"
 #include "engine/engine.h"
@@ -339,6 +340,7 @@ class LocalRun {
       return false;
     const std::string& name = plan_.workers[exit.rank].name;
     membership_.lost(name, exitCause(exit.code), clock_.wallNow());
+    tellRendezvous(gang.groups()[exit.rank]);
     if (response == api::LossResponse::kContinue) {
       screen_.print(name + " lost (" + exitCause(exit.code) + "); " +
                     std::to_string(gang.running()) + " workers go on without it (runPolicy " +
@@ -358,6 +360,14 @@ class LocalRun {
                   " started again to join them (restart " + std::to_string(restarts_) + " of " +
                   std::to_string(policy.backoffLimit) + ")");
     return true;
+  }
+
+  // The store hears that the agent of process `pid` is gone, so that the others meet again at once;
+  // unheard, they meet once torch's keep-alive lapses.
+  void tellRendezvous(pid_t pid) {
+    const Status told = api::sendRendezvousNotice(
+        plan_.rendezvousNotices, api::rendezvousNotice(plan_.rendezvousId, {{.pid = pid}}));
+    if (!told.isOk()) screen_.print("the rendezvous store was not told: " + told.message());
   }
 
   static std::string exitCause(int code) {

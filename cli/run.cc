@@ -147,7 +147,8 @@ int runCommand(const std::vector<std::string>& args) {
       .gpuCount = gpuCount(**sampler),
       .noGpuReason = (*sampler)->unavailableReason(),
       .masterPort = freePort(),
-      .rendezvousPort = freePort()};
+      .rendezvousPort = freePort(),
+      .rendezvousNoticePort = freePort()};
   auto plan = planLocalRun(*documents, options);
   if (!plan.isOk()) {
     std::fprintf(stderr, "granaryctl run: %s\n", plan.status().message().c_str());

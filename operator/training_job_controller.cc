@@ -308,6 +308,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
     if (!removed.isOk() && removed.code() != StatusCode::kNotFound) return removed;
     log().info("worker deleted without grace: its node is lost", {{"job", key}, {"pod", pod}});
   }
+  if (!plan.goneFromRendezvous.empty()) tellRendezvous(job, attempt, plan.goneFromRendezvous);
   if (!plan.create.empty() && !services_->store().get(kube::objectKey(ns, name))) {
     auto created = client.create(kube::resources::services(), ns, headlessService(job, o.spec));
     if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
@@ -318,7 +319,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   const bool gangStarts = std::none_of(o.workers.begin(), o.workers.end(),
                                        [&](const WorkerState& w) { return w.attempt == attempt; });
   if (!plan.create.empty() && o.spec.elastic && gangStarts)
-    GRANARY_RETURN_IF_ERROR(ensureRendezvous(job, attempt));
+    GRANARY_RETURN_IF_ERROR(ensureRendezvous(job));
   std::string checkpointPeers;  // where a new worker's checkpoint restore reads first
   if (o.spec.checkpoints && directory_ && !plan.create.empty()) {
     std::map<std::string, std::string> addresses;
@@ -343,14 +344,29 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   return result;
 }
 
+// The store hears of the workers' agents gone (each agent's address is its pod's hostname, the
+// worker's name). A store that does not answer costs the others torch's keep-alive, not the job.
+void TrainingJobController::tellRendezvous(const Json& job, int attempt,
+                                           const std::vector<std::string>& workers) {
+  std::vector<api::GoneAgent> gone;
+  for (const std::string& worker : workers) gone.push_back({.host = worker});
+  const std::string address = rendezvousName(kube::nameOf(job)) + "." + kube::namespaceOf(job) +
+                              ".svc:" + std::to_string(api::kRendezvousNoticePort);
+  const Status told = options_.tellRendezvous(
+      address, api::rendezvousNotice(elasticRendezvous(job, attempt).id, gone));
+  if (!told.isOk())
+    log().info(
+        "rendezvous store not told of workers gone",
+        {{"job", kube::objectKey(kube::namespaceOf(job), kube::nameOf(job))}, {"error", told}});
+}
+
 // An elastic job's rendezvous store and its Service, created once; a store that exists is kept
 // (restartPolicy Always restarts it in place).
-Status TrainingJobController::ensureRendezvous(const Json& job, int attempt) {
+Status TrainingJobController::ensureRendezvous(const Json& job) {
   auto& client = manager_.client();
   const std::string ns = kube::namespaceOf(job);
-  for (const auto& [type, object] :
-       {std::pair{kube::resources::services(), rendezvousService(job)},
-        std::pair{kube::resources::pods(), rendezvousPod(job, attempt)}}) {
+  for (const auto& [type, object] : {std::pair{kube::resources::services(), rendezvousService(job)},
+                                     std::pair{kube::resources::pods(), rendezvousPod(job)}}) {
     auto created = client.create(type, ns, object);
     if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
       return created.status();

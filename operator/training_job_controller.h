@@ -6,11 +6,13 @@
 // status.gpu (operator/core/job_data.h), exported as granary_job_* series (operator/job_series.h).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 
+#include "common/api/rendezvous_notice.h"
 #include "common/kube/manager.h"
 #include "common/names.h"
 #include "common/thread_annotations.h"
@@ -32,6 +34,12 @@ struct TrainingJobControllerOptions {
   std::chrono::milliseconds telemetryInterval{20'000};
   // granary_job_* of each running job with telemetry (declareJobSeries); unset: none.
   std::optional<JobSeries> series;
+  // Tells an elastic job's rendezvous store (host:port) which agents are gone
+  // (api::rendezvousNotice); api::sendRendezvousNotice unless a test replaces it.
+  std::function<Status(const std::string& address, const std::string& notice)> tellRendezvous =
+      [](const std::string& address, const std::string& notice) {
+        return api::sendRendezvousNotice(address, notice);
+      };
 };
 
 class TrainingJobController {
@@ -66,7 +74,8 @@ class TrainingJobController {
   void noteCheckpointDisk(const kube::Json& job, int64_t generation, kube::Json& status);
   // An elastic job's rendezvous store pod and Service (operator/core/workers.h), created
   // when missing, as a gang attempt starts.
-  Status ensureRendezvous(const kube::Json& job, int attempt);
+  void tellRendezvous(const kube::Json& job, int attempt, const std::vector<std::string>& workers);
+  Status ensureRendezvous(const kube::Json& job);
 
   kube::Manager& manager_;
   TrainingJobControllerOptions options_;

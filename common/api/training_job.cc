@@ -252,47 +252,95 @@ std::vector<std::pair<std::string, std::string>> workerEnvironment(const Trainin
           {"PYTHONUNBUFFERED", "1"}};
 }
 
-std::vector<std::string> rendezvousStoreCommand(int32_t port, const std::string& id) {
-  // TCPStore's server listens on every interface; its own client connects over loopback. Twice a
-  // second the store looks at the rendezvous' state (torch's c10d backend keeps it under
-  // "torch.rendezvous.<id>") for an agent of this host whose process is gone, and ages its
-  // heartbeat, so that the others meet again at once instead of after torch's keep-alive
-  // (3 x 5 s). Where that cannot work (another host's agents, a torch that keeps its state
-  // otherwise), nothing is changed.
+std::vector<std::string> rendezvousStoreCommand(int32_t port, int32_t noticePort) {
+  // TCPStore's server listens on every interface; its own client connects over loopback. Torch's
+  // c10d rendezvous keeps its state under "torch.rendezvous.<id>": an agent gone is let go by
+  // ageing its heartbeat there (a compare-and-set, so that no agent's write is lost), as the
+  // keep-alive would once it lapsed. A notice agent matches by its address's first label, its
+  // process id, or both. A store that cannot read the state (another torch) changes nothing.
   static constexpr const char* kStore =
-      R"py(import base64, datetime, os, pickle, signal, socket, sys, time
+      R"py(import base64, datetime, pickle, sys, threading, time
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from torch.distributed import TCPStore
 store = TCPStore("127.0.0.1", int(sys.argv[1]), is_master=True, wait_for_workers=False,
                  timeout=timedelta(seconds=300))
 print("rendezvous store listening on port", sys.argv[1], flush=True)
-store.set_timeout(timedelta(seconds=1))  # a get of a key not set yet fails rather than waits
-key, host = "torch.rendezvous." + sys.argv[2], socket.getfqdn()
-def gone(pid):
-    try:
-        os.kill(pid, 0)
-        return False
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-while True:
-    time.sleep(0.5)
-    try:
-        raw = store.get(key)
-        state = pickle.loads(base64.b64decode(raw))
-        dead = [n for n in state.last_heartbeats if n.fqdn == host and gone(n.pid)]
-        if not dead:
-            continue
-        for node in dead:
-            state.last_heartbeats[node] = datetime.datetime(1970, 1, 1)
-        aged = base64.b64encode(pickle.dumps(state))
-        if store.compare_set(key, raw, aged) == aged:
-            print("rendezvous: agent process(es)", [n.pid for n in dead], "gone", flush=True)
-    except Exception:
+notices, lock = [], threading.Lock()  # (rendezvous id, host, pid, received)
+def parse(text):
+    rid, agents = None, []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0] == "rendezvous":
+            rid = words[1]
+        elif words and len(words) % 2 == 0 and set(words[::2]) <= {"host", "pid"}:
+            agent = dict(zip(words[::2], words[1::2]))
+            agents.append({"host": agent.get("host"),
+                           "pid": int(agent["pid"]) if "pid" in agent else None})
+        elif words:
+            raise ValueError("unexpected line " + repr(line))
+    if not rid or not agents:
+        raise ValueError("a notice names the rendezvous, then a line per agent: host, pid or both")
+    return rid, agents
+class Notices(BaseHTTPRequestHandler):
+    def do_POST(self):
+        try:
+            if self.path != "/gone":
+                raise ValueError("POST /gone")
+            rid, agents = parse(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        except Exception as e:
+            self.send_error(400, str(e))
+            return
+        received = datetime.datetime.utcnow()
+        with lock:
+            notices.extend((rid, a["host"], a["pid"], received) for a in agents)
+        print("rendezvous: told", len(agents), "agent(s) gone", flush=True)
+        self.send_response(204)
+        self.end_headers()
+    def log_message(self, *args):
         pass
+server = ThreadingHTTPServer(("", int(sys.argv[2])), Notices)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+store.set_timeout(timedelta(seconds=1))
+epoch = datetime.datetime(1970, 1, 1)
+def named(node, beat, host, pid, received):
+    return (beat > epoch and beat < received and (host is None or node.fqdn.split(".")[0] == host)
+            and (pid is None or node.pid == pid))
+while True:
+    time.sleep(0.2)
+    with lock:
+        now = datetime.datetime.utcnow()
+        notices[:] = [n for n in notices if now - n[3] < timedelta(seconds=60)]
+        pending = list(notices)
+    for rid in {n[0] for n in pending}:
+        key = "torch.rendezvous." + rid
+        try:
+            raw = store.get(key)
+            state = pickle.loads(base64.b64decode(raw))
+            gone = [node for node, beat in state.last_heartbeats.items()
+                    if any(named(node, beat, *n[1:]) for n in pending if n[0] == rid)]
+            if not gone:
+                continue
+            for node in gone:
+                state.last_heartbeats[node] = epoch
+            aged = base64.b64encode(pickle.dumps(state))
+            if store.compare_set(key, raw, aged) == aged:
+                print("rendezvous: let go at once:", ", ".join(str(n) for n in gone), flush=True)
+        except Exception:
+            pass  # no state under the key yet (the get timed out), or one this store cannot read
 )py";
-  return {"python3", "-c", kStore, std::to_string(port), id};
+  return {"python3", "-c", kStore, std::to_string(port), std::to_string(noticePort)};
+}
+
+std::string rendezvousNotice(const std::string& rendezvousId, const std::vector<GoneAgent>& gone) {
+  std::string notice = "rendezvous " + rendezvousId + "\n";
+  for (const GoneAgent& agent : gone) {
+    std::string line;
+    if (!agent.host.empty()) line += "host " + agent.host;
+    if (agent.pid > 0) line += (line.empty() ? "pid " : " pid ") + std::to_string(agent.pid);
+    if (!line.empty()) notice += line + "\n";
+  }
+  return notice;
 }
 
 }  // namespace granary::api

@@ -127,13 +127,29 @@ std::vector<std::pair<std::string, std::string>> workerEnvironment(const Trainin
                                                                    int rank,
                                                                    const Rendezvous& meet);
 
-// The port an elastic job's rendezvous store listens on, on a cluster.
+// The ports of an elastic job's rendezvous store on a cluster: torch's store, and the notices of
+// agents gone.
 inline constexpr int32_t kRendezvousPort = 29400;
+inline constexpr int32_t kRendezvousNoticePort = 29401;
 
-// The command that hosts an elastic job's rendezvous store (rendezvous id `id`), listening on
-// `port` of every interface: python3 with the job's own torch, so that the store speaks its
-// workers' protocol. Where the store sees the agents' processes (on their machine), an agent
-// whose process is gone is let go at once rather than after torch's keep-alive.
-std::vector<std::string> rendezvousStoreCommand(int32_t port, const std::string& id);
+// The command that hosts an elastic job's rendezvous store, listening on `port` of every
+// interface: python3 with the job's own torch, so that the store speaks its workers' protocol.
+// On `noticePort` it takes notices of agents gone (rendezvousNotice, by HTTP POST /gone): each
+// agent named there whose last heartbeat is older than the notice is let go at once, so that the
+// others meet again without waiting out torch's keep-alive (3 x 5 s); for a minute, since the
+// others may meet again only later. Anyone who reaches the port can send one, as anyone who
+// reaches the store can change the rendezvous: both stay inside the cluster's network.
+std::vector<std::string> rendezvousStoreCommand(int32_t port, int32_t noticePort);
+
+// An agent gone from a rendezvous: on a cluster its pod's hostname (the worker's name), the
+// first label of the agent's address; locally its process id. Either or both.
+struct GoneAgent {
+  std::string host;
+  int64_t pid = 0;
+};
+
+// The body of a notice to the store: "rendezvous <id>", then a line per agent: "host <name>",
+// "pid <n>" or "host <name> pid <n>".
+std::string rendezvousNotice(const std::string& rendezvousId, const std::vector<GoneAgent>& gone);
 
 }  // namespace granary::api

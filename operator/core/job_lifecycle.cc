@@ -565,6 +565,7 @@ struct Planner {
                    : "; not replaced (" +
                          std::string(retryable ? "backoffLimit reached" : "restartPolicy") + ")");
       recordChange(api::MembershipChange::Kind::kLost, workerName(f.rank), f.fault.what, remaining);
+      plan.goneFromRendezvous.push_back(workerName(f.rank));
       event(true, "WorkerLost", message);
     }
     if (stringField(status, "elastic.belowWantedSince").empty())

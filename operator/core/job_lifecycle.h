@@ -118,7 +118,10 @@ struct JobPlan {
   std::vector<int> create;             // ranks to create, in the current attempt
   std::vector<std::string> remove;     // pods to delete
   std::vector<std::string> removeNow;  // pods to delete without grace: their node is lost
-  bool deleteJob = false;              // ttlSecondsAfterFinished passed
+  // An elastic job's workers lost in this plan, whose agents its rendezvous store is told are
+  // gone, so that the others meet again at once.
+  std::vector<std::string> goneFromRendezvous;
+  bool deleteJob = false;  // ttlSecondsAfterFinished passed
   kube::Json status;
   std::vector<JobEvent> events;
   std::optional<std::chrono::seconds> requeueAfter;  // a deadline to check

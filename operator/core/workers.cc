@@ -189,7 +189,7 @@ api::Rendezvous elasticRendezvous(const Json& job, int attempt) {
       .id = kube::uidOf(job) + "-" + std::to_string(attempt)};
 }
 
-Json rendezvousPod(const Json& job, int attempt) {
+Json rendezvousPod(const Json& job) {
   const std::string name = kube::nameOf(job);
   Json pod = Json::object();
   pod["apiVersion"] = Json::string("v1");
@@ -203,10 +203,11 @@ Json rendezvousPod(const Json& job, int attempt) {
   container["image"] = kube::pathValue(job, "spec.template.spec.containers").at(0).at("image");
   Json command = Json::array();
   for (const auto& arg :
-       api::rendezvousStoreCommand(api::kRendezvousPort, elasticRendezvous(job, attempt).id))
+       api::rendezvousStoreCommand(api::kRendezvousPort, api::kRendezvousNoticePort))
     command[command.size()] = Json::string(arg);
   container["command"] = std::move(command);
   container["ports"][0]["containerPort"] = Json::number(api::kRendezvousPort);
+  container["ports"][1]["containerPort"] = Json::number(api::kRendezvousNoticePort);
   pod["spec"]["containers"][0] = std::move(container);
   pod["spec"]["restartPolicy"] = Json::string("Always");
   return pod;
@@ -225,6 +226,10 @@ Json rendezvousService(const Json& job) {
   port["name"] = Json::string("rendezvous");
   port["port"] = Json::number(api::kRendezvousPort);
   service["spec"]["ports"][0] = std::move(port);
+  Json notices = Json::object();
+  notices["name"] = Json::string("notices");
+  notices["port"] = Json::number(api::kRendezvousNoticePort);
+  service["spec"]["ports"][1] = std::move(notices);
   return service;
 }
 

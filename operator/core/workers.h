@@ -33,9 +33,10 @@ kube::Json workerPod(const kube::Json& job, const api::TrainingJobSpec& spec, in
 std::string rendezvousName(const std::string& job);
 api::Rendezvous elasticRendezvous(const kube::Json& job, int attempt);
 // The store pod: the template's first container's image running api::rendezvousStoreCommand
-// (restartPolicy Always, so that a crash restarts it in place; no GPUs), labelled
-// names::kRendezvousLabel, and the ClusterIP Service in front of it. Neither dies with a worker.
-kube::Json rendezvousPod(const kube::Json& job, int attempt);
+// on api::kRendezvousPort and api::kRendezvousNoticePort (restartPolicy Always, so that a crash
+// restarts it in place; no GPUs), labelled names::kRendezvousLabel, and the ClusterIP Service in
+// front of both ports. Neither dies with a worker; one store serves every attempt's rendezvous.
+kube::Json rendezvousPod(const kube::Json& job);
 kube::Json rendezvousService(const kube::Json& job);
 
 // Headless, publishing addresses before readiness, so rank 0 resolves as soon as it has an IP.

@@ -2,8 +2,9 @@
 # granaryctl run with spec.elastic, end to end with a real torchrun (Debian's python3-torch):
 # three workers, minWorkers 2, running examples/elastic/train_elastic.py. One worker killed
 # (kill -9 of its process group) mid-epoch: the other two go on without being restarted, meet
-# again at the rendezvous (hosted by a process of its own), the lost one is started again and
-# joins them, and every sample of each epoch is trained exactly once. Two killed at once (below
+# again at the rendezvous (hosted by a process of its own, told by granaryctl that the lost
+# agent is gone, so that it lets it go at once), the lost one is started again and joins them,
+# and every sample of each epoch is trained exactly once. Two killed at once (below
 # minWorkers): the gang restarts, as a fixed gang does.
 # Usage: elastic_run_test.sh GRANARYCTL SOURCE_DIR. Skips (exit 77) where /usr/bin/python3
 # cannot import torch (scripts/setup.sh installs python3-torch).
@@ -100,6 +101,8 @@ grep -q "restarting the gang" "$root/one.out" && fail "one: the gang restarted"
 [[ $alive == 2 ]] || fail "one: $((2 - alive)) of the surviving workers' processes did not survive"
 [[ $(grep -c "one-worker-[0-9] lost" "$root/one.out") == 1 ]] || fail "one: more than one lost"
 grep -q "membership: 2 changes" "$root/one.out" || fail "one: the summary does not count 2 changes"
+grep -q "rendezvous | rendezvous: let go at once" "$root/one.out" ||
+  fail "one: the store, told by granaryctl, did not let the lost agent go at once"
 grep -q "Lost one-worker-[0-9] (killed by SIGKILL), 2 running" "$root/one.out" ||
   fail "one: the summary does not list the loss"
 for epoch in 0 1; do

@@ -124,6 +124,7 @@ TEST_F(LocalJobTest, TheCheckpointVolumeIsMappedUnderTheRunDirectory) {
 TEST_F(LocalJobTest, AnElasticJobsWorkersMeetAtAStoreOfTheirOwn) {
   LocalRunOptions options;
   options.rendezvousPort = 41000;
+  options.rendezvousNoticePort = 41001;
   auto planned =
       plan(kDataset + job("  gpusPerWorker: 0\n  elastic: {minWorkers: 1, maxWorkers: 4}\n"
                           "  runPolicy: {backoffLimit: 5}\n",
@@ -143,9 +144,11 @@ TEST_F(LocalJobTest, AnElasticJobsWorkersMeetAtAStoreOfTheirOwn) {
 
   ASSERT_TRUE(planned->rendezvous.has_value());
   EXPECT_EQ(planned->rendezvous->name, "resnet-rendezvous");
-  EXPECT_EQ(planned->rendezvous->argv, api::rendezvousStoreCommand(41000, "ml-resnet"));
+  EXPECT_EQ(planned->rendezvous->argv, api::rendezvousStoreCommand(41000, 41001));
+  EXPECT_EQ(planned->rendezvousId, "ml-resnet");
+  EXPECT_EQ(planned->rendezvousNotices, "127.0.0.1:41001");
   EXPECT_EQ(planned->rendezvous->argv.front(), "python3");
-  EXPECT_EQ(planned->rendezvous->argv.back(), "ml-resnet");
+  EXPECT_EQ(planned->rendezvous->argv.back(), "41001");
 
   auto fixed = plan(kDataset + job("  gpusPerWorker: 0\n", kTrainer), options);
   ASSERT_TRUE(fixed.isOk()) << fixed.status();

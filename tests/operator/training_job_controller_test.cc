@@ -51,6 +51,11 @@ class TrainingJobControllerTest : public ClusterTest {
     ASSERT_TRUE(manager.isOk()) << manager.status();
     manager_ = std::move(*manager);
     op::TrainingJobControllerOptions options;
+    options.tellRendezvous = [this](const std::string& address, const std::string& notice) {
+      std::lock_guard lock(writesMutex_);
+      notices_.push_back(address + " " + notice);
+      return Status::ok();
+    };
     if (series) {
       auto declared = op::declareJobSeries(registry_);
       ASSERT_TRUE(declared.isOk()) << declared.status();
@@ -169,9 +174,16 @@ class TrainingJobControllerTest : public ClusterTest {
     writes_.clear();
   }
 
+  // What the operator told rendezvous stores: "<address> <notice>", in order.
+  std::vector<std::string> notices() {
+    std::lock_guard lock(writesMutex_);
+    return notices_;
+  }
+
   FakeClock clock_;
   std::mutex writesMutex_;
   std::vector<std::string> writes_;
+  std::vector<std::string> notices_;
   RbacCheck rbac_{"granary-operator"};
   std::unique_ptr<kube::Client> operatorClient_;
   MetricsRegistry registry_;
@@ -319,7 +331,13 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
   EXPECT_TRUE(kube::stringMap(*store).contains(names::kRendezvousLabel));
   EXPECT_FALSE(kube::stringMap(*store).contains(names::kJobNameLabel))
       << "the store is not one of the gang's workers";
-  EXPECT_TRUE(client().get(resources::services(), ns(), "bert-rendezvous").isOk());
+  auto storeService = client().get(resources::services(), ns(), "bert-rendezvous");
+  ASSERT_TRUE(storeService.isOk()) << storeService.status();
+  const Json ports = kube::pathValue(*storeService, "spec.ports");
+  ASSERT_EQ(ports.size(), 2u) << "torch's store, and the notices of agents gone";
+  EXPECT_EQ(ports.at(1).at("port").as_integer(), 29401);
+  const Json command = kube::pathValue(*store, "spec.containers").at(0).at("command");
+  EXPECT_EQ(command.at(command.size() - 1).as_string(), "29401");
   ASSERT_TRUE(eventually([&] { return jobPhase() == "Running"; }, 20s)) << job().serialize();
 
   setPhase("bert-worker-1", "Failed", 137);
@@ -339,6 +357,10 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
     EXPECT_EQ(attemptOf(pod), "0") << "no gang restart";
   }
   EXPECT_TRUE(hasEvent("WorkerLost"));
+  EXPECT_EQ(notices(),
+            std::vector<std::string>{"bert-rendezvous." + ns() + ".svc:29401 rendezvous " +
+                                     kube::uidOf(job()) + "-0\nhost bert-worker-1\n"})
+      << "the store hears at once that worker 1's agent is gone";
   const Json status = job().at("status");
   EXPECT_EQ(kube::pathValue(status, "restarts").as_integer(), 0);
   EXPECT_EQ(kube::pathValue(status, "elastic.replacements").as_integer(), 1);
@@ -417,6 +439,8 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAWorkerWhoseNodeIsLost) {
     }
   const Json change = kube::pathValue(job(), "status.elastic.changes").at(0);
   EXPECT_EQ(change.at("cause").as_string(), "worker 1's node gpu-lost is not Ready");
+  ASSERT_EQ(notices().size(), 1u);
+  EXPECT_NE(notices()[0].find("host bert-worker-1\n"), std::string::npos) << notices()[0];
   EXPECT_EQ(jobPhase(), "Running");
 }
 

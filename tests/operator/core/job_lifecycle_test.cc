@@ -510,6 +510,7 @@ TEST(JobLifecycleTest, AnElasticJobReplacesALostWorkerAloneWhileMinWorkersRemain
   EXPECT_EQ(change.at("running").as_integer(), 2);
   ASSERT_EQ(lost.events.size(), 1u);
   EXPECT_EQ(lost.events[0].reason, "WorkerLost");
+  EXPECT_EQ(lost.goneFromRendezvous, names({1})) << "the store is told at once";
 
   // Being deleted, the old pod is neither a new loss nor replaced under its own name yet.
   failed.deleting = true;
@@ -518,6 +519,7 @@ TEST(JobLifecycleTest, AnElasticJobReplacesALostWorkerAloneWhileMinWorkersRemain
                              lost.status, kCreated + 21s));
   EXPECT_TRUE(deleting.remove.empty());
   EXPECT_TRUE(deleting.create.empty());
+  EXPECT_TRUE(deleting.goneFromRendezvous.empty()) << "told once";
   EXPECT_EQ(field(deleting, "elastic.membershipChanges"), 1);
   EXPECT_EQ(phaseOf(deleting), "Running");
 
