@@ -79,7 +79,8 @@ run() {
   # may still be printed by rank 0 before they notice).
   for _ in $(seq 900); do
     resumed=$(tail -n +"$lines_before" "$root/$name.out" |
-      awk '/starts at epoch/ { started = 1 } started && /\| step / { print $NF; exit }')
+      awk -v k="$killed_at" '/starts at epoch/ { started = 1 }
+        started && /\| step / && $NF > k { print $NF; exit }')
     [[ -n "$resumed" ]] && break
     kill -0 "$run_pid" 2>/dev/null || break
     sleep 0.2
