@@ -54,9 +54,9 @@ measure() {  # NAME ELASTIC_LINE -> prints "seconds exactly-once"
   kill -KILL -- "-$victim"
   killed_at=$(date +%s.%N)
   wait "$pid" || true
-  # A start before the kill (the third agent joining late) is not the recovery: only a step
-  # stamped after the kill counts.
-  resumed=$(tail -n +"$before" "$out" |
+  # The workers' own lines only (the live view's, "[hh:mm:ss] ...", repeat a worker's last line),
+  # and only a step stamped after the kill: the one in flight may end just after it.
+  resumed=$(tail -n +"$before" "$out" | grep -v '^\[' |
     awk -v k="$killed_at" '/starts at epoch/ { s = 1 } s && /\| step / && $NF > k { print $NF; exit }')
   local once
   once=$(grep -cE "^[^[].*-worker-[0-9]+ \| epoch [01]: 1536 of 1536 samples trained, 0 more than once" "$out" || true)

@@ -76,9 +76,10 @@ run() {
   for pid in "${killed[@]}"; do kill -KILL -- "-$pid"; done
   killed_at=$(date +%s.%N)
   # The first step the workers complete after they start again (the step in flight at the kill
-  # may still be printed by rank 0 before they notice).
+  # may still be printed by rank 0 before they notice), from their own lines (the live view's
+  # repeat each worker's last line).
   for _ in $(seq 900); do
-    resumed=$(tail -n +"$lines_before" "$root/$name.out" |
+    resumed=$(tail -n +"$lines_before" "$root/$name.out" | grep -v '^\[' |
       awk -v k="$killed_at" '/starts at epoch/ { started = 1 }
         started && /\| step / && $NF > k { print $NF; exit }')
     [[ -n "$resumed" ]] && break

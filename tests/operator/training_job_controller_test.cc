@@ -96,6 +96,18 @@ class TrainingJobControllerTest : public ClusterTest {
     ASSERT_TRUE(created.isOk()) << created.status();
   }
 
+  // An elastic job "bert" of `workers` reading dataset wiki, going on while `minWorkers` run.
+  void createElasticJob(int workers, int minWorkers) {
+    auto created = client().create(
+        resources::trainingJobs(), ns(),
+        yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
+             "spec:\n  workers: " +
+             std::to_string(workers) + "\n  elastic: {minWorkers: " + std::to_string(minWorkers) +
+             "}\n  gpusPerWorker: 0\n  datasets: [{name: wiki, mountPath: /data}]\n"
+             "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
+    ASSERT_TRUE(created.isOk()) << created.status();
+  }
+
   Json job() {
     auto got = client().get(resources::trainingJobs(), ns(), "bert");
     return got.isOk() ? *got : Json();
@@ -307,13 +319,7 @@ TEST_F(TrainingJobControllerTest, AFailedWorkerRestartsTheWholeGangUpToTheBackof
 // an Event.
 TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
   readyDataset("wiki");
-  auto created = client().create(
-      resources::trainingJobs(), ns(),
-      yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
-           "spec:\n  workers: 3\n  elastic: {minWorkers: 2}\n  gpusPerWorker: 0\n"
-           "  datasets: [{name: wiki, mountPath: /data}]\n"
-           "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
-  ASSERT_TRUE(created.isOk()) << created.status();
+  createElasticJob(3, 2);
   startOperator(realClock(), true);
   ASSERT_TRUE(eventually([&] { return workers().size() == 3; }, 20s));
   std::map<std::string, std::string> uids;
@@ -398,13 +404,7 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAWorkerWhoseNodeIsLost) {
   readyDataset("wiki");
   TestNode healthy(client(), "gpu-healthy"), lost(client(), "gpu-lost");
   ASSERT_TRUE(healthy.status().isOk() && lost.status().isOk()) << lost.status();
-  auto created = client().create(
-      resources::trainingJobs(), ns(),
-      yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
-           "spec:\n  workers: 3\n  elastic: {minWorkers: 2}\n  gpusPerWorker: 0\n"
-           "  datasets: [{name: wiki, mountPath: /data}]\n"
-           "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
-  ASSERT_TRUE(created.isOk()) << created.status();
+  createElasticJob(3, 2);
   startOperator();
   ASSERT_TRUE(eventually([&] { return workers().size() == 3; }, 20s));
   std::map<std::string, std::string> uids;
@@ -448,13 +448,7 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAWorkerWhoseNodeIsLost) {
 // and the operator's writes for the two changes are counted (printed for docs/benchmarks.md).
 TEST_F(TrainingJobControllerTest, AnElasticJobLosingTwoOfEightWorkersTouchesOnlyThoseTwo) {
   readyDataset("wiki");
-  auto created = client().create(
-      resources::trainingJobs(), ns(),
-      yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bert}\n"
-           "spec:\n  workers: 8\n  elastic: {minWorkers: 6}\n  gpusPerWorker: 0\n"
-           "  datasets: [{name: wiki, mountPath: /data}]\n"
-           "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
-  ASSERT_TRUE(created.isOk()) << created.status();
+  createElasticJob(8, 6);
   startOperator();
   ASSERT_TRUE(eventually([&] { return workers().size() == 8; }, 20s));
   std::map<std::string, std::string> uids;
