@@ -146,6 +146,12 @@ class TrainingJobControllerTest : public ClusterTest {
     for (const auto& pod : workers()) setPhase(kube::nameOf(pod), "Running");
     ASSERT_TRUE(eventually([&] { return jobPhase() == "Running"; }, 20s)) << job().serialize();
   }
+  // Whether a pod named `name` exists that is not the one of uid `uid`: created again.
+  bool recreated(const std::string& name, const std::string& uid) {
+    for (const auto& pod : workers())
+      if (kube::nameOf(pod) == name && kube::uidOf(pod) != uid) return true;
+    return false;
+  }
   std::string attemptOf(const Json& pod) { return kube::stringMap(pod).at("granary.io/attempt"); }
   // Sets a worker's phase as the kubelet would (with an exit code for terminated ones).
   void setPhase(const std::string& pod, const std::string& phase, int exitCode = 0) {
@@ -347,14 +353,7 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
   ASSERT_TRUE(eventually([&] { return jobPhase() == "Running"; }, 20s)) << job().serialize();
 
   setPhase("bert-worker-1", "Failed", 137);
-  ASSERT_TRUE(eventually(
-      [&] {
-        for (const auto& pod : workers())
-          if (kube::nameOf(pod) == "bert-worker-1" && kube::uidOf(pod) != uids["bert-worker-1"])
-            return true;
-        return false;
-      },
-      20s))
+  ASSERT_TRUE(eventually([&] { return recreated("bert-worker-1", uids["bert-worker-1"]); }, 20s))
       << "the failed worker is created again: " << job().serialize();
   for (const auto& pod : workers()) {
     if (kube::nameOf(pod) != "bert-worker-1") {
@@ -424,14 +423,7 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAWorkerWhoseNodeIsLost) {
                               yaml("status: {conditions: [{type: Ready, status: \"False\"}]}"),
                               "status")
                   .isOk());
-  ASSERT_TRUE(eventually(
-      [&] {
-        for (const auto& pod : workers())
-          if (kube::nameOf(pod) == "bert-worker-1" && kube::uidOf(pod) != uids["bert-worker-1"])
-            return true;
-        return false;
-      },
-      30s))
+  ASSERT_TRUE(eventually([&] { return recreated("bert-worker-1", uids["bert-worker-1"]); }, 30s))
       << "the worker on the lost node is created again: " << job().serialize();
   for (const auto& pod : workers())
     if (kube::nameOf(pod) != "bert-worker-1") {
