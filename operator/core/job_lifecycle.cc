@@ -33,6 +33,12 @@ bool onLostNode(const WorkerState& w, WallTime now) {
   return !terminal(w) && w.nodeNotReadySince && now - *w.nodeNotReadySince >= kNodeLostAfter;
 }
 
+// `plan` looks again within `after` (at least a second from now).
+void lookAgainIn(JobPlan& plan, std::chrono::seconds after) {
+  after = std::max(after, std::chrono::seconds(1));
+  if (!plan.requeueAfter || after < *plan.requeueAfter) plan.requeueAfter = after;
+}
+
 // Why the current gang must restart: the first disrupted worker, else the first failed one, else
 // the first lost one (see job_lifecycle.h).
 struct GangFault {
@@ -195,10 +201,7 @@ struct Planner {
   void event(bool warning, const std::string& reason, const std::string& message) {
     plan.events.push_back({warning, reason, message});
   }
-  void requeueIn(std::chrono::seconds after) {
-    after = std::max(after, std::chrono::seconds(1));
-    if (!plan.requeueAfter || after < *plan.requeueAfter) plan.requeueAfter = after;
-  }
+  void requeueIn(std::chrono::seconds after) { lookAgainIn(plan, after); }
 
   // Pods to delete once the job finished, by cleanPodPolicy.
   void cleanUp() {
@@ -705,10 +708,8 @@ void deleteWithoutGraceOnLostNodes(const JobObservation& o, JobPlan& plan) {
       if (removed) plan.remove.erase(it);
       if (removed || w.deleting) plan.removeNow.push_back(w.name);
     } else if (w.nodeNotReadySince && !terminal(w)) {
-      const auto lostIn =
-          std::chrono::ceil<std::chrono::seconds>(*w.nodeNotReadySince + kNodeLostAfter - o.now);
-      const auto after = std::max(lostIn, std::chrono::seconds(1));
-      if (!plan.requeueAfter || after < *plan.requeueAfter) plan.requeueAfter = after;
+      lookAgainIn(plan, std::chrono::ceil<std::chrono::seconds>(*w.nodeNotReadySince +
+                                                                kNodeLostAfter - o.now));
     }
   }
 }
