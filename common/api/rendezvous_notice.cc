@@ -1,26 +1,43 @@
 #include "common/api/rendezvous_notice.h"
 
-#include <cpprest/http_client.h>
+#include <curl/curl.h>
+
+#include <memory>
 
 namespace granary::api {
+namespace {
+
+size_t keepBody(char* data, size_t size, size_t count, void* body) {
+  static_cast<std::string*>(body)->append(data, size * count);
+  return size * count;
+}
+
+}  // namespace
 
 Status sendRendezvousNotice(const std::string& address, const std::string& notice,
                             std::chrono::milliseconds timeout) {
   const std::string what = "the rendezvous store at " + address;
-  try {
-    web::http::client::http_client_config config;
-    config.set_timeout(timeout);
-    web::http::client::http_client client("http://" + address, config);
-    web::http::http_request request(web::http::methods::POST);
-    request.set_request_uri("/gone");
-    request.set_body(notice, "text/plain");
-    const web::http::http_response response = client.request(request).get();
-    if (response.status_code() == web::http::status_codes::NoContent) return Status::ok();
-    return unavailable(what + " answered " + std::to_string(response.status_code()) + ": " +
-                       response.extract_utf8string(true).get());
-  } catch (const std::exception& e) {
-    return unavailable(what + " was not told: " + e.what());
-  }
+  const std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(),
+                                                                 curl_easy_cleanup);
+  if (!curl) return unavailable(what + " was not told: libcurl could not start a request");
+  const std::string url = "http://" + address + "/gone";
+  std::string answer;
+  curl_slist* headers = curl_slist_append(nullptr, "Content-Type: text/plain");
+  curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDS, notice.data());
+  curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(notice.size()));
+  curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT_MS, long(timeout.count()));
+  curl_easy_setopt(curl.get(), CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, keepBody);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &answer);
+  const CURLcode sent = curl_easy_perform(curl.get());
+  curl_slist_free_all(headers);
+  if (sent != CURLE_OK) return unavailable(what + " was not told: " + curl_easy_strerror(sent));
+  long status = 0;
+  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
+  if (status == 204) return Status::ok();
+  return unavailable(what + " answered " + std::to_string(status) + ": " + answer);
 }
 
 }  // namespace granary::api
