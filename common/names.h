@@ -55,6 +55,10 @@ inline constexpr const char* kCsiDatasetAttribute = "dataset";      // the Datas
 inline constexpr const char* kCsiNamespaceAttribute = "namespace";  // optional: must be the pod's
 // Optional: the Dataset version to mount (its status.version); the newest on the node without it.
 inline constexpr const char* kCsiVersionAttribute = "version";
+// Optional: "true" publishes the volume only once this node's share of the dataset is warm
+// (settled: nothing left to warm), so that the pod's containers start on warm data; a TrainingJob
+// with warmPolicy BeforeStart sets it on its workers.
+inline constexpr const char* kCsiWarmFirstAttribute = "warmFirst";
 // A job's checkpoint volume (spec.checkpoints) instead of a Dataset: the uri it drains to and
 // restores from, the s3 endpoint and region when set, the uploads' bandwidthLimit in bytes per
 // second, and each origin option as "option.<name>". Its credentials come as the volume's

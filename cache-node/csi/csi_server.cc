@@ -51,11 +51,11 @@ class NodeService final : public csi::Node::Service {
     if (namesCheckpoints(fields)) {
       auto publication = parseCheckpointPublication(fields);
       if (!publication.isOk()) return toGrpc(publication.status());
-      return toGrpc(checkpoints_.publish(*publication, restoreDeadline(*context)));
+      return toGrpc(checkpoints_.publish(*publication, publishDeadline(*context)));
     }
     auto publication = parsePublication(fields);
     if (!publication.isOk()) return toGrpc(publication.status());
-    return toGrpc(mounts_.publish(*publication));
+    return toGrpc(mounts_.publish(*publication, publishDeadline(*context)));
   }
 
   grpc::Status NodeUnpublishVolume(grpc::ServerContext*,
@@ -95,16 +95,17 @@ class NodeService final : public csi::Node::Service {
   }
 
  private:
-  // How long a publish waits for a checkpoint restore: until shortly before the kubelet's
-  // deadline, at most kRestoreWait; then it answers how far the restore is and is called again.
-  static std::chrono::steady_clock::time_point restoreDeadline(const grpc::ServerContext& context) {
+  // How long a publish waits for a checkpoint restore, or for a warmFirst volume's share to warm:
+  // until shortly before the kubelet's deadline, at most kPublishWait; then it answers how far it
+  // is and is called again.
+  static std::chrono::steady_clock::time_point publishDeadline(const grpc::ServerContext& context) {
     const auto now = std::chrono::steady_clock::now();
     const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         context.deadline() - std::chrono::system_clock::now() - std::chrono::seconds(2));
     return now + std::clamp(left, std::chrono::steady_clock::duration::zero(),
-                            std::chrono::steady_clock::duration(kRestoreWait));
+                            std::chrono::steady_clock::duration(kPublishWait));
   }
-  static constexpr std::chrono::seconds kRestoreWait{90};
+  static constexpr std::chrono::seconds kPublishWait{90};
 
   std::string nodeName_;
   MountTable& mounts_;

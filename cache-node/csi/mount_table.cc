@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "engine/standalone.h"
 
 namespace granary::cache {
 
@@ -26,6 +27,19 @@ namespace {
 std::filesystem::path normalRoot(const std::filesystem::path& root) {
   std::filesystem::path normal = std::filesystem::absolute(root).lexically_normal();
   return normal.has_filename() ? normal : normal.parent_path();
+}
+
+// Until `deadline`, waits for this node's share of the dataset to settle (nothing left to warm).
+Status waitWarm(DatasetCache& cache, std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::max(std::chrono::steady_clock::duration::zero(),
+                             deadline - std::chrono::steady_clock::now());
+  const DatasetState state =
+      cache.waitSettled(std::chrono::duration_cast<std::chrono::milliseconds>(left));
+  if (phaseSettled(state.phase)) return Status::ok();
+  return unavailable(
+      "this node's share of the dataset is not warm yet, and the volume asks for "
+      "it first (warmFirst: a TrainingJob's warmPolicy BeforeStart): " +
+      progressLine(cache.key(), state) + "; the kubelet asks again");
 }
 
 }  // namespace
@@ -269,7 +283,8 @@ void MountTable::saveRecordsLocked() const {
                          {{"file", file.string()}, {"error", error.message()}});
 }
 
-Status MountTable::publish(const Publication& p) {
+Status MountTable::publish(const Publication& p,
+                           std::chrono::steady_clock::time_point warmDeadline) {
   {
     // Published and live: the kubelet publishes every volume again now and then
     // (requiresRepublish), which changes nothing.
@@ -286,6 +301,7 @@ Status MountTable::publish(const Publication& p) {
                     "status says why it is not");
   }
   const DatasetKey& key = served->cache->key();
+  if (p.warmFirst) GRANARY_RETURN_IF_ERROR(waitWarm(*served->cache, warmDeadline));
   accounting_.namePod(p.podUid, p.podNamespace, p.podName);
   MutexLock lock(mutex_);
   GRANARY_ASSIGN_OR_RETURN(const auto point, datasetMountLocked(served->cache));

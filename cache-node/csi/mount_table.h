@@ -66,8 +66,11 @@ class MountTable {
 
   // Mounts the publication's version of its dataset (the newest held when it names none) once,
   // and bind-mounts it read-only at the target. Idempotent. NotFound while the dataset (or that
-  // version) is not on this node; Unavailable when a mount fails.
-  Status publish(const Publication& publication);
+  // version) is not on this node; Unavailable when a mount fails. A warmFirst publication first
+  // waits, until `warmDeadline`, for this node's share of the dataset to settle (api phaseSettled:
+  // nothing left to warm); Unavailable with the progress when it has not, asked again later.
+  Status publish(const Publication& publication,
+                 std::chrono::steady_clock::time_point warmDeadline = {});
   // Removes a pod's bind mount and its directory. Idempotent: a missing target is fine.
   Status unpublish(const std::filesystem::path& targetPath);
 

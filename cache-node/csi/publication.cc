@@ -86,12 +86,22 @@ Result<Publication> parsePublication(const PublishFields& fields) {
                              "out for the newest");
     }
   }
+  if (const std::string warmFirst = valueOf(context, names::kCsiWarmFirstAttribute);
+      !warmFirst.empty()) {
+    if (warmFirst != "true" && warmFirst != "false") {
+      return invalidArgument("volumeAttributes.warmFirst: \"" + warmFirst +
+                             "\" is not a boolean; give \"true\" or \"false\"");
+    }
+    p.warmFirst = warmFirst == "true";
+  }
   for (const auto& [key, value] : context) {
     if (key.starts_with("csi.storage.k8s.io/") || key == names::kCsiDatasetAttribute ||
-        key == names::kCsiNamespaceAttribute || key == names::kCsiVersionAttribute)
+        key == names::kCsiNamespaceAttribute || key == names::kCsiVersionAttribute ||
+        key == names::kCsiWarmFirstAttribute)
       continue;
     return invalidArgument("volumeAttributes." + key +
-                           ": unknown; granary reads \"dataset\", \"namespace\" and \"version\"");
+                           ": unknown; granary reads \"dataset\", \"namespace\", \"version\" "
+                           "and \"warmFirst\"");
   }
   p.datasetNamespace = p.podNamespace;
   return p;

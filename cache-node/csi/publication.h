@@ -23,6 +23,8 @@ struct Publication {
   // The version of the Dataset to mount (volumeAttributes.version: a TrainingJob keeps the one
   // its workers first read); 0 for the newest on the node.
   int64_t version = 0;
+  // volumeAttributes.warmFirst: published only once this node's share of the dataset is warm.
+  bool warmFirst = false;
   std::string podNamespace, podName, podUid;
 };
 

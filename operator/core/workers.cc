@@ -137,6 +137,8 @@ Json workerPod(const Json& job, const api::TrainingJobSpec& spec, int rank, int 
       v["csi"]["volumeAttributes"][names::kCsiVersionAttribute] =
           Json::string(std::to_string(versions.at(d.name).as_number().to_int64()));
     }
+    if (spec.warmPolicy == api::WarmStart::kBeforeStart)
+      v["csi"]["volumeAttributes"][names::kCsiWarmFirstAttribute] = Json::string("true");
     volumes[volumes.size()] = std::move(v);
   }
   if (spec.checkpoints) {

@@ -17,7 +17,9 @@ std::string masterAddress(const std::string& job, const std::string& ns);
 
 // The worker pod of `rank` in gang attempt `attempt`: the job's template with restartPolicy
 // Never (the operator restarts whole gangs), the scheduler, GPUs on the first container, the
-// torchrun environment, a read-only CSI volume per dataset at its mountPath, hostname and
+// torchrun environment, a read-only CSI volume per dataset at its mountPath (under warmPolicy
+// BeforeStart published only once the node's share of it is warm: names::kCsiWarmFirstAttribute,
+// so that a replacement or a worker growing the job joins on warm data), hostname and
 // subdomain for DNS, an owner reference to the job, the access-order hints
 // (names::kAccessOrderFilesAnnotation), and, on ranks above 0 of a fixed gang, an init container
 // that waits until rank 0's DNS record resolves (an elastic job's workers meet at its rendezvous

@@ -198,6 +198,24 @@ class CacheNodeProcessTest : public ::testing::Test {
     return answer;
   }
 
+  // A kubelet's NodePublishVolume of an inline volume with `attributes` at `target`.
+  static csi::v1::NodePublishVolumeRequest csiPublishRequest(
+      const std::filesystem::path& target, const std::string& podNamespace,
+      std::map<std::string, std::string> attributes) {
+    csi::v1::NodePublishVolumeRequest request;
+    request.set_volume_id("csi-" + target.parent_path().parent_path().filename().string());
+    request.set_target_path(target.string());
+    request.mutable_volume_capability()->mutable_mount();
+    request.mutable_volume_capability()->mutable_access_mode()->set_mode(
+        csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    attributes["csi.storage.k8s.io/ephemeral"] = "true";
+    attributes["csi.storage.k8s.io/pod.namespace"] = podNamespace;
+    attributes["csi.storage.k8s.io/pod.name"] = "worker-0";
+    attributes["csi.storage.k8s.io/pod.uid"] = "0f3c1a2b-1111-2222-3333-444455556666";
+    request.mutable_volume_context()->insert(attributes.begin(), attributes.end());
+    return request;
+  }
+
   static bool canMount() { return ::geteuid() == 0 && ::access("/dev/fuse", R_OK | W_OK) == 0; }
 
   // Ensures ml/coco on `node` and waits until it is Ready.
@@ -861,18 +879,7 @@ TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
   const auto target = root_ / "pods" / "uid-a" / "volumes" / "data";
   const auto publishRequest = [&](const std::string& podNamespace,
                                   std::map<std::string, std::string> attributes) {
-    csi::v1::NodePublishVolumeRequest request;
-    request.set_volume_id("csi-0123");
-    request.set_target_path(target.string());
-    request.mutable_volume_capability()->mutable_mount();
-    request.mutable_volume_capability()->mutable_access_mode()->set_mode(
-        csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
-    attributes["csi.storage.k8s.io/ephemeral"] = "true";
-    attributes["csi.storage.k8s.io/pod.namespace"] = podNamespace;
-    attributes["csi.storage.k8s.io/pod.name"] = "worker-0";
-    attributes["csi.storage.k8s.io/pod.uid"] = "0f3c1a2b-1111-2222-3333-444455556666";
-    request.mutable_volume_context()->insert(attributes.begin(), attributes.end());
-    return request;
+    return csiPublishRequest(target, podNamespace, std::move(attributes));
   };
   const auto publish = [&](const csi::v1::NodePublishVolumeRequest& request) {
     grpc::ClientContext context;
@@ -951,7 +958,7 @@ TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
   for (int i = 0; i < 2; ++i) {
     grpc::ClientContext context;
     csi::v1::NodeUnpublishVolumeRequest unpublish;
-    unpublish.set_volume_id("csi-0123");
+    unpublish.set_volume_id("csi-uid-a");
     unpublish.set_target_path(target.string());
     csi::v1::NodeUnpublishVolumeResponse response;
     ASSERT_TRUE(csiNode->NodeUnpublishVolume(&context, unpublish, &response).ok());
@@ -963,6 +970,59 @@ TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
   std::ifstream mounts("/proc/self/mounts");
   const std::string text(std::istreambuf_iterator<char>(mounts), {});
   EXPECT_EQ(text.find((root_ / "n1" / "mounts").string()), std::string::npos) << text;
+}
+
+// A worker of a job with warmPolicy BeforeStart (a replacement, or one growing an elastic job)
+// placed on a node whose share of the dataset is still warming starts only once it is warm: its
+// volume (warmFirst) is not published meanwhile, and the kubelet is told how far the warming is.
+// A volume that does not ask is published at once, reading through.
+TEST_F(CacheNodeProcessTest, AWarmFirstVolumeIsPublishedOnceThisNodesShareIsWarm) {
+  if (!canMount()) GTEST_SKIP() << "FUSE mounts need root and /dev/fuse";
+  NodeProcess& node = addNode("n1");
+  v1::EnsureDatasetResponse ensured;
+  ASSERT_TRUE(
+      node.api().EnsureDataset(authorized().get(), ensureRequest(512 << 10), &ensured).ok());
+  auto channel = grpc::CreateChannel(node.csiAddress(), grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + 10s));
+  auto csiNode = csi::v1::Node::NewStub(channel);
+  const auto publish = [&](const csi::v1::NodePublishVolumeRequest& request,
+                           std::chrono::seconds deadline) {
+    grpc::ClientContext context;  // the node waits until 2 s before the kubelet's deadline
+    context.set_deadline(std::chrono::system_clock::now() + deadline);
+    csi::v1::NodePublishVolumeResponse response;
+    return csiNode->NodePublishVolume(&context, request, &response);
+  };
+  const auto warmFirst = root_ / "pods" / "uid-w" / "volumes" / "data";
+  const auto readThrough = root_ / "pods" / "uid-r" / "volumes" / "data";
+  const auto warmFirstRequest =
+      csiPublishRequest(warmFirst, "ml", {{"dataset", "coco"}, {"warmFirst", "true"}});
+
+  const grpc::Status early = publish(warmFirstRequest, 4s);  // 5.5 MB at 512 KiB/s: ~10 s
+  EXPECT_EQ(early.error_code(), grpc::StatusCode::UNAVAILABLE) << early.error_message();
+  EXPECT_NE(early.error_message().find("not warm yet"), std::string::npos) << early.error_message();
+  EXPECT_NE(early.error_message().find("ml/coco Warming"), std::string::npos)
+      << early.error_message();
+  EXPECT_FALSE(std::filesystem::exists(warmFirst / "big"));
+  ASSERT_TRUE(publish(csiPublishRequest(readThrough, "ml", {{"dataset", "coco"}}), 10s).ok())
+      << "a volume that does not ask is published at once";
+  EXPECT_NE(statusOf(node).phase(), v1::DATASET_PHASE_READY);
+
+  const grpc::Status warm = publish(warmFirstRequest, 60s);
+  ASSERT_TRUE(warm.ok()) << warm.error_message() << "\n" << node.log();
+  EXPECT_EQ(statusOf(node).phase(), v1::DATASET_PHASE_READY)
+      << "published only once this node's share is warm";
+  for (const auto& [path, data] : files_) {
+    std::ifstream in(warmFirst / path, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
+  }
+  for (const auto& target : {warmFirst, readThrough}) {
+    grpc::ClientContext context;
+    csi::v1::NodeUnpublishVolumeRequest unpublish;
+    unpublish.set_volume_id("csi");
+    unpublish.set_target_path(target.string());
+    csi::v1::NodeUnpublishVolumeResponse response;
+    EXPECT_TRUE(csiNode->NodeUnpublishVolume(&context, unpublish, &response).ok());
+  }
 }
 
 // Restarts with running readers: a pod reads the dataset through its volume while the node is

@@ -235,6 +235,8 @@ TEST_F(TrainingJobControllerTest, CreatesTheGangTracksItAndSucceeds) {
     const Json volume = kube::pathValue(pod, "spec.volumes").at(0);
     EXPECT_EQ(kube::pathValue(volume, "csi.driver").as_string(), "csi.granary.io");
     EXPECT_EQ(kube::pathValue(volume, "csi.volumeAttributes.dataset").as_string(), "wiki");
+    EXPECT_TRUE(kube::pathValue(volume, "csi.volumeAttributes.warmFirst").is_null())
+        << "warmPolicy Parallel starts the workers on whatever is cached";
     EXPECT_EQ(kube::pathValue(pod, "spec.initContainers").is_array(), rank > 0)
         << "ranks above 0 wait for rank 0's DNS record";
   }
@@ -588,6 +590,13 @@ TEST_F(TrainingJobControllerTest, BeforeStartIsWarmingUntilTheDatasetIsReady) {
           .isOk());
   ASSERT_TRUE(eventually([&] { return workers().size() == 2 && jobPhase() == "Pending"; }, 20s))
       << job().serialize();
+  // Each worker's volume is published only once its node's share is warm: a worker placed on a
+  // node that joined the dataset's set later (a replacement, a worker growing an elastic job)
+  // starts on warm data too.
+  for (const auto& pod : workers()) {
+    const Json volume = kube::pathValue(pod, "spec.volumes").at(0);
+    EXPECT_EQ(kube::pathValue(volume, "csi.volumeAttributes.warmFirst").as_string(), "true");
+  }
 }
 
 TEST_F(TrainingJobControllerTest, ADeletedWorkerRestartsTheWholeGang) {

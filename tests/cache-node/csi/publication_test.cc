@@ -64,6 +64,22 @@ TEST(Publication, AVersionPinsTheVolumeAndOnlyAPositiveNumberIsOne) {
   }
 }
 
+TEST(Publication, WarmFirstAsksForAWarmShareAndOnlyABooleanIsOne) {
+  EXPECT_FALSE(parsePublication(request())->warmFirst) << "none: published at once";
+  for (const auto& [value, warmFirst] : {std::pair{"true", true}, {"false", false}}) {
+    auto asked = request();
+    asked.volumeContext["warmFirst"] = value;
+    EXPECT_EQ(parsePublication(asked)->warmFirst, warmFirst) << value;
+  }
+  auto wrong = request();
+  wrong.volumeContext["warmFirst"] = "yes";
+  const auto parsed = parsePublication(wrong);
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("volumeAttributes.warmFirst: \"yes\""),
+            std::string::npos)
+      << parsed.status().message();
+}
+
 TEST(Publication, FieldsWithTabsOrNewlinesAreRefusedNotMisrecorded) {
   // Found by tests/fuzz/csi_publication_fuzz: a tab in the pod's name (or a newline in the
   // dataset attribute, which any pod author writes) was accepted, and its one-line record read
