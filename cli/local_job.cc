@@ -176,6 +176,14 @@ LocalWorker planWorker(const LocalPlan& plan, const Container& container,
   return worker;
 }
 
+// spec.workers, and for an elastic job the ranks up to maxWorkers that the machine's GPUs leave
+// room for (all of them without GPUs), as a cluster grows the job where capacity allows.
+int plannedWorkers(const api::TrainingJobSpec& spec, int gpuCount) {
+  if (!spec.elastic) return spec.workers;
+  if (spec.gpusPerWorker == 0) return spec.elastic->maxWorkers;
+  return std::clamp(gpuCount / spec.gpusPerWorker, spec.workers, spec.elastic->maxWorkers);
+}
+
 }  // namespace
 
 std::string expandReferences(
@@ -259,7 +267,7 @@ Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documen
                            (options.noGpuReason.empty() ? "" : " (" + options.noGpuReason + ")") +
                            ". Lower spec.workers or spec.gpusPerWorker (0 runs without GPUs)");
   GRANARY_ASSIGN_OR_RETURN(const Container container, firstContainer(plan.job));
-  for (int rank = 0; rank < spec.workers; ++rank)
+  for (int rank = 0; rank < plannedWorkers(spec, options.gpuCount); ++rank)
     plan.workers.push_back(planWorker(plan, container, options, rank));
   if (spec.elastic) {
     LocalWorker store = plan.workers.front();

@@ -76,6 +76,8 @@ struct LocalPlan {
   std::vector<LocalDataset> datasets;
   std::optional<LocalCheckpoints> checkpoints;
   std::vector<PathMapping> paths;  // every mount path of the job, longest first
+  // spec.workers, then for an elastic job the ranks up to maxWorkers that the machine's GPUs
+  // leave room for (all of them when gpusPerWorker is 0), started with the others.
   std::vector<LocalWorker> workers;
   // An elastic job's rendezvous store: a process of its own beside the workers (so that no
   // worker's loss takes it down), api::rendezvousStoreCommand on 127.0.0.1:rendezvousPort and

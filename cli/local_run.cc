@@ -300,6 +300,7 @@ class LocalRun {
     identities_.assign((*gang)->groups(), plan_.workers);
     std::vector<SteadyTime> started(plan_.workers.size(), clock_.monoNow());
     for (auto& w : workers_) w.state = "running";
+    noteGrowth();
     std::optional<WorkerExit> failure;
     while (!failure && (*gang)->running() > 0 && !shouldEnd()) {
       pump();
@@ -326,6 +327,18 @@ class LocalRun {
       }
     drainLines();
     return failure;
+  }
+
+  // The workers beyond spec.workers that an elastic job grows by (planLocalRun) joined.
+  void noteGrowth() {
+    const size_t wanted = static_cast<size_t>(plan_.job.spec.workers);
+    for (size_t rank = wanted; rank < plan_.workers.size(); ++rank)
+      membership_.joined(plan_.workers[rank].name, "growing towards maxWorkers", clock_.wallNow());
+    if (plan_.workers.size() > wanted)
+      screen_.print("growing towards maxWorkers " +
+                    std::to_string(plan_.job.spec.elastic->maxWorkers) + ": " +
+                    std::to_string(plan_.workers.size()) + " workers run, " +
+                    std::to_string(wanted) + " wanted");
   }
 
   // An elastic job's worker lost with at least minWorkers left: the others go on (their torchrun

@@ -5,7 +5,8 @@
 # again at the rendezvous (hosted by a process of its own, told by granaryctl that the lost
 # agent is gone, so that it lets it go at once), the lost one is started again and joins them,
 # and every sample of each epoch is trained exactly once. Two killed at once (below
-# minWorkers): the gang restarts, as a fixed gang does.
+# minWorkers): the gang restarts, as a fixed gang does. Two wanted with maxWorkers 3 and no GPUs
+# asked for: the run grows to three, as a cluster grows where capacity allows.
 # Usage: elastic_run_test.sh GRANARYCTL SOURCE_DIR. Skips (exit 77) where /usr/bin/python3
 # cannot import torch (scripts/setup.sh installs python3-torch).
 set -euo pipefail
@@ -24,15 +25,16 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAILED: $*"; tail -n 40 "$root/$name.out" 2>/dev/null; exit 1; }
 
-# job NAME: a three-worker elastic TrainingJob with its own state directory.
+# job NAME [ELASTIC]: a three-worker elastic TrainingJob with its own state directory; ELASTIC
+# replaces its workers and elastic lines.
 job() {
   cat <<YAML
 apiVersion: granary.io/v1alpha1
 kind: TrainingJob
 metadata: {name: $1, namespace: default}
 spec:
-  workers: 3
-  elastic: {minWorkers: 2}
+${2:-"  workers: 3
+  elastic: {minWorkers: 2}"}
   gpusPerWorker: 0
   runPolicy: {backoffLimit: 3}
   template:
@@ -123,4 +125,23 @@ for epoch in 0 1; do
   grep -q "epoch $epoch: 1536 of 1536 samples trained, 0 more than once" "$root/two.out" ||
     fail "two: epoch $epoch was not trained exactly once"
 done
+# Two wanted, maxWorkers 3, no GPUs asked for: three run, all in one group, and finish.
+name=grow
+job grow "  workers: 2
+  elastic: {minWorkers: 2, maxWorkers: 3}" > "$root/grow.yaml"
+code=0
+"$granaryctl" run -f "$root/grow.yaml" --plain --run-dir "$root/grow-run" \
+  --cache-dir "$root/grow-cache" > "$root/grow.out" 2>&1 || code=$?
+[[ $code == 0 ]] || fail "grow: granaryctl exited $code"
+grep -q "growing towards maxWorkers 3: 3 workers run, 2 wanted" "$root/grow.out" ||
+  fail "grow: the run did not grow to maxWorkers"
+grep -q "Joined grow-worker-2 (growing towards maxWorkers), 3 running" "$root/grow.out" ||
+  fail "grow: the summary does not list the worker that joined"
+grep -v '^\[' "$root/grow.out" | grep -q "| step .* world 3 " ||
+  fail "grow: no step trained by a group of three"
+for epoch in 0 1; do
+  grep -q "epoch $epoch: 1536 of 1536 samples trained, 0 more than once" "$root/grow.out" ||
+    fail "grow: epoch $epoch was not trained exactly once"
+done
+echo "grown to 3 of maxWorkers 3 (2 wanted)"
 echo "PASSED"

@@ -155,6 +155,32 @@ TEST_F(LocalJobTest, AnElasticJobsWorkersMeetAtAStoreOfTheirOwn) {
   EXPECT_FALSE(fixed->rendezvous.has_value());
 }
 
+// As a cluster grows an elastic job where capacity allows, a run plans the ranks beyond
+// spec.workers up to maxWorkers that the machine's GPUs leave room for; a fixed gang keeps
+// spec.workers.
+TEST_F(LocalJobTest, AnElasticJobGrowsTowardsMaxWorkersAsFarAsTheGpusAllow) {
+  const auto planned = [&](const std::string& extra, int gpus) {
+    auto p = plan(kDataset + job(extra, kTrainer), {.gpuCount = gpus});
+    EXPECT_TRUE(p.isOk()) << p.status();
+    std::vector<std::string> names;
+    if (p.isOk())
+      for (const auto& w : p->workers) names.push_back(w.name);
+    return names;
+  };
+  const std::string elastic = "  elastic: {minWorkers: 1, maxWorkers: 4}\n";
+  EXPECT_EQ(planned("  gpusPerWorker: 0\n" + elastic, 0),
+            (std::vector<std::string>{"resnet-worker-0", "resnet-worker-1", "resnet-worker-2",
+                                      "resnet-worker-3"}));
+  EXPECT_EQ(planned("  gpusPerWorker: 2\n" + elastic, 7).size(), 3u) << "7 GPUs: 3 workers of 2";
+  EXPECT_EQ(planned("  gpusPerWorker: 2\n" + elastic, 4).size(), 2u);
+  EXPECT_EQ(planned("  gpusPerWorker: 1\n" + elastic, 8).size(), 4u) << "maxWorkers at most";
+  EXPECT_EQ(planned("  gpusPerWorker: 0\n", 0).size(), 2u);
+  auto grown = plan(kDataset + job("  gpusPerWorker: 2\n" + elastic, kTrainer), {.gpuCount = 6});
+  ASSERT_TRUE(grown.isOk()) << grown.status();
+  EXPECT_EQ(envOf(grown->workers[2]).at("CUDA_VISIBLE_DEVICES"), "4,5");
+  EXPECT_EQ(envOf(grown->workers[2]).at("PET_NNODES"), "1:4");
+}
+
 TEST_F(LocalJobTest, GpusAreSplitByGpusPerWorkerOrRefused) {
   auto planned = plan(kDataset + job("  gpusPerWorker: 2\n", kTrainer), {.gpuCount = 4});
   ASSERT_TRUE(planned.isOk()) << planned.status();
