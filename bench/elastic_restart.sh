@@ -57,7 +57,8 @@ measure() {  # NAME ELASTIC_LINE -> prints "seconds exactly-once"
   # The workers' own lines only (the live view's, "[hh:mm:ss] ...", repeat a worker's last line),
   # and only a step stamped after the kill: the one in flight may end just after it.
   resumed=$(tail -n +"$before" "$out" | grep -v '^\[' |
-    awk -v k="$killed_at" '/starts at epoch/ { s = 1 } s && /\| step / && $NF > k { print $NF; exit }')
+    awk -v k="$killed_at" '/starts at epoch/ { s = 1 } s && !f && /\| step / && $NF > k { print $NF; f = 1 }' ||
+    true)
   local once
   once=$(grep -cE "^[^[].*-worker-[0-9]+ \| epoch [01]: 1536 of 1536 samples trained, 0 more than once" "$out" || true)
   printf "%.1f %s\n" "$(echo "$resumed - $killed_at" | bc)" "$([[ $once == 2 ]] && echo yes || echo NO)"

@@ -83,7 +83,7 @@ run() {
   for _ in $(seq 900); do
     resumed=$(tail -n +"$lines_before" "$root/$name.out" | grep -v '^\[' |
       awk -v k="$killed_at" '/starts at epoch/ { started = 1 }
-        started && /\| step / && $NF > k { print $NF; exit }')
+        started && !found && /\| step / && $NF > k { print $NF; found = 1 }' || true)
     [[ -n "$resumed" ]] && break
     kill -0 "$run_pid" 2>/dev/null || break
     sleep 0.2
