@@ -285,13 +285,13 @@ void MountTable::saveRecordsLocked() const {
 
 Status MountTable::publish(const Publication& p,
                            std::chrono::steady_clock::time_point warmDeadline) {
+  bool started = false;  // published before: its pod runs, and is not held back again
   {
     // Published and live: the kubelet publishes every volume again now and then
     // (requiresRepublish), which changes nothing.
     MutexLock lock(mutex_);
-    if (published_.contains(p.targetPath) && !isStaleMount(p.targetPath) &&
-        isMountPoint(p.targetPath))
-      return Status::ok();
+    started = published_.contains(p.targetPath);
+    if (started && !isStaleMount(p.targetPath) && isMountPoint(p.targetPath)) return Status::ok();
   }
   auto served = engine_.resolve({p.datasetNamespace, p.datasetName, 0, ""}, p.version);
   if (!served.isOk()) {
@@ -301,7 +301,7 @@ Status MountTable::publish(const Publication& p,
                     "status says why it is not");
   }
   const DatasetKey& key = served->cache->key();
-  if (p.warmFirst) GRANARY_RETURN_IF_ERROR(waitWarm(*served->cache, warmDeadline));
+  if (p.warmFirst && !started) GRANARY_RETURN_IF_ERROR(waitWarm(*served->cache, warmDeadline));
   accounting_.namePod(p.podUid, p.podNamespace, p.podName);
   MutexLock lock(mutex_);
   GRANARY_ASSIGN_OR_RETURN(const auto point, datasetMountLocked(served->cache));

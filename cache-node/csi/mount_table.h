@@ -66,9 +66,10 @@ class MountTable {
 
   // Mounts the publication's version of its dataset (the newest held when it names none) once,
   // and bind-mounts it read-only at the target. Idempotent. NotFound while the dataset (or that
-  // version) is not on this node; Unavailable when a mount fails. A warmFirst publication first
-  // waits, until `warmDeadline`, for this node's share of the dataset to settle (api phaseSettled:
-  // nothing left to warm); Unavailable with the progress when it has not, asked again later.
+  // version) is not on this node; Unavailable when a mount fails. A warmFirst publication, the
+  // first time its target is published, first waits until `warmDeadline` for this node's share
+  // of the dataset to settle (phaseSettled: nothing left to warm); Unavailable with the progress
+  // when it has not, asked again later. A target published before (its pod runs) is not held.
   Status publish(const Publication& publication,
                  std::chrono::steady_clock::time_point warmDeadline = {});
   // Removes a pod's bind mount and its directory. Idempotent: a missing target is fine.
