@@ -75,8 +75,15 @@ run() {
   killed=("${pids[@]:1:$2}")
   survivors=("${pids[@]:$((1 + $2))}" "${pids[0]}")
   lines_before=$(wc -l < "$root/$name.out")
+  # Killed at once as granaryctl sees it: it is held until every killed agent is dead, so that
+  # however busy the machine, it never reaps one before the other dies.
+  kill -STOP "$run_pid"
   for pid in "${killed[@]}"; do kill -KILL -- "-$pid"; done
   killed_at=$(date +%s.%N)
+  for pid in "${killed[@]}"; do
+    for _ in $(seq 200); do [[ $(ps -o stat= -p "$pid" || true) == Z* ]] && break; sleep 0.05; done
+  done
+  kill -CONT "$run_pid"
   # The first step the workers complete after they start again (the step in flight at the kill
   # may still be printed by rank 0 before they notice), from their own lines (the live view's
   # repeat each worker's last line).
