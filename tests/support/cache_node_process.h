@@ -20,6 +20,7 @@
 #include "granary/v1/cache_node.grpc.pb.h"
 #include "tests/support/eventually.h"
 #include "tests/support/free_port.h"
+#include "tests/support/spawn.h"
 #include "tests/support/test_certificates.h"
 
 namespace granary::testing {
@@ -60,14 +61,8 @@ class NodeProcess {
   ~NodeProcess() { kill(SIGKILL); }
 
   void start() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const std::string log = (root_ / "log").string();
-      std::freopen(log.c_str(), "a", stderr);
-      const std::string config = (root_ / "config.yaml").string();
-      ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--config", config.c_str(), nullptr);
-      ::_exit(127);
-    }
+    pid_ = spawnProcess({GRANARY_CACHE_NODE_BINARY, "--config", (root_ / "config.yaml").string()},
+                        {.log = root_ / "log"});
     channel_ =
         grpc::CreateChannel(address(), tls_ ? grpc::SslCredentials({.pem_root_certs = tls_->caPem})
                                             : grpc::InsecureChannelCredentials());
@@ -121,13 +116,9 @@ class KeeperProcess {
     std::filesystem::create_directories(socket_.parent_path());
     std::ofstream(token) << kToken << "\n";
     const bool replacing = std::filesystem::exists(socket_);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::freopen(log_.c_str(), "a", stderr);
-      ::execl(GRANARY_CACHE_NODE_BINARY, "granary-cache-node", "--serve-mount-keeper",
-              socket_.c_str(), "--token-file", token.c_str(), nullptr);
-      ::_exit(127);
-    }
+    pid_ = spawnProcess({GRANARY_CACHE_NODE_BINARY, "--serve-mount-keeper", socket_.string(),
+                         "--token-file", token},
+                        {.log = log_});
     // Listening once it took the old keeper's mounts over, or once its socket is there.
     const bool listening =
         replacing

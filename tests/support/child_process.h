@@ -1,4 +1,4 @@
-// A program run by a test: started with fork+exec with its own argument list and environment
+// A program run by a test: started (spawnProcess) with its own argument list and environment
 // additions, its stdout and stderr appended to a log file, and killed (SIGKILL) and reaped when
 // the object goes.
 #pragma once
@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/spawn.h"
+
 namespace granary::testing {
 
 class ChildProcess {
@@ -27,19 +29,7 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
-  void start() {
-    pid_ = ::fork();
-    if (pid_ != 0) return;
-    std::freopen(log_.c_str(), "a", stderr);
-    ::dup2(::fileno(stderr), STDOUT_FILENO);
-    for (const auto& [name, value] : env_) ::setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> args;
-    for (auto& arg : argv_) args.push_back(arg.data());
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s\n", args[0]);
-    ::_exit(127);
-  }
+  void start() { pid_ = spawnProcess(argv_, {.log = log_, .stdoutToLog = true, .env = env_}); }
 
   // Sends `signal` and reaps the process; nothing when it is not running.
   void stop(int signal = SIGTERM) {

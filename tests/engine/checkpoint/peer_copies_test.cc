@@ -181,8 +181,11 @@ TEST_F(PeerCopiesTest, EachClosedFileReachesThePeerWholeAndIsUploadedOnceByItsWr
   const std::vector<std::string> uploads = order();
   EXPECT_EQ(uploads.size(), 4u) << "b uploads none of a's files: a told it they are there";
   EXPECT_EQ(uploads.back(), "step-10/.metadata");
-  EXPECT_EQ(a->status().copiedFiles, 4);
-  EXPECT_EQ(a->status().copiedBytes, 3 * 200'000 + 1000);
+  // Each file once; the drain may also have copied .metadata.tmp before its rename (then
+  // removed it from b: b's tree is a's, above), which a slow machine shows.
+  const int64_t copiedTmp = a->status().copiedFiles - 4;
+  EXPECT_TRUE(copiedTmp == 0 || copiedTmp == 1) << a->status().copiedFiles << " copies";
+  EXPECT_EQ(a->status().copiedBytes, 3 * 200'000 + 1000 + copiedTmp * 1000);
   EXPECT_EQ(b->status().writtenBytes, 0) << "copies are not written on b";
   ASSERT_EQ(a->status().checkpoints.size(), 1u);
   EXPECT_TRUE(a->status().checkpoints[0].onPeer);
