@@ -1015,14 +1015,8 @@ TEST_F(CacheNodeProcessTest, AWarmFirstVolumeIsPublishedOnceThisNodesShareIsWarm
     std::ifstream in(warmFirst / path, std::ios::binary);
     EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), data) << path;
   }
-  for (const auto& target : {warmFirst, readThrough}) {
-    grpc::ClientContext context;
-    csi::v1::NodeUnpublishVolumeRequest unpublish;
-    unpublish.set_volume_id("csi");
-    unpublish.set_target_path(target.string());
-    csi::v1::NodeUnpublishVolumeResponse response;
-    EXPECT_TRUE(csiNode->NodeUnpublishVolume(&context, unpublish, &response).ok());
-  }
+  for (const auto& target : {warmFirst, readThrough})
+    EXPECT_TRUE(unpublishVolume(node, target).ok());
 }
 
 // Restarts with running readers: a pod reads the dataset through its volume while the node is
