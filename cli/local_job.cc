@@ -267,7 +267,8 @@ Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documen
                            (options.noGpuReason.empty() ? "" : " (" + options.noGpuReason + ")") +
                            ". Lower spec.workers or spec.gpusPerWorker (0 runs without GPUs)");
   GRANARY_ASSIGN_OR_RETURN(const Container container, firstContainer(plan.job));
-  for (int rank = 0; rank < plannedWorkers(spec, options.gpuCount); ++rank)
+  const int planned = plannedWorkers(spec, options.gpuCount);
+  for (int rank = 0; rank < planned; ++rank)
     plan.workers.push_back(planWorker(plan, container, options, rank));
   if (spec.elastic) {
     LocalWorker store = plan.workers.front();
