@@ -141,11 +141,14 @@ TEST_F(DrainerTest, RotationRemovesTheCheckpointAtTheOrigin) {
   dcpSave("checkpoint-2", 2, 1000, 2);
   ASSERT_TRUE(eventually([&] { return drainer->status().files == 6; }));
   ASSERT_TRUE(drained(*drainer));
+  // A .metadata.tmp the drain reached before its rename was uploaded and then removed: only the
+  // removals from here on are the rotation's.
+  const int64_t removedBefore = drainer->status().removedFiles;
   fs::remove_all(tree() / "checkpoint-1");  // HF's rotation: shutil.rmtree
   ASSERT_TRUE(eventually([&] { return !fs::exists(origin() / "checkpoint-1"); }));
   ASSERT_TRUE(drained(*drainer));
   EXPECT_EQ(contents(origin()), contents(tree()));
-  EXPECT_EQ(drainer->status().removedFiles, 3);
+  EXPECT_EQ(drainer->status().removedFiles - removedBefore, 3);
 }
 
 TEST_F(DrainerTest, ADrainStartedAgainUploadsOnlyWhatChangedAndRemovesWhatWent) {
