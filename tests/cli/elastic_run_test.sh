@@ -144,7 +144,7 @@ grep -q "growing towards maxWorkers 3: 3 workers run, 2 wanted" "$root/grow.out"
   fail "grow: the run did not grow to maxWorkers"
 grep -q "Joined grow-worker-2 (growing towards maxWorkers), 3 running" "$root/grow.out" ||
   fail "grow: the summary does not list the worker that joined"
-grep -v '^\[' "$root/grow.out" | grep -q "| step .* world 3 " ||
+grep -q '^[^[].*| step .* world 3 ' "$root/grow.out" ||
   fail "grow: no step trained by a group of three"
 for epoch in 0 1; do
   grep -q "epoch $epoch: 1536 of 1536 samples trained, 0 more than once" "$root/grow.out" ||

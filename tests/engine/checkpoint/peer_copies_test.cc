@@ -178,11 +178,13 @@ TEST_F(PeerCopiesTest, EachClosedFileReachesThePeerWholeAndIsUploadedOnceByItsWr
            b->status().drained;
   }));
   EXPECT_EQ(contents(origin()), contents(tree("a")));
-  const std::vector<std::string> uploads = order();
+  // Each file once; the drain may also have uploaded and copied .metadata.tmp before its rename
+  // (then removed it from the origin and b: their trees are a's, above), which a slow machine
+  // shows.
+  std::vector<std::string> uploads = order();
+  EXPECT_LE(std::erase(uploads, "step-10/.metadata.tmp"), 1u);
   EXPECT_EQ(uploads.size(), 4u) << "b uploads none of a's files: a told it they are there";
   EXPECT_EQ(uploads.back(), "step-10/.metadata");
-  // Each file once; the drain may also have copied .metadata.tmp before its rename (then
-  // removed it from b: b's tree is a's, above), which a slow machine shows.
   const int64_t copiedTmp = a->status().copiedFiles - 4;
   EXPECT_TRUE(copiedTmp == 0 || copiedTmp == 1) << a->status().copiedFiles << " copies";
   EXPECT_EQ(a->status().copiedBytes, 3 * 200'000 + 1000 + copiedTmp * 1000);
@@ -202,7 +204,8 @@ TEST_F(PeerCopiesTest, ALostWritersFilesAreUploadedFromItsPeerMarkerLast) {
   ASSERT_TRUE(eventually(
       [&] { return a->status().checkpoints.size() == 1 && a->status().checkpoints[0].onPeer; }));
   ASSERT_TRUE(eventually([&] { return contents(tree("b")) == contents(tree("a")); }));
-  EXPECT_EQ(b->status().heldFiles, 5);
+  // (A copy of .metadata.tmp made before its rename leaves b's journal as b's tree loses it.)
+  EXPECT_TRUE(eventually([&] { return b->status().heldFiles == 5; })) << b->status().heldFiles;
   EXPECT_EQ(b->status().pendingFiles, 0) << "a's to upload while a lives";
   const auto written = contents(tree("a"));
   a.reset();
