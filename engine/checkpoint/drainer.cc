@@ -253,7 +253,7 @@ class TreeDrainer final : public Drainer {
     // The peers hear that the origin holds a version once the journal says so: after its upload,
     // or after a copy sent without the news while its upload ran, so that no copy misses it.
     // News a peer misses costs an upload (should this node be lost), never a byte.
-    const bool atOriginNow = finish(s, result, peers);
+    const bool atOriginNow = finish(s, result, peers, identity ? identity->size : 0);
     if (atOriginNow && !atOrigin && options_.copies)
       if (Status told = options_.copies->atOrigin(s.step.path, *identity); !told.isOk())
         log_.debug("peers not told of an upload", {{"path", s.step.path}, {"error", told}});
@@ -287,8 +287,9 @@ class TreeDrainer final : public Drainer {
     return sent;
   }
 
-  // Takes the step's result into the journal; true when the version it sent is at the origin now.
-  bool finish(const Step& s, const Status& result, const CopyTargets::Set& peers) {
+  // Takes the step's result into the journal; true when the version it sent (of `bytes`) is at
+  // the origin now.
+  bool finish(const Step& s, const Status& result, const CopyTargets::Set& peers, int64_t bytes) {
     MutexLock lock(mutex_);
     // A copy to a set of peers that changed since counts for nothing. A peer that fails delays
     // the steps at the peers only, the origin those at the origin only.
@@ -299,8 +300,6 @@ class TreeDrainer final : public Drainer {
     Backoff& backoff = atPeers ? copyBackoff_ : backoff_;
     if (result.isOk() && !stale) {
       journal_.finished(s.step, peers.count);
-      const int64_t bytes =
-          journal_.identity(s.step.path, s.step.seq).value_or(FileIdentity{}).size;
       switch (s.step.kind) {
         case DrainStep::Kind::kUpload:
           counters_.uploadedBytes += bytes;

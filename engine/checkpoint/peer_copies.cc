@@ -49,6 +49,19 @@ void removeEmptyDirectories(const std::filesystem::path& tree, const std::string
     if (::rmdir((tree / d).c_str()) != 0) return;
 }
 
+// Renames `staged` to `path` in the tree. A directory on the way that the removal of another copy
+// emptied and took away meanwhile is made again.
+Status moveIntoTree(const std::filesystem::path& tree, const std::string& path,
+                    const std::filesystem::path& staged) {
+  for (int attempt = 1;; ++attempt) {
+    GRANARY_ASSIGN_OR_RETURN(const std::filesystem::path directory, directoryOf(tree, path, true));
+    const std::filesystem::path target = directory / std::filesystem::path(path).filename();
+    if (::rename(staged.c_str(), target.c_str()) == 0) return Status::ok();
+    if (errno != ENOENT || attempt == 3)
+      return errnoStatus(errno, "cannot place " + path + " in the tree");
+  }
+}
+
 }  // namespace
 
 Status placeCopy(const CopyPlaces& places, Drainer& drainer, const PeerCopy& copy,
@@ -78,8 +91,7 @@ Status placeCopy(const CopyPlaces& places, Drainer& drainer, const PeerCopy& cop
                         std::to_string(copy.source.size));
   if (placed.isOk()) {
     drainer.copyArriving(copy.path, identityOf(st), copy.writer, copy.source, copy.atOrigin);
-    if (::rename(staged.c_str(), target.c_str()) != 0)
-      placed = errnoStatus(errno, "cannot place " + copy.path + " in the tree");
+    placed = moveIntoTree(places.tree, copy.path, staged);
   }
   if (!placed.isOk()) ::unlink(staged.c_str());
   return placed;

@@ -4,7 +4,7 @@
 # cached; one with --refresh lists the origin again and serves what it holds now, byte for byte,
 # and so does every mount after it; a refresh of an unchanged origin makes no version; a mount
 # killed -9 during a refresh leaves a version whole. Skips (exit 77) without root or /dev/fuse.
-set -euo pipefail
+set -Eeuo pipefail
 granaryctl="$1"
 if [[ $(id -u) != 0 || ! -w /dev/fuse ]]; then
   echo "skipped: FUSE mounts need root and /dev/fuse"
@@ -12,6 +12,8 @@ if [[ $(id -u) != 0 || ! -w /dev/fuse ]]; then
 fi
 root=$(mktemp -d /tmp/granaryctl-refresh.XXXXXX)
 trap 'umount -l "$root/mnt" 2>/dev/null || true; kill %1 2>/dev/null || true; rm -rf "$root"' EXIT
+# A step that fails says which, with what granaryctl logged.
+trap 'echo "FAILED at line $LINENO (exit $?); granaryctl logged:"; cat "$root/log.txt" 2>/dev/null' ERR
 mkdir -p "$root/origin/shards" "$root/mnt"
 echo one > "$root/origin/a.txt"
 echo two > "$root/origin/b.txt"

@@ -260,6 +260,19 @@ TEST_F(PeerCopiesTest, AFileWrittenOnThePeerSinceIsNeitherReplacedNorRemoved) {
   EXPECT_EQ(readFile(tree("b") / "latest"), "new");
 }
 
+// The removal of a file's last copy in a directory takes the empty directory away; a copy into
+// it that is being filled meanwhile still lands.
+TEST_F(PeerCopiesTest, ACopyLandsInADirectoryRemovedWhileItWasFilled) {
+  auto b = start("b", nullptr);
+  const auto fill = [&](int fd) {
+    fs::remove(tree("b") / "step-1");  // empty: made for this copy
+    return ::pwrite(fd, "x", 1, 0) == 1 ? Status::ok() : unavailable("short");
+  };
+  const CopyPlaces places{tree("b"), root_ / "b" / "copies"};
+  ASSERT_TRUE(placeCopy(places, *b, {"a", "step-1/__0_0.distcp", {.size = 1}, false}, fill).isOk());
+  EXPECT_EQ(readFile(tree("b") / "step-1" / "__0_0.distcp"), "x");
+}
+
 TEST_F(PeerCopiesTest, ACopyNeverLandsOutsideTheTree) {
   auto b = start("b", nullptr);
   fs::create_directory_symlink(root_, tree("b") / "escape");
