@@ -909,11 +909,12 @@ TEST_F(DatasetCacheTest, AFileWithoutVersionsIsNeverAssembledFromTwoVersions) {
   writeOrigin("shard.bin", first);
   auto server = granary::testing::HttpFileServer::start(origin_);
   ASSERT_TRUE(server.isOk()) << server.status();
-  std::atomic<bool> rewritten{false};
+  std::atomic<bool> rewriting{false}, rewritten{false};
   (*server)->withoutVersions([&](const std::string& path) {
-    if (path != "shard.bin" || rewritten.exchange(true)) return;
+    if (path != "shard.bin" || rewriting.exchange(true)) return;
     std::ofstream(origin_ / "shard.new", std::ios::binary) << second;
     std::filesystem::rename(origin_ / "shard.new", origin_ / path);  // one version, then the next
+    rewritten = true;
   });
   const auto openOverHttp = [&](TestNode& node, DatasetSettings s) {
     auto http = makeHttpOrigin({.baseUrl = (*server)->url(), .retryDelay = 1ms});
