@@ -290,7 +290,7 @@ class NodeChild {
     std::ofstream(dir / "token") << kSpreadToken << "\n";
     std::ofstream(dir / "config.yaml")
         << "nodeName: " << name_ << "\nlisten: 127.0.0.1:" << port_
-        << "\nmetricsAddress: \"\"\ntokenFile: " << (dir / "token")
+        << "\ntransferListen: 127.0.0.1:0\nmetricsAddress: \"\"\ntokenFile: " << (dir / "token")
         << "\nstateDirectory: " << (dir / "state")
         << "\ncacheDirectories:\n  - path: " << (dir / "cache") << "\n    quota: " << quota
         << "\nwarmConcurrency: 4\nmountKeeper: false\ngpuTelemetry: false\nlogLevel: warn\n"
@@ -683,6 +683,8 @@ NodeHolding nodeMemory(const Args& args, int64_t files, const MemorySource& sour
                                    state.string(),
                                    "--listen",
                                    listen,
+                                   "--transfer-listen",
+                                   "127.0.0.1:0",
                                    "--metrics-address",
                                    "",
                                    "--dataset",

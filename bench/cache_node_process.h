@@ -1,7 +1,8 @@
-// A granary-cache-node process for the checkpoint benchmarks: started from a binary with a
-// config of its own under HOME (its API on a free loopback port, a bearer token, a cache
-// directory, checkpointOriginRoots HOME), and its checkpoint volumes published over its CSI
-// socket as the kubelet publishes a pod's. Header-only, for the benchmarks' mains.
+// A granary-cache-node process for the benchmarks: started from a binary with a config of its own
+// under HOME (its API on a free port of a loopback address, a bearer token, a cache directory,
+// checkpointOriginRoots HOME's parent, and what `more` adds), and its volumes published over its
+// CSI socket as the kubelet publishes a pod's. A process started again on the same HOME finds its
+// cache as the last one left it. Header-only, for the benchmarks' mains.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -28,21 +29,36 @@ class CacheNodeProcess {
  public:
   static constexpr const char* kToken = "bench-token";
 
+  struct Settings {
+    std::string host = "127.0.0.1";          // where its API and data plane listen
+    std::string more;                        // further lines of its options (YAML)
+    std::map<std::string, std::string> env;  // on top of the benchmark's environment
+  };
+
   // Starts the process; exits the benchmark when it does not serve within 30 s.
   CacheNodeProcess(const std::string& binary, std::filesystem::path home, std::string name)
-      : home_(std::move(home)), name_(std::move(name)), port_(testing::freePort()) {
+      : CacheNodeProcess(binary, std::move(home), std::move(name), Settings()) {}
+  CacheNodeProcess(const std::string& binary, std::filesystem::path home, std::string name,
+                   const Settings& settings)
+      : home_(std::move(home)),
+        name_(std::move(name)),
+        host_(settings.host),
+        port_(testing::freePort()) {
     std::filesystem::create_directories(home_);
     std::ofstream(home_ / "token") << kToken << "\n";
     std::ofstream(home_ / "config.yaml")
-        << "nodeName: " << name_ << "\nlisten: 127.0.0.1:" << port_
+        << "nodeName: " << name_ << "\nlisten: " << host_ << ":" << port_
+        << "\ntransferListen: " << host_ << ":0"
         << "\nmetricsAddress: \"\"\ntokenFile: " << (home_ / "token")
         << "\nstateDirectory: " << (home_ / "state")
         << "\ncacheDirectories: [{path: " << (home_ / "cache")
         << ", quota: 10Gi}]\ncsiSocket: " << (home_ / "csi.sock")
         << "\nmountRoot: " << (home_ / "mounts") << "\nmountKeeper: false\ngpuTelemetry: false"
-        << "\ncheckpointOriginRoots: [" << home_.parent_path() << "]\nlogLevel: warn\n";
+        << "\ncheckpointOriginRoots: [" << home_.parent_path() << "]\nlogLevel: warn\n"
+        << settings.more << "\n";
     pid_ = ::fork();
     if (pid_ == 0) {
+      for (const auto& [variable, value] : settings.env) ::setenv(variable.c_str(), value.c_str(), 1);
       const std::string config = (home_ / "config.yaml").string();
       std::freopen((home_ / "log").c_str(), "a", stderr);
       ::execl(binary.c_str(), "granary-cache-node", "--config", config.c_str(), nullptr);
@@ -73,7 +89,8 @@ class CacheNodeProcess {
   CacheNodeProcess& operator=(const CacheNodeProcess&) = delete;
 
   const std::string& name() const { return name_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
   std::filesystem::path target(const std::string& pod) const {
     return home_ / "pods" / pod / "ckpt";
   }
@@ -122,6 +139,7 @@ class CacheNodeProcess {
  private:
   std::filesystem::path home_;
   std::string name_;
+  std::string host_;
   int port_;
   pid_t pid_ = 0;
   std::shared_ptr<grpc::Channel> csi_;

@@ -28,6 +28,28 @@ void GrpcPeers::setAddress(const std::string& node, const std::string& address) 
   addresses_[node] = address;
 }
 
+std::optional<std::string> GrpcPeers::addressOf(const std::string& node) {
+  MutexLock lock(mutex_);
+  const auto address = addresses_.find(node);
+  if (address == addresses_.end()) return std::nullopt;
+  return address->second;
+}
+
+Result<int> GrpcPeers::describeTransfer(const std::string& node) {
+  grpc::ClientContext context;
+  GRANARY_ASSIGN_OR_RETURN(const auto connection, callTo(node, context));
+  context.set_deadline(grpcDeadlineAfter(std::chrono::seconds(10)));
+  v1::DescribeTransferResponse response;
+  const grpc::Status status =
+      connection->stub->DescribeTransfer(&context, v1::DescribeTransferRequest(), &response);
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return 0;
+  if (!status.ok()) {
+    Status mapped = fromGrpc(status);
+    return Status(mapped.code(), "cache node " + node + ": " + mapped.message());
+  }
+  return response.port();
+}
+
 std::shared_ptr<GrpcPeers::Connection> GrpcPeers::connectionTo(const std::string& node) {
   MutexLock lock(mutex_);
   const auto address = addresses_.find(node);
@@ -60,10 +82,12 @@ Result<std::shared_ptr<GrpcPeers::Connection>> GrpcPeers::callTo(const std::stri
 
 Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetKey& dataset,
                                          const std::string& path, int64_t index,
-                                         const std::string& etag, bool fill) {
+                                         const std::string& etag, bool fill, int64_t length,
+                                         std::stop_token stop) {
   grpc::ClientContext context;
   GRANARY_ASSIGN_OR_RETURN(const auto connection, callTo(node, context));
   context.set_deadline(grpcDeadlineAfter(options_.timeout));
+  const std::stop_callback cancel(stop, [&] { context.TryCancel(); });
   v1::ReadChunkRequest request;
   *request.mutable_chunk()->mutable_dataset() = refOf(dataset);
   request.mutable_chunk()->set_path(path);
@@ -72,11 +96,13 @@ Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetK
   request.set_fill(fill);
   auto reader = connection->stub->ReadChunk(&context, request);
   std::string data;
+  data.reserve(static_cast<size_t>(length));
   v1::ChunkData message;
   bool last = false;
   uint64_t checksum = 0;
   while (reader->Read(&message)) {
-    if (message.offset() != static_cast<int64_t>(data.size())) {
+    if (message.offset() != static_cast<int64_t>(data.size()) ||
+        message.offset() + static_cast<int64_t>(message.data().size()) > length) {
       context.TryCancel();
       break;
     }

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/grpc_status.h"
@@ -32,12 +33,17 @@ class GrpcPeers final : public PeerReader {
 
   // Where `node` serves (host:port); replaces what was known.
   void setAddress(const std::string& node, const std::string& address);
+  // The address last set for `node`; nullopt when none was.
+  std::optional<std::string> addressOf(const std::string& node) GRANARY_EXCLUDES(mutex_);
+  // The port of `node`'s data plane (Peer.DescribeTransfer): 0 when it has none, or is a version
+  // without the call. Unavailable when it cannot be asked.
+  Result<int> describeTransfer(const std::string& node);
 
   // Streams the chunk and checks it against the XXH3 the peer sends (Corruption on mismatch).
   // Unavailable for a node whose address is unknown.
   Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
                                 const std::string& path, int64_t index, const std::string& etag,
-                                bool fill) override;
+                                bool fill, int64_t length, std::stop_token stop) override;
   // No deadline: the lister sends a page at least every second while its listing goes on, and
   // keepalive pings find a peer that stopped answering.
   Result<ManifestTotals> followListing(

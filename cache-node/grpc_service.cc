@@ -9,6 +9,7 @@
 
 #include "cache-node/api_convert.h"
 #include "cache-node/refreshes.h"
+#include "cache-node/transfer/frame.h"
 #include "common/files.h"
 #include "common/grpc_status.h"
 #include "granary/v1/cache_node.grpc.pb.h"
@@ -303,8 +304,17 @@ class CacheNodeService final : public v1::CacheNode::Service {
 
 class PeerService final : public v1::Peer::Service {
  public:
-  PeerService(CacheEngine& engine, const Secret& token, CheckpointVolumes* checkpoints)
-      : engine_(engine), token_(token), checkpoints_(checkpoints) {}
+  PeerService(CacheEngine& engine, const Secret& token, CheckpointVolumes* checkpoints,
+              int transferPort)
+      : engine_(engine), token_(token), checkpoints_(checkpoints), transferPort_(transferPort) {}
+
+  grpc::Status DescribeTransfer(grpc::ServerContext* context, const v1::DescribeTransferRequest*,
+                                v1::DescribeTransferResponse* response) override {
+    GRANARY_AUTHORIZE(context);
+    response->set_port(transferPort_);
+    response->set_version(transfer::kVersion);
+    return grpc::Status::OK;
+  }
 
   grpc::Status PutCheckpointFile(grpc::ServerContext* context,
                                  grpc::ServerReader<v1::CheckpointFilePiece>* reader,
@@ -344,17 +354,18 @@ class PeerService final : public v1::Peer::Service {
     const auto& chunk = request->chunk();
     auto cache = engine_.find(keyOf(chunk.dataset()));
     if (!cache.isOk()) return toGrpc(cache.status());
-    auto data =
+    auto read =
         (*cache)->readChunkForPeer(chunk.path(), chunk.index(), request->etag(), request->fill());
-    if (!data.isOk()) return toGrpc(data.status());
-    const uint64_t checksum = XXH3_64bits(data->data(), data->size());
+    if (!read.isOk()) return toGrpc(read.status());
+    const std::string& data = **read;
+    const uint64_t checksum = XXH3_64bits(data.data(), data.size());
     int64_t offset = 0;
-    const auto size = static_cast<int64_t>(data->size());
+    const auto size = static_cast<int64_t>(data.size());
     do {
       v1::ChunkData message;
       const int64_t n = std::min(kMessageBytes, size - offset);
       message.set_offset(offset);
-      message.set_data(data->substr(static_cast<size_t>(offset), static_cast<size_t>(n)));
+      message.set_data(data.data() + offset, static_cast<size_t>(n));
       offset += n;
       if (offset == size) {
         message.set_last(true);
@@ -402,6 +413,7 @@ class PeerService final : public v1::Peer::Service {
   CacheEngine& engine_;
   const Secret& token_;
   CheckpointVolumes* checkpoints_;  // may be null
+  const int transferPort_;
 };
 
 }  // namespace
@@ -428,7 +440,7 @@ struct CacheNodeServer::Services {
         cacheNode(engine, peers, token, options.readers, options.gpus, options.ensured,
                   options.cutOff, options.generationReaders, options.checkpoints,
                   options.checkpointPeers),
-        peer(engine, token, options.checkpoints) {}
+        peer(engine, token, options.checkpoints, options.transferPort) {}
 };
 
 Result<std::unique_ptr<CacheNodeServer>> CacheNodeServer::start(CacheEngine& engine,

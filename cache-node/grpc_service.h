@@ -39,6 +39,9 @@ struct ServerOptions {
   // The jobs' checkpoint volumes, for GetTelemetry and the copies other nodes put here.
   CheckpointVolumes* checkpoints = nullptr;
   CheckpointPeers* checkpointPeers = nullptr;  // with checkpoints: SetCheckpointPeers
+  // The port of this node's data plane (cache-node/transfer/), told to peers that ask
+  // (DescribeTransfer); 0: none, they read chunks over ReadChunk.
+  int transferPort = 0;
 };
 
 // What EnsureDataset does with a request: the view, or the dataset generation (its node set's

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <random>
@@ -18,6 +19,9 @@
 #include "cache-node/grpc_service.h"
 #include "cache-node/handover.h"
 #include "cache-node/options.h"
+#include "cache-node/transfer/engine_chunks.h"
+#include "cache-node/transfer/transfer_peers.h"
+#include "cache-node/transfer/transfer_server.h"
 #include "common/files.h"
 #include "common/flags.h"
 #include "common/log.h"
@@ -67,6 +71,10 @@ void addNodeFlags(CLI::App& app, NodeFlags& flags) {
   option("--listen", &NodeOptions::listen,
          "gRPC address of the CacheNode and Peer APIs (default: 0.0.0.0:" +
              std::to_string(kCacheNodeGrpcPort) + ")");
+  option("--transfer-listen", &NodeOptions::transferListen,
+         "the peer data plane's TCP address; \"\" sends chunks over the Peer API instead "
+         "(default: 0.0.0.0:" +
+             std::to_string(granary::names::kCacheNodeTransferPort) + ")");
   option("--metrics-address", &NodeOptions::metricsAddress,
          "/metrics, /healthz, /readyz; \"\" disables (default: 0.0.0.0:" +
              std::to_string(kCacheNodeMetricsPort) + ")");
@@ -294,13 +302,48 @@ int main(int argc, char** argv) {
   CutOffReaders cutOff(metrics->get());
   GenerationReaders generationReaders;
   GrpcPeers peers({.token = *token, .tlsCaFile = options.tls.caFile});
+  auto transferMetrics = transfer::TransferMetrics::create(registry);
+  if (!transferMetrics.isOk()) {
+    log.error("cannot declare metrics", {{"error", transferMetrics.status()}});
+    return 1;
+  }
+  // The data plane moves chunk bytes in the clear: with TLS on they go over the Peer API.
+  const bool dataPlane = !options.transferListen.empty() && !options.tls.enabled();
+  std::unique_ptr<transfer::TransferClient> transferClient;
+  if (dataPlane) {
+    transferClient = std::make_unique<transfer::TransferClient>(
+        transfer::TransferClientOptions{.token = *token,
+                                        .nodeName = options.nodeName,
+                                        .connectionsPerPeer = options.transferConnectionsPerPeer,
+                                        .stall = std::chrono::milliseconds(options.transferStallMs)},
+        transferMetrics->get());
+  }
+  transfer::TransferPeers peerReader(peers, transferClient.get());
   EngineOptions engineOptions = engineOptionsOf(options);
   for (auto& named : fileSourcesOf(datasets))  // standalone: what the manifest names
     engineOptions.origins.fileOriginRoots.push_back(std::move(named));
-  auto engine = CacheEngine::open(engineOptions, realClock(), &peers, metrics->get());
+  auto engine = CacheEngine::open(engineOptions, realClock(), &peerReader, metrics->get());
   if (!engine.isOk()) {
     log.error("cannot open the cache", {{"error", engine.status()}});
     return 1;
+  }
+  transfer::EngineChunks engineChunks(**engine);
+  std::unique_ptr<transfer::TransferServer> transferServer;
+  if (dataPlane) {
+    auto started = transfer::TransferServer::start(
+        {.address = options.transferListen,
+         .token = *token,
+         .stall = std::chrono::milliseconds(options.transferStallMs),
+         .flipByteForTests = std::getenv("GRANARY_TEST_TRANSFER_FLIP_BYTE") != nullptr},
+        engineChunks, transferMetrics->get());
+    if (!started.isOk()) {
+      log.error("cannot serve the data plane (transferListen)", {{"error", started.status()}});
+      return 1;
+    }
+    transferServer = std::move(*started);
+  } else {
+    log.info("no data plane: chunks to peers go over the Peer API",
+             {{"reason", options.transferListen.empty() ? "transferListen: \"\"" : "tls on"}});
   }
   exportDiskUsage(**metrics, **engine);
   // What the replaced process served, ensured again before the mounts are adopted.
@@ -352,7 +395,9 @@ int main(int argc, char** argv) {
                                         .cutOff = &cutOff,
                                         .generationReaders = &generationReaders,
                                         .checkpoints = checkpoints.get(),
-                                        .checkpointPeers = &checkpointPeers});
+                                        .checkpointPeers = &checkpointPeers,
+                                        .transferPort =
+                                            transferServer ? transferServer->port() : 0});
   if (!server.isOk()) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;
@@ -416,6 +461,8 @@ int main(int argc, char** argv) {
   log.info("started", {{"node", options.nodeName},
                        {"listen", options.listen},
                        {"port", static_cast<int64_t>((*server)->port())},
+                       {"transferPort",
+                        static_cast<int64_t>(transferServer ? transferServer->port() : 0)},
                        {"metrics", options.metricsAddress},
                        {"csi", options.csiSocket},
                        {"state", options.stateDirectory}});

@@ -44,6 +44,17 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
   config::Fields f(node);
   f.optional("nodeName", out.nodeName);
   f.optional("listen", out.listen);
+  f.optional("transferListen", out.transferListen);
+  f.optional(
+      "transferConnectionsPerPeer", out.transferConnectionsPerPeer,
+      [](int32_t c) { return c >= 1 && c <= 64; }, "an integer from 1 to 64");
+  f.optional(
+      "transferStallMs", out.transferStallMs,
+      [](int32_t ms) { return ms >= 100 && ms <= 600'000; }, "milliseconds from 100 to 600000");
+  f.optional(
+      "heldChunkMemory", out.heldChunkMemory,
+      [](const ByteSize& s) { return s.bytes >= 0 && s.bytes <= (64LL << 30); },
+      "a size up to 64Gi, 0 to hold none");
   f.optional("metricsAddress", out.metricsAddress);
   f.optional("tokenFile", out.tokenFile);
   f.optional("tls", out.tls);
@@ -122,6 +133,7 @@ EngineOptions engineOptionsOf(const NodeOptions& options) {
   engine.listingConcurrency = options.listingConcurrency;
   engine.bandwidthLimit = options.bandwidthLimit.bytes;
   engine.verifyChecksumsAtStart = options.verifyChecksumsAtStart;
+  engine.heldChunkBytes = options.heldChunkMemory.bytes;
   for (const auto& root : options.fileOriginRoots) engine.origins.fileOriginRoots.push_back(root);
   return engine;
 }

@@ -3,6 +3,13 @@
 //
 //   nodeName: gpu-1                  # default: $NODE_NAME, else the host name
 //   listen: 0.0.0.0:7400             # CacheNode and Peer gRPC APIs
+//   transferListen: 0.0.0.0:7401     # the peer data plane (chunks between cache nodes); ""
+//                                    # (or TLS on) sends them over the Peer gRPC API instead
+//   transferConnectionsPerPeer: 4    # connections this node opens to each peer's data plane
+//   transferStallMs: 30000           # a peer that stops sending (or reading) a chunk this long
+//                                    # loses it: the chunk comes from the next owner or origin
+//   heldChunkMemory: 256Mi           # other nodes' chunks held after a read fetched them, for
+//                                    # the reads of the same chunk that follow; 0 holds none
 //   metricsAddress: 0.0.0.0:9400     # /metrics, /healthz, /readyz; "" disables
 //   tokenFile: /etc/granary/token    # shared bearer token; default: <stateDirectory>/token,
 //                                    # created with a random token if missing
@@ -67,11 +74,21 @@ struct TlsOptions {
   std::string certificateFile;
   std::string keyFile;
   std::string caFile;  // to verify peers; "" uses plain connections to peers
+
+  // Whether this node serves or reaches its peers over TLS.
+  bool enabled() const { return !certificateFile.empty() || !caFile.empty(); }
 };
 
 struct NodeOptions {
   std::string nodeName;
   std::string listen = names::anyAddress(names::kCacheNodeGrpcPort);
+  // The peer data plane (cache-node/transfer/): "" (or TLS) leaves chunks to the Peer gRPC API.
+  std::string transferListen = names::anyAddress(names::kCacheNodeTransferPort);
+  // Connections to each peer's data plane: more fill a faster NIC, each costs a thread there.
+  int32_t transferConnectionsPerPeer = 4;
+  int32_t transferStallMs = 30'000;  // how long a transfer may stand still before it fails
+  // Memory for other nodes' chunks after a read (EngineOptions::heldChunkBytes).
+  ByteSize heldChunkMemory{256 << 20};
   std::string metricsAddress = names::anyAddress(names::kCacheNodeMetricsPort);
   std::string tokenFile;
   TlsOptions tls;

@@ -83,6 +83,7 @@ inline constexpr const char* kCacheNodeGrpcPortName = "grpc";
 
 // Default ports.
 inline constexpr int kCacheNodeGrpcPort = 7400;      // CacheNode and Peer gRPC APIs
+inline constexpr int kCacheNodeTransferPort = 7401;  // the peer data plane (chunk bytes)
 inline constexpr int kCacheNodeMetricsPort = 9400;   // the cache node's /metrics, /healthz, /readyz
 inline constexpr int kOperatorMetricsPort = 8080;    // the operator's /metrics, /healthz, /readyz
 inline constexpr int kSchedulerMetricsPort = 8080;   // the scheduler's /metrics, /healthz, /readyz

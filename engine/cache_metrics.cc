@@ -85,7 +85,7 @@ Result<std::unique_ptr<CacheMetrics>> CacheMetrics::create(MetricsRegistry& regi
                                   "disks; reads that wait together count once. The reader is a "
                                   "pod (its namespace and name; an empty namespace and its uid "
                                   "when its name is not known) or, in local mode, a process (an "
-                                  "empty namespace and pid:<pid>).",
+                                  "empty namespace and process:<command>).",
                                   {"dataset", "namespace", "pod"})));
   GRANARY_ASSIGN_OR_RETURN(
       auto readerBytes,

@@ -41,7 +41,7 @@ struct CacheMetrics {
   GaugeFamily diskFull;         // {dataset}
   // The reader series name a reader as dcgm-exporter and kube-state-metrics name a pod: a named
   // pod by namespace and pod name, a pod whose name is not known by namespace "" and its uid, a
-  // process outside any pod (local mode) by namespace "" and pod "pid:<pid>".
+  // process outside any pod (local mode) by namespace "" and pod "process:<command>".
   CounterFamily readWait;      // {dataset, namespace, pod}: time reads blocked on misses
   CounterFamily readerBytes;   // {dataset, namespace, pod, source}
   GaugeFamily diskUsedBytes;   // {directory}: each cache directory, from the node's start

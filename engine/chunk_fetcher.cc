@@ -76,8 +76,12 @@ bool ChunkFetcher::waitForNoDemand(std::stop_token stop) {
                           [this]() GRANARY_REQUIRES(mutex_) { return demandInFlight_ == 0; });
 }
 
-Result<Piece> ChunkFetcher::fetch(const ManifestEntry& file, int64_t index, FetchKind kind,
-                                  std::stop_token stop) {
+Result<FetchedChunk> ChunkFetcher::fetch(const ManifestEntry& file, int64_t index, FetchKind kind,
+                                         std::stop_token stop) {
+  const std::string key = chunkId(file.path, index).key();
+  if (node_.held != nullptr) {
+    if (auto held = node_.held->find(key)) return std::move(*held);
+  }
   // Counted while in flight, so that warm fetches under a bandwidth limit give way.
   struct DemandMark {
     ChunkFetcher& self;
@@ -94,33 +98,31 @@ Result<Piece> ChunkFetcher::fetch(const ManifestEntry& file, int64_t index, Fetc
       self.demandDone_.notify_all();
     }
   } mark(*this, kind == FetchKind::kDemand);
-  auto piece = flights_.run(chunkId(file.path, index).key(),
-                            [&] { return fetchUncached(file, index, kind, stop); });
-  if (piece.status().code() == StatusCode::kFailedPrecondition) keeper_.changedAtOrigin(file.path);
-  return piece;
+  auto chunk = flights_.run(key, [&] { return fetchUncached(file, index, kind, stop); });
+  if (chunk.status().code() == StatusCode::kFailedPrecondition) keeper_.changedAtOrigin(file.path);
+  return chunk;
 }
 
-Result<Piece> ChunkFetcher::fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind,
-                                          std::stop_token stop) {
+Result<FetchedChunk> ChunkFetcher::fetchUncached(const ManifestEntry& file, int64_t index,
+                                                 FetchKind kind, std::stop_token stop) {
   // A fetch of this chunk may have finished between the caller's miss and this flight.
   auto local = node_.chunks.read(chunkId(file.path, index));
-  if (local.isOk()) return Piece{std::move(*local), Source::kLocal};
+  if (local.isOk())
+    return FetchedChunk{std::make_shared<const std::string>(std::move(*local)), Source::kLocal};
   keeper_.forgetIfDamaged(file.path, index, local.status());
   if (isSizeVersion(file.etag)) return fetchFromWholeFile(file, index, kind, stop);
   const std::vector<std::string> owners = keeper_.ownersOf(file.path);
   const int64_t length = chunkLength(file, index);
   const bool selfOwns = std::find(owners.begin(), owners.end(), node_.nodeName) != owners.end();
   if (auto shared = fromSameSource(file, index, kind, selfOwns)) return std::move(*shared);
-  Piece piece;
-  bool fetched = false;
+  std::optional<FetchedChunk> fetched;
   if (node_.peers != nullptr && owners.front() != node_.nodeName) {
     for (const auto& owner : owners) {
       if (owner == node_.nodeName) continue;
       auto data = node_.peers->readChunk(owner, key_, file.path, index, file.etag,
-                                         /*fill=*/owner == owners.front());
+                                         /*fill=*/owner == owners.front(), length, stop);
       if (data.isOk() && static_cast<int64_t>(data->size()) == length) {
-        piece = Piece{std::move(*data), Source::kPeer};
-        fetched = true;
+        fetched = FetchedChunk{std::make_shared<const std::string>(std::move(*data)), Source::kPeer};
         break;
       }
       if (data.status().code() == StatusCode::kFailedPrecondition) return data.status();
@@ -129,19 +131,22 @@ Result<Piece> ChunkFetcher::fetchUncached(const ManifestEntry& file, int64_t ind
   if (!fetched) {
     GRANARY_ASSIGN_OR_RETURN(std::string data,
                              readOriginAs(kind, file, index * chunkSize_, length, stop));
-    piece = Piece{std::move(data), Source::kOrigin};
+    fetched = FetchedChunk{std::make_shared<const std::string>(std::move(data)), Source::kOrigin};
   }
   if (selfOwns) {
     keeper_.countFetched(length);
     const Status kept =
-        keeper_.keep(chunkId(file.path, index), piece.data, chunkCount(file.size, chunkSize_));
+        keeper_.keep(chunkId(file.path, index), *fetched->bytes, chunkCount(file.size, chunkSize_));
     if (kept.isOk()) countWarmed(kind, length);
+  } else if (node_.held != nullptr && kind == FetchKind::kDemand) {
+    node_.held->hold(chunkId(file.path, index).key(), *fetched);
   }
-  return piece;
+  return std::move(*fetched);
 }
 
-std::optional<Piece> ChunkFetcher::fromSameSource(const ManifestEntry& file, int64_t index,
-                                                  FetchKind kind, bool selfOwns) {
+std::optional<FetchedChunk> ChunkFetcher::fromSameSource(const ManifestEntry& file,
+                                                         int64_t index, FetchKind kind,
+                                                         bool selfOwns) {
   if (node_.sameSource == nullptr) return std::nullopt;
   const std::optional<ChunkId> from = node_.sameSource->holderOf(key_, file, index);
   if (!from) return std::nullopt;
@@ -151,22 +156,23 @@ std::optional<Piece> ChunkFetcher::fromSameSource(const ManifestEntry& file, int
     keeper_.countFetched(length);
     countWarmed(kind, length);
     if (auto kept = node_.chunks.read(to); kept.isOk())
-      return Piece{std::move(*kept), Source::kLocal};
+      return FetchedChunk{std::make_shared<const std::string>(std::move(*kept)), Source::kLocal};
   }
   // Not kept (the quota is full, or the other dataset's chunk went meanwhile): read it there.
   auto data = node_.chunks.read(*from);
   if (!data.isOk() || static_cast<int64_t>(data->size()) != length) return std::nullopt;
-  return Piece{std::move(*data), Source::kLocal};
+  return FetchedChunk{std::make_shared<const std::string>(std::move(*data)), Source::kLocal};
 }
 
-Result<Piece> ChunkFetcher::fetchFromWholeFile(const ManifestEntry& file, int64_t index,
-                                               FetchKind kind, std::stop_token stop) {
+Result<FetchedChunk> ChunkFetcher::fetchFromWholeFile(const ManifestEntry& file, int64_t index,
+                                                      FetchKind kind, std::stop_token stop) {
   GRANARY_ASSIGN_OR_RETURN(const auto whole, wholeFiles_.run(file.path, [&] {
     return fetchWholeFile(file, kind, stop);
   }));
   const auto offset = static_cast<size_t>(index * chunkSize_);
-  return Piece{whole->substr(offset, static_cast<size_t>(chunkLength(file, index))),
-               Source::kOrigin};
+  return FetchedChunk{std::make_shared<const std::string>(
+                          whole->substr(offset, static_cast<size_t>(chunkLength(file, index)))),
+                      Source::kOrigin};
 }
 
 Result<std::shared_ptr<const std::string>> ChunkFetcher::fetchWholeFile(const ManifestEntry& file,

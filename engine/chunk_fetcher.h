@@ -27,6 +27,7 @@
 #include "common/thread_annotations.h"
 #include "engine/cache_metrics.h"
 #include "engine/core/bandwidth_limiter.h"
+#include "engine/core/held_chunks.h"
 #include "engine/core/single_flight.h"
 #include "engine/origin/origin.h"
 #include "engine/store/chunk_store.h"
@@ -59,11 +60,15 @@ struct DatasetSource {
 class PeerReader {
  public:
   virtual ~PeerReader() = default;
-  // Chunk `index` of `path`, whole and verified, from `node`. With `fill`, that node fetches it
-  // from the origin when it has not cached it. FailedPrecondition when the versions differ.
+  // Chunk `index` of `path`, whole (`length` bytes) and verified, from `node`. With `fill`, that
+  // node fetches it from the origin when it has not cached it. FailedPrecondition when the
+  // versions differ; NotFound when `node` neither holds nor fills it; Corruption when what
+  // arrived failed its checksums; Unavailable when the node cannot be reached or stops sending;
+  // Cancelled once `stop` is requested.
   virtual Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
                                         const std::string& path, int64_t index,
-                                        const std::string& etag, bool fill) = 0;
+                                        const std::string& etag, bool fill, int64_t length,
+                                        std::stop_token stop) = 0;
   // Follows `node`'s listing of `dataset` (ListingFeed), or of its `share` of it (the origin keys
   // in those ranges; none: the whole listing): `each` gets the files listed there in batches,
   // those already listed first, then the rest as they are listed (a file may come twice; an
@@ -88,6 +93,21 @@ class SameSourceChunks {
                                           int64_t index) = 0;
 };
 
+enum class Source { kLocal, kPeer, kOrigin };
+
+// A piece of a file read from within one chunk.
+struct Piece {
+  std::string data;
+  Source source = Source::kLocal;
+};
+
+// A whole chunk as a fetch brought it: shared by every reader that waited on that fetch (and held
+// for the reads after it), never copied for one.
+struct FetchedChunk {
+  std::shared_ptr<const std::string> bytes;
+  Source source = Source::kLocal;
+};
+
 // The node-wide parts every dataset shares. They outlive the datasets.
 struct NodeContext {
   std::string nodeName;
@@ -105,14 +125,9 @@ struct NodeContext {
   // Listing requests a dataset sends its origin side by side, where the origin can list parts of
   // its key order (S3).
   int listingConcurrency = 8;
-};
-
-enum class Source { kLocal, kPeer, kOrigin };
-
-// A piece of a file read from within one chunk.
-struct Piece {
-  std::string data;
-  Source source = Source::kLocal;
+  // Chunks fetched for reads that this node does not keep on disk; null: none is held (each read
+  // fetches its chunk again).
+  HeldChunks<FetchedChunk>* held = nullptr;
 };
 
 enum class FetchKind {
@@ -159,12 +174,13 @@ class ChunkFetcher {
   ChunkFetcher(NodeContext& node, DatasetKey key, std::vector<DatasetSource> sources,
                Settings settings, ChunkKeeper& keeper, DatasetMetrics* metrics);
 
-  // Chunk `index` of `file`, whole. FailedPrecondition when the file changed at the origin
+  // Chunk `index` of `file`, whole: from the disk, from the chunks held after an earlier fetch, or
+  // fetched (a chunk this node does not keep is then held). FailedPrecondition when the file changed at the origin
   // (peers and the keeper are told); InvalidArgument for a file pinned by size only that is too
   // large to read whole; otherwise what the last source said. A demand fetch's origin reads are
   // retried within readRetryTime, or until `stop`.
-  Result<Piece> fetch(const ManifestEntry& file, int64_t index, FetchKind kind,
-                      std::stop_token stop);
+  Result<FetchedChunk> fetch(const ManifestEntry& file, int64_t index, FetchKind kind,
+                             std::stop_token stop);
   // Waits until no demand fetch is in flight; false when `stop` ended the wait.
   bool waitForNoDemand(std::stop_token stop);
 
@@ -186,15 +202,15 @@ class ChunkFetcher {
   std::vector<std::string> goneFromOrigin() const;
 
  private:
-  Result<Piece> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind,
-                              std::stop_token stop);
+  Result<FetchedChunk> fetchUncached(const ManifestEntry& file, int64_t index, FetchKind kind,
+                                     std::stop_token stop);
   // The chunk from another dataset of this node with the same object at the same version:
   // kept as a second name of its file when this node owns the chunk, else read from it.
-  std::optional<Piece> fromSameSource(const ManifestEntry& file, int64_t index, FetchKind kind,
+  std::optional<FetchedChunk> fromSameSource(const ManifestEntry& file, int64_t index, FetchKind kind,
                                       bool selfOwns);
   // Chunk `index` of a file pinned only by its size, from one origin read of the whole file
   // shared by every chunk asked for meanwhile.
-  Result<Piece> fetchFromWholeFile(const ManifestEntry& file, int64_t index, FetchKind kind,
+  Result<FetchedChunk> fetchFromWholeFile(const ManifestEntry& file, int64_t index, FetchKind kind,
                                    std::stop_token stop);
   Result<std::shared_ptr<const std::string>> fetchWholeFile(const ManifestEntry& file,
                                                             FetchKind kind, std::stop_token stop);
@@ -228,7 +244,7 @@ class ChunkFetcher {
   ChunkKeeper& keeper_;
   DatasetMetrics* const metrics_;
   BandwidthLimiter bandwidth_;  // the dataset's own limit, within the node's
-  SingleFlight<Piece> flights_;
+  SingleFlight<FetchedChunk> flights_;
   SingleFlight<std::shared_ptr<const std::string>> wholeFiles_;  // by path
 
   mutable Mutex mutex_;

@@ -226,9 +226,14 @@ Result<Piece> DatasetCache::readPiece(const ManifestEntry& file, int64_t offset,
   GRANARY_ASSIGN_OR_RETURN(const ChunkSpan span, spanOf(file, offset, maxLength));
   if (span.length == 0) return Piece{};
   auto local = node_.chunks.read(chunkId(file.path, span.index), span.within, span.length);
-  if (!local.isOk()) return readMissing(file, span, local.status());
-  countHit(file, span.index, static_cast<int64_t>(local->size()));
-  return Piece{std::move(*local), Source::kLocal};
+  if (local.isOk()) {
+    countHit(file, span.index, static_cast<int64_t>(local->size()));
+    return Piece{std::move(*local), Source::kLocal};
+  }
+  GRANARY_ASSIGN_OR_RETURN(const FetchedChunk chunk, readMissing(file, span, local.status()));
+  const auto within = static_cast<size_t>(span.within);
+  if (chunk.bytes->size() <= within) return Piece{{}, chunk.source};
+  return Piece{chunk.bytes->substr(within, static_cast<size_t>(span.length)), chunk.source};
 }
 
 Result<PieceRead> DatasetCache::readPieceInto(const ManifestEntry& file, int64_t offset,
@@ -245,9 +250,11 @@ Result<PieceRead> DatasetCache::readPieceInto(const ManifestEntry& file, int64_t
     return PieceRead{*local, Source::kLocal};
   }
   if (!fetch && local.status().code() == StatusCode::kNotFound) return local.status();
-  GRANARY_ASSIGN_OR_RETURN(Piece piece, readMissing(file, span, local.status()));
-  std::memcpy(buffer.data(), piece.data.data(), piece.data.size());
-  return PieceRead{static_cast<int64_t>(piece.data.size()), piece.source};
+  GRANARY_ASSIGN_OR_RETURN(const FetchedChunk chunk, readMissing(file, span, local.status()));
+  const int64_t length = std::clamp<int64_t>(
+      static_cast<int64_t>(chunk.bytes->size()) - span.within, 0, span.length);
+  std::memcpy(buffer.data(), chunk.bytes->data() + span.within, static_cast<size_t>(length));
+  return PieceRead{length, chunk.source};
 }
 
 bool DatasetCache::heldInOneChunk(const ManifestEntry& file) const {
@@ -288,8 +295,8 @@ void DatasetCache::countHit(const ManifestEntry& file, int64_t index, int64_t by
   countRead(Source::kLocal, bytes, true);
 }
 
-Result<Piece> DatasetCache::readMissing(const ManifestEntry& file, const ChunkSpan& span,
-                                        const Status& local) {
+Result<FetchedChunk> DatasetCache::readMissing(const ManifestEntry& file, const ChunkSpan& span,
+                                               const Status& local) {
   if (local.code() != StatusCode::kNotFound && !forgetIfDamaged(file.path, span.index, local))
     return local;
   bool owner;
@@ -299,15 +306,14 @@ Result<Piece> DatasetCache::readMissing(const ManifestEntry& file, const ChunkSp
   }
   // While warming, the rest of a file a reader waits on goes first.
   if (owner) warmer_.demand({file.path, file.size, file.etag});
-  GRANARY_ASSIGN_OR_RETURN(Piece whole, fetchChunk(file, span.index, FetchKind::kDemand));
-  const auto available = static_cast<int64_t>(whole.data.size()) - span.within;
-  if (available <= 0) return Piece{{}, whole.source};
-  countRead(whole.source, std::min(span.length, available), false);
-  return Piece{whole.data.substr(span.within, span.length), whole.source};
+  GRANARY_ASSIGN_OR_RETURN(FetchedChunk chunk, fetchChunk(file, span.index, FetchKind::kDemand));
+  const auto available = static_cast<int64_t>(chunk.bytes->size()) - span.within;
+  if (available > 0) countRead(chunk.source, std::min(span.length, available), false);
+  return chunk;
 }
 
-Result<std::string> DatasetCache::readChunkForPeer(const std::string& path, int64_t index,
-                                                   const std::string& etag, bool fill) {
+Result<ManifestEntry> DatasetCache::fileForPeer(const std::string& path, int64_t index,
+                                                const std::string& etag) {
   GRANARY_ASSIGN_OR_RETURN(ManifestEntry file, statForPeer(path));
   if (file.directory) return failedPrecondition("\"" + path + "\" is a directory");
   if (etag != file.etag) {
@@ -315,17 +321,55 @@ Result<std::string> DatasetCache::readChunkForPeer(const std::string& path, int6
   }
   if (index < 0 || index >= chunkCount(file.size, chunkSize_))
     return invalidArgument("chunk index out of range");
-  auto local = node_.chunks.read(chunkId(path, index));
-  if (local.isOk()) return std::move(*local);
-  forgetIfDamaged(path, index, local.status());
+  return file;
+}
+
+Result<FetchedChunk> DatasetCache::fillForPeer(const ManifestEntry& file, int64_t index,
+                                               bool fill) {
   bool owner;
   {
     MutexLock lock(mutex_);
-    owner = ownsLocked(path);
+    owner = ownsLocked(file.path);
   }
   if (!fill || !owner) return notFound("chunk is not cached on " + node_.nodeName);
-  GRANARY_ASSIGN_OR_RETURN(Piece piece, fetchChunk(file, index, FetchKind::kWarm));
-  return std::move(piece.data);
+  return fetchChunk(file, index, FetchKind::kWarm);
+}
+
+Result<std::shared_ptr<const std::string>> DatasetCache::readChunkForPeer(const std::string& path,
+                                                                          int64_t index,
+                                                                          const std::string& etag,
+                                                                          bool fill) {
+  GRANARY_ASSIGN_OR_RETURN(const ManifestEntry file, fileForPeer(path, index, etag));
+  auto local = node_.chunks.read(chunkId(path, index));
+  if (local.isOk()) return std::make_shared<const std::string>(std::move(*local));
+  forgetIfDamaged(path, index, local.status());
+  GRANARY_ASSIGN_OR_RETURN(FetchedChunk chunk, fillForPeer(file, index, fill));
+  return std::move(chunk.bytes);
+}
+
+Result<PeerChunk> DatasetCache::openChunkForPeer(const std::string& path, int64_t index,
+                                                 const std::string& etag, bool fill) {
+  GRANARY_ASSIGN_OR_RETURN(const ManifestEntry file, fileForPeer(path, index, etag));
+  const ChunkId id = chunkId(path, index);
+  auto opened = node_.chunks.openWithChecksums(id);
+  if (!opened.isOk()) {
+    forgetIfDamaged(path, index, opened.status());
+    GRANARY_ASSIGN_OR_RETURN(FetchedChunk chunk, fillForPeer(file, index, fill));
+    opened = node_.chunks.openWithChecksums(id);  // kept by the fill, most often
+    if (!opened.isOk()) {
+      PeerChunk sent;
+      sent.bytes = std::move(chunk.bytes);
+      sent.size = static_cast<int64_t>(sent.bytes->size());
+      for (int64_t at = 0; at < sent.size; at += ChunkStore::kChecksumBlock) {
+        sent.checksums.push_back(ChunkStore::blockChecksum(
+            sent.bytes->data() + at, std::min(ChunkStore::kChecksumBlock, sent.size - at)));
+      }
+      return sent;
+    }
+  }
+  return PeerChunk{.file = std::move(opened->file),
+                   .size = opened->size,
+                   .checksums = std::move(opened->checksums)};
 }
 
 bool DatasetCache::forgetIfDamaged(const std::string& path, int64_t index, const Status& local) {
@@ -341,7 +385,8 @@ bool DatasetCache::ownsLocked(const std::string& path) const {
   return owns(node_.nodeName, path, settings_.nodeSet, settings_.replicas);
 }
 
-Result<Piece> DatasetCache::fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind) {
+Result<FetchedChunk> DatasetCache::fetchChunk(const ManifestEntry& file, int64_t index,
+                                              FetchKind kind) {
   return fetcher_.fetch(file, index, kind, thread_.get_stop_token());
 }
 

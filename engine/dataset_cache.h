@@ -96,6 +96,16 @@ struct PieceRead {
   Source source = Source::kLocal;
 };
 
+// A chunk as this node sends it to a peer: its file (from offset 0, `size` bytes) with the
+// checksums the store recorded as it wrote it; or, for a chunk fetched for the peer but not kept
+// here, its bytes with checksums computed from them.
+struct PeerChunk {
+  OwnedFd file;
+  std::shared_ptr<const std::string> bytes;  // when `file` is not open
+  int64_t size = 0;
+  std::vector<uint32_t> checksums;  // ChunkStore::blockChecksum of each kChecksumBlock bytes
+};
+
 class DatasetCache final : private ChunkKeeper, private WarmHost {
  public:
   // The longest wait between tries of a listing the origin failed (kPending meanwhile, with
@@ -159,8 +169,13 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // For a peer: chunk `index` of `path`, whole and verified. With `fill`, fetched (and kept)
   // when this node owns the file; NotFound otherwise. FailedPrecondition when `etag` is not the
   // listed version.
-  Result<std::string> readChunkForPeer(const std::string& path, int64_t index,
-                                       const std::string& etag, bool fill);
+  Result<std::shared_ptr<const std::string>> readChunkForPeer(const std::string& path,
+                                                              int64_t index,
+                                                              const std::string& etag, bool fill);
+  // The same as a file to send with its recorded checksums (the peer checks every byte against
+  // them), or bytes in memory where a fill could not be kept.
+  Result<PeerChunk> openChunkForPeer(const std::string& path, int64_t index,
+                                     const std::string& etag, bool fill);
   bool hasChunk(const std::string& path, int64_t index) const;
   // For a peer that follows this node's listing, or its `share` of it (PeerReader::followListing;
   // none: the whole listing): `send` gets the files listed so far, then the rest as they are
@@ -324,8 +339,14 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   void countHit(const ManifestEntry& file, int64_t index, int64_t bytes) GRANARY_EXCLUDES(mutex_);
   // A read the local store could not serve (`local`): fetched when the chunk is missing or was
   // damaged; other errors are returned.
-  Result<Piece> readMissing(const ManifestEntry& file, const ChunkSpan& span, const Status& local);
-  Result<Piece> fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind);
+  Result<FetchedChunk> readMissing(const ManifestEntry& file, const ChunkSpan& span,
+                                   const Status& local);
+  Result<FetchedChunk> fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind);
+  // The file a peer asks for, checked: listed in version `etag`, with a chunk `index`.
+  Result<ManifestEntry> fileForPeer(const std::string& path, int64_t index,
+                                    const std::string& etag);
+  // Fetches chunk `index` of `file` for a peer (a fill), when this node owns it; else NotFound.
+  Result<FetchedChunk> fillForPeer(const ManifestEntry& file, int64_t index, bool fill);
   void countRead(Source source, int64_t bytes, bool hit) GRANARY_EXCLUDES(mutex_);
   ChunkId chunkId(const std::string& path, int64_t index) const;
   int64_t chunkLength(const ManifestEntry& file, int64_t index) const;

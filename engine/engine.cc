@@ -46,7 +46,9 @@ std::string sourcesOf(const EnsureSpec& spec) {
 }  // namespace
 
 CacheEngine::CacheEngine(EngineOptions options, Clock& clock)
-    : options_(std::move(options)), bandwidth_(clock, options_.bandwidthLimit) {}
+    : options_(std::move(options)),
+      bandwidth_(clock, options_.bandwidthLimit),
+      held_(options_.heldChunkBytes) {}
 
 CacheEngine::~CacheEngine() {
   std::map<std::string, std::shared_ptr<DatasetCache>> doomed;
@@ -83,7 +85,7 @@ Result<std::unique_ptr<CacheEngine>> CacheEngine::open(EngineOptions options, Cl
   }
   engine->context_ = std::make_unique<NodeContext>(NodeContext{
       options.nodeName, *engine->manifests_, *engine->chunks_, engine->bandwidth_, clock, peers,
-      metrics, &engine->priorities_, engine.get(), options.listingConcurrency});
+      metrics, &engine->priorities_, engine.get(), options.listingConcurrency, &engine->held_});
   Logger("cache").info("chunk store reconciled",
                        {{"kept", engine->startup_.kept},
                         {"dropped_records", engine->startup_.droppedRecords},

@@ -42,6 +42,9 @@ struct EngineOptions {
   // always checked, and so are the checksums of chunks written after the last flush.
   bool verifyChecksumsAtStart = false;
   OriginSettings origins;
+  // Memory for whole chunks of other nodes' shares, held after a read fetched them for the reads
+  // of the same chunk that follow (HeldChunks); 0 holds none, and each read fetches again.
+  int64_t heldChunkBytes = int64_t{256} << 20;
 };
 
 // A mount of a dataset: its sub-directory ("" the root) and where its data comes from.
@@ -144,6 +147,7 @@ class CacheEngine final : public SameSourceChunks {
   std::unique_ptr<ChunkStore> chunks_;
   BandwidthLimiter bandwidth_;
   WarmPriorities priorities_;  // which dataset's warm fetches go first
+  HeldChunks<FetchedChunk> held_;
   std::unique_ptr<NodeContext> context_;
   ReconcileReport startup_;
   mutable Mutex mutex_;

@@ -86,11 +86,14 @@ ReaderAccounting::Reader& ReaderAccounting::readerLocked(const std::string& data
   reader.totals.key = key;
   reader.totals.command = identity.command;
   SeriesLabels& labels = reader.labels;
-  labels.pod = uid.empty() ? "pid:" + std::to_string(pid) : uid;
+  labels.pod = !uid.empty()                ? uid
+               : !identity.command.empty() ? "process:" + identity.command
+                                           : "pid:" + std::to_string(pid);
   if (const auto named = podNames_.find(uid); !uid.empty() && named != podNames_.end())
     labels = {named->second.first, named->second.second};
   if (metrics_ != nullptr) {
     const std::string& ns = labels.podNamespace;
+    ++seriesUsers_[{dataset, ns, labels.pod}];
     reader.series = Series{metrics_->readWait.with({dataset, ns, labels.pod}),
                            metrics_->readerBytes.with({dataset, ns, labels.pod, "local"}),
                            metrics_->readerBytes.with({dataset, ns, labels.pod, "peer"}),
@@ -164,9 +167,11 @@ std::map<std::string, std::chrono::nanoseconds> ReaderAccounting::waitByPod() co
 }
 
 void ReaderAccounting::forgetLocked(std::map<ReaderKey, Reader>::iterator reader) {
-  if (reader->second.series) {
-    const std::string& dataset = reader->first.dataset;
-    const SeriesLabels& labels = reader->second.labels;
+  const std::string& dataset = reader->first.dataset;
+  const SeriesLabels& labels = reader->second.labels;
+  const auto users = seriesUsers_.find({dataset, labels.podNamespace, labels.pod});
+  if (reader->second.series && users != seriesUsers_.end() && --users->second == 0) {
+    seriesUsers_.erase(users);
     metrics_->readWait.remove({dataset, labels.podNamespace, labels.pod});
     for (const char* source : {"local", "peer", "origin"})
       metrics_->readerBytes.remove({dataset, labels.podNamespace, labels.pod, source});

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "common/clock.h"
@@ -110,8 +111,10 @@ class ReaderAccounting {
   };
   // The labels that name a reader in its series, as dcgm-exporter and kube-state-metrics name a
   // pod: a named pod's namespace and name; "" and the uid for a pod whose name is not known; ""
-  // and "pid:<pid>" for a process outside any pod (local mode). Fixed when the reader is first
-  // seen, so that its series are removed under the labels they were made with.
+  // and "process:<command>" for a process outside any pod (local mode; "pid:<pid>" when its
+  // name is unknown), so that the processes of one program, short-lived ones most of all, share
+  // their series. Fixed when the reader is first seen, so that its series are removed under the
+  // labels they were made with, once the last reader with them goes.
   struct SeriesLabels {
     std::string podNamespace, pod;
   };
@@ -142,6 +145,9 @@ class ReaderAccounting {
   // Uid → namespace, name.
   std::map<std::string, std::pair<std::string, std::string>> podNames_ GRANARY_GUARDED_BY(mutex_);
   std::map<ReaderKey, Reader> readers_ GRANARY_GUARDED_BY(mutex_);
+  // How many readers use the series of (dataset, namespace, pod).
+  std::map<std::tuple<std::string, std::string, std::string>, int> seriesUsers_
+      GRANARY_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::cache

@@ -51,11 +51,6 @@ int64_t changeTimeOf(const struct stat& st) {
   return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
 }
 
-// A block's checksum: the low half of its XXH3-64.
-uint32_t blockChecksum(const char* data, int64_t length) {
-  return static_cast<uint32_t>(XXH3_64bits(data, static_cast<size_t>(length)));
-}
-
 std::string encode(uint32_t directory, std::string_view data, uint64_t epoch,
                    int64_t sealedChangeTime) {
   const auto size = static_cast<int64_t>(data.size());
@@ -66,7 +61,8 @@ std::string encode(uint32_t directory, std::string_view data, uint64_t epoch,
   std::memcpy(v.data() + 12, &epoch, 8);
   for (int64_t b = 0; b < blockCount(size); ++b) {
     const int64_t start = b * kChecksumBlock;
-    const uint32_t sum = blockChecksum(data.data() + start, std::min(kChecksumBlock, size - start));
+    const uint32_t sum =
+        ChunkStore::blockChecksum(data.data() + start, std::min(kChecksumBlock, size - start));
     std::memcpy(v.data() + kRecordHeader + 4 * b, &sum, 4);
   }
   return v;
@@ -523,7 +519,16 @@ Result<int64_t> ChunkStore::readInto(const ChunkId& id, int64_t offset, int64_t 
   return length;
 }
 
+uint32_t ChunkStore::blockChecksum(const char* data, int64_t length) {
+  return static_cast<uint32_t>(XXH3_64bits(data, static_cast<size_t>(length)));
+}
+
 Result<OwnedFd> ChunkStore::openVerified(const ChunkId& id) {
+  GRANARY_ASSIGN_OR_RETURN(OpenChunk chunk, openWithChecksums(id));
+  return std::move(chunk.file);
+}
+
+Result<OpenChunk> ChunkStore::openWithChecksums(const ChunkId& id) {
   const std::string key = id.key();
   GRANARY_ASSIGN_OR_RETURN(const Record record, recordOf(key));
   const std::filesystem::path path = fileOf(record.directory, key);
@@ -535,7 +540,8 @@ Result<OwnedFd> ChunkStore::openVerified(const ChunkId& id) {
   else if (::fstat(file.get(), &st) != 0 || st.st_size != record.size)
     opened = corruption(path.string() + " does not have its recorded size");
   GRANARY_RETURN_IF_ERROR(verifyRead(id, key, record, opened, 0, {}));
-  if (record.sealedChangeTime != 0 && changeTimeOf(st) == record.sealedChangeTime) return file;
+  const auto open = [&] { return OpenChunk{std::move(file), record.size, record.checksums}; };
+  if (record.sealedChangeTime != 0 && changeTimeOf(st) == record.sealedChangeTime) return open();
   std::string blocks(static_cast<size_t>(std::min<int64_t>(record.size, kVerifyPiece)), '\0');
   for (int64_t start = 0; start < record.size; start += kVerifyPiece) {
     const int64_t length = std::min<int64_t>(kVerifyPiece, record.size - start);
@@ -545,7 +551,7 @@ Result<OwnedFd> ChunkStore::openVerified(const ChunkId& id) {
     GRANARY_RETURN_IF_ERROR(
         verifyRead(id, key, record, read, start, {blocks.data(), static_cast<size_t>(length)}));
   }
-  return file;
+  return open();
 }
 
 bool ChunkStore::contains(const ChunkId& id) const { return recordOf(id.key()).isOk(); }

@@ -62,6 +62,14 @@ struct DirectoryUsage {
   int64_t quotaBytes = 0;
 };
 
+// A chunk's file, open for reading, with the checksums the store computed from the very bytes it
+// wrote (one per ChunkStore::kChecksumBlock bytes, ChunkStore::blockChecksum).
+struct OpenChunk {
+  OwnedFd file;
+  int64_t size = 0;
+  std::vector<uint32_t> checksums;
+};
+
 struct ReconcileReport {
   int64_t kept = 0;               // recorded chunks found intact
   int64_t droppedRecords = 0;     // recorded but missing, resized or failing their checksum
@@ -116,6 +124,12 @@ class ChunkStore {
   // Corruption when the file no longer matches its record (the record is dropped). A file
   // damaged after it was opened is not seen: callers check again at each open.
   Result<OwnedFd> openVerified(const ChunkId& id);
+  // The same with the chunk's recorded checksums, for a reader elsewhere that checks every byte
+  // it receives against them (a peer): a sealed file is handed out unread, its bytes checked at
+  // the far end of the wire.
+  Result<OpenChunk> openWithChecksums(const ChunkId& id);
+  // A block's checksum: the low half of its XXH3-64.
+  static uint32_t blockChecksum(const char* data, int64_t length);
   bool contains(const ChunkId& id) const;
   Status remove(const ChunkId& id);
   // Calls `each` with every recorded chunk of a generation and its size (to rebuild eviction

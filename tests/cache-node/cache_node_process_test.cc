@@ -56,6 +56,13 @@ using testing::unpublishVolume;
 
 // The mount ID the kernel gave the mount at `point` (-1 if none): the same ID means the same
 // mount, not a new one at the same place.
+// This process's name as the kernel keeps it (/proc/self/comm, at most 15 characters).
+std::string processName() {
+  std::string name;
+  std::getline(std::ifstream("/proc/self/comm"), name);
+  return name;
+}
+
 int mountIdOf(const std::filesystem::path& point) {
   std::ifstream info("/proc/self/mountinfo");
   for (std::string line; std::getline(info, line);) {
@@ -939,8 +946,8 @@ TEST_F(CacheNodeProcessTest, CsiPublishesDatasetsToPodsOfTheirNamespace) {
                              metrics),
             200);
   EXPECT_NE(metrics.find(
-                "granary_dataset_read_bytes_total{dataset=\"ml/coco\",namespace=\"\",pod=\"pid:" +
-                std::to_string(::getpid()) + "\",source=\"local\"}"),
+                "granary_dataset_read_bytes_total{dataset=\"ml/coco\",namespace=\"\",pod=\"process:" +
+                processName() + "\",source=\"local\"}"),
             std::string::npos)
       << metrics;
 

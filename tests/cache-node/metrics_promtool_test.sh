@@ -14,7 +14,7 @@ node_args=()
 start_node() {
   node_args=("$@")
   port=$((20000 + RANDOM % 20000))
-  "$node" --state-dir "$root/state" --listen 127.0.0.1:0 --metrics-address "127.0.0.1:$port" \
+  "$node" --state-dir "$root/state" --listen 127.0.0.1:0 --transfer-listen 127.0.0.1:0 --metrics-address "127.0.0.1:$port" \
     --log-level warn "${node_args[@]}" > "$root/log.txt" 2>&1 &
 }
 

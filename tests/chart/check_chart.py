@@ -174,6 +174,8 @@ def daemonset_problems(objects, values):
     ports = {p["name"]: p["containerPort"] for p in node["ports"]}
     if ports.get("grpc") != port_of(options["listen"]):
         problems.append(f"port grpc {ports.get('grpc')} is not what it listens on: {options['listen']}")
+    if ports.get("transfer") != port_of(options["transferListen"]):
+        problems.append(f"port transfer {ports.get('transfer')} is not {options['transferListen']}")
     if ports.get("metrics") != port_of(options["metricsAddress"]):
         problems.append(f"port metrics {ports.get('metrics')} is not {options['metricsAddress']}")
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):

@@ -34,11 +34,13 @@ using testing::TestNode;
 class LoopbackPeers final : public PeerReader {
  public:
   Result<std::string> readChunk(const std::string& node, const DatasetKey&, const std::string& path,
-                                int64_t index, const std::string& etag, bool fill) override {
+                                int64_t index, const std::string& etag, bool fill, int64_t,
+                                std::stop_token) override {
     ++calls;
     DatasetCache* cache = find(node);
     if (!cache) return unavailable(node + " is down");
-    return cache->readChunkForPeer(path, index, etag, fill);
+    GRANARY_ASSIGN_OR_RETURN(auto chunk, cache->readChunkForPeer(path, index, etag, fill));
+    return *chunk;
   }
   Result<ManifestTotals> followListing(
       const std::string& node, const DatasetKey&, std::span<const KeyRange> share,

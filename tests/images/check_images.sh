@@ -127,7 +127,7 @@ warm() {
   run --read-only --tmpfs /tmp -v "$work/origin:/data/origin:ro" \
     -v "$work/dataset.yaml:/manifest.yaml:ro" "$image" \
     /usr/bin/granary-cache-node --state-dir /tmp/state --listen 127.0.0.1:0 \
-    --metrics-address "" --dataset /manifest.yaml --exit-when-warm
+    --transfer-listen 127.0.0.1:0 --metrics-address "" --dataset /manifest.yaml --exit-when-warm
 }
 if warm >"$work/out" 2>&1; then
   pass "granary-cache-node --dataset --exit-when-warm exits 0 ($files files, $((bytes + 12345)) bytes)"

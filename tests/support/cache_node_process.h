@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 
 #include "csi/v1/csi.grpc.pb.h"
@@ -44,6 +45,7 @@ class NodeProcess {
     std::ofstream(root_ / "token") << kToken << "\n";
     std::ofstream(root_ / "config.yaml")
         << "nodeName: " << name_ << "\nlisten: 127.0.0.1:" << port_
+        << "\ntransferListen: 127.0.0.1:0"
         << "\nmetricsAddress: 127.0.0.1:" << metricsPort_ << "\ntokenFile: " << (root_ / "token")
         << "\nstateDirectory: " << (stateRoot / "state")
         << "\ncacheDirectories:\n  - path: " << (stateRoot / "cache")
@@ -60,9 +62,15 @@ class NodeProcess {
   }
   ~NodeProcess() { kill(SIGKILL); }
 
-  void start() {
+  // More lines of its options file (cache-node/options.h), for the next start().
+  void addOptions(const std::string& yaml) {
+    std::ofstream(root_ / "config.yaml", std::ios::app) << yaml << "\n";
+  }
+
+  // `env`: on top of this process's environment (test hooks).
+  void start(std::map<std::string, std::string> env = {}) {
     pid_ = spawnProcess({GRANARY_CACHE_NODE_BINARY, "--config", (root_ / "config.yaml").string()},
-                        {.log = root_ / "log"});
+                        {.log = root_ / "log", .env = std::move(env)});
     channel_ =
         grpc::CreateChannel(address(), tls_ ? grpc::SslCredentials({.pem_root_certs = tls_->caPem})
                                             : grpc::InsecureChannelCredentials());

@@ -19,7 +19,7 @@ size_t countOf(const std::string& text, const std::string& what) {
   return count;
 }
 
-TEST(ReaderAccountingTest, AThousandShortLivedReadersLeaveNoSeriesBehind) {
+TEST(ReaderAccountingTest, AThousandShortLivedProcessesOfOneProgramShareOneSeries) {
   MetricsRegistry registry;
   auto metrics = CacheMetrics::create(registry);
   ASSERT_TRUE(metrics.isOk());
@@ -29,7 +29,10 @@ TEST(ReaderAccountingTest, AThousandShortLivedReadersLeaveNoSeriesBehind) {
   for (int pid = 1000; pid < 2000; ++pid)
     accounting.record("ml/coco", pid, {.localBytes = 4096, .wait = std::chrono::milliseconds(1)});
   EXPECT_EQ(accounting.readers().size(), 1000u);
-  EXPECT_EQ(countOf(registry.exposition(), "granary_dataset_read_wait_seconds_total{"), 1000u);
+  EXPECT_EQ(countOf(registry.exposition(), "granary_dataset_read_wait_seconds_total{"), 1u);
+  EXPECT_NE(registry.exposition().find(R"(granary_dataset_read_bytes_total{dataset="ml/coco",namespace="",pod="process:cat",source="local"} 4096000)"),
+            std::string::npos)
+      << registry.exposition();
 
   const std::set<int> running = {1001, 1500, 1999};
   const auto alive = [&](int pid) { return running.contains(pid); };
@@ -37,15 +40,29 @@ TEST(ReaderAccountingTest, AThousandShortLivedReadersLeaveNoSeriesBehind) {
   EXPECT_EQ(accounting.readers().size(), 1000u);
   EXPECT_EQ(accounting.sweep(std::chrono::seconds(0), alive), 997);
   EXPECT_EQ(accounting.readers().size(), 3u);
-  const std::string text = registry.exposition();
-  EXPECT_EQ(countOf(text, "granary_dataset_read_wait_seconds_total{"), 3u) << text;
-  EXPECT_EQ(countOf(text, "granary_dataset_read_bytes_total{"), 9u) << "3 readers x 3 sources";
+  std::string text = registry.exposition();
+  EXPECT_EQ(countOf(text, "granary_dataset_read_wait_seconds_total{"), 1u) << text;
+  EXPECT_EQ(countOf(text, "granary_dataset_read_bytes_total{"), 3u) << "one program x 3 sources";
   EXPECT_NE(
       text.find(
-          R"(granary_dataset_read_wait_seconds_total{dataset="ml/coco",namespace="",pod="pid:1500"})"),
+          R"(granary_dataset_read_wait_seconds_total{dataset="ml/coco",namespace="",pod="process:cat"})"),
       std::string::npos)
-      << "a process outside any pod: no namespace, its pid as the pod";
+      << "a process outside any pod: no namespace, its program as the pod";
   EXPECT_EQ(text.find("reader="), std::string::npos) << text;
+  // The series go with the last of the program's processes.
+  EXPECT_EQ(accounting.sweep(std::chrono::seconds(0), [](int) { return false; }), 3);
+  text = registry.exposition();
+  EXPECT_EQ(countOf(text, "granary_dataset_read_wait_seconds_total{"), 0u) << text;
+}
+
+TEST(ReaderAccountingTest, AProcessWhoseNameIsNotKnownIsLabelledByItsPid) {
+  MetricsRegistry registry;
+  auto metrics = CacheMetrics::create(registry);
+  ASSERT_TRUE(metrics.isOk());
+  ReaderAccounting accounting(metrics->get(), [](int tid) { return ProcessIdentity{.pid = tid}; });
+  accounting.record("ml/coco", 77, {.localBytes = 1});
+  EXPECT_NE(registry.exposition().find(R"(pod="pid:77")"), std::string::npos)
+      << registry.exposition();
 }
 
 TEST(ReaderAccountingTest, APodWhoseNameIsNotKnownIsLabelledByItsUid) {

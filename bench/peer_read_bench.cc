@@ -1,0 +1,401 @@
+// Reads of another node's cache, beside a local read and the wire: two granary-cache-node
+// processes on loopback (A on 127.0.0.2, B on 127.0.0.3), a file:// origin, a dataset of node set
+// [A, B] (replicas 1) read through a volume published on A: only the files B holds, by --readers
+// readers (each file whole, 1 MiB reads, as cat), the page cache dropped before each read.
+// For large files (--large N x --large-mib) and small ones (--small N x --small-kib), each run:
+//   local   the same files as a dataset of A alone (A holds every byte);
+//   plane   B's files over the data plane (cache-node/transfer/);
+//   grpc    the same over the Peer API's ReadChunk (transferListen: "", as with TLS on);
+//   wire    sendfile of the same files from the origin's disk over one plain TCP connection
+//           between the same addresses;
+// with the CPU seconds per GiB read on A and on B. Then the faults, each against the clean plane
+// read of the large files: B killed (kill -9) a second into the read, B sending every chunk with
+// a byte flipped, B stopped (SIGSTOP) a second in with a stall time of 2 s; every byte compared
+// with the origin's.
+// Usage: peer_read_bench --cache-node BINARY [--large 64] [--large-mib 32] [--small 20000]
+//                        [--small-kib 100] [--readers 4] [--runs 3] [--dir D]
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "bench/cache_node_process.h"
+#include "cache-node/transfer/socket_io.h"
+#include "common/flags.h"
+#include "common/owned_fd.h"
+#include "engine/core/placement.h"
+
+namespace granary::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Steady = std::chrono::steady_clock;
+constexpr double kMiB = 1 << 20;
+constexpr const char* kHostA = "127.0.0.2";
+constexpr const char* kHostB = "127.0.0.3";
+
+struct Args {
+  std::string cacheNode;
+  int large = 64, largeMib = 32, small = 20'000, smallKib = 100, readers = 4, runs = 3;
+  std::string dir = "/var/tmp/granary-peer-read-bench";
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "peer_read_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+double since(Steady::time_point start) {
+  return std::chrono::duration<double>(Steady::now() - start).count();
+}
+
+void dropCaches() {
+  ::sync();
+  std::ofstream("/proc/sys/vm/drop_caches") << "3";
+}
+
+// CPU seconds (user and system) process `pid` has used.
+double cpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string skip;
+  for (int i = 3; i < 14; ++i) fields >> skip;
+  double user = 0, system = 0;
+  fields >> user >> system;
+  return (user + system) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// `count` files of `bytes` random bytes under dir/name; their names and XXH3s.
+std::map<std::string, uint64_t> makeFiles(const fs::path& dir, int count, int64_t bytes) {
+  fs::create_directories(dir);
+  std::map<std::string, uint64_t> files;
+  std::mt19937_64 random(count);
+  std::vector<uint64_t> words(static_cast<size_t>((bytes + 7) / 8));
+  for (int i = 0; i < count; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "f-%05d.bin", i);
+    for (auto& word : words) word = random();
+    std::ofstream(dir / name, std::ios::binary).write(reinterpret_cast<const char*>(words.data()),
+                                                      bytes);
+    files[name] = XXH3_64bits(words.data(), static_cast<size_t>(bytes));
+  }
+  return files;
+}
+
+// One node of the pair, started (again) on its home with `more` options.
+std::unique_ptr<CacheNodeProcess> startNode(const Args& args, const std::string& name,
+                                            const std::string& host, const std::string& more,
+                                            std::map<std::string, std::string> env = {}) {
+  return std::make_unique<CacheNodeProcess>(
+      args.cacheNode, fs::path(args.dir) / name, name,
+      CacheNodeProcess::Settings{
+          .host = host,
+          .more = "fileOriginRoots: [" + (fs::path(args.dir) / "origin").string() + "]\n" + more,
+          .env = std::move(env)});
+}
+
+struct Pair {
+  std::unique_ptr<CacheNodeProcess> a, b;
+};
+
+// Ensures dataset `name` (the origin's directory `source`) on each of `nodes` with that node set,
+// replicas 1, and waits until every one is Ready.
+void ensureReady(const Args& args, const std::string& name, const std::string& source,
+                 const std::vector<CacheNodeProcess*>& nodes) {
+  v1::EnsureDatasetRequest request;
+  request.mutable_dataset()->set_namespace_("bench");
+  request.mutable_dataset()->set_name(name);
+  request.mutable_dataset()->set_generation(1);
+  request.mutable_dataset()->set_uid("uid-" + name);
+  request.add_mounts()->mutable_source()->set_uri(
+      "file://" + (fs::path(args.dir) / "origin" / source).string() + "/");
+  request.mutable_cache()->set_replicas(1);
+  for (CacheNodeProcess* node : nodes) {
+    auto* endpoint = request.add_node_set();
+    endpoint->set_node_name(node->name());
+    endpoint->set_address(node->address());
+  }
+  for (CacheNodeProcess* node : nodes) {
+    v1::EnsureDatasetResponse response;
+    const grpc::Status ensured = node->call(&v1::CacheNode::Stub::EnsureDataset, request, response);
+    if (!ensured.ok()) die("EnsureDataset " + name + ": " + ensured.error_message());
+  }
+  const auto start = Steady::now();
+  for (CacheNodeProcess* node : nodes) {
+    v1::GetDatasetStatusRequest asked;
+    asked.mutable_dataset()->set_namespace_("bench");
+    asked.mutable_dataset()->set_name(name);
+    for (v1::DatasetStatus status;;) {
+      const grpc::Status got = node->call(&v1::CacheNode::Stub::GetDatasetStatus, asked, status);
+      if (got.ok() && status.phase() == v1::DATASET_PHASE_READY) break;
+      if (got.ok() && status.phase() == v1::DATASET_PHASE_FAILED) die(name + ": " + status.message());
+      if (since(start) > 1800) die(name + " is not Ready after 30 minutes");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
+
+// The files of `files` that B holds in a set of [a, b] (replicas 1).
+std::vector<std::string> heldByB(const std::map<std::string, uint64_t>& files) {
+  const std::vector<std::string> nodes = {"a", "b"};
+  std::vector<std::string> ofB;
+  for (const auto& [name, _] : files)
+    if (cache::owns("b", name, nodes, 1)) ofB.push_back(name);
+  return ofB;
+}
+
+struct ReadFigures {
+  double seconds = 0;
+  int64_t bytes = 0;
+  int wrong = 0;  // files whose bytes differ from the origin's
+  double mibPerSecond() const { return static_cast<double>(bytes) / kMiB / seconds; }
+};
+
+// Reads each of `names` under `dir` whole with `readers` threads, each file's XXH3 against
+// `files`.
+ReadFigures readAll(const fs::path& dir, const std::vector<std::string>& names,
+                    const std::map<std::string, uint64_t>& files, int readers) {
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> bytes{0};
+  std::atomic<int> wrong{0};
+  const auto start = Steady::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < readers; ++r) {
+    threads.emplace_back([&] {
+      std::vector<char> buffer(1 << 20);
+      for (size_t i; (i = next++) < names.size();) {
+        OwnedFd file(::open((dir / names[i]).c_str(), O_RDONLY | O_CLOEXEC));
+        XXH3_state_t* state = XXH3_createState();
+        XXH3_64bits_reset(state);
+        ssize_t n = 0;
+        while (file && (n = ::read(file.get(), buffer.data(), buffer.size())) > 0) {
+          XXH3_64bits_update(state, buffer.data(), static_cast<size_t>(n));
+          bytes += n;
+        }
+        if (!file || n < 0 || XXH3_64bits_digest(state) != files.at(names[i])) ++wrong;
+        XXH3_freeState(state);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return {since(start), bytes.load(), wrong.load()};
+}
+
+// `names` of the origin's `dir` sent with sendfile over one TCP connection from B's address to
+// A's, received into a buffer; MiB/s.
+double wireMibPerSecond(const fs::path& dir, const std::vector<std::string>& names) {
+  auto listener = cache::transfer::listenTcp(std::string(kHostB) + ":0");
+  if (!listener.isOk()) die("listen: " + listener.status().message());
+  const int port = cache::transfer::boundPort(listener->get());
+  std::thread sender([&] {
+    OwnedFd connection(::accept(listener->get(), nullptr, nullptr));
+    for (const auto& name : names) {
+      OwnedFd file(::open((dir / name).c_str(), O_RDONLY | O_CLOEXEC));
+      const auto size = static_cast<int64_t>(fs::file_size(dir / name));
+      if (!cache::transfer::sendFileRange(connection.get(), file.get(), 0, size,
+                                          std::chrono::seconds(30))
+               .isOk())
+        die("the wire's sendfile failed");
+    }
+  });
+  const auto start = Steady::now();
+  auto connection = cache::transfer::connectTcp(kHostB, port, std::chrono::seconds(5));
+  if (!connection.isOk()) die("connect: " + connection.status().message());
+  std::vector<char> buffer(1 << 20);
+  int64_t received = 0;
+  for (ssize_t n; (n = ::recv(connection->get(), buffer.data(), buffer.size(), 0)) > 0;)
+    received += n;  // until the sender closes, after the last file
+  const double seconds = since(start);
+  sender.join();
+  return static_cast<double>(received) / kMiB / seconds;
+}
+
+struct Measured {
+  ReadFigures figures;
+  double cpuA = 0, cpuB = 0;  // CPU seconds per GiB read
+};
+
+Measured measure(Pair& pair, const fs::path& mount, const std::vector<std::string>& names,
+                 const std::map<std::string, uint64_t>& files, int readers) {
+  dropCaches();
+  const double a = cpuSeconds(pair.a->pid()), b = cpuSeconds(pair.b->pid());
+  Measured measured{readAll(mount, names, files, readers)};
+  const double gib = static_cast<double>(measured.figures.bytes) / (1 << 30);
+  measured.cpuA = (cpuSeconds(pair.a->pid()) - a) / gib;
+  measured.cpuB = (cpuSeconds(pair.b->pid()) - b) / gib;
+  if (measured.figures.wrong > 0)
+    die(std::to_string(measured.figures.wrong) + " files read with wrong bytes");
+  return measured;
+}
+
+// The pair started with `more` options on both, the datasets of `sets` ensured and Ready, and
+// the volumes published on A: pod "<set>" for each set, pod "<set>-local" for its dataset of A
+// alone.
+Pair startPair(const Args& args, const std::vector<std::string>& sets, const std::string& more,
+               std::map<std::string, std::string> envOfB = {}) {
+  Pair pair{startNode(args, "a", kHostA, more), startNode(args, "b", kHostB, more, envOfB)};
+  for (const auto& set : sets) {
+    ensureReady(args, set, set, {pair.a.get(), pair.b.get()});
+    // Through a second name of the directory: a dataset of other sources, so that A's reads of
+    // the set never take its chunks from this one (engine: chunks shared by the same sources).
+    ensureReady(args, set + "-local", set + "-alone", {pair.a.get()});
+    pair.a->publish(set, {{"dataset", set}});
+    pair.a->publish(set + "-local", {{"dataset", set + "-local"}});
+  }
+  return pair;
+}
+
+struct Row {
+  double local = 0, plane = 0, grpc = 0, wire = 0;
+  double cpuLocalA = 0, cpuPlaneA = 0, cpuPlaneB = 0, cpuGrpcA = 0, cpuGrpcB = 0;
+};
+
+void print(const std::string& set, const std::vector<Row>& rows) {
+  std::printf("\n%s: MiB/s read through A's volume (CPU s per GiB on A / on B)\n", set.c_str());
+  std::printf("%-5s %18s %20s %20s %10s\n", "run", "local", "plane", "grpc (baseline)", "wire");
+  Row mean;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::printf("%-5zu %8.0f (%4.1f / 0) %8.0f (%4.1f / %4.1f) %8.0f (%4.1f / %4.1f) %10.0f\n",
+                i + 1, r.local, r.cpuLocalA, r.plane, r.cpuPlaneA, r.cpuPlaneB, r.grpc, r.cpuGrpcA,
+                r.cpuGrpcB, r.wire);
+    const double n = static_cast<double>(rows.size());
+    mean.local += r.local / n, mean.plane += r.plane / n, mean.grpc += r.grpc / n;
+    mean.wire += r.wire / n, mean.cpuLocalA += r.cpuLocalA / n;
+    mean.cpuPlaneA += r.cpuPlaneA / n, mean.cpuPlaneB += r.cpuPlaneB / n;
+    mean.cpuGrpcA += r.cpuGrpcA / n, mean.cpuGrpcB += r.cpuGrpcB / n;
+  }
+  std::printf("%-5s %8.0f (%4.1f / 0) %8.0f (%4.1f / %4.1f) %8.0f (%4.1f / %4.1f) %10.0f\n",
+              "mean", mean.local, mean.cpuLocalA, mean.plane, mean.cpuPlaneA, mean.cpuPlaneB,
+              mean.grpc, mean.cpuGrpcA, mean.cpuGrpcB, mean.wire);
+  std::printf("plane / local %.2f   plane / wire %.2f   grpc / local %.2f   plane / grpc %.1f\n",
+              mean.plane / mean.local, mean.plane / mean.wire, mean.grpc / mean.local,
+              mean.plane / mean.grpc);
+}
+
+// B's files read through A while `fault` happens to B `after` into the read; the figures, and
+// the read's seconds beside `clean`.
+void fault(const std::string& what, const fs::path& mount,
+           const std::vector<std::string>& names, const std::map<std::string, uint64_t>& files,
+           int readers, double clean, const std::function<void()>& act) {
+  dropCaches();
+  std::thread actor(act);
+  const ReadFigures read = readAll(mount, names, files, readers);
+  actor.join();
+  std::printf("%-34s %3d files with a wrong byte, %zu of %zu read, %6.1f s (clean %.1f s, "
+              "lost %.1f s)\n",
+              what.c_str(), read.wrong, names.size(), names.size(), read.seconds, clean,
+              read.seconds - clean);
+}
+
+int run(const Args& args) {
+  if (::geteuid() != 0) die("needs root: FUSE mounts and dropping the page cache");
+  fs::remove_all(args.dir);
+  const fs::path origin = fs::path(args.dir) / "origin";
+  std::printf("origin: %d x %d MiB and %d x %d KiB files ...\n", args.large, args.largeMib,
+              args.small, args.smallKib);
+  const std::map<std::string, std::map<std::string, uint64_t>> sets = {
+      {"large", makeFiles(origin / "large", args.large, static_cast<int64_t>(args.largeMib) << 20)},
+      {"small", makeFiles(origin / "small", args.small, static_cast<int64_t>(args.smallKib) << 10)}};
+  for (const auto& [set, _] : sets) fs::create_directory_symlink(set, origin / (set + "-alone"));
+  std::map<std::string, std::vector<std::string>> ofB;
+  for (const auto& [set, files] : sets) ofB[set] = heldByB(files);
+  const std::vector<std::string> names = {"large", "small"};
+  std::map<std::string, std::vector<Row>> rows;
+  const auto mountOf = [&](Pair& pair, const std::string& pod) {
+    return pair.a->target(pod);
+  };
+  {
+    Pair pair = startPair(args, names, "");
+    for (int run = 0; run < args.runs; ++run) {
+      for (const auto& set : names) {
+        Row row;
+        const Measured local =
+            measure(pair, mountOf(pair, set + "-local"), ofB[set], sets.at(set), args.readers);
+        const Measured plane = measure(pair, mountOf(pair, set), ofB[set], sets.at(set), args.readers);
+        dropCaches();
+        row.wire = wireMibPerSecond(origin / set, ofB[set]);
+        row.local = local.figures.mibPerSecond(), row.cpuLocalA = local.cpuA;
+        row.plane = plane.figures.mibPerSecond(), row.cpuPlaneA = plane.cpuA;
+        row.cpuPlaneB = plane.cpuB;
+        rows[set].push_back(row);
+      }
+    }
+  }
+  {
+    Pair pair = startPair(args, names, "transferListen: \"\"");
+    for (int run = 0; run < args.runs; ++run) {
+      for (const auto& set : names) {
+        const Measured grpc = measure(pair, mountOf(pair, set), ofB[set], sets.at(set), args.readers);
+        Row& row = rows[set][static_cast<size_t>(run)];
+        row.grpc = grpc.figures.mibPerSecond(), row.cpuGrpcA = grpc.cpuA, row.cpuGrpcB = grpc.cpuB;
+      }
+    }
+  }
+  for (const auto& set : names) {
+    char title[160];
+    std::snprintf(title, sizeof title, "%s files, only B's (%zu of %zu), %d readers, page cache "
+                  "dropped before each read", set.c_str(), ofB[set].size(), sets.at(set).size(),
+                  args.readers);
+    print(title, rows[set]);
+  }
+
+  std::printf("\nfaults (large files, %d readers):\n", args.readers);
+  const auto& files = sets.at("large");
+  const auto& names0 = ofB["large"];
+  double clean = 0;
+  {
+    Pair pair = startPair(args, {"large"}, "");
+    dropCaches();
+    clean = readAll(mountOf(pair, "large"), names0, files, args.readers).seconds;
+    fault("B killed (kill -9) 1 s in:", mountOf(pair, "large"), names0, files, args.readers,
+          clean, [&] {
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            pair.b->stop(SIGKILL);
+          });
+  }
+  {
+    Pair pair = startPair(args, {"large"}, "", {{"GRANARY_TEST_TRANSFER_FLIP_BYTE", "1"}});
+    fault("a byte flipped in every chunk:", mountOf(pair, "large"), names0, files,
+          args.readers, clean, [] {});
+  }
+  {
+    Pair pair = startPair(args, {"large"}, "transferStallMs: 2000");
+    fault("B stopped (SIGSTOP) 1 s in, stall 2 s:", mountOf(pair, "large"), names0, files,
+          args.readers, clean, [&] {
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            ::kill(pair.b->pid(), SIGSTOP);
+          });
+    ::kill(pair.b->pid(), SIGCONT);
+  }
+  fs::remove_all(args.dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace granary::bench
+
+int main(int argc, char** argv) {
+  granary::bench::Args args;
+  CLI::App app("Reads of another cache node's chunks beside local reads and the wire");
+  app.add_option("--cache-node", args.cacheNode, "the granary-cache-node binary")->required();
+  app.add_option("--large", args.large, "large files");
+  app.add_option("--large-mib", args.largeMib, "MiB per large file");
+  app.add_option("--small", args.small, "small files");
+  app.add_option("--small-kib", args.smallKib, "KiB per small file");
+  app.add_option("--readers", args.readers, "reader threads");
+  app.add_option("--runs", args.runs, "runs of each read");
+  app.add_option("--dir", args.dir, "work directory (removed first and at the end)");
+  CLI11_PARSE(app, argc, argv);
+  return granary::bench::run(args);
+}

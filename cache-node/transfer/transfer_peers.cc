@@ -1,0 +1,66 @@
+#include "cache-node/transfer/transfer_peers.h"
+
+#include "cache-node/transfer/socket_io.h"
+
+namespace granary::cache::transfer {
+namespace {
+
+// How long chunks of a node whose plane could not be reached go over gRPC.
+constexpr std::chrono::seconds kPlaneRetry{30};
+
+}  // namespace
+
+Result<std::string> TransferPeers::readChunk(const std::string& node, const DatasetKey& dataset,
+                                             const std::string& path, int64_t index,
+                                             const std::string& etag, bool fill, int64_t length,
+                                             std::stop_token stop) {
+  if (const auto plane = client_ ? planeOf(node) : std::nullopt) {
+    const ChunkRequest request{.ns = dataset.ns,
+                               .name = dataset.name,
+                               .uid = dataset.uid,
+                               .generation = dataset.generation,
+                               .path = path,
+                               .index = index,
+                               .etag = etag,
+                               .fill = fill,
+                               .length = length};
+    auto data = client_->readChunk(*plane, request, stop);
+    if (data.isOk() || !data.status().message().starts_with("connect:")) return data;
+    planeFailed(node);
+  }
+  return grpc_.readChunk(node, dataset, path, index, etag, fill, length, stop);
+}
+
+std::optional<Endpoint> TransferPeers::planeOf(const std::string& node) {
+  const auto address = grpc_.addressOf(node);
+  if (!address) return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
+  std::optional<int> port;  // known for this address
+  {
+    MutexLock lock(mutex_);
+    const auto known = planes_.find(node);
+    if (known != planes_.end() && known->second.grpcAddress == *address &&
+        (known->second.port != 0 || now < known->second.askAgainAt)) {
+      port = known->second.port;
+    }
+  }
+  if (!port) {
+    const auto asked = grpc_.describeTransfer(node);
+    if (!asked.isOk()) return std::nullopt;  // gRPC says why, on the read that follows
+    port = *asked;
+    MutexLock lock(mutex_);
+    planes_[node] = Plane{.grpcAddress = *address, .port = *port, .askAgainAt = now + kPlaneRetry};
+  }
+  const auto hostPort = splitHostPort(*address, "address");
+  if (*port == 0 || !hostPort.isOk()) return std::nullopt;
+  return Endpoint{.node = node, .host = hostPort->first, .port = *port};
+}
+
+void TransferPeers::planeFailed(const std::string& node) {
+  MutexLock lock(mutex_);
+  Plane& plane = planes_[node];
+  plane.port = 0;
+  plane.askAgainAt = std::chrono::steady_clock::now() + kPlaneRetry;
+}
+
+}  // namespace granary::cache::transfer
