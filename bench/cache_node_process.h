@@ -31,6 +31,8 @@ class CacheNodeProcess {
 
   struct Settings {
     std::string host = "127.0.0.1";          // where its API and data plane listen
+    bool dataPlane = true;                   // false: chunks to peers over the Peer API
+    bool before = false;  // a binary from before the data plane: its options do not name it
     std::string more;                        // further lines of its options (YAML)
     std::map<std::string, std::string> env;  // on top of the benchmark's environment
   };
@@ -48,7 +50,9 @@ class CacheNodeProcess {
     std::ofstream(home_ / "token") << kToken << "\n";
     std::ofstream(home_ / "config.yaml")
         << "nodeName: " << name_ << "\nlisten: " << host_ << ":" << port_
-        << "\ntransferListen: " << host_ << ":0"
+        << (settings.before       ? ""
+            : settings.dataPlane ? "\ntransferListen: \"" + host_ + ":0\""
+                                 : "\ntransferListen: \"\"")
         << "\nmetricsAddress: \"\"\ntokenFile: " << (home_ / "token")
         << "\nstateDirectory: " << (home_ / "state")
         << "\ncacheDirectories: [{path: " << (home_ / "cache")

@@ -9,10 +9,12 @@
 //   wire    sendfile of the same files from the origin's disk over one plain TCP connection
 //           between the same addresses;
 // with the CPU seconds per GiB read on A and on B. Then the faults, each against the clean plane
-// read of the large files: B killed (kill -9) a second into the read, B sending every chunk with
-// a byte flipped, B stopped (SIGSTOP) a second in with a stall time of 2 s; every byte compared
-// with the origin's.
-// Usage: peer_read_bench --cache-node BINARY [--large 64] [--large-mib 32] [--small 20000]
+// read of the large files: B killed (kill -9) a third into the read, B sending every chunk with
+// a byte flipped, B stopped (SIGSTOP) a third into the read with a stall time of 2 s; every byte
+// compared with the origin's.
+// With --before BINARY (a granary-cache-node built from before the data plane), its peer reads
+// too, as the baseline of the profile (column "before").
+// Usage: peer_read_bench --cache-node BINARY [--before BINARY] [--large 64] [--large-mib 32] [--small 20000]
 //                        [--small-kib 100] [--readers 4] [--runs 3] [--dir D]
 #include <fcntl.h>
 #include <signal.h>
@@ -45,6 +47,7 @@ constexpr const char* kHostB = "127.0.0.3";
 
 struct Args {
   std::string cacheNode;
+  std::string before;  // a granary-cache-node from before the data plane, for its figures
   int large = 64, largeMib = 32, small = 20'000, smallKib = 100, readers = 4, runs = 3;
   std::string dir = "/var/tmp/granary-peer-read-bench";
 };
@@ -93,13 +96,16 @@ std::map<std::string, uint64_t> makeFiles(const fs::path& dir, int count, int64_
 }
 
 // One node of the pair, started (again) on its home with `more` options.
-std::unique_ptr<CacheNodeProcess> startNode(const Args& args, const std::string& name,
-                                            const std::string& host, const std::string& more,
+std::unique_ptr<CacheNodeProcess> startNode(const Args& args, const std::string& binary,
+                                            const std::string& name, const std::string& host,
+                                            bool dataPlane, bool before, const std::string& more,
                                             std::map<std::string, std::string> env = {}) {
   return std::make_unique<CacheNodeProcess>(
-      args.cacheNode, fs::path(args.dir) / name, name,
+      binary, fs::path(args.dir) / name, name,
       CacheNodeProcess::Settings{
           .host = host,
+          .dataPlane = dataPlane,
+          .before = before,
           .more = "fileOriginRoots: [" + (fs::path(args.dir) / "origin").string() + "]\n" + more,
           .env = std::move(env)});
 }
@@ -192,8 +198,8 @@ ReadFigures readAll(const fs::path& dir, const std::vector<std::string>& names,
 }
 
 // `names` of the origin's `dir` sent with sendfile over one TCP connection from B's address to
-// A's, received into a buffer; MiB/s.
-double wireMibPerSecond(const fs::path& dir, const std::vector<std::string>& names) {
+// A's, received into a buffer.
+ReadFigures wire(const fs::path& dir, const std::vector<std::string>& names) {
   auto listener = cache::transfer::listenTcp(std::string(kHostB) + ":0");
   if (!listener.isOk()) die("listen: " + listener.status().message());
   const int port = cache::transfer::boundPort(listener->get());
@@ -217,7 +223,7 @@ double wireMibPerSecond(const fs::path& dir, const std::vector<std::string>& nam
     received += n;  // until the sender closes, after the last file
   const double seconds = since(start);
   sender.join();
-  return static_cast<double>(received) / kMiB / seconds;
+  return {seconds, received, 0};
 }
 
 struct Measured {
@@ -240,10 +246,12 @@ Measured measure(Pair& pair, const fs::path& mount, const std::vector<std::strin
 
 // The pair started with `more` options on both, the datasets of `sets` ensured and Ready, and
 // the volumes published on A: pod "<set>" for each set, pod "<set>-local" for its dataset of A
-// alone.
-Pair startPair(const Args& args, const std::vector<std::string>& sets, const std::string& more,
-               std::map<std::string, std::string> envOfB = {}) {
-  Pair pair{startNode(args, "a", kHostA, more), startNode(args, "b", kHostB, more, envOfB)};
+// alone. `before`: `binary` is a version without the data plane.
+Pair startPair(const Args& args, const std::string& binary, const std::vector<std::string>& sets,
+               bool dataPlane, const std::string& more = "",
+               std::map<std::string, std::string> envOfB = {}, bool before = false) {
+  Pair pair{startNode(args, binary, "a", kHostA, dataPlane, before, more),
+            startNode(args, binary, "b", kHostB, dataPlane, before, more, std::move(envOfB))};
   for (const auto& set : sets) {
     ensureReady(args, set, set, {pair.a.get(), pair.b.get()});
     // Through a second name of the directory: a dataset of other sources, so that A's reads of
@@ -255,32 +263,52 @@ Pair startPair(const Args& args, const std::vector<std::string>& sets, const std
   return pair;
 }
 
-struct Row {
-  double local = 0, plane = 0, grpc = 0, wire = 0;
-  double cpuLocalA = 0, cpuPlaneA = 0, cpuPlaneB = 0, cpuGrpcA = 0, cpuGrpcB = 0;
-};
+// One read's figures in each way of reading, by column.
+using Row = std::map<std::string, Measured>;
+const std::vector<std::string> kColumns = {"local", "plane", "grpc", "before", "wire"};
 
-void print(const std::string& set, const std::vector<Row>& rows) {
-  std::printf("\n%s: MiB/s read through A's volume (CPU s per GiB on A / on B)\n", set.c_str());
-  std::printf("%-5s %18s %20s %20s %10s\n", "run", "local", "plane", "grpc (baseline)", "wire");
+void print(const std::string& title, const std::vector<Row>& rows) {
+  std::printf("\n%s\n%-5s", title.c_str(), "run");
+  for (const auto& column : kColumns)
+    if (rows.front().contains(column)) std::printf(" %24s", column.c_str());
+  std::printf("\n");
   Row mean;
+  const auto line = [&](const char* label, const Row& row) {
+    std::printf("%-5s", label);
+    for (const auto& column : kColumns) {
+      if (!row.contains(column)) continue;
+      const Measured& m = row.at(column);
+      if (column == "wire") {
+        std::printf(" %24.0f", m.figures.mibPerSecond());
+      } else {
+        std::printf(" %8.0f MiB/s %4.1f/%4.1f", m.figures.mibPerSecond(), m.cpuA, m.cpuB);
+      }
+    }
+    std::printf("\n");
+  };
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    std::printf("%-5zu %8.0f (%4.1f / 0) %8.0f (%4.1f / %4.1f) %8.0f (%4.1f / %4.1f) %10.0f\n",
-                i + 1, r.local, r.cpuLocalA, r.plane, r.cpuPlaneA, r.cpuPlaneB, r.grpc, r.cpuGrpcA,
-                r.cpuGrpcB, r.wire);
-    const double n = static_cast<double>(rows.size());
-    mean.local += r.local / n, mean.plane += r.plane / n, mean.grpc += r.grpc / n;
-    mean.wire += r.wire / n, mean.cpuLocalA += r.cpuLocalA / n;
-    mean.cpuPlaneA += r.cpuPlaneA / n, mean.cpuPlaneB += r.cpuPlaneB / n;
-    mean.cpuGrpcA += r.cpuGrpcA / n, mean.cpuGrpcB += r.cpuGrpcB / n;
+    line(std::to_string(i + 1).c_str(), rows[i]);
+    for (const auto& [column, m] : rows[i]) {
+      Measured& sum = mean[column];
+      const double n = static_cast<double>(rows.size());
+      sum.figures.bytes = m.figures.bytes;
+      sum.figures.seconds += m.figures.seconds / n;
+      sum.cpuA += m.cpuA / n;
+      sum.cpuB += m.cpuB / n;
+    }
   }
-  std::printf("%-5s %8.0f (%4.1f / 0) %8.0f (%4.1f / %4.1f) %8.0f (%4.1f / %4.1f) %10.0f\n",
-              "mean", mean.local, mean.cpuLocalA, mean.plane, mean.cpuPlaneA, mean.cpuPlaneB,
-              mean.grpc, mean.cpuGrpcA, mean.cpuGrpcB, mean.wire);
-  std::printf("plane / local %.2f   plane / wire %.2f   grpc / local %.2f   plane / grpc %.1f\n",
-              mean.plane / mean.local, mean.plane / mean.wire, mean.grpc / mean.local,
-              mean.plane / mean.grpc);
+  line("mean", mean);
+  const auto rate = [&](const std::string& column) {
+    return mean.contains(column) ? mean.at(column).figures.mibPerSecond() : 0.0;
+  };
+  std::printf("plane / local %.2f   plane / wire %.2f   grpc / local %.2f", rate("plane") / rate("local"),
+              rate("plane") / rate("wire"), rate("grpc") / rate("local"));
+  if (mean.contains("before")) {
+    std::printf("   plane / before %.1f   CPU per GiB on A %.2f and on B %.2f of before's",
+                rate("plane") / rate("before"), mean.at("plane").cpuA / mean.at("before").cpuA,
+                mean.at("plane").cpuB / mean.at("before").cpuB);
+  }
+  std::printf("\n(MiB/s, then CPU seconds per GiB read on A / on B)\n");
 }
 
 // B's files read through A while `fault` happens to B `after` into the read; the figures, and
@@ -312,41 +340,39 @@ int run(const Args& args) {
   for (const auto& [set, files] : sets) ofB[set] = heldByB(files);
   const std::vector<std::string> names = {"large", "small"};
   std::map<std::string, std::vector<Row>> rows;
-  const auto mountOf = [&](Pair& pair, const std::string& pod) {
-    return pair.a->target(pod);
-  };
+  for (const auto& set : names) rows[set].resize(static_cast<size_t>(args.runs));
+  const auto mountOf = [&](Pair& pair, const std::string& pod) { return pair.a->target(pod); };
   {
-    Pair pair = startPair(args, names, "");
+    Pair pair = startPair(args, args.cacheNode, names, /*dataPlane=*/true);
     for (int run = 0; run < args.runs; ++run) {
       for (const auto& set : names) {
-        Row row;
-        const Measured local =
-            measure(pair, mountOf(pair, set + "-local"), ofB[set], sets.at(set), args.readers);
-        const Measured plane = measure(pair, mountOf(pair, set), ofB[set], sets.at(set), args.readers);
+        Row& row = rows[set][static_cast<size_t>(run)];
+        row["local"] = measure(pair, mountOf(pair, set + "-local"), ofB[set], sets.at(set),
+                               args.readers);
+        row["plane"] = measure(pair, mountOf(pair, set), ofB[set], sets.at(set), args.readers);
         dropCaches();
-        row.wire = wireMibPerSecond(origin / set, ofB[set]);
-        row.local = local.figures.mibPerSecond(), row.cpuLocalA = local.cpuA;
-        row.plane = plane.figures.mibPerSecond(), row.cpuPlaneA = plane.cpuA;
-        row.cpuPlaneB = plane.cpuB;
-        rows[set].push_back(row);
+        row["wire"].figures = wire(origin / set, ofB[set]);
       }
     }
   }
-  {
-    Pair pair = startPair(args, names, "transferListen: \"\"");
+  // The Peer API (as with TLS on), and the version before the data plane when given.
+  std::vector<std::pair<std::string, std::string>> baselines = {{"grpc", args.cacheNode}};
+  if (!args.before.empty()) baselines.emplace_back("before", args.before);
+  for (const auto& [column, binary] : baselines) {
+    Pair pair = startPair(args, binary, names, /*dataPlane=*/false, "", {}, column == "before");
     for (int run = 0; run < args.runs; ++run) {
       for (const auto& set : names) {
-        const Measured grpc = measure(pair, mountOf(pair, set), ofB[set], sets.at(set), args.readers);
-        Row& row = rows[set][static_cast<size_t>(run)];
-        row.grpc = grpc.figures.mibPerSecond(), row.cpuGrpcA = grpc.cpuA, row.cpuGrpcB = grpc.cpuB;
+        rows[set][static_cast<size_t>(run)][column] =
+            measure(pair, mountOf(pair, set), ofB[set], sets.at(set), args.readers);
       }
     }
   }
   for (const auto& set : names) {
-    char title[160];
-    std::snprintf(title, sizeof title, "%s files, only B's (%zu of %zu), %d readers, page cache "
-                  "dropped before each read", set.c_str(), ofB[set].size(), sets.at(set).size(),
-                  args.readers);
+    char title[200];
+    std::snprintf(title, sizeof title,
+                  "%s files, only B's (%zu of %zu), %d readers, page cache dropped before each "
+                  "read, through A's volume:",
+                  set.c_str(), ofB[set].size(), sets.at(set).size(), args.readers);
     print(title, rows[set]);
   }
 
@@ -355,25 +381,26 @@ int run(const Args& args) {
   const auto& names0 = ofB["large"];
   double clean = 0;
   {
-    Pair pair = startPair(args, {"large"}, "");
+    Pair pair = startPair(args, args.cacheNode, {"large"}, true);
     dropCaches();
     clean = readAll(mountOf(pair, "large"), names0, files, args.readers).seconds;
-    fault("B killed (kill -9) 1 s in:", mountOf(pair, "large"), names0, files, args.readers,
+    fault("B killed (kill -9) a third in:", mountOf(pair, "large"), names0, files, args.readers,
           clean, [&] {
-            std::this_thread::sleep_for(std::chrono::seconds(1));
+            std::this_thread::sleep_for(std::chrono::duration<double>(clean / 3));
             pair.b->stop(SIGKILL);
           });
   }
   {
-    Pair pair = startPair(args, {"large"}, "", {{"GRANARY_TEST_TRANSFER_FLIP_BYTE", "1"}});
+    Pair pair = startPair(args, args.cacheNode, {"large"}, true, "",
+                          {{"GRANARY_TEST_TRANSFER_FLIP_BYTE", "1"}});
     fault("a byte flipped in every chunk:", mountOf(pair, "large"), names0, files,
           args.readers, clean, [] {});
   }
   {
-    Pair pair = startPair(args, {"large"}, "transferStallMs: 2000");
-    fault("B stopped (SIGSTOP) 1 s in, stall 2 s:", mountOf(pair, "large"), names0, files,
+    Pair pair = startPair(args, args.cacheNode, {"large"}, true, "transferStallMs: 2000");
+    fault("B stopped (SIGSTOP) a third in, stall 2 s:", mountOf(pair, "large"), names0, files,
           args.readers, clean, [&] {
-            std::this_thread::sleep_for(std::chrono::seconds(1));
+            std::this_thread::sleep_for(std::chrono::duration<double>(clean / 3));
             ::kill(pair.b->pid(), SIGSTOP);
           });
     ::kill(pair.b->pid(), SIGCONT);
@@ -389,6 +416,8 @@ int main(int argc, char** argv) {
   granary::bench::Args args;
   CLI::App app("Reads of another cache node's chunks beside local reads and the wire");
   app.add_option("--cache-node", args.cacheNode, "the granary-cache-node binary")->required();
+  app.add_option("--before", args.before,
+                 "a granary-cache-node from before the data plane: its peer reads as a column");
   app.add_option("--large", args.large, "large files");
   app.add_option("--large-mib", args.largeMib, "MiB per large file");
   app.add_option("--small", args.small, "small files");

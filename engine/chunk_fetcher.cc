@@ -42,6 +42,10 @@ ChunkFetcher::ChunkFetcher(NodeContext& node, DatasetKey key, std::vector<Datase
   }
 }
 
+std::string ChunkFetcher::heldKey(const ManifestEntry& file, int64_t index) const {
+  return chunkId(file.path, index).key() + '\0' + file.etag;
+}
+
 ChunkId ChunkFetcher::chunkId(const std::string& path, int64_t index) const {
   return ChunkId{id_, path, index};
 }
@@ -80,7 +84,7 @@ Result<FetchedChunk> ChunkFetcher::fetch(const ManifestEntry& file, int64_t inde
                                          std::stop_token stop) {
   const std::string key = chunkId(file.path, index).key();
   if (node_.held != nullptr) {
-    if (auto held = node_.held->find(key)) return std::move(*held);
+    if (auto held = node_.held->find(heldKey(file, index))) return std::move(*held);
   }
   // Counted while in flight, so that warm fetches under a bandwidth limit give way.
   struct DemandMark {
@@ -139,7 +143,7 @@ Result<FetchedChunk> ChunkFetcher::fetchUncached(const ManifestEntry& file, int6
         keeper_.keep(chunkId(file.path, index), *fetched->bytes, chunkCount(file.size, chunkSize_));
     if (kept.isOk()) countWarmed(kind, length);
   } else if (node_.held != nullptr && kind == FetchKind::kDemand) {
-    node_.held->hold(chunkId(file.path, index).key(), *fetched);
+    node_.held->hold(heldKey(file, index), *fetched);
   }
   return std::move(*fetched);
 }

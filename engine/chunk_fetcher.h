@@ -181,6 +181,10 @@ class ChunkFetcher {
   // retried within readRetryTime, or until `stop`.
   Result<FetchedChunk> fetch(const ManifestEntry& file, int64_t index, FetchKind kind,
                              std::stop_token stop);
+  // Whether chunk `index` of `file` is held in memory after an earlier fetch.
+  bool holds(const ManifestEntry& file, int64_t index) {
+    return node_.held != nullptr && node_.held->find(heldKey(file, index)).has_value();
+  }
   // Waits until no demand fetch is in flight; false when `stop` ended the wait.
   bool waitForNoDemand(std::stop_token stop);
 
@@ -235,6 +239,8 @@ class ChunkFetcher {
   Result<std::string> readOriginAs(FetchKind kind, const ManifestEntry& file, int64_t offset,
                                    int64_t length, std::stop_token stop);
   ChunkId chunkId(const std::string& path, int64_t index) const;
+  // A chunk's name among the held ones: its id and the version of the file it was fetched at.
+  std::string heldKey(const ManifestEntry& file, int64_t index) const;
 
   NodeContext& node_;
   const DatasetKey key_;

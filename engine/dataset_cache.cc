@@ -304,8 +304,15 @@ Result<FetchedChunk> DatasetCache::readMissing(const ManifestEntry& file, const 
     MutexLock lock(mutex_);
     owner = ownsLocked(file.path);
   }
-  // While warming, the rest of a file a reader waits on goes first.
+  // While warming, the rest of a file a reader waits on goes first; a file another node keeps is
+  // read a chunk ahead, so that the next chunk crosses the wire while this one is read.
   if (owner) warmer_.demand({file.path, file.size, file.etag});
+  const int64_t next = span.index + 1;
+  if (!owner && next < chunkCount(file.size, chunkSize_) && !fetcher_.holds(file, next) &&
+      !node_.chunks.contains(chunkId(file.path, next))) {
+    readAhead_.start(chunkId(file.path, next).key(),
+                     [this, file, next] { (void)fetchChunk(file, next, FetchKind::kDemand); });
+  }
   GRANARY_ASSIGN_OR_RETURN(FetchedChunk chunk, fetchChunk(file, span.index, FetchKind::kDemand));
   const auto available = static_cast<int64_t>(chunk.bytes->size()) - span.within;
   if (available > 0) countRead(chunk.source, std::min(span.length, available), false);

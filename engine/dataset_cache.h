@@ -44,6 +44,7 @@
 #include "engine/core/cached_files.h"
 #include "engine/core/dataset_phase.h"
 #include "engine/core/eviction.h"
+#include "engine/core/read_ahead.h"
 #include "engine/core/rate_meter.h"
 #include "engine/dataset_settings.h"
 #include "engine/listing_feed.h"
@@ -111,6 +112,8 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // The longest wait between tries of a listing the origin failed (kPending meanwhile, with
   // what is awaited). A listing that InvalidArgument ended is not tried again (kFailed).
   static constexpr std::chrono::seconds kListRetryMax{60};
+  // Chunks read ahead at once (readMissing), each a thread while it runs.
+  static constexpr int kReadAheads = 8;
   // How long a node waits for the node that lists the dataset (the first of its set by
   // rendezvous weight) to hold it and be listing it, before it lists the origins itself.
   static constexpr std::chrono::seconds kListerWait{30};
@@ -415,7 +418,10 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   std::set<std::string> listsItself_ GRANARY_GUARDED_BY(mutex_);
   ListingFeed feed_;     // the listing (or this node's share of it), to peers that follow it
   Warmer warmer_;        // the warm passes and the phase; after what it calls
-  std::jthread thread_;  // the listing; last: stops first
+  std::jthread thread_;  // the listing; stopped first (stopWarming), its token cancels fetches
+  // The next chunk of a file another node keeps, fetched as a reader waits on this one; last:
+  // waits for those running (cancelled by thread_'s stop) while all they use is there.
+  ReadAhead readAhead_{kReadAheads};
 };
 
 }  // namespace granary::cache

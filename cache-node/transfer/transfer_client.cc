@@ -17,6 +17,10 @@ const Logger& log() {
   return logger;
 }
 
+bool isStall(const Status& error) {
+  return error.message().find("stalled") != std::string::npos;
+}
+
 std::string keyOf(const Endpoint& peer) { return peer.host + ":" + std::to_string(peer.port); }
 
 std::string chunkName(const ChunkRequest& request) {
@@ -44,7 +48,7 @@ Result<std::string> TransferClient::readChunk(const Endpoint& peer, const ChunkR
     // restart), and so may the others kept with it: one that ends before any reply is tried
     // again on a fresh one.
     if (!data.isOk() && lease->reused && !anyReply &&
-        data.status().code() == StatusCode::kUnavailable) {
+        data.status().code() == StatusCode::kUnavailable && !isStall(data.status())) {
       dropIdle(peer);
       continue;
     }
@@ -168,9 +172,9 @@ void TransferClient::countFailure(const Endpoint& peer, const Status& error) {
     case StatusCode::kUnauthenticated: cause = FailureCause::kUnauthenticated; break;
     case StatusCode::kInvalidArgument: cause = FailureCause::kProtocol; break;
     case StatusCode::kUnavailable:
-      cause = error.message().starts_with("connect:")            ? FailureCause::kConnect
-              : error.message().find("stalled") != std::string::npos ? FailureCause::kStalled
-                                                                  : FailureCause::kClosed;
+      cause = error.message().starts_with("connect:") ? FailureCause::kConnect
+              : isStall(error)                         ? FailureCause::kStalled
+                                                       : FailureCause::kClosed;
       break;
     case StatusCode::kNotFound:
     case StatusCode::kFailedPrecondition: return;  // an answer, not a failure of the peer

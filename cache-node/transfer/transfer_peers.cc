@@ -7,6 +7,9 @@ namespace {
 
 // How long chunks of a node whose plane could not be reached go over gRPC.
 constexpr std::chrono::seconds kPlaneRetry{30};
+// How long a node that stalled or left mid-chunk is passed over (its chunks read elsewhere at
+// once, not after a stall each).
+constexpr std::chrono::seconds kPassOver{10};
 
 }  // namespace
 
@@ -14,6 +17,10 @@ Result<std::string> TransferPeers::readChunk(const std::string& node, const Data
                                              const std::string& path, int64_t index,
                                              const std::string& etag, bool fill, int64_t length,
                                              std::stop_token stop) {
+  if (passedOver(node)) {
+    return unavailable("cache node " + node + " stalled or left mid-chunk; passed over for " +
+                       std::to_string(kPassOver.count()) + " s");
+  }
   if (const auto plane = client_ ? planeOf(node) : std::nullopt) {
     const ChunkRequest request{.ns = dataset.ns,
                                .name = dataset.name,
@@ -25,6 +32,10 @@ Result<std::string> TransferPeers::readChunk(const std::string& node, const Data
                                .fill = fill,
                                .length = length};
     auto data = client_->readChunk(*plane, request, stop);
+    if (!data.isOk() && data.status().code() == StatusCode::kUnavailable &&
+        !data.status().message().starts_with("connect:")) {
+      passOver(node);
+    }
     if (data.isOk() || !data.status().message().starts_with("connect:")) return data;
     planeFailed(node);
   }
@@ -54,6 +65,20 @@ std::optional<Endpoint> TransferPeers::planeOf(const std::string& node) {
   const auto hostPort = splitHostPort(*address, "address");
   if (*port == 0 || !hostPort.isOk()) return std::nullopt;
   return Endpoint{.node = node, .host = hostPort->first, .port = *port};
+}
+
+bool TransferPeers::passedOver(const std::string& node) {
+  MutexLock lock(mutex_);
+  const auto found = passedOver_.find(node);
+  if (found == passedOver_.end()) return false;
+  if (std::chrono::steady_clock::now() < found->second) return true;
+  passedOver_.erase(found);
+  return false;
+}
+
+void TransferPeers::passOver(const std::string& node) {
+  MutexLock lock(mutex_);
+  passedOver_[node] = std::chrono::steady_clock::now() + kPassOver;
 }
 
 void TransferPeers::planeFailed(const std::string& node) {

@@ -44,11 +44,17 @@ class TransferPeers final : public PeerReader {
   // A connection to `node`'s plane failed: its chunks go over gRPC for a while, then it is asked
   // again (it may have restarted on another port).
   void planeFailed(const std::string& node) GRANARY_EXCLUDES(mutex_);
+  // A node that stalled or left in the middle of a chunk (a stopped process, a partition) is
+  // passed over for a while: its chunks come from the next owner or the origin at once.
+  void passOver(const std::string& node) GRANARY_EXCLUDES(mutex_);
+  bool passedOver(const std::string& node) GRANARY_EXCLUDES(mutex_);
 
   GrpcPeers& grpc_;
   TransferClient* const client_;
   Mutex mutex_;
   std::map<std::string, Plane> planes_ GRANARY_GUARDED_BY(mutex_);  // by node
+  std::map<std::string, std::chrono::steady_clock::time_point> passedOver_
+      GRANARY_GUARDED_BY(mutex_);  // by node: until when
 };
 
 }  // namespace granary::cache::transfer

@@ -188,10 +188,14 @@ TEST_F(DataPlaneProcessTest, AConnectionWithoutTheTokenIsRefusedAndLoggedWithout
   auto answer = transfer::receiveFrame(socket, 5s);
   ASSERT_TRUE(answer.isOk()) << answer.status();
   EXPECT_EQ(transfer::decodeReply(*answer)->status.code(), StatusCode::kUnauthenticated);
-  // Nothing is served on it: the node closed it.
+  // Nothing is served on it: the node closed it (at once, or with a reset for the request).
   (void)transfer::sendAll(socket, transfer::encodeRequest({.ns = "ml", .name = "coco",
                                                            .path = "train/shard-0.bin"}), 5s);
-  EXPECT_EQ(transfer::receiveFrame(socket, 5s).status().code(), StatusCode::kNotFound);
+  const auto served = transfer::receiveFrame(socket, 5s);
+  EXPECT_TRUE(served.status().code() == StatusCode::kNotFound ||
+              (served.status().code() == StatusCode::kUnavailable &&
+               served.status().message().find("stalled") == std::string::npos))
+      << served.status();
   EXPECT_TRUE(testing::eventually(
       [&] { return b_->log().find("refused a data-plane connection") != std::string::npos; }, 5s));
   EXPECT_EQ(b_->log().find("guessed-7f3a"), std::string::npos) << b_->log();
