@@ -40,7 +40,8 @@ class CacheNodeProcess {
         << "\ncacheDirectories: [{path: " << (home_ / "cache")
         << ", quota: 10Gi}]\ncsiSocket: " << (home_ / "csi.sock")
         << "\nmountRoot: " << (home_ / "mounts") << "\nmountKeeper: false\ngpuTelemetry: false"
-        << "\ncheckpointOriginRoots: [" << home_.parent_path() << "]\nlogLevel: warn\n";
+        << "\ncheckpointOriginRoots: [\"shared:" << home_.parent_path().string()
+        << "\"]\nlogLevel: warn\n";
     pid_ = ::fork();
     if (pid_ == 0) {
       const std::string config = (home_ / "config.yaml").string();
