@@ -1,5 +1,4 @@
 // granary-operator: the Dataset and TrainingJob controllers.
-#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -8,6 +7,7 @@
 #include "common/files.h"
 #include "common/flags.h"
 #include "common/kube/bootstrap.h"
+#include "common/kube/object.h"
 #include "common/log.h"
 #include "common/names.h"
 #include "common/origin_roots.h"
@@ -27,8 +27,9 @@ struct OperatorFlags {
   int datasetWorkers = 4;
   int jobWorkers = 4;
   int telemetrySeconds = 20;
-  // The cache nodes' checkpointOriginRoots, comma-separated; unset: unknown (no
-  // CheckpointUriRefused condition). Set but empty: the nodes refuse every file:// checkpoint.
+  // The cache nodes' checkpointOriginRoots, a JSON list of strings (as the nodes' options file
+  // has it; never empty, so that the flag cannot take the next argument as its value); unset:
+  // unknown (no CheckpointUriRefused condition). "[]": the nodes refuse every file:// checkpoint.
   std::optional<std::string> checkpointOriginRoots;
 };
 
@@ -57,25 +58,29 @@ void addOperatorFlags(CLI::App& app, OperatorFlags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(5, 3600));
   app.add_option("--checkpoint-origin-roots", flags.checkpointOriginRoots,
-                 "the cache nodes' checkpointOriginRoots, comma-separated (/srv/ckpt/{namespace}, "
-                 "shared:/srv/x): TrainingJobs whose file:// checkpoints they refuse say so in "
-                 "their status (default: not said)");
+                 "the cache nodes' checkpointOriginRoots as a JSON list, e.g. "
+                 "'[\"/srv/ckpt/{namespace}\", \"shared:/srv/x\"]': TrainingJobs whose file:// "
+                 "checkpoints they refuse say so in their status (default: not said)");
 }
 
 // The roots --checkpoint-origin-roots names, or the reason it cannot be used.
 granary::Result<std::optional<std::vector<granary::OriginRoot>>> checkpointRootsOf(
     const OperatorFlags& flags) {
-  if (!flags.checkpointOriginRoots) return std::optional<std::vector<granary::OriginRoot>>();
+  using Roots = std::optional<std::vector<granary::OriginRoot>>;
+  if (!flags.checkpointOriginRoots) return Roots();
+  const auto list = granary::kube::parseJson(*flags.checkpointOriginRoots);
+  const granary::Status notAList = granary::invalidArgument(
+      "--checkpoint-origin-roots: not a JSON list of strings, e.g. '[\"/srv/ckpt/{namespace}\"]' "
+      "or '[]'");
+  if (!list.isOk() || !list->is_array()) return notAList;
   std::vector<std::string> texts;
-  const std::string& list = *flags.checkpointOriginRoots;
-  for (size_t start = 0; start < list.size();) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    if (comma > start) texts.push_back(list.substr(start, comma - start));
-    start = comma + 1;
+  for (const auto& root : list->as_array()) {
+    if (!root.is_string()) return notAList;
+    texts.push_back(root.as_string());
   }
   GRANARY_ASSIGN_OR_RETURN(auto roots,
                            granary::parseOriginRoots(texts, "--checkpoint-origin-roots"));
-  return std::optional(std::move(roots));
+  return Roots(std::move(roots));
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ Prints one line per check and "N passed, N failed" at the end; exits 1 on any fa
 import argparse
 import filecmp
 import glob
+import json
 import os
 import posixpath
 import re
@@ -353,8 +354,8 @@ def daemonset_problems(objects, values):
     # must be given the nodes' roots.
     given = [a.split("=", 1)[1] for a in operator_args(docs)
              if a.startswith("--checkpoint-origin-roots=")]
-    expected = ",".join(values["cacheNode"].get("checkpointOriginRoots") or [])
-    if given != [expected]:
+    expected = values["cacheNode"].get("checkpointOriginRoots") or []
+    if len(given) != 1 or json.loads(given[0]) != expected:
         problems.append(f"the operator's --checkpoint-origin-roots {given} are not "
                         f"cacheNode.checkpointOriginRoots ({expected!r})")
 
