@@ -37,6 +37,12 @@ class CacheNodeProcess {
     std::map<std::string, std::string> env;  // on top of the benchmark's environment
   };
 
+  // `directory` as a root every namespace may use ("shared:" and it; as it is for a version from
+  // before the forms of roots, settings.before).
+  static std::string sharedRoot(const std::filesystem::path& directory, const Settings& settings) {
+    return (settings.before ? "" : "shared:") + directory.string();
+  }
+
   // Starts the process; exits the benchmark when it does not serve within 30 s.
   CacheNodeProcess(const std::string& binary, std::filesystem::path home, std::string name)
       : CacheNodeProcess(binary, std::move(home), std::move(name), Settings()) {}
@@ -58,7 +64,8 @@ class CacheNodeProcess {
         << "\ncacheDirectories: [{path: " << (home_ / "cache")
         << ", quota: 10Gi}]\ncsiSocket: " << (home_ / "csi.sock")
         << "\nmountRoot: " << (home_ / "mounts") << "\nmountKeeper: false\ngpuTelemetry: false"
-        << "\ncheckpointOriginRoots: [" << home_.parent_path() << "]\nlogLevel: warn\n"
+        << "\ncheckpointOriginRoots: [\"" << sharedRoot(home_.parent_path(), settings)
+        << "\"]\nlogLevel: warn\n"
         << settings.more << "\n";
     pid_ = ::fork();
     if (pid_ == 0) {

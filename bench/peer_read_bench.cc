@@ -106,7 +106,9 @@ std::unique_ptr<CacheNodeProcess> startNode(const Args& args, const std::string&
           .host = host,
           .dataPlane = dataPlane,
           .before = before,
-          .more = "fileOriginRoots: [" + (fs::path(args.dir) / "origin").string() + "]\n" + more,
+          .more = "fileOriginRoots: [\"" +
+                  CacheNodeProcess::sharedRoot(fs::path(args.dir) / "origin", {.before = before}) +
+                  "\"]\n" + more,
           .env = std::move(env)});
 }
 

@@ -360,9 +360,8 @@ int main(int argc, char** argv) {
   }
   // The jobs' checkpoint volumes, on the first cache directory's disk; file:// ones write only
   // beneath checkpointOriginRoots.
-  OriginSettings checkpointOrigins{.rootsOption = "checkpointOriginRoots"};
-  for (const auto& root : options.checkpointOriginRoots)
-    checkpointOrigins.fileOriginRoots.push_back(root);
+  OriginSettings checkpointOrigins =
+      originSettingsOf(options.checkpointOriginRoots, "checkpointOriginRoots");
   // Each copies its files to the peers the operator sets (SetCheckpointPeers).
   CheckpointPeers checkpointPeers(peers, options.nodeName);
   auto checkpoints = std::make_unique<CheckpointVolumes>(

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "common/origin_roots.h"
+
 namespace granary::cache {
 
 Status decodeValue(const config::Node& node, CacheDirectoryOptions& out) {
@@ -76,9 +78,8 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "bandwidthLimit", out.bandwidthLimit, [](const ByteSize& s) { return s.bytes >= 0; },
       "bytes per second, 0 unlimited");
   f.optional("verifyChecksumsAtStart", out.verifyChecksumsAtStart);
-  f.optional("fileOriginRoots", out.fileOriginRoots, allAbsolute, "a list of absolute directories");
-  f.optional("checkpointOriginRoots", out.checkpointOriginRoots, allAbsolute,
-             "a list of absolute directories");
+  f.optional("fileOriginRoots", out.fileOriginRoots);
+  f.optional("checkpointOriginRoots", out.checkpointOriginRoots);
   f.optional("mountRoot", out.mountRoot);
   f.optional("csiSocket", out.csiSocket);
   f.optional("mountKeeper", out.mountKeeper);
@@ -100,7 +101,14 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "nvmlLibrary", out.nvmlLibrary, [](const std::string& p) { return !p.empty(); },
       "a library file name or path");
   f.optional("podResourcesSocket", out.podResourcesSocket);
-  return f.finish();
+  GRANARY_RETURN_IF_ERROR(f.finish());
+  for (const auto& [option, roots] :
+       {std::pair{"fileOriginRoots", &out.fileOriginRoots},
+        std::pair{"checkpointOriginRoots", &out.checkpointOriginRoots}}) {
+    if (auto parsed = parseOriginRoots(*roots, option); !parsed.isOk())
+      return parsed.status().withContext(node.where());
+  }
+  return Status::ok();
 }
 
 void applyDefaults(NodeOptions& options) {
@@ -134,8 +142,22 @@ EngineOptions engineOptionsOf(const NodeOptions& options) {
   engine.bandwidthLimit = options.bandwidthLimit.bytes;
   engine.verifyChecksumsAtStart = options.verifyChecksumsAtStart;
   engine.heldChunkBytes = options.heldChunkMemory.bytes;
-  for (const auto& root : options.fileOriginRoots) engine.origins.fileOriginRoots.push_back(root);
+  engine.origins = originSettingsOf(options.fileOriginRoots, "fileOriginRoots");
   return engine;
+}
+
+OriginSettings originSettingsOf(const std::vector<std::string>& roots, const std::string& option) {
+  OriginSettings settings{.rootsOption = option};
+  for (const auto& text : roots) {
+    auto root = parseOriginRoot(text);
+    if (!root.isOk()) continue;  // decodeValue refused it
+    if (root->shared) {
+      settings.fileOriginRoots.emplace_back(root->before);
+    } else {
+      settings.namespaceRoots.push_back(std::move(*root));
+    }
+  }
+  return settings;
 }
 
 }  // namespace granary::cache

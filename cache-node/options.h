@@ -26,10 +26,12 @@
 //   verifyChecksumsAtStart: false    # true: re-read every chunk (chunks written after the last
 //                                    # flush always are)
 //   fileOriginRoots: []              # directories file:// sources may read, e.g.
-//                                    # [/srv/datasets]; none: file:// sources are refused
+//                                    # [/srv/datasets/{namespace}] (each namespace its own) or
+//                                    # [shared:/srv/corpus] (every namespace); none: file://
+//                                    # sources are refused
 //   checkpointOriginRoots: []        # directories file:// checkpoint uris may write (and
-//                                    # remove from, as jobs rotate), e.g. [/srv/checkpoints];
-//                                    # none: file:// checkpoints are refused
+//                                    # remove from, as jobs rotate), in the same two forms, e.g.
+//                                    # [/srv/checkpoints/{namespace}]; none: refused
 //   mountRoot: ""                    # dataset mounts; default <stateDirectory>/mounts
 //   csiSocket: ""                    # e.g. /csi/csi.sock: serve the CSI node plugin there
 //   mountKeeper: true                # hand dataset mounts to the mount keeper so that they and
@@ -99,11 +101,14 @@ struct NodeOptions {
   int32_t listingConcurrency = 8;
   ByteSize bandwidthLimit{0};
   bool verifyChecksumsAtStart = false;
-  // Absolute directories that file:// sources may read (within, after symlinks and ".."); empty
-  // refuses every file:// source. Each root is served to whoever may create a Dataset.
+  // The directories file:// sources may read (within, after symlinks and ".."), each a root of
+  // namespaces ("/srv/datasets/{namespace}": a Dataset only its namespace's directory) or a
+  // shared root ("shared:/srv/corpus": every namespace's Datasets all of it), as
+  // common/origin_roots.h says; a bare directory is refused at start. Empty refuses every
+  // file:// source.
   std::vector<std::string> fileOriginRoots;
-  // Absolute directories that file:// checkpoint uris (spec.checkpoints) may write, apart from
-  // fileOriginRoots, which stay read-only; empty refuses file:// checkpoints.
+  // The directories file:// checkpoint uris (spec.checkpoints) may write, in the same two forms,
+  // apart from fileOriginRoots, which stay read-only; empty refuses file:// checkpoints.
   std::vector<std::string> checkpointOriginRoots;
   std::string mountRoot;  // dataset mounts; default <stateDirectory>/mounts
   std::string csiSocket;  // the CSI node plugin's unix socket; "" serves no CSI
@@ -137,5 +142,9 @@ Status decodeValue(const config::Node& node, NodeOptions& out);
 void applyDefaults(NodeOptions& options);
 
 EngineOptions engineOptionsOf(const NodeOptions& options);
+
+// The origin settings of a list of roots the options checked (fileOriginRoots or
+// checkpointOriginRoots, named by `option`): "shared:" roots shared, the others of namespaces.
+OriginSettings originSettingsOf(const std::vector<std::string>& roots, const std::string& option);
 
 }  // namespace granary::cache

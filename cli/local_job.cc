@@ -276,7 +276,9 @@ Result<LocalPlan> planLocalRun(const std::vector<api::ManifestDocument>& documen
     store.argv = api::rendezvousStoreCommand(options.rendezvousPort, options.rendezvousNoticePort);
     store.workingDirectory.clear();
     store.gpus.clear();
+    store.env.emplace_back(api::kRendezvousTokenEnv, options.rendezvousToken);
     plan.rendezvous = std::move(store);
+    plan.rendezvousToken = options.rendezvousToken;
     plan.rendezvousId = rendezvousId(plan.job);
     plan.rendezvousNotices = "127.0.0.1:" + std::to_string(options.rendezvousNoticePort);
   }

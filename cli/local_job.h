@@ -38,6 +38,7 @@ struct LocalRunOptions {
   int32_t masterPort = 0;              // a free port on 127.0.0.1 for rank 0
   int32_t rendezvousPort = 0;          // another, for an elastic job's rendezvous store
   int32_t rendezvousNoticePort = 0;    // and another, for the notices of its agents gone
+  std::string rendezvousToken;         // the store takes notices only with it (random per run)
 };
 
 struct LocalDataset {
@@ -81,11 +82,12 @@ struct LocalPlan {
   std::vector<LocalWorker> workers;
   // An elastic job's rendezvous store: a process of its own beside the workers (so that no
   // worker's loss takes it down), api::rendezvousStoreCommand on 127.0.0.1:rendezvousPort and
-  // rendezvousNoticePort, with rank 0's environment (python3 found on its PATH). Unset for a
-  // fixed gang.
+  // rendezvousNoticePort, with rank 0's environment (python3 found on its PATH) and the run's
+  // notice token (api::kRendezvousTokenEnv). Unset for a fixed gang.
   std::optional<LocalWorker> rendezvous;
   std::string rendezvousId;       // "<namespace>-<job>"
   std::string rendezvousNotices;  // 127.0.0.1:rendezvousNoticePort
+  std::string rendezvousToken;    // LocalRunOptions::rendezvousToken, sent with each notice
 };
 
 // InvalidArgument naming the field and the fix: no or several TrainingJobs (without a job

@@ -379,7 +379,8 @@ class LocalRun {
   // unheard, they meet once torch's keep-alive lapses.
   void tellRendezvous(pid_t pid) {
     const Status told = api::sendRendezvousNotice(
-        plan_.rendezvousNotices, api::rendezvousNotice(plan_.rendezvousId, {{.pid = pid}}));
+        plan_.rendezvousNotices, api::rendezvousNotice(plan_.rendezvousId, {{.pid = pid}}),
+        plan_.rendezvousToken);
     if (!told.isOk()) screen_.print("the rendezvous store was not told: " + told.message());
   }
 

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/local_run.h"
 #include "cli/worker_gang.h"
+#include "common/api/rendezvous_notice.h"
 #include "common/log.h"
 #include "common/quantity.h"
 #include "common/termination.h"
@@ -149,7 +150,8 @@ int runCommand(const std::vector<std::string>& args) {
       .noGpuReason = (*sampler)->unavailableReason(),
       .masterPort = freePort(),
       .rendezvousPort = freePort(),
-      .rendezvousNoticePort = freePort()};
+      .rendezvousNoticePort = freePort(),
+      .rendezvousToken = api::randomRendezvousToken()};
   auto plan = planLocalRun(*documents, options);
   if (!plan.isOk()) {
     std::fprintf(stderr, "granaryctl run: %s\n", plan.status().message().c_str());

@@ -141,7 +141,9 @@ Result<std::shared_ptr<DatasetCache>> CacheEngine::createOrUpdate(EnsureSpec spe
       if (Status valid = validateManifestPath(mount.name); !valid.isOk())
         return invalidArgument(field + ".name: " + valid.message());
     }
-    auto origin = makeOrigin(mount.source, options_.origins);
+    SourceSpec source = mount.source;
+    source.ns = key.ns;  // a file:// uri only in this namespace's directories of its roots
+    auto origin = makeOrigin(source, options_.origins);
     if (!origin.isOk())
       return Status(origin.status().code(), field + ".source." + origin.status().message());
     sources.push_back({mount.name, std::move(*origin)});

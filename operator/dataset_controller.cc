@@ -422,7 +422,10 @@ Status DatasetController::ensure(const api::Dataset& dataset, const CacheNode& n
     return Status::ok();
   }
   forget(memo);
-  if (ensured.status().code() == StatusCode::kInvalidArgument)
+  // A spec the node refuses (PermissionDenied: a file:// source in another namespace's directory
+  // of a root of namespaces) fails the Dataset; anything else is tried again.
+  if (ensured.status().code() == StatusCode::kInvalidArgument ||
+      ensured.status().code() == StatusCode::kPermissionDenied)
     return invalidArgument(inSpecTerms(ensured.status().message(), dataset));
   log().info("ensure failed; tried again at the next poll",
              {{"dataset", dataset.metadata.namespace_ + "/" + dataset.metadata.name},

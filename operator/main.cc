@@ -1,12 +1,16 @@
 // granary-operator: the Dataset and TrainingJob controllers.
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/files.h"
 #include "common/flags.h"
 #include "common/kube/bootstrap.h"
+#include "common/kube/object.h"
 #include "common/log.h"
 #include "common/names.h"
+#include "common/origin_roots.h"
 #include "common/termination.h"
 #include "operator/dataset_controller.h"
 #include "operator/training_job_controller.h"
@@ -23,6 +27,10 @@ struct OperatorFlags {
   int datasetWorkers = 4;
   int jobWorkers = 4;
   int telemetrySeconds = 20;
+  // The cache nodes' checkpointOriginRoots, a JSON list of strings (as the nodes' options file
+  // has it; never empty, so that the flag cannot take the next argument as its value); unset:
+  // unknown (no CheckpointUriRefused condition). "[]": the nodes refuse every file:// checkpoint.
+  std::optional<std::string> checkpointOriginRoots;
 };
 
 void addOperatorFlags(CLI::App& app, OperatorFlags& flags) {
@@ -49,6 +57,30 @@ void addOperatorFlags(CLI::App& app, OperatorFlags& flags) {
                  "seconds between samples of running jobs' data figures from the cache nodes")
       ->capture_default_str()
       ->check(CLI::Range(5, 3600));
+  app.add_option("--checkpoint-origin-roots", flags.checkpointOriginRoots,
+                 "the cache nodes' checkpointOriginRoots as a JSON list, e.g. "
+                 "'[\"/srv/ckpt/{namespace}\", \"shared:/srv/x\"]': TrainingJobs whose file:// "
+                 "checkpoints they refuse say so in their status (default: not said)");
+}
+
+// The roots --checkpoint-origin-roots names, or the reason it cannot be used.
+granary::Result<std::optional<std::vector<granary::OriginRoot>>> checkpointRootsOf(
+    const OperatorFlags& flags) {
+  using Roots = std::optional<std::vector<granary::OriginRoot>>;
+  if (!flags.checkpointOriginRoots) return Roots();
+  const auto list = granary::kube::parseJson(*flags.checkpointOriginRoots);
+  const granary::Status notAList = granary::invalidArgument(
+      "--checkpoint-origin-roots: not a JSON list of strings, e.g. '[\"/srv/ckpt/{namespace}\"]' "
+      "or '[]'");
+  if (!list.isOk() || !list->is_array()) return notAList;
+  std::vector<std::string> texts;
+  for (const auto& root : list->as_array()) {
+    if (!root.is_string()) return notAList;
+    texts.push_back(root.as_string());
+  }
+  GRANARY_ASSIGN_OR_RETURN(auto roots,
+                           granary::parseOriginRoots(texts, "--checkpoint-origin-roots"));
+  return Roots(std::move(roots));
 }
 
 }  // namespace
@@ -68,6 +100,11 @@ int main(int argc, char** argv) {
   if (!token.isOk()) {
     std::fprintf(stderr, "granary-operator: --cache-node-token-file: %s\n",
                  token.status().message().c_str());
+    return 2;
+  }
+  auto checkpointRoots = checkpointRootsOf(flags);
+  if (!checkpointRoots.isOk()) {
+    std::fprintf(stderr, "granary-operator: %s\n", checkpointRoots.status().message().c_str());
     return 2;
   }
   auto started = kube::ControlPlane::start(plane, names::kOperator);
@@ -100,7 +137,11 @@ int main(int argc, char** argv) {
                                   .cacheNodes = &cacheNodes,
                                   .cacheNodeSelector = flags.cacheNodeSelector,
                                   .telemetryInterval = std::chrono::seconds(flags.telemetrySeconds),
-                                  .series = *jobSeries});
+                                  .series = *jobSeries,
+                                  .checkpointRoots = std::move(*checkpointRoots),
+                                  // the stores' notice tokens, derived from the operator's own
+                                  // secret (a different derivation: the token stays unknown)
+                                  .rendezvousKey = "rendezvous notices: " + token->reveal()});
   log.info("started", {{"metrics", plane.metricsAddress},
                        {"cacheNodes", flags.cacheNodeSelector},
                        {"namespace", flags.watchNamespace.empty() ? "all" : flags.watchNamespace}});

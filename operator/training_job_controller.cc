@@ -133,11 +133,31 @@ DatasetState datasetOf(const std::string& name, const kube::ObjectPtr& object,
   return d;
 }
 
+// "namespace\turi": the jobs of a namespace that name one checkpoint uri share it.
+std::string checkpointsKey(const Json& job) {
+  return kube::namespaceOf(job) + "\t" + kube::pathValue(job, "spec.checkpoints.uri").as_string();
+}
+
+bool hasCondition(const Json& status, const std::string& type) {
+  const Json conditions = kube::pathValue(status, "conditions");
+  if (!conditions.is_array()) return false;
+  return std::any_of(conditions.as_array().begin(), conditions.as_array().end(),
+                     [&](const Json& c) {
+                       return c.has_string_field("type") && c.at("type").as_string() == type;
+                     });
+}
+
+bool finished(const Json& status) {
+  const Json phase = kube::pathValue(status, "phase");
+  return phase.is_string() && (phase.as_string() == "Succeeded" || phase.as_string() == "Failed");
+}
+
 }  // namespace
 
 TrainingJobController::TrainingJobController(kube::Manager& manager,
                                              TrainingJobControllerOptions options, Clock& clock)
     : manager_(manager), options_(std::move(options)), clock_(clock) {
+  if (options_.rendezvousKey.empty()) options_.rendezvousKey = api::randomRendezvousToken();
   if (options_.cacheNodes)
     directory_.emplace(manager, options_.cacheNodeNamespace, options_.cacheNodeSelector);
   const std::string& scope = options_.ns;
@@ -178,6 +198,21 @@ TrainingJobController::TrainingJobController(kube::Manager& manager,
           keys.push_back(kube::objectKey(kube::namespaceOf(job), d.at("name").as_string()));
     return keys;
   });
+  // Jobs of a namespace that name one checkpoint uri: each one's change may change the others'
+  // CheckpointUriShared condition.
+  jobs_->store().addIndex("checkpoints", [](const Json& job) {
+    const Json uri = kube::pathValue(job, "spec.checkpoints.uri");
+    return uri.is_string() ? std::vector<std::string>{checkpointsKey(job)}
+                           : std::vector<std::string>{};
+  });
+  jobs_->addHandler(controller.enqueueMapped([this](const Json& job) {
+    std::vector<std::string> keys;
+    const Json uri = kube::pathValue(job, "spec.checkpoints.uri");
+    if (!uri.is_string()) return keys;
+    for (const auto& other : jobs_->store().byIndex("checkpoints", checkpointsKey(job)))
+      if (kube::uidOf(*other) != kube::uidOf(job)) keys.push_back(kube::objectKey(*other));
+    return keys;
+  }));
   datasets_->addHandler(controller.enqueueMapped([this](const Json& dataset) {
     std::vector<std::string> keys;
     for (const auto& job : jobs_->store().byIndex("dataset", kube::objectKey(dataset)))
@@ -284,6 +319,7 @@ Result<kube::ReconcileResult> TrainingJobController::reconcile(const std::string
   } else if (options_.series) {
     options_.series->remove(ns, name);
   }
+  if (o.spec.checkpoints) noteCheckpointUri(job, o, plan);
   const int attempt =
       static_cast<int>(kube::pathValue(plan.status, "restarts").as_number().to_int64());
   // The status goes first: it records decisions (a gang restart's attempt) that the deletions
@@ -353,25 +389,65 @@ void TrainingJobController::tellRendezvous(const Json& job, int attempt,
   const std::string address = rendezvousName(kube::nameOf(job)) + "." + kube::namespaceOf(job) +
                               ".svc:" + std::to_string(api::kRendezvousNoticePort);
   const Status told = options_.tellRendezvous(
-      address, api::rendezvousNotice(elasticRendezvous(job, attempt).id, gone));
+      address, api::rendezvousNotice(elasticRendezvous(job, attempt).id, gone),
+      api::rendezvousNoticeToken(options_.rendezvousKey, kube::uidOf(job)));
   if (!told.isOk())
     log().info(
         "rendezvous store not told of workers gone",
         {{"job", kube::objectKey(kube::namespaceOf(job), kube::nameOf(job))}, {"error", told}});
 }
 
-// An elastic job's rendezvous store and its Service, created once; a store that exists is kept
-// (restartPolicy Always restarts it in place).
+// An elastic job's rendezvous store, its Service and the Secret of its notice token (first, so
+// that the store starts with it), created once; a store that exists is kept (restartPolicy Always
+// restarts it in place).
 Status TrainingJobController::ensureRendezvous(const Json& job) {
   auto& client = manager_.client();
   const std::string ns = kube::namespaceOf(job);
-  for (const auto& [type, object] : {std::pair{kube::resources::services(), rendezvousService(job)},
-                                     std::pair{kube::resources::pods(), rendezvousPod(job)}}) {
+  const std::string token = api::rendezvousNoticeToken(options_.rendezvousKey, kube::uidOf(job));
+  for (const auto& [type, object] :
+       {std::pair{kube::resources::secrets(), rendezvousSecret(job, token)},
+        std::pair{kube::resources::services(), rendezvousService(job)},
+        std::pair{kube::resources::pods(), rendezvousPod(job)}}) {
     auto created = client.create(type, ns, object);
     if (!created.isOk() && created.status().code() != StatusCode::kAlreadyExists)
       return created.status();
   }
   return Status::ok();
+}
+
+void TrainingJobController::noteCheckpointUri(const Json& job, const JobObservation& o,
+                                              JobPlan& plan) {
+  const std::string& uri = o.spec.checkpoints->source.uri;
+  std::vector<Condition> conditions;
+  if (options_.checkpointRoots) {
+    if (auto refused =
+            checkpointUriCondition(uri, kube::namespaceOf(job), *options_.checkpointRoots))
+      conditions.push_back(std::move(*refused));
+  }
+  const auto userOf = [](const Json& j) {
+    return CheckpointsUser{
+        .name = kube::nameOf(j),
+        .uri = kube::pathValue(j, "spec.checkpoints.uri").as_string(),
+        .created =
+            kube::parseMetav1Time(kube::metadataField(j, "creationTimestamp")).value_or(WallTime{}),
+        .active = !finished(kube::pathValue(j, "status")) &&
+                  kube::pathValue(j, "metadata.deletionTimestamp").is_null()};
+  };
+  CheckpointsUser self = userOf(job);
+  self.active = !finished(plan.status);
+  std::vector<CheckpointsUser> others;
+  for (const auto& other : jobs_->store().byIndex("checkpoints", checkpointsKey(job)))
+    if (kube::uidOf(*other) != kube::uidOf(job)) others.push_back(userOf(*other));
+  const std::optional<std::string> shared = checkpointsSharedWith(self, others);
+  // Said once it is true; afterwards only while the condition is there to turn False.
+  if (shared || hasCondition(plan.status, kCheckpointUriShared))
+    conditions.push_back(checkpointSharedCondition(uri, shared));
+  for (const Condition& c : conditions) {
+    const bool was = conditionOf(plan.status, c.type).status;
+    setCondition(plan.status["conditions"], c, o.generation, o.now);
+    if (c.status && !was)
+      plan.events.push_back({.warning = true, .reason = c.type, .message = c.message});
+  }
 }
 
 void TrainingJobController::noteCheckpointDisk(const Json& job, int64_t generation, Json& status) {

@@ -15,6 +15,7 @@
 #include "common/api/rendezvous_notice.h"
 #include "common/kube/manager.h"
 #include "common/names.h"
+#include "common/origin_roots.h"
 #include "common/thread_annotations.h"
 #include "operator/cache_node_client.h"
 #include "operator/cache_node_discovery.h"
@@ -34,11 +35,22 @@ struct TrainingJobControllerOptions {
   std::chrono::milliseconds telemetryInterval{20'000};
   // granary_job_* of each running job with telemetry (declareJobSeries); unset: none.
   std::optional<JobSeries> series;
+  // The cache nodes' checkpointOriginRoots (cacheNode.checkpointOriginRoots): a job whose file://
+  // spec.checkpoints.uri they refuse gets the CheckpointUriRefused condition and a Warning Event.
+  // Unset: unknown, no condition.
+  std::optional<std::vector<OriginRoot>> checkpointRoots;
+  // The key each elastic job's notice token is derived from (api::rendezvousNoticeToken), held by
+  // the operator alone; the same key across restarts keeps the stores an earlier process made
+  // reachable. Empty: a random key of this process.
+  std::string rendezvousKey;
   // Tells an elastic job's rendezvous store (host:port) which agents are gone
   // (api::rendezvousNotice); api::sendRendezvousNotice unless a test replaces it.
-  std::function<Status(const std::string& address, const std::string& notice)> tellRendezvous =
-      [](const std::string& address, const std::string& notice) {
-        return api::sendRendezvousNotice(address, notice);
+  // The token (api::rendezvousNoticeToken of the job) goes with each notice; never logged.
+  std::function<Status(const std::string& address, const std::string& notice,
+                       const std::string& token)>
+      tellRendezvous = [](const std::string& address, const std::string& notice,
+                          const std::string& token) {
+        return api::sendRendezvousNotice(address, notice, token);
       };
 };
 
@@ -69,6 +81,10 @@ class TrainingJobController {
   void assignCheckpointPeers(const kube::Json& job, const api::CheckpointVolume& checkpoints,
                              const std::vector<CacheNode>& holding,
                              const std::vector<CacheNode>& all);
+  // Sets the job's CheckpointUriRefused condition (with checkpointRoots) and its
+  // CheckpointUriShared condition (another running job of the namespace names the same uri), each
+  // with a Warning Event as it turns True.
+  void noteCheckpointUri(const kube::Json& job, const JobObservation& o, JobPlan& plan);
   // Sets the job's CheckpointDiskFull condition from status.checkpoints, with a Warning Event as
   // a disk fills.
   void noteCheckpointDisk(const kube::Json& job, int64_t generation, kube::Json& status);

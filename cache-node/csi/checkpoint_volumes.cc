@@ -132,9 +132,10 @@ void CheckpointVolumes::openRecorded() {
     if (!record) continue;
     auto volume = std::make_shared<Volume>();
     volume->record = *record;
+    volume->record.source.ns = record->ns;
     volume->home = entry.path();
     if (!record->needsCredentials)
-      startRestoreLocked(*volume, record->source, record->bandwidthBytesPerSecond);
+      startRestoreLocked(*volume, volume->record.source, record->bandwidthBytesPerSecond);
     volumes_[entry.path()] = std::move(volume);
   }
 }

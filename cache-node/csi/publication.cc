@@ -120,6 +120,7 @@ Result<CheckpointPublication> parseCheckpointPublication(const PublishFields& fi
                           .podUid = pod.podUid};
   const auto& context = fields.volumeContext;
   p.source.uri = valueOf(context, names::kCsiCheckpointsAttribute);
+  p.source.ns = p.podNamespace;  // whose directories of the roots of namespaces it may use
   if (!p.source.uri.starts_with("s3://") && !p.source.uri.starts_with("file:///"))
     return invalidArgument("volumeAttributes.checkpoints: \"" + p.source.uri +
                            "\" is not an s3:// or file:/// URI; checkpoints are written to one");

@@ -259,7 +259,7 @@ std::vector<std::string> rendezvousStoreCommand(int32_t port, int32_t noticePort
   // keep-alive would once it lapsed. A notice agent matches by its address's first label, its
   // process id, or both. A store that cannot read the state (another torch) changes nothing.
   static constexpr const char* kStore =
-      R"py(import base64, datetime, pickle, sys, threading, time
+      R"py(import base64, datetime, hmac, os, pickle, sys, threading, time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from torch.distributed import TCPStore
@@ -267,6 +267,10 @@ store = TCPStore("127.0.0.1", int(sys.argv[1]), is_master=True, wait_for_workers
                  timeout=timedelta(seconds=300))
 print("rendezvous store listening on port", sys.argv[1], flush=True)
 notices, lock = [], threading.Lock()  # (rendezvous id, host, pid, received)
+token = os.environ.get("GRANARY_RENDEZVOUS_TOKEN", "")
+if not token:
+    print("rendezvous: no GRANARY_RENDEZVOUS_TOKEN: every notice is refused", flush=True)
+counts = {"taken": 0, "token": 0, "unreadable": 0}
 def parse(text):
     rid, agents = None, []
     for line in text.splitlines():
@@ -282,21 +286,52 @@ def parse(text):
     if not rid or not agents:
         raise ValueError("a notice names the rendezvous, then a line per agent: host, pid or both")
     return rid, agents
+def refuse(handler, code, reason, why):
+    with lock:
+        counts[reason] += 1
+        refused = counts["token"] + counts["unreadable"]
+    print("rendezvous: refused a notice (" + why + "); refused so far:", refused, flush=True)
+    handler.send_error(code, why)
 class Notices(BaseHTTPRequestHandler):
     def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        given = self.headers.get("Authorization", "").encode()
+        if not token or not hmac.compare_digest(given, ("Bearer " + token).encode()):
+            refuse(self, 403, "token", "a notice needs its job's token: Authorization: Bearer")
+            return
         try:
             if self.path != "/gone":
                 raise ValueError("POST /gone")
-            rid, agents = parse(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            rid, agents = parse(body.decode())
         except Exception as e:
-            self.send_error(400, str(e))
+            refuse(self, 400, "unreadable", str(e))
             return
         received = datetime.datetime.utcnow()
         with lock:
             notices.extend((rid, a["host"], a["pid"], received) for a in agents)
+            counts["taken"] += 1
         print("rendezvous: told", len(agents), "agent(s) gone", flush=True)
         self.send_response(204)
         self.end_headers()
+    def do_GET(self):
+        if self.path != "/metrics":
+            self.send_error(404, "GET /metrics")
+            return
+        with lock:
+            c = dict(counts)
+        text = ("# HELP granary_rendezvous_notices_total Notices of agents gone the store took.\n"
+                "# TYPE granary_rendezvous_notices_total counter\n"
+                "granary_rendezvous_notices_total %d\n"
+                "# HELP granary_rendezvous_notices_refused_total Notices refused; they changed nothing.\n"
+                "# TYPE granary_rendezvous_notices_refused_total counter\n"
+                "granary_rendezvous_notices_refused_total{reason=\"token\"} %d\n"
+                "granary_rendezvous_notices_refused_total{reason=\"unreadable\"} %d\n"
+                % (c["taken"], c["token"], c["unreadable"])).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(text)))
+        self.end_headers()
+        self.wfile.write(text)
     def log_message(self, *args):
         pass
 server = ThreadingHTTPServer(("", int(sys.argv[2])), Notices)

@@ -137,9 +137,15 @@ inline constexpr int32_t kRendezvousNoticePort = 29401;
 // On `noticePort` it takes notices of agents gone (rendezvousNotice, by HTTP POST /gone): each
 // agent named there whose last heartbeat is older than the notice is let go at once, so that the
 // others meet again without waiting out torch's keep-alive (3 x 5 s); for a minute, since the
-// others may meet again only later. Anyone who reaches the port can send one, as anyone who
-// reaches the store can change the rendezvous: both stay inside the cluster's network.
+// others may meet again only later. A notice is taken only with "Authorization: Bearer <token>",
+// the token in the store's environment variable kRendezvousTokenEnv (none there: every notice is
+// refused); any other is answered 403, changes nothing and is counted. GET /metrics on the same
+// port: granary_rendezvous_notices_total and granary_rendezvous_notices_refused_total{reason}
+// (token: without the job's token; unreadable: with it, but not a notice). torch's own store on
+// `port` still takes anyone's word: a NetworkPolicy closes it (docs/operator.md).
 std::vector<std::string> rendezvousStoreCommand(int32_t port, int32_t noticePort);
+// The store's environment variable holding its job's notice token (rendezvous_notice.h).
+inline constexpr const char* kRendezvousTokenEnv = "GRANARY_RENDEZVOUS_TOKEN";
 
 // An agent gone from a rendezvous: on a cluster its pod's hostname (the worker's name), the
 // first label of the agent's address; locally its process id. Either or both.

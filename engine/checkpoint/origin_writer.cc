@@ -164,16 +164,16 @@ Result<std::unique_ptr<OriginWriter>> makeFileWriter(const cache::SourceSpec& so
   const std::string path = source.uri.substr(7);
   if (!path.starts_with("/"))
     return invalidArgument("uri: file:// needs an absolute path, e.g. file:///mnt/checkpoints/");
-  const auto located = cache::locateBeneath(path, settings.fileOriginRoots);
-  if (!located)
-    return invalidArgument("uri: " + source.uri + " is outside the cache node's " +
-                           settings.rootsOption + " (the directories file:// uris may write); " +
-                           "add a root that holds it (cacheNode." + settings.rootsOption +
-                           " in the chart)");
-  OwnedFd root(::open(located->root.c_str(), O_DIRECTORY | O_CLOEXEC));
-  if (!root) return errnoStatus("uri: cannot open " + located->root.string());
+  GRANARY_ASSIGN_OR_RETURN(const cache::LocatedSource located,
+                           cache::locateFileSource(source, settings));
+  // From the directory that exists down: a namespace's directory of a root of namespaces is made
+  // here when missing, and no element (a symlink swapped in since the check) is followed.
+  OwnedFd root(::open(located.above.c_str(), O_DIRECTORY | O_CLOEXEC));
+  if (!root) return errnoStatus("uri: cannot open " + located.above.string());
   std::vector<std::string> parts;
-  if (!located->relative.empty()) parts = components(located->relative.generic_string());
+  for (const auto& below : {located.fromAbove, located.relative})
+    if (!below.empty())
+      for (std::string& part : components(below.generic_string())) parts.push_back(std::move(part));
   GRANARY_ASSIGN_OR_RETURN(OwnedFd tree, openDirectories(root.get(), parts, source.uri));
   std::string uri = source.uri;
   if (!uri.ends_with("/")) uri += "/";

@@ -156,4 +156,52 @@ std::vector<std::string> lostCheckpointNodes(const Json& summary,
   return {lost.begin(), lost.end()};
 }
 
+std::optional<Condition> checkpointUriCondition(const std::string& uri, const std::string& ns,
+                                                const std::vector<OriginRoot>& roots) {
+  constexpr std::string_view kFile = "file://";
+  if (!uri.starts_with(kFile)) return std::nullopt;
+  const Status allowed =
+      checkUnderRoots(uri, uri.substr(kFile.size()), ns, roots, "checkpointOriginRoots");
+  if (allowed.isOk())
+    return Condition{kCheckpointUriRefused, false, "WithinCheckpointRoots",
+                     "spec.checkpoints.uri is beneath the cache nodes' checkpointOriginRoots, in "
+                     "a directory namespace " +
+                         ns + " may write"};
+  const std::string reason = allowed.code() == StatusCode::kPermissionDenied
+                                 ? "InOtherNamespacesDirectory"
+                             : roots.empty() ? "NoCheckpointRoots"
+                                             : "OutsideCheckpointRoots";
+  return Condition{kCheckpointUriRefused, true, reason,
+                   "spec.checkpoints." + allowed.message() +
+                       ". The workers' checkpoint volumes fail to mount until then"};
+}
+
+std::optional<std::string> checkpointsSharedWith(const CheckpointsUser& job,
+                                                 const std::vector<CheckpointsUser>& others) {
+  if (!job.active) return std::nullopt;
+  const auto before = [](const CheckpointsUser& a, const CheckpointsUser& b) {
+    return a.created != b.created ? a.created < b.created : a.name < b.name;
+  };
+  const CheckpointsUser* first = nullptr;
+  for (const auto& other : others) {
+    if (other.name == job.name || !other.active || other.uri != job.uri) continue;
+    if (!first || before(other, *first)) first = &other;
+  }
+  if (!first || !before(*first, job)) return std::nullopt;
+  return first->name;
+}
+
+Condition checkpointSharedCondition(const std::string& uri,
+                                    const std::optional<std::string>& sharedWith) {
+  if (!sharedWith)
+    return {kCheckpointUriShared, false, "OwnUri",
+            "no other running TrainingJob of the namespace names spec.checkpoints.uri"};
+  return {kCheckpointUriShared, true, "UriOfAnotherJob",
+          "spec.checkpoints.uri: " + uri + " is also the checkpoints of TrainingJob " +
+              *sharedWith +
+              ", which runs: the two jobs overwrite and remove each other's checkpoint files. "
+              "Give this job a uri of its own (e.g. a sub-directory named after it), or delete "
+              "one of the two"};
+}
+
 }  // namespace granary::op

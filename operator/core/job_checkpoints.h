@@ -2,13 +2,16 @@
 // volume each of its workers' nodes reports (GetTelemetry). Pure.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/kube/object.h"
+#include "common/origin_roots.h"
 #include "operator/core/conditions.h"
 
 namespace granary::op {
@@ -65,5 +68,36 @@ std::string checkpointPeersAttribute(const kube::Json& summary,
 // the copies they hold of their files.
 std::vector<std::string> lostCheckpointNodes(const kube::Json& summary,
                                              const std::set<std::string>& live);
+
+// ---- Whose a checkpoint uri is ----
+
+// The job's CheckpointUriRefused condition for spec.checkpoints.uri `uri` of namespace `ns`,
+// given the cache nodes' checkpointOriginRoots (common/origin_roots.h's checkUnderRoots, as the
+// nodes check it before resolving symlinks): True naming spec.checkpoints.uri, the namespace and
+// the setting to change (reason InOtherNamespacesDirectory, OutsideCheckpointRoots or
+// NoCheckpointRoots), False (WithinCheckpointRoots) for a file:// uri they accept; nullopt for
+// other uris (s3://: confined by the credentials of the job's own namespace).
+inline constexpr const char* kCheckpointUriRefused = "CheckpointUriRefused";
+std::optional<Condition> checkpointUriCondition(const std::string& uri, const std::string& ns,
+                                                const std::vector<OriginRoot>& roots);
+
+// A TrainingJob of a namespace with spec.checkpoints, as the check of shared uris sees it.
+struct CheckpointsUser {
+  std::string name;
+  std::string uri;
+  std::chrono::system_clock::time_point created{};
+  bool active = false;  // neither finished (Succeeded, Failed) nor being deleted
+};
+// The job whose checkpoints `job` would overwrite (and that would overwrite its): among `others`
+// (jobs of the same namespace), the first created (then by name) that is active and names the same
+// uri, when it was created before `job`; nullopt when there is none or `job` is not active, or is
+// the first itself.
+std::optional<std::string> checkpointsSharedWith(const CheckpointsUser& job,
+                                                 const std::vector<CheckpointsUser>& others);
+// The job's CheckpointUriShared condition: True (reason UriOfAnotherJob) naming
+// spec.checkpoints.uri, the other job and the fix, or False (OwnUri).
+inline constexpr const char* kCheckpointUriShared = "CheckpointUriShared";
+Condition checkpointSharedCondition(const std::string& uri,
+                                    const std::optional<std::string>& sharedWith);
 
 }  // namespace granary::op

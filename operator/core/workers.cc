@@ -208,11 +208,30 @@ Json rendezvousPod(const Json& job) {
        api::rendezvousStoreCommand(api::kRendezvousPort, api::kRendezvousNoticePort))
     command[command.size()] = Json::string(arg);
   container["command"] = std::move(command);
+  Json token = Json::object();
+  token["name"] = Json::string(api::kRendezvousTokenEnv);
+  token["valueFrom"]["secretKeyRef"]["name"] = Json::string(rendezvousName(name));
+  token["valueFrom"]["secretKeyRef"]["key"] = Json::string(kRendezvousTokenKey);
+  container["env"][0] = std::move(token);
   container["ports"][0]["containerPort"] = Json::number(api::kRendezvousPort);
   container["ports"][1]["containerPort"] = Json::number(api::kRendezvousNoticePort);
   pod["spec"]["containers"][0] = std::move(container);
   pod["spec"]["restartPolicy"] = Json::string("Always");
   return pod;
+}
+
+Json rendezvousSecret(const Json& job, const std::string& token) {
+  const std::string name = kube::nameOf(job);
+  Json secret = Json::object();
+  secret["apiVersion"] = Json::string("v1");
+  secret["kind"] = Json::string("Secret");
+  secret["metadata"]["name"] = Json::string(rendezvousName(name));
+  secret["metadata"]["namespace"] = Json::string(kube::namespaceOf(job));
+  secret["metadata"]["labels"][names::kRendezvousLabel] = Json::string(name);
+  secret["metadata"]["ownerReferences"] = ownerReference(job);
+  secret["type"] = Json::string("Opaque");
+  secret["stringData"][kRendezvousTokenKey] = Json::string(token);
+  return secret;
 }
 
 Json rendezvousService(const Json& job) {

@@ -38,8 +38,13 @@ api::Rendezvous elasticRendezvous(const kube::Json& job, int attempt);
 // on api::kRendezvousPort and api::kRendezvousNoticePort (restartPolicy Always, so that a crash
 // restarts it in place; no GPUs), labelled names::kRendezvousLabel, and the ClusterIP Service in
 // front of both ports. Neither dies with a worker; one store serves every attempt's rendezvous.
+// The store reads its job's notice token (api::rendezvousNoticeToken) from the Secret
+// rendezvousSecret makes (<job>-rendezvous, key kRendezvousTokenKey, owned by the job) through
+// api::kRendezvousTokenEnv: a pod of the namespace that may not read Secrets cannot learn it.
 kube::Json rendezvousPod(const kube::Json& job);
 kube::Json rendezvousService(const kube::Json& job);
+inline constexpr const char* kRendezvousTokenKey = "notice-token";
+kube::Json rendezvousSecret(const kube::Json& job, const std::string& token);
 
 // Headless, publishing addresses before readiness, so rank 0 resolves as soon as it has an IP.
 kube::Json headlessService(const kube::Json& job, const api::TrainingJobSpec& spec);

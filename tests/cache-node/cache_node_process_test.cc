@@ -52,6 +52,8 @@ using testing::NodeProcess;
 using testing::publishVolume;
 using testing::Readers;
 using testing::removeTree;
+using testing::rootOfNamespaces;
+using testing::sharedRoot;
 using testing::unpublishVolume;
 
 // The mount ID the kernel gave the mount at `point` (-1 if none): the same ID means the same
@@ -470,7 +472,7 @@ TEST_F(CacheNodeProcessTest, FileSourcesAreReadOnlyWithinTheConfiguredRoots) {
   nodes_.push_back(std::make_unique<NodeProcess>(root_ / "n2", "n2"));
   NodeProcess& node = *nodes_.back();
   std::ofstream(root_ / "n2" / "config.yaml", std::ios::app)
-      << "fileOriginRoots: [" << (root_ / "origin") << "]\n";
+      << "fileOriginRoots: [" << sharedRoot(root_ / "origin") << "]\n";
   node.start();
   std::filesystem::create_directory_symlink("/", root_ / "origin" / "host");
   const auto onNode = [&](const std::string& uri) {
@@ -499,6 +501,49 @@ TEST_F(CacheNodeProcessTest, FileSourcesAreReadOnlyWithinTheConfiguredRoots) {
   for (const auto& [path, data] : files_) EXPECT_EQ(readFile(node, path), data) << path;
 }
 
+// A root of namespaces: a Dataset reads only its own namespace's directory beneath it. Another
+// namespace's directory, reached by name, by ".." or through a symlink in its own, is refused
+// with PERMISSION_DENIED naming the root and the namespace; its own is served.
+TEST_F(CacheNodeProcessTest, AFileSourceInAnotherNamespacesDirectoryIsRefused) {
+  const auto teams = root_ / "teams";
+  std::filesystem::create_directories(teams / "team-a" / "coco");
+  std::filesystem::create_directories(teams / "ml" / "coco");
+  std::ofstream(teams / "team-a" / "coco" / "private.bin") << "team-a's";
+  std::ofstream(teams / "ml" / "coco" / "own.bin") << "ml's own";
+  std::filesystem::create_directory_symlink(teams / "team-a" / "coco", teams / "ml" / "escape");
+  nodes_.push_back(std::make_unique<NodeProcess>(root_ / "n1", "n1"));
+  NodeProcess& node = *nodes_.back();
+  std::ofstream(root_ / "n1" / "config.yaml", std::ios::app)
+      << "fileOriginRoots: [" << rootOfNamespaces(teams) << "]\n";
+  node.start();
+  const auto onNode = [&](const std::string& uri) {
+    auto r = ensureRequest();  // of namespace ml
+    r.clear_node_set();
+    r.add_node_set()->set_node_name(node.name());
+    r.mutable_node_set(0)->set_address(node.address());
+    r.mutable_mounts(0)->mutable_source()->set_uri(uri);
+    return r;
+  };
+  v1::EnsureDatasetResponse response;
+  for (const std::string& uri : {"file://" + (teams / "team-a" / "coco").string() + "/",
+                                 "file://" + (teams / "ml" / ".." / "team-a" / "coco").string(),
+                                 "file://" + (teams / "ml" / "escape").string() + "/"}) {
+    const grpc::Status status =
+        node.api().EnsureDataset(authorized().get(), onNode(uri), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << uri;
+    for (const std::string& said : std::vector<std::string>{"mounts[0].source.uri: " + uri + " is refused for namespace ml",
+          (teams / "{namespace}").string(), (teams / "ml").string() + "/",
+          "cacheNode.fileOriginRoots"})
+      EXPECT_NE(status.error_message().find(said), std::string::npos)
+          << said << " in " << status.error_message();
+  }
+  const grpc::Status own = node.api().EnsureDataset(
+      authorized().get(), onNode("file://" + (teams / "ml" / "coco").string() + "/"), &response);
+  ASSERT_TRUE(own.ok()) << own.error_message();
+  EXPECT_EQ(waitReady(node).phase(), v1::DATASET_PHASE_READY);
+  EXPECT_EQ(readFile(node, "own.bin"), "ml's own");
+}
+
 // A file:// source whose directory is not there yet (an export mounted after the Dataset is
 // made) is awaited, not failed: the node says what it waits for, and once the directory appears
 // it lists and warms on its own, every byte right.
@@ -507,7 +552,7 @@ TEST_F(CacheNodeProcessTest, AFileSourceThatAppearsLaterWarmsOnItsOwn) {
   NodeProcess& node = *nodes_.back();
   std::filesystem::create_directories(root_ / "exports");
   std::ofstream(root_ / "n1" / "config.yaml", std::ios::app)
-      << "fileOriginRoots: [" << (root_ / "exports") << "]\n";
+      << "fileOriginRoots: [" << sharedRoot(root_ / "exports") << "]\n";
   node.start();
   auto request = ensureRequest();
   const auto source = root_ / "exports" / "coco";

@@ -69,13 +69,14 @@ OwnedFd openForWriting(const fs::path& path, const std::string& bytes) {
 // What the kubelet sends for a worker's checkpoint volume (the operator's volumeAttributes).
 csi::v1::NodePublishVolumeRequest checkpointRequest(const fs::path& target,
                                                     std::map<std::string, std::string> attributes,
-                                                    const std::string& pod = "bert-worker-0") {
+                                                    const std::string& pod = "bert-worker-0",
+                                                    const std::string& ns = "ml") {
   csi::v1::NodePublishVolumeRequest request;
   request.set_volume_id("csi-" + pod);
   request.set_target_path(target.string());
   request.mutable_volume_capability()->mutable_mount();
   attributes.insert({{"csi.storage.k8s.io/ephemeral", "true"},
-                     {"csi.storage.k8s.io/pod.namespace", "ml"},
+                     {"csi.storage.k8s.io/pod.namespace", ns},
                      {"csi.storage.k8s.io/pod.name", pod},
                      {"csi.storage.k8s.io/pod.uid", "uid-" + pod}});
   request.mutable_volume_context()->insert(attributes.begin(), attributes.end());
@@ -120,12 +121,17 @@ class CheckpointVolumeProcessTest : public ::testing::Test {
     fs::remove_all(root_, ignored);
   }
 
-  NodeProcess& startNode(const std::string& name, const fs::path& stateRoot = "") {
+  // `checkpointRoots`: the node's checkpointOriginRoots, a YAML flow list's items; by default the
+  // shared root of origin().
+  NodeProcess& startNode(const std::string& name, const fs::path& stateRoot = "",
+                         const std::string& checkpointRoots = "") {
     const fs::path home = root_ / (name + "-" + std::to_string(nodes_.size()));
     auto node = std::make_unique<NodeProcess>(home, name, nullptr, "", stateRoot);
     std::ofstream(home / "config.yaml", std::ios::app)
-        << "checkpointOriginRoots: [" << (root_ / "origins") << "]\nfileOriginRoots: ["
-        << (root_ / "datasets") << "]\nmountKeeper: false\n";
+        << "checkpointOriginRoots: ["
+        << (checkpointRoots.empty() ? sharedRoot(root_ / "origins") : checkpointRoots)
+        << "]\nfileOriginRoots: ["
+        << sharedRoot(root_ / "datasets") << "]\nmountKeeper: false\n";
     node->start();
     nodes_.push_back(std::move(node));
     return *nodes_.back();
@@ -502,6 +508,85 @@ TEST_F(CheckpointVolumeProcessTest, ALostNodesFilesReachTheOriginFromItsPeer) {
       },
       60s, 50ms))
       << peer.log();
+}
+
+// Every file and directory below `dir` (symlinks as "-> target"), with each file's bytes.
+Tree entriesOf(const fs::path& dir) {
+  Tree out;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    const std::string relative = fs::relative(entry.path(), dir).string();
+    if (entry.is_symlink())
+      out[relative] = "-> " + fs::read_symlink(entry.path()).string();
+    else if (entry.is_regular_file())
+      out[relative] = readAll(entry.path());
+    else
+      out[relative + "/"] = "";
+  }
+  return out;
+}
+
+// A root of namespaces: a pod of namespace team-b naming team-a's directory, by name, by "..",
+// or through a symlink in its own directory, is refused (PERMISSION_DENIED naming the root and
+// the namespace) and nothing of team-a's is read, written or removed; a pod of team-a is served,
+// as is a pod of team-b in its own directory (made by the node) and in a shared root.
+TEST_F(CheckpointVolumeProcessTest, APodWritesOnlyItsNamespacesDirectoryOfARootOfNamespaces) {
+  const fs::path teams = root_ / "teams", runA = teams / "team-a" / "run1";
+  fs::create_directories(runA / "step-10");
+  std::ofstream(runA / "step-10" / "model.pt", std::ios::binary) << randomBytes(1 << 20, 7);
+  std::ofstream(runA / "latest") << 10;
+  fs::create_directories(teams / "team-b");
+  fs::create_directory_symlink(runA, teams / "team-b" / "escape");
+  fs::create_directory_symlink(teams / "team-a", teams / "team-c");  // a whole directory
+  const Tree before = entriesOf(teams / "team-a");
+  NodeProcess& node = startNode(
+      "n1", "", rootOfNamespaces(teams) + ", " + sharedRoot(root_ / "origins"));
+
+  const auto fromB = [&](const std::string& uri, const std::string& ns = "team-b") {
+    return publish(node, checkpointRequest(target("b-" + std::to_string(targets_.size())),
+                                           {{"checkpoints", uri}}, "evil-worker-0", ns));
+  };
+  for (const auto& [uri, ns] :
+       {std::pair{"file://" + runA.string() + "/", std::string("team-b")},
+        std::pair{"file://" + (teams / "team-b" / ".." / "team-a" / "run1").string() + "/",
+                  std::string("team-b")},
+        std::pair{"file://" + (teams / "team-b" / "escape").string() + "/", std::string("team-b")},
+        std::pair{"file://" + (teams / "team-c" / "run1").string() + "/", std::string("team-c")}}) {
+    const grpc::Status status = fromB(uri, ns);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << uri;
+    for (const std::string& said : std::vector<std::string>{uri + " is refused for namespace " + ns, (teams / "{namespace}").string(),
+          (teams / ns).string() + "/", "cacheNode.checkpointOriginRoots"})
+      EXPECT_NE(status.error_message().find(said), std::string::npos)
+          << said << " in " << status.error_message();
+  }
+  for (const fs::path& refused : targets_)
+    EXPECT_FALSE(fs::exists(refused / "latest")) << "nothing of team-a's was read into " << refused;
+  EXPECT_EQ(entriesOf(teams / "team-a"), before) << "team-a's origin is as it was, byte for byte";
+
+  // team-a's own pod restores its files and drains its writes.
+  const fs::path mountA = target("a-0");
+  ASSERT_TRUE(publish(node, checkpointRequest(mountA, {{"checkpoints", "file://" + runA.string()}},
+                                              "llama-worker-0", "team-a"))
+                  .ok())
+      << node.log();
+  EXPECT_EQ(readAll(mountA / "step-10" / "model.pt"), randomBytes(1 << 20, 7));
+  std::ofstream(mountA / "step-10" / "optim.pt") << "team-a's optimizer";
+  ASSERT_TRUE(eventually([&] { return fs::exists(runA / "step-10" / "optim.pt"); }, 30s))
+      << node.log();
+
+  // team-b in its own directory (which the node makes) and in the shared root is served.
+  const fs::path mountB = target("b-own"), ownB = teams / "team-b" / "run2";
+  ASSERT_TRUE(publish(node, checkpointRequest(mountB, {{"checkpoints", "file://" + ownB.string()}},
+                                              "gpt-worker-0", "team-b"))
+                  .ok())
+      << node.log();
+  std::ofstream(mountB / "model.pt") << "team-b's";
+  ASSERT_TRUE(eventually([&] { return readAll(ownB / "model.pt") == "team-b's"; }, 30s))
+      << node.log();
+  EXPECT_TRUE(
+      publish(node, checkpointRequest(target("b-shared"), {{"checkpoints", uri()}}, "t5-worker-0",
+                                      "team-b"))
+          .ok())
+      << "a shared root serves every namespace";
 }
 
 TEST_F(CheckpointVolumeProcessTest, BadVolumesAreRefusedNamingTheAttribute) {

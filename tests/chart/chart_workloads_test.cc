@@ -60,7 +60,7 @@ class ChartWorkloads : public ClusterTest {
       GTEST_SKIP() << "standing in for a node's shared mounts needs root: " << std::strerror(errno);
     std::string error;
     // One node directory open to file:// sources (none by default), for the Dataset below.
-    docs_ = renderChart(ns(), error, "--set 'cacheNode.fileOriginRoots={/srv/datasets}'");
+    docs_ = renderChart(ns(), error, "--set 'cacheNode.fileOriginRoots={shared:/srv/datasets}'");
     ASSERT_TRUE(error.empty()) << error;
     ASSERT_TRUE(writeKubeconfig(cluster_->restConfig(), ns(), root_ / "kubeconfig").isOk());
     writeSecretsAndConfig();
@@ -109,7 +109,11 @@ class ChartWorkloads : public ClusterTest {
     }
     for (YAML::Node directory : options["cacheDirectories"])
       directory["path"] = onThisMachine(directory["path"].as<std::string>());
-    for (YAML::Node root : options["fileOriginRoots"]) root = onThisMachine(root.as<std::string>());
+    for (YAML::Node root : options["fileOriginRoots"]) {
+      const std::string named = root.as<std::string>();  // "shared:/srv/datasets"
+      const size_t path = named.find('/');
+      root = named.substr(0, path) + onThisMachine(named.substr(path));
+    }
     for (YAML::Node shared : options["sharedMounts"])
       shared = onThisMachine(shared.as<std::string>());
     std::filesystem::create_directories(onThisMachine("/etc/granary/config"));

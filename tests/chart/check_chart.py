@@ -17,12 +17,16 @@
    /dev/fuse and the token; the CSIDriver is what the CSI plugin needs.
 6. file:// sources may read no node directory by default (fileOriginRoots is empty), and each
    root that is set is the node's own directory, mounted read-only.
+7. No NetworkPolicy by default; with networkPolicy.enabled, one per networkPolicy.namespaces
+   selecting the rendezvous stores (common/names.h's label) on exactly the stores' two ports
+   (common/api/training_job.h), open to the namespace's pods and granary-operator's.
 
 Prints one line per check and "N passed, N failed" at the end; exits 1 on any failure.
 """
 import argparse
 import filecmp
 import glob
+import json
 import os
 import posixpath
 import re
@@ -44,6 +48,7 @@ KNOWN_KINDS = {
     ("storage.k8s.io/v1", "CSIDriver"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PodMonitor"),
     ("monitoring.coreos.com/v1", "PrometheusRule"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
 }
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "CSIDriver"}
 
@@ -89,11 +94,47 @@ def objects_problems(objects):
         ns = o.get("metadata", {}).get("namespace")
         if kind in CLUSTER_SCOPED and ns:
             problems.append(f"{name}: cluster-scoped but has namespace {ns}")
-        if kind not in CLUSTER_SCOPED and kind != "RoleBinding" and ns != NAMESPACE:
+        # RoleBindings and the rendezvous stores' NetworkPolicies go to the namespaces named.
+        if kind not in CLUSTER_SCOPED and kind not in ("RoleBinding", "NetworkPolicy") \
+                and ns != NAMESPACE:
             problems.append(f"{name}: namespace {ns!r}, expected the release's {NAMESPACE}")
         labels = o.get("metadata", {}).get("labels", {})
         if labels.get("app.kubernetes.io/part-of") != "granary":
             problems.append(f"{name}: not labelled app.kubernetes.io/part-of=granary")
+    return problems
+
+
+def network_policy_problems(root, objects, values):
+    names = open(os.path.join(root, "common", "names.h")).read()
+    label = re.search(r'kRendezvousLabel = "([^"]+)"', names).group(1)
+    job = open(os.path.join(root, "common", "api", "training_job.h")).read()
+    ports = sorted(int(re.search(rf"{n} = (\d+);", job).group(1))
+                   for n in ("kRendezvousPort", "kRendezvousNoticePort"))
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    settings = values.get("networkPolicy") or {}
+    wanted = sorted(settings.get("namespaces") or []) if settings.get("enabled") else []
+    problems = []
+    if sorted(p["metadata"]["namespace"] for p in policies) != wanted:
+        problems.append(f"NetworkPolicies in {[p['metadata']['namespace'] for p in policies]}, "
+                        f"expected one in each of {wanted}")
+    for p in policies:
+        spec = p["spec"]
+        where = f"NetworkPolicy in {p['metadata']['namespace']}"
+        if spec.get("podSelector") != {"matchExpressions": [{"key": label, "operator": "Exists"}]}:
+            problems.append(f"{where} does not select the stores ({label}): {spec.get('podSelector')}")
+        rules = spec.get("ingress") or []
+        if len(rules) != 1 or sorted(x["port"] for x in rules[0].get("ports", [])) != ports:
+            problems.append(f"{where}: ingress is not one rule on the ports {ports}")
+            continue
+        sources = rules[0].get("from", [])
+        if {"podSelector": {}} not in sources:
+            problems.append(f"{where} does not let the namespace's own pods in")
+        operator = [f for f in sources if "namespaceSelector" in f]
+        if not operator or operator[0]["namespaceSelector"] != {
+                "matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}} or \
+                operator[0]["podSelector"]["matchLabels"].get("app.kubernetes.io/name") != \
+                "granary-operator":
+            problems.append(f"{where} does not let granary-operator in: {operator}")
     return problems
 
 
@@ -156,8 +197,23 @@ def host_path_of(container, volumes, path):
                                              posixpath.relpath(path, mount["mountPath"])))
 
 
+def directory_of_root(root):
+    """The node directory a root of file:// origins lies in: a shared root's own, or for a root of
+    namespaces (/srv/ckpt/{namespace}) the part before {namespace}."""
+    path = root[len("shared:"):] if root.startswith("shared:") else root
+    return path.split("/{namespace}", 1)[0]
+
+
+def operator_args(objects):
+    operator = find(objects, "Deployment", "granary-operator")
+    if not operator:
+        return []
+    return [a for c in operator["spec"]["template"]["spec"]["containers"] for a in c.get("args", [])]
+
+
 def daemonset_problems(objects, values):
     problems = []
+    docs = objects
     ds = find(objects, "DaemonSet", "granary-cache-node")
     cm = find(objects, "ConfigMap", "granary-cache-node")
     if not ds or not cm:
@@ -283,17 +339,27 @@ def daemonset_problems(objects, values):
     if roots != (values["cacheNode"].get("fileOriginRoots") or []):
         problems.append(f"the options file's fileOriginRoots {roots} are not cacheNode.fileOriginRoots")
     for r in roots or []:
-        found = mount_for(node, volumes, r)
-        if host_path_of(node, volumes, r) != posixpath.normpath(r) or not found[0].get("readOnly"):
-            problems.append(f"file origin root {r} is not the node's directory, read-only")
+        d = directory_of_root(r)
+        found = mount_for(node, volumes, d)
+        if host_path_of(node, volumes, d) != posixpath.normpath(d) or not found[0].get("readOnly"):
+            problems.append(f"file origin root {r} is not the node's directory {d}, read-only")
     roots = options.get("checkpointOriginRoots")
     if roots != (values["cacheNode"].get("checkpointOriginRoots") or []):
         problems.append(f"the options file's checkpointOriginRoots {roots} are not "
                         "cacheNode.checkpointOriginRoots")
     for r in roots or []:
-        found = mount_for(node, volumes, r)
-        if host_path_of(node, volumes, r) != posixpath.normpath(r) or found[0].get("readOnly"):
-            problems.append(f"checkpoint origin root {r} is not the node's directory, read-write")
+        d = directory_of_root(r)
+        found = mount_for(node, volumes, d)
+        if host_path_of(node, volumes, d) != posixpath.normpath(d) or found[0].get("readOnly"):
+            problems.append(f"checkpoint origin root {r} is not the node's directory {d}, read-write")
+    # The operator says in a TrainingJob's status which file:// checkpoints the nodes refuse: it
+    # must be given the nodes' roots.
+    given = [a.split("=", 1)[1] for a in operator_args(docs)
+             if a.startswith("--checkpoint-origin-roots=")]
+    expected = values["cacheNode"].get("checkpointOriginRoots") or []
+    if len(given) != 1 or json.loads(given[0]) != expected:
+        problems.append(f"the operator's --checkpoint-origin-roots {given} are not "
+                        f"cacheNode.checkpointOriginRoots ({expected!r})")
 
     found = mount_for(node, volumes, state)
     if host_path_of(node, volumes, state) != posixpath.normpath(state):
@@ -426,6 +492,8 @@ def main():
                      monitor_problems(objects))
         checks.check(f"cache-node DaemonSet ({label})",
                      daemonset_problems(objects, load_values(chart, values_file)))
+        checks.check(f"rendezvous stores' NetworkPolicies ({label})",
+                     network_policy_problems(args.root, objects, load_values(chart, values_file)))
 
     checks.check("default ports and names equal common/names.h",
                  named_default_problems(args.root, load_values(chart, None)))

@@ -125,6 +125,7 @@ TEST_F(LocalJobTest, AnElasticJobsWorkersMeetAtAStoreOfTheirOwn) {
   LocalRunOptions options;
   options.rendezvousPort = 41000;
   options.rendezvousNoticePort = 41001;
+  options.rendezvousToken = "run-token";
   auto planned =
       plan(kDataset + job("  gpusPerWorker: 0\n  elastic: {minWorkers: 1, maxWorkers: 4}\n"
                           "  runPolicy: {backoffLimit: 5}\n",
@@ -149,6 +150,9 @@ TEST_F(LocalJobTest, AnElasticJobsWorkersMeetAtAStoreOfTheirOwn) {
   EXPECT_EQ(planned->rendezvousNotices, "127.0.0.1:41001");
   EXPECT_EQ(planned->rendezvous->argv.front(), "python3");
   EXPECT_EQ(planned->rendezvous->argv.back(), "41001");
+  EXPECT_EQ(envOf(*planned->rendezvous).at(api::kRendezvousTokenEnv), "run-token")
+      << "the store takes only the run's own notices";
+  EXPECT_EQ(planned->rendezvousToken, "run-token");
 
   auto fixed = plan(kDataset + job("  gpusPerWorker: 0\n", kTrainer), options);
   ASSERT_TRUE(fixed.isOk()) << fixed.status();

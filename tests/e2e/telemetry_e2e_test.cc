@@ -342,7 +342,7 @@ class TelemetryE2eTest : public ClusterTest {
     std::ofstream(root_ / "node" / "config.yaml", std::ios::app)
         << "gpuTelemetry: true\nnvmlLibrary: " << GRANARY_FAKE_NVML_LIBRARY
         << "\ngpuSampleIntervalMs: 500\npodResourcesSocket: " << (root_ / "kubelet.sock").string()
-        << "\ncheckpointOriginRoots: [" << checkpointOrigin().parent_path().string() << "]\n";
+        << "\ncheckpointOriginRoots: [" << sharedRoot(checkpointOrigin().parent_path()) << "]\n";
     node_->start();
     ASSERT_FALSE(HasFatalFailure());
     auto created =

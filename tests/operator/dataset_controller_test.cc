@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <random>
 #include <set>
 #include <thread>
@@ -68,13 +69,15 @@ class DatasetControllerTest : public ClusterTest {
     ClusterTest::TearDown();
   }
 
-  // A Kubernetes node with a granary-cache-node on it (a real process, a pod object).
-  NodeProcess& cacheNode(const std::string& name) {
+  // A Kubernetes node with a granary-cache-node on it (a real process, a pod object); `options`
+  // (YAML lines) are added to the node's options file.
+  NodeProcess& cacheNode(const std::string& name, const std::string& options = "") {
     const std::string full = name + "-" + suffix_;
     nodes_.push_back(std::make_unique<TestNode>(client(), full));
     EXPECT_TRUE(nodes_.back()->status().isOk()) << nodes_.back()->status();
     processes_[full] = std::make_unique<NodeProcess>(root_ / full, full);
     NodeProcess& process = *processes_[full];
+    if (!options.empty()) std::ofstream(root_ / full / "config.yaml", std::ios::app) << options;
     process.start();
     const std::string port = process.address().substr(process.address().rfind(':') + 1);
     auto pod = client().create(
@@ -529,6 +532,32 @@ TEST_F(DatasetControllerTest, ABadSpecFailsWithTheFieldNamed) {
   EXPECT_EQ(ready.reason, "InvalidSpec");
   EXPECT_NE(ready.message.find("spec.source.options.addressing"), std::string::npos)
       << "the Dataset's own field, not the node request's: " << ready.message;
+  EXPECT_TRUE(hasEvent("Warning/InvalidSpec"));
+}
+
+// A file:// source in another namespace's directory of a root of namespaces: the node refuses it
+// (PERMISSION_DENIED) and the Dataset fails with InvalidSpec naming spec.source.uri, the root, the
+// namespace and the setting, as a source outside every root does.
+TEST_F(DatasetControllerTest, AFileSourceInAnotherNamespacesDirectoryFailsWithInvalidSpec) {
+  const auto teams = root_ / "teams";
+  std::filesystem::create_directories(teams / "team-a" / "coco");
+  cacheNode("a", "fileOriginRoots: [\"" + (teams / "{namespace}").string() + "\"]\n");
+  startOperator();
+  const std::string uri = "file://" + (teams / "team-a" / "coco").string() + "/";
+  ASSERT_TRUE(client()
+                  .create(resources::datasets(), ns(),
+                          yaml("apiVersion: granary.io/v1alpha1\nkind: Dataset\nmetadata: {name: "
+                               "coco}\nspec:\n  source: {uri: \"" +
+                               uri + "\"}\n"))
+                  .isOk());
+  ASSERT_TRUE(waitPhase("Failed")) << dataset().serialize();
+  const op::Condition ready = readyCondition();
+  EXPECT_EQ(ready.reason, "InvalidSpec");
+  for (const std::string& said : std::vector<std::string>{
+           "spec.source.uri: " + uri + " is refused for namespace " + ns(),
+           (teams / "{namespace}").string(), (teams / ns()).string() + "/",
+           "cacheNode.fileOriginRoots"})
+    EXPECT_NE(ready.message.find(said), std::string::npos) << said << " in " << ready.message;
   EXPECT_TRUE(hasEvent("Warning/InvalidSpec"));
 }
 

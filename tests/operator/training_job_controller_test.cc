@@ -9,9 +9,12 @@
 #include <cstdio>
 #include <mutex>
 
+#include "common/api/training_job.h"
 #include "common/kube/manager.h"
 #include "common/names.h"
+#include "common/origin_roots.h"
 #include "operator/core/conditions.h"
+#include "tests/support/api_server_rules.h"
 #include "tests/support/cluster.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/rbac_check.h"
@@ -51,11 +54,14 @@ class TrainingJobControllerTest : public ClusterTest {
     ASSERT_TRUE(manager.isOk()) << manager.status();
     manager_ = std::move(*manager);
     op::TrainingJobControllerOptions options;
-    options.tellRendezvous = [this](const std::string& address, const std::string& notice) {
+    options.tellRendezvous = [this](const std::string& address, const std::string& notice,
+                                    const std::string& token) {
       std::lock_guard lock(writesMutex_);
       notices_.push_back(address + " " + notice);
+      noticeTokens_.push_back(token);
       return Status::ok();
     };
+    options.checkpointRoots = checkpointRoots_;
     if (series) {
       auto declared = op::declareJobSeries(registry_);
       ASSERT_TRUE(declared.isOk()) << declared.status();
@@ -64,6 +70,22 @@ class TrainingJobControllerTest : public ClusterTest {
     controller_ = std::make_unique<op::TrainingJobController>(*manager_, options, clock);
     running_ =
         std::make_unique<Running>([this](std::stop_token stop) { (void)manager_->run(stop); });
+  }
+
+  // The first container's mounts of csi.granary.io volumes, in order, each with its volume.
+  static std::vector<std::pair<Json, Json>> granaryMounts(const Json& pod) {
+    std::map<std::string, Json> volumes;
+    const Json declared = kube::pathValue(pod, "spec.volumes");  // held: the loops borrow
+    for (const auto& v : declared.as_array()) volumes[v.at("name").as_string()] = v;
+    std::vector<std::pair<Json, Json>> out;
+    const Json mounts = kube::pathValue(pod, "spec.containers").at(0).at("volumeMounts");
+    for (const auto& m : mounts.as_array()) {
+      const auto volume = volumes.find(m.at("name").as_string());
+      if (volume != volumes.end() &&
+          kube::pathValue(volume->second, "csi.driver") == Json::string(names::kCsiDriver))
+        out.emplace_back(m, volume->second);
+    }
+    return out;
   }
 
   void readyDataset(const std::string& name) {
@@ -198,10 +220,41 @@ class TrainingJobControllerTest : public ClusterTest {
     return notices_;
   }
 
+  // A job `name` whose checkpoints go to `uri`, reading dataset wiki.
+  void createCheckpointingJob(const std::string& name, const std::string& uri) {
+    auto created = client().create(
+        resources::trainingJobs(), ns(),
+        yaml("apiVersion: granary.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: " + name +
+             "}\nspec:\n  workers: 1\n  gpusPerWorker: 0\n"
+             "  datasets: [{name: wiki, mountPath: /data}]\n"
+             "  checkpoints: {uri: '" +
+             uri +
+             "', mountPath: /ckpt}\n"
+             "  template: {spec: {containers: [{name: trainer, image: pytorch}]}}"));
+    ASSERT_TRUE(created.isOk()) << created.status();
+  }
+  op::Condition conditionOfJob(const std::string& name, const std::string& type) {
+    auto got = client().get(resources::trainingJobs(), ns(), name);
+    return got.isOk() ? op::conditionOf(kube::pathValue(*got, "status"), type) : op::Condition{};
+  }
+  // The Warning Events of reason `reason` about TrainingJob `name`, their messages.
+  std::vector<std::string> warnings(const std::string& name, const std::string& reason) {
+    std::vector<std::string> out;
+    auto listed = client().list(resources::events(), ns());
+    if (!listed.isOk()) return out;
+    for (const auto& e : listed->items)
+      if (e.at("reason").as_string() == reason && e.at("type").as_string() == "Warning" &&
+          kube::pathValue(e, "involvedObject.name").as_string() == name)
+        out.push_back(e.at("message").as_string());
+    return out;
+  }
+
   FakeClock clock_;
   std::mutex writesMutex_;
   std::vector<std::string> writes_;
   std::vector<std::string> notices_;
+  std::vector<std::string> noticeTokens_;
+  std::optional<std::vector<OriginRoot>> checkpointRoots_;  // the operator's, when set
   RbacCheck rbac_{"granary-operator"};
   std::unique_ptr<kube::Client> operatorClient_;
   MetricsRegistry registry_;
@@ -277,14 +330,15 @@ TEST_F(TrainingJobControllerTest, EveryWorkerMountsTheJobsCheckpointsReadWriteWi
   startOperator();
   ASSERT_TRUE(eventually([&] { return workers().size() == 2; }, 20s));
   for (const auto& pod : workers()) {
-    const Json mounts = kube::pathValue(pod, "spec.containers").at(0).at("volumeMounts");
+    // granary's own mounts only: a real API server's ServiceAccount admission adds the token's
+    // projected volume and its mount besides.
+    const std::vector<std::pair<Json, Json>> mounts = granaryMounts(pod);
     ASSERT_EQ(mounts.size(), 2u) << pod.serialize();
-    EXPECT_EQ(mounts.at(1).at("mountPath").as_string(), "/ckpt");
-    EXPECT_FALSE(mounts.at(1).has_boolean_field("readOnly"))
+    EXPECT_EQ(mounts.at(0).first.at("mountPath").as_string(), "/data");
+    EXPECT_EQ(mounts.at(1).first.at("mountPath").as_string(), "/ckpt");
+    EXPECT_FALSE(mounts.at(1).first.has_boolean_field("readOnly"))
         << "the workers write their checkpoints";
-    const Json volume = kube::pathValue(pod, "spec.volumes").at(1);
-    EXPECT_EQ(volume.at("name").as_string(), mounts.at(1).at("name").as_string());
-    EXPECT_EQ(kube::pathValue(volume, "csi.driver").as_string(), "csi.granary.io");
+    const Json& volume = mounts.at(1).second;
     std::map<std::string, std::string> attributes;
     const Json given = kube::pathValue(volume, "csi.volumeAttributes");
     for (const auto& [key, value] : given.as_object()) attributes[key] = value.as_string();
@@ -295,6 +349,66 @@ TEST_F(TrainingJobControllerTest, EveryWorkerMountsTheJobsCheckpointsReadWriteWi
     EXPECT_EQ(kube::pathValue(volume, "csi.nodePublishSecretRef.name").as_string(), "runs-s3")
         << "the kubelet hands the Secret to the node plugin; the pod never sees it";
   }
+}
+
+// The cache nodes give each namespace only its own directory of /srv/ckpt/{namespace}: a job
+// naming another namespace's says so in its status and an Event (its workers' volumes would fail
+// to mount), a job naming its own does not.
+TEST_F(TrainingJobControllerTest, ACheckpointUriTheNodesRefuseIsAConditionAndAWarning) {
+  checkpointRoots_ = *parseOriginRoots({"/srv/ckpt/{namespace}"}, "checkpointOriginRoots");
+  readyDataset("wiki");
+  createCheckpointingJob("bert", "file:///srv/ckpt/team-a/bert/");
+  createCheckpointingJob("gpt", "file:///srv/ckpt/" + ns() + "/gpt/");
+  startOperator();
+  ASSERT_TRUE(
+      eventually([&] { return conditionOfJob("bert", "CheckpointUriRefused").status; }, 20s))
+      << job().serialize();
+  const op::Condition refused = conditionOfJob("bert", "CheckpointUriRefused");
+  EXPECT_EQ(refused.reason, "InOtherNamespacesDirectory");
+  for (const std::string& said : std::vector<std::string>{
+           "spec.checkpoints.uri: file:///srv/ckpt/team-a/bert/", "namespace " + ns(),
+        "/srv/ckpt/" + ns() + "/", "cacheNode.checkpointOriginRoots"})
+    EXPECT_NE(refused.message.find(said), std::string::npos) << said << " in " << refused.message;
+  ASSERT_TRUE(eventually([&] { return warnings("bert", "CheckpointUriRefused").size() == 1; }, 10s));
+  EXPECT_EQ(warnings("bert", "CheckpointUriRefused").at(0), refused.message);
+
+  ASSERT_TRUE(eventually(
+      [&] { return !conditionOfJob("gpt", "CheckpointUriRefused").reason.empty(); }, 20s));
+  EXPECT_FALSE(conditionOfJob("gpt", "CheckpointUriRefused").status);
+  EXPECT_EQ(conditionOfJob("gpt", "CheckpointUriRefused").reason, "WithinCheckpointRoots");
+  EXPECT_TRUE(warnings("gpt", "CheckpointUriRefused").empty());
+}
+
+// Two running jobs of a namespace naming one checkpoint uri would overwrite and remove each other's
+// files: the second created is told (a condition and an Warning Event naming the first), the first
+// is left alone, and the second's condition clears once the first is gone.
+TEST_F(TrainingJobControllerTest, TwoRunningJobsOnOneCheckpointUriWarnTheSecond) {
+  readyDataset("wiki");
+  createCheckpointingJob("bert", "file:///srv/ckpt/shared/");
+  createCheckpointingJob("gpt", "file:///srv/ckpt/shared/");
+  createCheckpointingJob("t5", "file:///srv/ckpt/t5/");
+  startOperator();
+  ASSERT_TRUE(eventually([&] { return conditionOfJob("gpt", "CheckpointUriShared").status; }, 20s));
+  const op::Condition shared = conditionOfJob("gpt", "CheckpointUriShared");
+  EXPECT_EQ(shared.reason, "UriOfAnotherJob");
+  EXPECT_NE(shared.message.find("spec.checkpoints.uri: file:///srv/ckpt/shared/"),
+            std::string::npos)
+      << shared.message;
+  EXPECT_NE(shared.message.find("TrainingJob bert"), std::string::npos) << shared.message;
+  ASSERT_TRUE(eventually([&] { return warnings("gpt", "CheckpointUriShared").size() == 1; }, 10s));
+  EXPECT_FALSE(conditionOfJob("bert", "CheckpointUriShared").status);
+  EXPECT_TRUE(warnings("bert", "CheckpointUriShared").empty());
+  EXPECT_FALSE(conditionOfJob("t5", "CheckpointUriShared").status);
+
+  ASSERT_TRUE(client().remove(resources::trainingJobs(), ns(), "bert").isOk());
+  ASSERT_TRUE(eventually(
+      [&] {
+        const op::Condition c = conditionOfJob("gpt", "CheckpointUriShared");
+        return !c.status && c.reason == "OwnUri";
+      },
+      20s))
+      << "the first job gone, the second's uri is its own";
+  EXPECT_EQ(warnings("gpt", "CheckpointUriShared").size(), 1u);
 }
 
 TEST_F(TrainingJobControllerTest, AFailedWorkerRestartsTheWholeGangUpToTheBackoffLimit) {
@@ -352,6 +466,21 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
   EXPECT_EQ(ports.at(1).at("port").as_integer(), 29401);
   const Json command = kube::pathValue(*store, "spec.containers").at(0).at("command");
   EXPECT_EQ(command.at(command.size() - 1).as_string(), "29401");
+  // The store takes notices only with its job's token, from a Secret of the job's (a pod that may
+  // not read Secrets cannot learn it), owned by the job.
+  const Json tokenEnv = kube::pathValue(*store, "spec.containers").at(0).at("env").at(0);
+  EXPECT_EQ(tokenEnv.at("name").as_string(), api::kRendezvousTokenEnv);
+  EXPECT_EQ(kube::pathValue(tokenEnv, "valueFrom.secretKeyRef.name").as_string(),
+            "bert-rendezvous");
+  auto tokenSecret = client().get(resources::secrets(), ns(), "bert-rendezvous");
+  ASSERT_TRUE(tokenSecret.isOk()) << tokenSecret.status();
+  EXPECT_EQ(kube::pathValue(*tokenSecret, "metadata.ownerReferences").at(0).at("uid").as_string(),
+            kube::uidOf(job()));
+  const Json storedToken = kube::pathValue(
+      *tokenSecret,
+      "data." + kube::pathValue(tokenEnv, "valueFrom.secretKeyRef.key").as_string());
+  ASSERT_TRUE(storedToken.is_string()) << tokenSecret->serialize();
+  EXPECT_GE(storedToken.as_string().size(), 64u) << "a token of 32 bytes or more, base64";
   ASSERT_TRUE(eventually([&] { return jobPhase() == "Running"; }, 20s)) << job().serialize();
 
   setPhase("bert-worker-1", "Failed", 137);
@@ -368,6 +497,9 @@ TEST_F(TrainingJobControllerTest, AnElasticJobReplacesAFailedWorkerAlone) {
             std::vector<std::string>{"bert-rendezvous." + ns() + ".svc:29401 rendezvous " +
                                      kube::uidOf(job()) + "-0\nhost bert-worker-1\n"})
       << "the store hears at once that worker 1's agent is gone";
+  ASSERT_EQ(noticeTokens_.size(), 1u);
+  EXPECT_EQ(rules::base64(noticeTokens_[0]), storedToken.as_string())
+      << "the notice carries the token the store reads from its Secret";
   const Json status = job().at("status");
   EXPECT_EQ(kube::pathValue(status, "restarts").as_integer(), 0);
   EXPECT_EQ(kube::pathValue(status, "elastic.replacements").as_integer(), 1);

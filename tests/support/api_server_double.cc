@@ -429,10 +429,12 @@ struct ApiServerDouble::State {
                   static_cast<unsigned>(random() & 0xffff), static_cast<unsigned>(random() & 0xfff),
                   static_cast<unsigned>(random() & 0xfff),
                   static_cast<unsigned long long>(random() & 0xffffffffffffULL));
-    metadata["uid"] = Json::string(uid);
-    metadata["creationTimestamp"] = Json::string(nowTimestamp());
-    metadata["generation"] = Json::number(1);
-    kube::eraseField(metadata, "deletionTimestamp");
+    // Admission may have added fields to the object (a Secret's data), moving its metadata.
+    Json& admitted = object["metadata"];
+    admitted["uid"] = Json::string(uid);
+    admitted["creationTimestamp"] = Json::string(nowTimestamp());
+    admitted["generation"] = Json::number(1);
+    kube::eraseField(admitted, "deletionTimestamp");
     object["kind"] = Json::string(info.type.kind);
     object["apiVersion"] = Json::string(info.type.apiVersion());
     if (!info.schema.is_null()) applyDefaults(object, info.schema);
@@ -459,6 +461,7 @@ struct ApiServerDouble::State {
       if (auto refused = refuseUnknown(rules::pruneUnknownCrdFields(object), strict))
         return refused;
     }
+    if (info.type == kube::resources::secrets()) rules::mergeStringData(object);
     const bool pod = info.type == kube::resources::pods();
     if (pod && !current) {  // admission (defaults, the ServiceAccount) comes before validation
       rules::defaultPod(object);

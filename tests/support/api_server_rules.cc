@@ -353,6 +353,84 @@ std::vector<std::string> metadataProblems(const Json& object, const std::string&
   return problems;
 }
 
+std::string base64(const std::string& bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t group = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) group |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) group |= static_cast<unsigned char>(bytes[i + 2]);
+    out += kAlphabet[(group >> 18) & 63];
+    out += kAlphabet[(group >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(group >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[group & 63] : '=';
+  }
+  return out;
+}
+
+void mergeStringData(Json& secret) {
+  if (!secret.has_object_field("stringData")) return;
+  const Json given = secret.at("stringData");  // a copy: adding data may move secret's fields
+  if (!secret.has_object_field("data")) secret["data"] = Json::object();
+  for (const auto& [key, value] : given.as_object())
+    if (value.is_string()) secret["data"][key] = Json::string(base64(value.as_string()));
+  kube::eraseField(secret, "stringData");
+}
+
+namespace {
+
+constexpr const char* kTokenPath = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+// ServiceAccount admission's projected volume of the account's token, the cluster's CA and the
+// namespace, mounted in every container (plugin/pkg/admission/serviceaccount).
+void mountServiceAccountToken(Json& spec, const std::string& podName) {
+  if (spec.has_boolean_field("automountServiceAccountToken") &&
+      !spec.at("automountServiceAccountToken").as_bool())
+    return;
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!spec.has_array_field(list)) continue;
+    for (const auto& container : spec.at(list).as_array()) {
+      if (!container.has_array_field("volumeMounts")) continue;
+      for (const auto& mount : container.at("volumeMounts").as_array())
+        if (str(mount, "mountPath") == kTokenPath) return;
+    }
+  }
+  // The server's suffix is random; five characters of the pod's name's hash stand in for it.
+  size_t hash = std::hash<std::string>{}(podName);
+  std::string name = "kube-api-access-";
+  for (int i = 0; i < 5; ++i, hash /= 36) name += "abcdefghijklmnopqrstuvwxyz0123456789"[hash % 36];
+  Json volume = Json::object();
+  volume["name"] = Json::string(name);
+  Json& projected = volume["projected"];
+  projected["defaultMode"] = Json::number(420);
+  projected["sources"][0]["serviceAccountToken"]["expirationSeconds"] = Json::number(3607);
+  projected["sources"][0]["serviceAccountToken"]["path"] = Json::string("token");
+  projected["sources"][1]["configMap"]["name"] = Json::string("kube-root-ca.crt");
+  projected["sources"][1]["configMap"]["items"][0]["key"] = Json::string("ca.crt");
+  projected["sources"][1]["configMap"]["items"][0]["path"] = Json::string("ca.crt");
+  Json& field = projected["sources"][2]["downwardAPI"]["items"][0];
+  field["path"] = Json::string("namespace");
+  field["fieldRef"]["apiVersion"] = Json::string("v1");
+  field["fieldRef"]["fieldPath"] = Json::string("metadata.namespace");
+  if (!spec.has_array_field("volumes")) spec["volumes"] = Json::array();
+  spec["volumes"][spec.at("volumes").size()] = std::move(volume);
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!spec.has_array_field(list)) continue;
+    for (size_t i = 0; i < spec.at(list).size(); ++i) {
+      Json& container = spec[list][i];
+      if (!container.has_array_field("volumeMounts")) container["volumeMounts"] = Json::array();
+      Json mount = Json::object();
+      mount["name"] = Json::string(name);
+      mount["mountPath"] = Json::string(kTokenPath);
+      mount["readOnly"] = Json::boolean(true);
+      container["volumeMounts"][container.at("volumeMounts").size()] = std::move(mount);
+    }
+  }
+}
+
+}  // namespace
+
 void defaultPod(Json& pod) {
   if (!pod.has_object_field("spec")) return;
   Json& spec = pod["spec"];
@@ -361,6 +439,7 @@ void defaultPod(Json& pod) {
   if (account.empty()) account = "default";
   spec["serviceAccountName"] = Json::string(account);
   spec["serviceAccount"] = Json::string(account);
+  mountServiceAccountToken(spec, kube::nameOf(pod));
   for (const char* list : {"containers", "initContainers"}) {
     if (!spec.has_array_field(list)) continue;
     for (size_t i = 0; i < spec.at(list).size(); ++i) {

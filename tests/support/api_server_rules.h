@@ -8,7 +8,11 @@
 // - CustomResourceDefinitions are decoded strictly too: a schema key that JSONSchemaProps does
 //   not know is an unknown field (what `kubectl apply`, which asks for Strict, is refused).
 // - Every object's name and labels are validated as the server validates them.
-// - Pods are defaulted (requests from limits, the default ServiceAccount) and validated:
+// - Secrets' stringData is written into data, base64-encoded, and never stored itself.
+// - Pods are defaulted (requests from limits, the default ServiceAccount and, as ServiceAccount
+//   admission does, its token's projected volume "kube-api-access-*" mounted read-only in every
+//   container at /var/run/secrets/kubernetes.io/serviceaccount unless the pod sets
+//   automountServiceAccountToken: false or mounts that path itself) and validated:
 //   containers, images, env names, volumes and their mounts, and extended resources (such as
 //   nvidia.com/gpu), which need a limit equal to their request. A pod's spec cannot change
 //   after creation but for images, activeDeadlineSeconds, tolerations and scheduling gates.
@@ -34,6 +38,10 @@ std::vector<std::string> metadataProblems(const kube::Json& object, const std::s
 
 // Defaults a pod as the server does before validating it.
 void defaultPod(kube::Json& pod);
+// Moves a Secret's stringData into data (base64), as the server does on every write.
+void mergeStringData(kube::Json& secret);
+// RFC 4648 base64 of `bytes`, with padding.
+std::string base64(const std::string& bytes);
 std::vector<std::string> podProblems(const kube::Json& pod);
 // What a pod update may not change.
 std::vector<std::string> podUpdateProblems(const kube::Json& current, const kube::Json& next);

@@ -28,6 +28,16 @@ namespace granary::testing {
 
 inline constexpr const char* kToken = "s3cr3t-t0ken";
 
+// A root of file:// origins shared by every namespace, as a YAML flow item of the node's options
+// (fileOriginRoots, checkpointOriginRoots): "shared:DIR", quoted.
+inline std::string sharedRoot(const std::filesystem::path& directory) {
+  return "\"shared:" + directory.string() + "\"";
+}
+// A root of namespaces: each namespace only DIR/<its name>.
+inline std::string rootOfNamespaces(const std::filesystem::path& directory) {
+  return "\"" + (directory / "{namespace}").string() + "\"";
+}
+
 // One granary-cache-node process with its own ports, and its own state directory unless
 // `stateRoot` names the root of another's (a pod replacing another on the same node).
 class NodeProcess {

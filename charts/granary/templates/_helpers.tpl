@@ -48,3 +48,11 @@ imagePullSecrets:
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{- /* The node directory a root of file:// origins (cacheNode.fileOriginRoots,
+checkpointOriginRoots) lies in, which the cache node mounts: a shared root's own
+("shared:/srv/corpus": /srv/corpus), or for a root of namespaces the directory that holds the
+namespaces' ("/srv/ckpt/{namespace}": /srv/ckpt). */ -}}
+{{- define "granary.rootDirectory" -}}
+{{- regexReplaceAll "/\\{namespace\\}(/.*)?$" (trimPrefix "shared:" .) "" -}}
+{{- end }}

@@ -191,6 +191,57 @@ TEST_F(ServerRulesContract, PodsNeedTheirServiceAccount) {
       << created.status();
 }
 
+// ServiceAccount admission: the account's token, the cluster's CA and the namespace in a projected
+// volume, mounted read-only in every container, unless the pod opts out. Tests that look at a
+// pod's volumes count their own, never all of them.
+TEST_F(ServerRulesContract, ServiceAccountAdmissionMountsTheTokensProjectedVolume) {
+  Json withVolume =
+      pod("with-token", "[{name: t, image: busybox, volumeMounts: [{name: own, mountPath: /d}]}]");
+  withVolume["spec"]["volumes"] = yaml("[{name: own, emptyDir: {}}]");
+  auto created = client().create(resources::pods(), ns(), withVolume);
+  ASSERT_TRUE(created.isOk()) << created.status();
+  const Json volumes = kube::pathValue(*created, "spec.volumes");
+  ASSERT_EQ(volumes.size(), 2u) << created->serialize();
+  EXPECT_EQ(volumes.at(0).at("name").as_string(), "own") << "the pod's own volumes come first";
+  const std::string name = volumes.at(1).at("name").as_string();
+  EXPECT_TRUE(name.starts_with("kube-api-access-")) << name;
+  EXPECT_TRUE(volumes.at(1).has_object_field("projected"));
+  const Json mounts = kube::pathValue(*created, "spec.containers").at(0).at("volumeMounts");
+  ASSERT_EQ(mounts.size(), 2u);
+  EXPECT_EQ(mounts.at(1).at("name").as_string(), name);
+  EXPECT_EQ(mounts.at(1).at("mountPath").as_string(),
+            "/var/run/secrets/kubernetes.io/serviceaccount");
+  EXPECT_TRUE(mounts.at(1).at("readOnly").as_bool());
+
+  Json without = pod("without-token", "[{name: t, image: busybox}]");
+  without["spec"]["automountServiceAccountToken"] = Json::boolean(false);
+  auto optedOut = client().create(resources::pods(), ns(), without);
+  ASSERT_TRUE(optedOut.isOk()) << optedOut.status();
+  EXPECT_FALSE(kube::pathValue(*optedOut, "spec.volumes").is_array() &&
+               kube::pathValue(*optedOut, "spec.volumes").size() > 0)
+      << optedOut->serialize();
+}
+
+// A Secret written with stringData reads back with each value base64-encoded in data, and no
+// stringData (what the operator's rendezvous token Secrets rely on).
+TEST_F(ServerRulesContract, ASecretsStringDataIsStoredInDataBase64Encoded) {
+  auto created = client().create(
+      resources::secrets(), ns(),
+      yaml("metadata: {name: token}\ntype: Opaque\nstringData: {notice-token: ab12, other: x}\n"
+           "data: {kept: aGk=}"));
+  ASSERT_TRUE(created.isOk()) << created.status();
+  auto read = client().get(resources::secrets(), ns(), "token");
+  ASSERT_TRUE(read.isOk()) << read.status();
+  EXPECT_EQ(kube::pathValue(*read, "data.notice-token").as_string(), "YWIxMg==");
+  EXPECT_EQ(kube::pathValue(*read, "data.other").as_string(), "eA==");
+  EXPECT_EQ(kube::pathValue(*read, "data.kept").as_string(), "aGk=");
+  EXPECT_TRUE(kube::pathValue(*read, "stringData").is_null()) << read->serialize();
+  auto only = client().create(resources::secrets(), ns(),
+                              yaml("metadata: {name: only-string-data}\nstringData: {k: v}"));
+  ASSERT_TRUE(only.isOk()) << only.status();
+  EXPECT_EQ(kube::pathValue(*only, "data.k").as_string(), "dg==");
+}
+
 TEST_F(ServerRulesContract, ANewNodeIsNotReadyAndTaintedUntilItsKubeletSpeaks) {
   const std::string name = "contract-" + ns().substr(ns().rfind('-') + 1);
   {

@@ -107,5 +107,46 @@ TEST(JobCheckpointsTest, ANodeHoldingCheckpointsIsLostOnceItIsNoLongerLive) {
   EXPECT_EQ(lostCheckpointNodes(Json::null(), {}), std::vector<std::string>{});
 }
 
+TEST(JobCheckpointsTest, AFileUriTheNodesRefuseIsACondition) {
+  const auto roots = parseOriginRoots({"/srv/ckpt/{namespace}"}, "checkpointOriginRoots");
+  ASSERT_TRUE(roots.isOk());
+  const auto other = checkpointUriCondition("file:///srv/ckpt/team-a/run/", "team-b", *roots);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_TRUE(other->status);
+  EXPECT_EQ(other->reason, "InOtherNamespacesDirectory");
+  EXPECT_TRUE(other->message.starts_with("spec.checkpoints.uri: file:///srv/ckpt/team-a/run/ is "
+                                         "refused for namespace team-b"))
+      << other->message;
+  EXPECT_EQ(checkpointUriCondition("file:///etc/", "team-b", *roots)->reason,
+            "OutsideCheckpointRoots");
+  EXPECT_EQ(checkpointUriCondition("file:///srv/ckpt/x/", "team-b", {})->reason,
+            "NoCheckpointRoots");
+  const auto own = checkpointUriCondition("file:///srv/ckpt/team-b/run/", "team-b", *roots);
+  ASSERT_TRUE(own.has_value());
+  EXPECT_FALSE(own->status);
+  EXPECT_FALSE(checkpointUriCondition("s3://runs/x/", "team-b", *roots).has_value())
+      << "s3:// is confined by the namespace's own credentials";
+}
+
+TEST(JobCheckpointsTest, TheSecondActiveJobOnAUriIsTheOneTold) {
+  using namespace std::chrono_literals;
+  const auto t0 = std::chrono::system_clock::time_point{} + 1000s;
+  const CheckpointsUser bert{.name = "bert", .uri = "u", .created = t0, .active = true};
+  const CheckpointsUser gpt{.name = "gpt", .uri = "u", .created = t0 + 1s, .active = true};
+  const CheckpointsUser twin{.name = "abc", .uri = "u", .created = t0 + 1s, .active = true};
+  EXPECT_EQ(checkpointsSharedWith(gpt, {bert}), "bert");
+  EXPECT_EQ(checkpointsSharedWith(bert, {gpt}), std::nullopt) << "the first is left alone";
+  EXPECT_EQ(checkpointsSharedWith(gpt, {twin}), "abc") << "created together: by name";
+  EXPECT_EQ(checkpointsSharedWith(twin, {gpt}), std::nullopt);
+  CheckpointsUser done = bert;
+  done.active = false;
+  EXPECT_EQ(checkpointsSharedWith(gpt, {done}), std::nullopt) << "a finished job writes no more";
+  CheckpointsUser elsewhere = bert;
+  elsewhere.uri = "v";
+  EXPECT_EQ(checkpointsSharedWith(gpt, {elsewhere}), std::nullopt);
+  EXPECT_TRUE(checkpointSharedCondition("u", "bert").status);
+  EXPECT_FALSE(checkpointSharedCondition("u", std::nullopt).status);
+}
+
 }  // namespace
 }  // namespace granary::op
