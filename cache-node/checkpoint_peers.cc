@@ -72,7 +72,7 @@ Status VolumePeers::copy(const std::string& path, int fd, const checkpoint::File
   *header.mutable_version() = versionOf(path, version);
   header.set_at_origin(atOrigin);
   for (const std::string& node : names())
-    GRANARY_RETURN_IF_ERROR(grpc_.putCheckpointFile(node, header, fd, version.size, pace));
+    GRANARY_RETURN_IF_ERROR(files_.putCheckpointFile(node, header, fd, version.size, pace));
   return Status::ok();
 }
 
@@ -115,7 +115,7 @@ Status GrpcPeerTree::read(const checkpoint::PeerFile& file, int fd,
   entry.set_path(file.path);
   entry.set_size(file.size);
   entry.set_modified_nanos(file.modifiedNanos);
-  return grpc_.readCheckpointFile(node_, request, fd, arrived);
+  return files_.readCheckpointFile(node_, request, fd, arrived);
 }
 
 std::vector<std::shared_ptr<checkpoint::PeerTree>> CheckpointPeers::treesOf(
@@ -128,7 +128,7 @@ std::vector<std::shared_ptr<checkpoint::PeerTree>> CheckpointPeers::treesOf(
   for (const auto& [node, address] : peers) {
     if (node == self_) continue;
     grpc_.setAddress(node, address);
-    trees.push_back(std::make_shared<GrpcPeerTree>(grpc_, node, volume));
+    trees.push_back(std::make_shared<GrpcPeerTree>(grpc_, files_, node, volume));
   }
   return trees;
 }
@@ -138,7 +138,7 @@ std::shared_ptr<checkpoint::CopyTargets> CheckpointPeers::targetsOf(const std::s
   v1::CheckpointVolumeRef volume;
   volume.set_namespace_(ns);
   volume.set_uri(uri);
-  auto peers = std::make_shared<VolumePeers>(grpc_, self_, std::move(volume));
+  auto peers = std::make_shared<VolumePeers>(grpc_, files_, self_, std::move(volume));
   MutexLock lock(mutex_);
   volumes_[{ns, uri}] = peers;
   return peers;
@@ -169,17 +169,32 @@ Status CheckpointPeers::setPeers(CheckpointVolumes& volumes,
   return Status::ok();
 }
 
+Status placeCheckpointCopy(CheckpointVolumes& volumes, const v1::CheckpointFilePiece& header,
+                           const std::function<Status(int fd)>& fill) {
+  const checkpoint::PeerCopy copy{.writer = header.writer(),
+                                  .path = header.version().path(),
+                                  .source = identityOf(header.version()),
+                                  .atOrigin = header.at_origin()};
+  if (copy.writer.empty()) return invalidArgument("PutCheckpointFile: writer is empty");
+  return volumes.placeCopy(header.volume().namespace_(), header.volume().uri(), copy, fill);
+}
+
+Status readCheckpointFileFor(const CheckpointVolumes& volumes,
+                             const v1::ReadCheckpointFileRequest& request,
+                             const std::function<Status(std::string_view)>& each) {
+  const v1::CheckpointFileEntry& entry = request.file();
+  const checkpoint::PeerFile file{entry.path(), entry.size(), entry.modified_nanos(), false};
+  return volumes.readFile(request.volume().namespace_(), request.volume().uri(), file, each);
+}
+
 grpc::Status receiveCheckpointFile(CheckpointVolumes& volumes,
                                    grpc::ServerReader<v1::CheckpointFilePiece>& reader) {
   v1::CheckpointFilePiece piece;
   if (!reader.Read(&piece))
     return toGrpc(invalidArgument("PutCheckpointFile: the first piece names the file"));
-  const v1::CheckpointVolumeRef volume = piece.volume();
-  const checkpoint::PeerCopy copy{.writer = piece.writer(),
-                                  .path = piece.version().path(),
-                                  .source = identityOf(piece.version()),
-                                  .atOrigin = piece.at_origin()};
-  if (copy.writer.empty()) return toGrpc(invalidArgument("PutCheckpointFile: writer is empty"));
+  v1::CheckpointFilePiece header = piece;
+  header.clear_data();
+  const std::string path = piece.version().path();
   const auto fill = [&](int fd) -> Status {
     XXH3_state_t* hash = XXH3_createState();
     XXH3_64bits_reset(hash);
@@ -191,17 +206,17 @@ grpc::Status receiveCheckpointFile(CheckpointVolumes& volumes,
       XXH3_64bits_update(hash, data.data(), data.size());
       if (!data.empty() &&
           ::pwrite(fd, data.data(), data.size(), written) != static_cast<ssize_t>(data.size()))
-        result = errnoStatus(errno, "cannot write the copy of " + copy.path);
+        result = errnoStatus(errno, "cannot write the copy of " + path);
       written += static_cast<int64_t>(data.size());
       last = piece.last();
       if (last && XXH3_64bits_digest(hash) != piece.xxh3())
-        result = corruption("the copy of " + copy.path + " failed its checksum");
+        result = corruption("the copy of " + path + " failed its checksum");
     }
     XXH3_freeState(hash);
-    if (result.isOk() && !last) result = cancelled("the copy of " + copy.path + " ended early");
+    if (result.isOk() && !last) result = cancelled("the copy of " + path + " ended early");
     return result;
   };
-  return toGrpc(volumes.placeCopy(volume.namespace_(), volume.uri(), copy, fill));
+  return toGrpc(placeCheckpointCopy(volumes, header, fill));
 }
 
 Status takeCheckpointNews(CheckpointVolumes& volumes,
@@ -229,17 +244,14 @@ Status listCheckpointFiles(const CheckpointVolumes& volumes, const v1::Checkpoin
 grpc::Status sendCheckpointFile(const CheckpointVolumes& volumes,
                                 const v1::ReadCheckpointFileRequest& request,
                                 grpc::ServerWriter<v1::CheckpointFilePiece>& writer) {
-  const v1::CheckpointFileEntry& entry = request.file();
-  const checkpoint::PeerFile file{entry.path(), entry.size(), entry.modified_nanos(), false};
   XXH3_state_t* hash = XXH3_createState();
   XXH3_64bits_reset(hash);
   v1::CheckpointFilePiece piece;
-  const Status read = volumes.readFile(
-      request.volume().namespace_(), request.volume().uri(), file, [&](std::string_view bytes) {
-        XXH3_64bits_update(hash, bytes.data(), bytes.size());
-        piece.set_data(bytes.data(), bytes.size());
-        return writer.Write(piece) ? Status::ok() : cancelled("the reader went away");
-      });
+  const Status read = readCheckpointFileFor(volumes, request, [&](std::string_view bytes) {
+    XXH3_64bits_update(hash, bytes.data(), bytes.size());
+    piece.set_data(bytes.data(), bytes.size());
+    return writer.Write(piece) ? Status::ok() : cancelled("the reader went away");
+  });
   piece.Clear();
   piece.set_last(true);
   piece.set_xxh3(XXH3_64bits_digest(hash));

@@ -1,6 +1,7 @@
-// Checkpoint copies between the nodes of a job, over the Peer service. Each checkpoint volume
-// this node opens gets a VolumePeers: the copy targets (engine/checkpoint/copy_targets.h) the
-// operator sets with SetCheckpointPeers, reached through GrpcPeers. The other side, the calls
+// Checkpoint copies between the nodes of a job. Each checkpoint volume this node opens gets a
+// VolumePeers: the copy targets (engine/checkpoint/copy_targets.h) the operator sets with
+// SetCheckpointPeers, told of news over the Peer service (GrpcPeers), their files moved by a
+// CheckpointFileMover (the data plane where a peer has one). The other side, the calls
 // other nodes make of this one, places their files into this node's tree of the volume
 // (engine/checkpoint/peer_copies.h) and takes their news.
 #pragma once
@@ -32,8 +33,9 @@ struct PeerNode {
 // One volume's copy targets. Thread-safe.
 class VolumePeers final : public checkpoint::CopyTargets {
  public:
-  VolumePeers(GrpcPeers& grpc, std::string self, v1::CheckpointVolumeRef volume)
-      : grpc_(grpc), self_(std::move(self)), volume_(std::move(volume)) {}
+  VolumePeers(GrpcPeers& grpc, CheckpointFileMover& files, std::string self,
+              v1::CheckpointVolumeRef volume)
+      : grpc_(grpc), files_(files), self_(std::move(self)), volume_(std::move(volume)) {}
 
   // Replaces the set (a new generation when it changed). The nodes leaving it are told to drop
   // the copies they hold for this node to upload, as far as they can be reached.
@@ -51,6 +53,7 @@ class VolumePeers final : public checkpoint::CopyTargets {
   Status tell(const std::vector<std::string>& nodes, v1::UpdateCheckpointCopiesRequest request);
 
   GrpcPeers& grpc_;
+  CheckpointFileMover& files_;
   const std::string self_;
   const v1::CheckpointVolumeRef volume_;
   mutable Mutex mutex_;
@@ -61,8 +64,9 @@ class VolumePeers final : public checkpoint::CopyTargets {
 // Another node's tree of a volume, for a restore here (engine/checkpoint/restore.h).
 class GrpcPeerTree final : public checkpoint::PeerTree {
  public:
-  GrpcPeerTree(GrpcPeers& grpc, std::string node, v1::CheckpointVolumeRef volume)
-      : grpc_(grpc), node_(std::move(node)), volume_(std::move(volume)) {}
+  GrpcPeerTree(GrpcPeers& grpc, CheckpointFileMover& files, std::string node,
+               v1::CheckpointVolumeRef volume)
+      : grpc_(grpc), files_(files), node_(std::move(node)), volume_(std::move(volume)) {}
   const std::string& node() const override { return node_; }
   Result<std::vector<checkpoint::PeerFile>> list() override;
   Status read(const checkpoint::PeerFile& file, int fd,
@@ -70,6 +74,7 @@ class GrpcPeerTree final : public checkpoint::PeerTree {
 
  private:
   GrpcPeers& grpc_;
+  CheckpointFileMover& files_;
   const std::string node_;
   const v1::CheckpointVolumeRef volume_;
 };
@@ -78,7 +83,8 @@ class GrpcPeerTree final : public checkpoint::PeerTree {
 // checkpoint copies. Thread-safe.
 class CheckpointPeers {
  public:
-  CheckpointPeers(GrpcPeers& grpc, std::string self) : grpc_(grpc), self_(std::move(self)) {}
+  CheckpointPeers(GrpcPeers& grpc, CheckpointFileMover& files, std::string self)
+      : grpc_(grpc), files_(files), self_(std::move(self)) {}
 
   // For CheckpointVolumesOptions::copyTargets: the copy targets of a volume being opened.
   std::shared_ptr<checkpoint::CopyTargets> targetsOf(const std::string& ns, const std::string& uri);
@@ -93,6 +99,7 @@ class CheckpointPeers {
 
  private:
   GrpcPeers& grpc_;
+  CheckpointFileMover& files_;
   const std::string self_;
   Mutex mutex_;
   std::map<std::pair<std::string, std::string>, std::weak_ptr<VolumePeers>> volumes_
@@ -100,6 +107,15 @@ class CheckpointPeers {
 };
 
 // PutCheckpointFile: reads the pieces from `reader` into the volume's tree.
+// Places the copy `header` (its volume, writer, version and whether the origin has it)
+// describes in this node's tree of the volume, whole or not at all, `fill` writing its bytes.
+Status placeCheckpointCopy(CheckpointVolumes& volumes, const v1::CheckpointFilePiece& header,
+                           const std::function<Status(int fd)>& fill);
+// Hands the bytes of the file `request` names, in this node's tree, to `each` in order.
+Status readCheckpointFileFor(const CheckpointVolumes& volumes,
+                             const v1::ReadCheckpointFileRequest& request,
+                             const std::function<Status(std::string_view)>& each);
+
 grpc::Status receiveCheckpointFile(CheckpointVolumes& volumes,
                                    grpc::ServerReader<v1::CheckpointFilePiece>& reader);
 // UpdateCheckpointCopies.

@@ -25,7 +25,24 @@ struct PeerClientOptions {
   std::chrono::seconds timeout{120};  // per chunk
 };
 
-class GrpcPeers final : public PeerReader {
+// How checkpoint files travel to and from another node (checkpoint_peers.h): over the Peer
+// service (GrpcPeers), or the data plane where the node has one (transfer/transfer_peers.h).
+class CheckpointFileMover {
+ public:
+  virtual ~CheckpointFileMover() = default;
+  // Puts the `size` bytes of `fd` into `node`'s tree as `header` describes, each piece paced by
+  // `pace` (false cancels; pace(0) after the last: whether the file is unchanged).
+  virtual Status putCheckpointFile(const std::string& node, const v1::CheckpointFilePiece& header,
+                                   int fd, int64_t size,
+                                   const checkpoint::OriginWriter::Pace& pace) = 0;
+  // Writes the file `request` names, from `node`'s tree, to `fd` from offset 0, telling
+  // `arrived` of each piece; Corruption when it fails the sender's checksum.
+  virtual Status readCheckpointFile(const std::string& node,
+                                    const v1::ReadCheckpointFileRequest& request, int fd,
+                                    const std::function<void(int64_t)>& arrived) = 0;
+};
+
+class GrpcPeers final : public PeerReader, public CheckpointFileMover {
  public:
   // Reads the CA file (if any) once, here.
   explicit GrpcPeers(PeerClientOptions options);
@@ -55,7 +72,7 @@ class GrpcPeers final : public PeerReader {
   // `pace` (false cancels the call), and the XXH3 of them all on the last. No deadline but the
   // keepalive's: a copy takes as long as its size needs.
   Status putCheckpointFile(const std::string& node, const v1::CheckpointFilePiece& header, int fd,
-                           int64_t size, const checkpoint::OriginWriter::Pace& pace);
+                           int64_t size, const checkpoint::OriginWriter::Pace& pace) override;
   Status updateCheckpointCopies(const std::string& node,
                                 const v1::UpdateCheckpointCopiesRequest& request);
   // A restore's reads of another node's tree: its files, and one of them written to `fd` from
@@ -63,7 +80,7 @@ class GrpcPeers final : public PeerReader {
   Result<v1::CheckpointFileList> listCheckpointFiles(const std::string& node,
                                                      const v1::CheckpointVolumeRef& volume);
   Status readCheckpointFile(const std::string& node, const v1::ReadCheckpointFileRequest& request,
-                            int fd, const std::function<void(int64_t)>& arrived);
+                            int fd, const std::function<void(int64_t)>& arrived) override;
 
  private:
   struct Connection;  // a channel and its stub, reused by every call to one address

@@ -19,6 +19,7 @@
 #include "cache-node/grpc_service.h"
 #include "cache-node/handover.h"
 #include "cache-node/options.h"
+#include "cache-node/transfer/checkpoint_files.h"
 #include "cache-node/transfer/engine_chunks.h"
 #include "cache-node/transfer/transfer_peers.h"
 #include "cache-node/transfer/transfer_server.h"
@@ -327,24 +328,6 @@ int main(int argc, char** argv) {
     log.error("cannot open the cache", {{"error", engine.status()}});
     return 1;
   }
-  transfer::EngineChunks engineChunks(**engine);
-  std::unique_ptr<transfer::TransferServer> transferServer;
-  if (dataPlane) {
-    auto started = transfer::TransferServer::start(
-        {.address = options.transferListen,
-         .token = *token,
-         .stall = std::chrono::milliseconds(options.transferStallMs),
-         .flipByteForTests = std::getenv("GRANARY_TEST_TRANSFER_FLIP_BYTE") != nullptr},
-        engineChunks, transferMetrics->get());
-    if (!started.isOk()) {
-      log.error("cannot serve the data plane (transferListen)", {{"error", started.status()}});
-      return 1;
-    }
-    transferServer = std::move(*started);
-  } else {
-    log.info("no data plane: chunks to peers go over the Peer API",
-             {{"reason", options.transferListen.empty() ? "transferListen: \"\"" : "tls on"}});
-  }
   exportDiskUsage(**metrics, **engine);
   // What the replaced process served, ensured again before the mounts are adopted.
   for (const std::string& bytes : handedOver) {
@@ -363,7 +346,7 @@ int main(int argc, char** argv) {
   OriginSettings checkpointOrigins =
       originSettingsOf(options.checkpointOriginRoots, "checkpointOriginRoots");
   // Each copies its files to the peers the operator sets (SetCheckpointPeers).
-  CheckpointPeers checkpointPeers(peers, options.nodeName);
+  CheckpointPeers checkpointPeers(peers, peerReader, options.nodeName);
   auto checkpoints = std::make_unique<CheckpointVolumes>(
       CheckpointVolumesOptions{
           .root = std::filesystem::path(options.cacheDirectories.front().path) /
@@ -378,6 +361,26 @@ int main(int argc, char** argv) {
                 return checkpointPeers.treesOf(ns, uri, nodes);
               }},
       realClock());
+  // The data plane: chunks and checkpoint files for the peers.
+  transfer::EngineChunks engineChunks(**engine);
+  transfer::VolumeFiles volumeFiles(*checkpoints);
+  std::unique_ptr<transfer::TransferServer> transferServer;
+  if (dataPlane) {
+    auto started = transfer::TransferServer::start(
+        {.address = options.transferListen,
+         .token = *token,
+         .stall = std::chrono::milliseconds(options.transferStallMs),
+         .flipByteForTests = std::getenv("GRANARY_TEST_TRANSFER_FLIP_BYTE") != nullptr},
+        engineChunks, &volumeFiles, transferMetrics->get());
+    if (!started.isOk()) {
+      log.error("cannot serve the data plane (transferListen)", {{"error", started.status()}});
+      return 1;
+    }
+    transferServer = std::move(*started);
+  } else {
+    log.info("no data plane: chunks and checkpoint files go over the Peer API",
+             {{"reason", options.transferListen.empty() ? "transferListen: \"\"" : "tls on"}});
+  }
   auto checkpointMetrics = CheckpointMetrics::create(registry);
   if (!checkpointMetrics.isOk()) {
     log.error("cannot declare metrics", {{"error", checkpointMetrics.status()}});
@@ -521,6 +524,7 @@ int main(int argc, char** argv) {
   // writes) before the successor is answered.
   csi.reset();
   server->reset();
+  transferServer.reset();  // before what it serves from
   if (handingOver) mounts->handOver();  // no wait to see whether the keeper stops too
   mounts.reset();
   checkpoints.reset();  // drains stop; the next process resumes them from their records

@@ -9,7 +9,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "the data plane writes integers as they lie in memory: little-endian hosts only");
 
-enum Kind : uint8_t { kHello = 1, kRequest = 2, kReply = 3 };
+enum Kind : uint8_t { kHello = 1, kRequest = 2, kReply = 3, kFileRead = 4, kFilePut = 5, kTrailer = 6 };
 
 // Appends fields to a frame whose length is filled in by finish().
 class FrameWriter {
@@ -96,6 +96,36 @@ std::string encodeReply(const Reply& reply) {
     for (const uint32_t checksum : reply.checksums) out.put(checksum);
   }
   return out.finish();
+}
+
+std::string encodeFileTransfer(const FileTransfer& transfer) {
+  FrameWriter out(transfer.put ? kFilePut : kFileRead);
+  out.putString(transfer.message).put(transfer.length);
+  return out.finish();
+}
+
+std::string encodeTrailer(uint64_t xxh3) { return FrameWriter(kTrailer).put(xxh3).finish(); }
+
+bool isFileTransfer(std::string_view body) {
+  return !body.empty() && (body.front() == kFileRead || body.front() == kFilePut);
+}
+
+Result<FileTransfer> decodeFileTransfer(std::string_view body) {
+  FileTransfer transfer{.put = !body.empty() && body.front() == kFilePut};
+  FrameReader in(body, transfer.put ? kFilePut : kFileRead, "file transfer");
+  in.getString(transfer.message);
+  in.get(transfer.length);
+  GRANARY_RETURN_IF_ERROR(in.finish());
+  if (transfer.length < 0) return invalidArgument("a file transfer of a negative length");
+  return transfer;
+}
+
+Result<uint64_t> decodeTrailer(std::string_view body) {
+  FrameReader in(body, kTrailer, "trailer");
+  uint64_t xxh3 = 0;
+  in.get(xxh3);
+  GRANARY_RETURN_IF_ERROR(in.finish());
+  return xxh3;
 }
 
 Result<Hello> decodeHello(std::string_view body) {

@@ -12,6 +12,13 @@
 //                 ChunkStore::kChecksumBlock bytes
 //   bytes       = `length` raw bytes after an ok reply to a request (outside any frame, so that
 //                 the sender hands them to the kernel straight from the chunk's file)
+//   file read   = kind 4: string request (a v1::ReadCheckpointFileRequest, serialized), i64 length
+//                 (the size asked): answered by a reply (ok: the length), the file's raw bytes,
+//                 then a trailer
+//   file put    = kind 5: string header (a v1::CheckpointFilePiece without data, serialized),
+//                 i64 length, then the raw bytes and a trailer; answered by a reply once placed
+//   trailer     = kind 6: u64 XXH3-64 of the file's bytes (a checkpoint file has no checksums
+//                 recorded: it is hashed as it is sent and as it arrives)
 //
 // A hello with a token other than the cluster's is answered Unauthenticated and the connection
 // closed. A connection carries one request at a time, in order; the plane opens several to each
@@ -47,6 +54,13 @@ struct ChunkRequest {
   int64_t length = 0;
 };
 
+// A checkpoint file's transfer (file read, file put).
+struct FileTransfer {
+  bool put = false;     // kind 5; else 4
+  std::string message;  // the serialized request or header
+  int64_t length = 0;   // the file's bytes: sent (put) or asked (read)
+};
+
 struct Reply {
   Status status = Status::ok();
   // On an ok reply to a request: the bytes that follow, and their checksums.
@@ -58,12 +72,19 @@ struct Reply {
 std::string encodeHello(const Hello& hello);
 std::string encodeRequest(const ChunkRequest& request);
 std::string encodeReply(const Reply& reply);
+std::string encodeFileTransfer(const FileTransfer& transfer);
+std::string encodeTrailer(uint64_t xxh3);
+
+// Whether a frame's body is a file transfer (kind 4 or 5) rather than a chunk request.
+bool isFileTransfer(std::string_view body);
 
 // Each reads a frame's body (after its length). InvalidArgument for another kind, a field cut
 // short or bytes left over.
 Result<Hello> decodeHello(std::string_view body);
 Result<ChunkRequest> decodeRequest(std::string_view body);
 Result<Reply> decodeReply(std::string_view body);
+Result<FileTransfer> decodeFileTransfer(std::string_view body);
+Result<uint64_t> decodeTrailer(std::string_view body);
 
 // The length a frame's first four bytes announce. InvalidArgument past kMaxFrame.
 Result<uint32_t> decodeFrameLength(std::string_view header);

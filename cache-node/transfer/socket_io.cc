@@ -78,8 +78,13 @@ Result<OwnedFd> listenTcp(const std::string& address) {
   OwnedFd listener;
   for (const addrinfo* a = found; a != nullptr && !listener; a = a->ai_next) {
     OwnedFd candidate(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    // SO_REUSEPORT as gRPC sets it: a pod replacing this node's (a hand-over, with the host's
+    // network) listens beside it until it goes.
     const int yes = 1;
-    if (candidate) ::setsockopt(candidate.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (candidate) {
+      ::setsockopt(candidate.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      ::setsockopt(candidate.get(), SOL_SOCKET, SO_REUSEPORT, &yes, sizeof yes);
+    }
     if (!candidate || ::bind(candidate.get(), a->ai_addr, a->ai_addrlen) != 0 ||
         ::listen(candidate.get(), 1024) != 0) {
       last = errnoStatus(errno, "cannot listen on " + address);

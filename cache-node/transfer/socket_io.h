@@ -18,7 +18,8 @@ namespace granary::cache::transfer {
 Result<std::pair<std::string, int>> splitHostPort(const std::string& address,
                                                   std::string_view field);
 
-// Listens on "host:port" (port 0: a free one, see boundPort). Unavailable when it cannot bind.
+// Listens on "host:port" (port 0: a free one, see boundPort), with SO_REUSEPORT so that a
+// replacing process may listen beside this one. Unavailable when it cannot bind.
 Result<OwnedFd> listenTcp(const std::string& address);
 int boundPort(int listener);
 

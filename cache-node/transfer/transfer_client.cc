@@ -1,12 +1,15 @@
 #include "cache-node/transfer/transfer_client.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include <chrono>
 #include <utility>
 
 #include "cache-node/transfer/arrival_check.h"
 #include "cache-node/transfer/socket_io.h"
+#include "common/errno_status.h"
 #include "common/log.h"
 
 namespace granary::cache::transfer {
@@ -23,6 +26,9 @@ bool isStall(const Status& error) {
 
 std::string keyOf(const Endpoint& peer) { return peer.host + ":" + std::to_string(peer.port); }
 
+// Checkpoint files move in pieces of this many bytes, each hashed as it passes.
+constexpr int64_t kFilePiece = 1 << 20;
+
 std::string chunkName(const ChunkRequest& request) {
   return "chunk " + std::to_string(request.index) + " of " + request.path;
 }
@@ -34,6 +40,18 @@ TransferClient::TransferClient(TransferClientOptions options, TransferMetrics* m
 
 Result<std::string> TransferClient::readChunk(const Endpoint& peer, const ChunkRequest& request,
                                               std::stop_token stop) {
+  std::string data;
+  const Status read = exchange(peer, stop, [&](int connection, Exchange& state) {
+    auto arrived = transfer(connection, peer, request, stop, state);
+    if (arrived.isOk()) data = std::move(*arrived);
+    return arrived.status();
+  });
+  GRANARY_RETURN_IF_ERROR(read);
+  return data;
+}
+
+Status TransferClient::exchange(const Endpoint& peer, std::stop_token stop,
+                                const std::function<Status(int, Exchange&)>& op) {
   const auto start = std::chrono::steady_clock::now();
   while (true) {
     auto lease = acquire(peer, stop);
@@ -41,33 +59,115 @@ Result<std::string> TransferClient::readChunk(const Endpoint& peer, const ChunkR
       countFailure(peer, lease.status());
       return lease.status();
     }
-    bool inSync = false, anyReply = false;
-    auto data = transfer(lease->connection.get(), peer, request, stop, inSync, anyReply);
-    release(peer, std::move(lease->connection), inSync);
+    Exchange state;
+    const Status done = op(lease->connection.get(), state);
+    release(peer, std::move(lease->connection), state.inSync);
     // A connection kept idle may have been closed by the peer meanwhile (its idle timeout, a
     // restart), and so may the others kept with it: one that ends before any reply is tried
     // again on a fresh one.
-    if (!data.isOk() && lease->reused && !anyReply &&
-        data.status().code() == StatusCode::kUnavailable && !isStall(data.status())) {
+    if (!done.isOk() && lease->reused && !state.anyReply &&
+        done.code() == StatusCode::kUnavailable && !isStall(done)) {
       dropIdle(peer);
       continue;
     }
-    if (!data.isOk()) {
-      countFailure(peer, data.status());
-      return data.status();
+    if (!done.isOk()) {
+      countFailure(peer, done);
+      return done;
     }
     if (metrics_) {
-      metrics_->received(peer.node, static_cast<int64_t>(data->size()),
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                             .count());
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (state.received > 0) metrics_->received(peer.node, state.received, seconds);
+      if (state.sent > 0) metrics_->sent(peer.node, state.sent, seconds);
     }
-    return data;
+    return done;
   }
+}
+
+Status TransferClient::putFile(const Endpoint& peer, const std::string& header, int fd,
+                               int64_t size, const std::function<bool(int64_t)>& pace) {
+  return exchange(peer, {}, [&](int connection, Exchange& state) -> Status {
+    const FileTransfer put{.put = true, .message = header, .length = size};
+    GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeFileTransfer(put), options_.stall, true));
+    XXH3_state_t* hash = XXH3_createState();
+    XXH3_64bits_reset(hash);
+    std::string buffer;
+    Status sent = Status::ok();
+    for (int64_t offset = 0; sent.isOk() && offset < size;) {
+      const int64_t wanted = std::min<int64_t>(kFilePiece, size - offset);
+      buffer.resize(static_cast<size_t>(wanted));
+      if (!pace(wanted)) {
+        sent = cancelled("the copy stopped");
+      } else if (::pread(fd, buffer.data(), buffer.size(), offset) != wanted) {
+        sent = failedPrecondition("the file became shorter while it was copied");
+      } else {
+        XXH3_64bits_update(hash, buffer.data(), buffer.size());
+        sent = sendAll(connection, buffer, options_.stall, /*more=*/true);
+        offset += wanted;
+      }
+    }
+    const uint64_t digest = XXH3_64bits_digest(hash);
+    XXH3_freeState(hash);
+    if (sent.isOk() && size > 0 && !pace(0)) sent = cancelled("the file changed while it was copied");
+    GRANARY_RETURN_IF_ERROR(sent);  // the connection is cut mid-file: not reused
+    GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeTrailer(digest), options_.stall));
+    GRANARY_ASSIGN_OR_RETURN(const std::string frame, receiveFrame(connection, options_.stall));
+    state.anyReply = true;
+    GRANARY_ASSIGN_OR_RETURN(const Reply reply, decodeReply(frame));
+    state.inSync = true;
+    if (reply.status.isOk()) state.sent = size;
+    return reply.status;
+  });
+}
+
+Status TransferClient::readFile(const Endpoint& peer, const std::string& request, int64_t size,
+                                int fd, const std::function<void(int64_t)>& arrived) {
+  return exchange(peer, {}, [&](int connection, Exchange& state) -> Status {
+    const FileTransfer read{.message = request, .length = size};
+    GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeFileTransfer(read), options_.stall));
+    auto frame = receiveFrame(connection, options_.stall);
+    if (!frame.isOk() && frame.status().code() == StatusCode::kNotFound)
+      return unavailable("the peer closed the connection");
+    GRANARY_RETURN_IF_ERROR(frame.status());
+    state.anyReply = true;
+    GRANARY_ASSIGN_OR_RETURN(const Reply reply, decodeReply(*frame));
+    if (!reply.status.isOk()) {
+      state.inSync = true;
+      return reply.status;
+    }
+    if (reply.length != size)
+      return invalidArgument("a file of " + std::to_string(reply.length) + " bytes, not " +
+                             std::to_string(size));
+    XXH3_state_t* hash = XXH3_createState();
+    XXH3_64bits_reset(hash);
+    std::string buffer(static_cast<size_t>(std::min<int64_t>(kFilePiece, size)), '\0');
+    Status written = Status::ok();
+    for (int64_t at = 0; written.isOk() && at < size;) {
+      const int64_t piece = std::min<int64_t>(kFilePiece, size - at);
+      written = receiveExactly(connection, buffer.data(), piece, options_.stall);
+      if (!written.isOk()) break;
+      XXH3_64bits_update(hash, buffer.data(), static_cast<size_t>(piece));
+      if (::pwrite(fd, buffer.data(), static_cast<size_t>(piece), at) != piece)
+        written = errnoStatus(errno, "cannot write what arrived");
+      at += piece;
+      if (written.isOk()) arrived(piece);
+    }
+    const uint64_t digest = XXH3_64bits_digest(hash);
+    XXH3_freeState(hash);
+    GRANARY_RETURN_IF_ERROR(written);
+    GRANARY_ASSIGN_OR_RETURN(const std::string trailer, receiveFrame(connection, options_.stall));
+    GRANARY_ASSIGN_OR_RETURN(const uint64_t sent, decodeTrailer(trailer));
+    state.inSync = true;
+    if (sent != digest)
+      return corruption("a checkpoint file from " + peer.node + " failed its checksum");
+    state.received = size;
+    return Status::ok();
+  });
 }
 
 Result<std::string> TransferClient::transfer(int connection, const Endpoint& peer,
                                              const ChunkRequest& request, std::stop_token stop,
-                                             bool& inSync, bool& anyReply) {
+                                             Exchange& state) {
   // A stop shuts the socket down, which wakes any wait on it at once.
   std::stop_callback onStop(stop, [connection] { ::shutdown(connection, SHUT_RDWR); });
   GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeRequest(request), options_.stall));
@@ -75,10 +175,10 @@ Result<std::string> TransferClient::transfer(int connection, const Endpoint& pee
   if (!frame.isOk() && frame.status().code() == StatusCode::kNotFound)
     return unavailable("the peer closed the connection");
   GRANARY_RETURN_IF_ERROR(frame.status());
-  anyReply = true;
+  state.anyReply = true;
   GRANARY_ASSIGN_OR_RETURN(Reply reply, decodeReply(*frame));
   if (!reply.status.isOk()) {
-    inSync = true;
+    state.inSync = true;
     return reply.status;
   }
   if (!ArrivalCheck::fits(reply.checksums, reply.length) ||
@@ -100,7 +200,8 @@ Result<std::string> TransferClient::transfer(int connection, const Endpoint& pee
     }
     return received;
   }
-  inSync = true;
+  state.inSync = true;
+  state.received = reply.length;
   return data;
 }
 

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <stop_token>
 #include <string>
@@ -52,10 +53,29 @@ class TransferClient {
   Result<std::string> readChunk(const Endpoint& peer, const ChunkRequest& request,
                                 std::stop_token stop = {});
 
+  // Checkpoint files (frame.h's file put and file read), hashed with XXH3 as they pass and
+  // checked at the far end. putFile sends the `size` bytes of `fd` from offset 0 after `header`
+  // (a serialized v1::CheckpointFilePiece), each piece paced by `pace` (false cancels; `pace(0)`
+  // after the last says whether the file is unchanged), and returns what the peer answered once
+  // it placed the copy. readFile writes the `size` bytes of the file `request` (a serialized
+  // v1::ReadCheckpointFileRequest) names to `fd` from offset 0, telling `arrived` of each piece:
+  // Corruption when they fail the sender's hash.
+  Status putFile(const Endpoint& peer, const std::string& header, int fd, int64_t size,
+                 const std::function<bool(int64_t)>& pace);
+  Status readFile(const Endpoint& peer, const std::string& request, int64_t size, int fd,
+                  const std::function<void(int64_t)>& arrived);
+
  private:
   struct Pool {
     std::vector<OwnedFd> idle;
     int open = 0;  // idle ones and those lent out
+  };
+  // What one exchange over a connection left: whether the connection may carry another, whether
+  // any reply came (a reused connection that fails before one is tried again), the bytes moved.
+  struct Exchange {
+    bool inSync = false;
+    bool anyReply = false;
+    int64_t received = 0, sent = 0;
   };
   struct Lease {
     OwnedFd connection;
@@ -69,10 +89,13 @@ class TransferClient {
   // Closes the idle connections to `peer`.
   void dropIdle(const Endpoint& peer) GRANARY_EXCLUDES(mutex_);
   Result<OwnedFd> connect(const Endpoint& peer);
-  // One request and its reply over `connection`; `inSync` says afterwards whether the connection
-  // may carry another request.
+  // Runs `op` over a connection to `peer` (again on a fresh one when a reused one turns out
+  // closed), counting its bytes or its failure.
+  Status exchange(const Endpoint& peer, std::stop_token stop,
+                  const std::function<Status(int connection, Exchange&)>& op);
+  // One chunk request and its reply over `connection`.
   Result<std::string> transfer(int connection, const Endpoint& peer, const ChunkRequest& request,
-                               std::stop_token stop, bool& inSync, bool& anyReply);
+                               std::stop_token stop, Exchange& state);
   void countFailure(const Endpoint& peer, const Status& error);
 
   const TransferClientOptions options_;

@@ -42,6 +42,29 @@ Result<std::string> TransferPeers::readChunk(const std::string& node, const Data
   return grpc_.readChunk(node, dataset, path, index, etag, fill, length, stop);
 }
 
+Status TransferPeers::putCheckpointFile(const std::string& node,
+                                        const v1::CheckpointFilePiece& header, int fd,
+                                        int64_t size, const checkpoint::OriginWriter::Pace& pace) {
+  if (const auto plane = client_ ? planeOf(node) : std::nullopt) {
+    const Status put = client_->putFile(*plane, header.SerializeAsString(), fd, size, pace);
+    if (!put.message().starts_with("connect:")) return put;
+    planeFailed(node);
+  }
+  return grpc_.putCheckpointFile(node, header, fd, size, pace);
+}
+
+Status TransferPeers::readCheckpointFile(const std::string& node,
+                                         const v1::ReadCheckpointFileRequest& request, int fd,
+                                         const std::function<void(int64_t)>& arrived) {
+  if (const auto plane = client_ ? planeOf(node) : std::nullopt) {
+    const Status read =
+        client_->readFile(*plane, request.SerializeAsString(), request.file().size(), fd, arrived);
+    if (!read.message().starts_with("connect:")) return read;
+    planeFailed(node);
+  }
+  return grpc_.readCheckpointFile(node, request, fd, arrived);
+}
+
 std::optional<Endpoint> TransferPeers::planeOf(const std::string& node) {
   const auto address = grpc_.addressOf(node);
   if (!address) return std::nullopt;

@@ -1,7 +1,7 @@
-// The PeerReader of a cache node: chunks over each peer's data plane (transfer_client.h) where the
-// peer has one, over the Peer service's ReadChunk where it has none (TLS on, the plane switched
-// off, a version without it) or cannot be reached on it; listings always over the Peer service
-// (small pages, not bulk bytes). Which port a peer's plane has is asked once over gRPC
+// The PeerReader and CheckpointFileMover of a cache node: chunks and checkpoint files over each
+// peer's data plane (transfer_client.h) where the peer has one, over the Peer service where it
+// has none (TLS on, the plane switched off, a version without it) or cannot be reached on it;
+// listings and checkpoint news always over the Peer service (small messages, not bulk bytes). Which port a peer's plane has is asked once over gRPC
 // (DescribeTransfer) and asked again after its address changes or a connection to it fails.
 //
 // Thread-safety: every method may be called from any thread.
@@ -18,7 +18,7 @@
 
 namespace granary::cache::transfer {
 
-class TransferPeers final : public PeerReader {
+class TransferPeers final : public PeerReader, public CheckpointFileMover {
  public:
   // `grpc` and `client` outlive this; `client` null: every chunk over gRPC.
   TransferPeers(GrpcPeers& grpc, TransferClient* client) : grpc_(grpc), client_(client) {}
@@ -32,6 +32,10 @@ class TransferPeers final : public PeerReader {
       const std::function<Status(std::span<const ManifestEntry>)>& each) override {
     return grpc_.followListing(node, dataset, share, stop, each);
   }
+  Status putCheckpointFile(const std::string& node, const v1::CheckpointFilePiece& header, int fd,
+                           int64_t size, const checkpoint::OriginWriter::Pace& pace) override;
+  Status readCheckpointFile(const std::string& node, const v1::ReadCheckpointFileRequest& request,
+                            int fd, const std::function<void(int64_t)>& arrived) override;
 
  private:
   struct Plane {

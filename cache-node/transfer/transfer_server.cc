@@ -6,11 +6,13 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <chrono>
 #include <utility>
 
 #include "cache-node/transfer/socket_io.h"
+#include "common/errno_status.h"
 #include "common/log.h"
 
 namespace granary::cache::transfer {
@@ -30,9 +32,14 @@ FailureCause causeOf(const Status& error) {
       return error.message().find("stalled") != std::string::npos ? FailureCause::kStalled
                                                                    : FailureCause::kClosed;
     case StatusCode::kInvalidArgument: return FailureCause::kProtocol;
-    default: return FailureCause::kClosed;
+    case StatusCode::kCorruption: return FailureCause::kChecksum;
+    case StatusCode::kCancelled: return FailureCause::kClosed;
+    default: return FailureCause::kRefused;
   }
 }
+
+// Checkpoint files move in pieces of this many bytes, each hashed as it passes.
+constexpr int64_t kFilePiece = 1 << 20;
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -42,18 +49,21 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 
 Result<std::unique_ptr<TransferServer>> TransferServer::start(TransferServerOptions options,
                                                               ChunkSource& source,
+                                                              CheckpointFiles* files,
                                                               TransferMetrics* metrics) {
   GRANARY_ASSIGN_OR_RETURN(OwnedFd listener, listenTcp(options.address));
   return std::unique_ptr<TransferServer>(
-      new TransferServer(std::move(options), std::move(listener), source, metrics));
+      new TransferServer(std::move(options), std::move(listener), source, files, metrics));
 }
 
 TransferServer::TransferServer(TransferServerOptions options, OwnedFd listener,
-                               ChunkSource& source, TransferMetrics* metrics)
+                               ChunkSource& source, CheckpointFiles* files,
+                               TransferMetrics* metrics)
     : options_(std::move(options)),
       listener_(std::move(listener)),
       port_(boundPort(listener_.get())),
       source_(source),
+      files_(files),
       metrics_(metrics),
       acceptor_([this](std::stop_token stop) { acceptLoop(stop); }) {}
 
@@ -114,6 +124,11 @@ void TransferServer::serve(int connection) {
   while (true) {
     auto frame = receiveFrame(connection, options_.idle);
     if (!frame.isOk()) return;  // closed, idle or cut: the client opens another when it needs one
+    if (isFileTransfer(*frame)) {
+      auto transfer = decodeFileTransfer(*frame);
+      if (transfer.isOk() && answerFile(connection, *transfer, *node)) continue;
+      return;
+    }
     auto request = decodeRequest(*frame);
     if (!request.isOk()) {
       if (metrics_) metrics_->failed(hostOf(address), FailureCause::kProtocol);
@@ -175,6 +190,80 @@ bool TransferServer::answer(int connection, const ChunkRequest& request, const s
     return false;
   }
   if (metrics_) metrics_->sent(peer, chunk->size, secondsSince(start));
+  return true;
+}
+
+bool TransferServer::answerFile(int connection, const FileTransfer& transfer,
+                                const std::string& peer) {
+  if (files_ == nullptr) {
+    (void)sendAll(connection,
+                  encodeReply({.status = failedPrecondition("this node keeps no checkpoint volumes")}),
+                  options_.stall);
+    return false;  // a put's bytes would follow: the connection ends here
+  }
+  return transfer.put ? receiveFile(connection, transfer, peer) : sendFile(connection, transfer, peer);
+}
+
+bool TransferServer::receiveFile(int connection, const FileTransfer& put, const std::string& peer) {
+  const auto start = std::chrono::steady_clock::now();
+  bool consumed = false;  // every byte and the trailer read: the connection is in step
+  const Status placed = files_->place(put.message, [&](int fd) -> Status {
+    XXH3_state_t* hash = XXH3_createState();
+    XXH3_64bits_reset(hash);
+    std::string buffer(static_cast<size_t>(std::min<int64_t>(kFilePiece, put.length)), '\0');
+    Status written = Status::ok();
+    for (int64_t at = 0; written.isOk() && at < put.length;) {
+      const int64_t piece = std::min<int64_t>(kFilePiece, put.length - at);
+      written = receiveExactly(connection, buffer.data(), piece, options_.stall);
+      if (!written.isOk()) break;
+      XXH3_64bits_update(hash, buffer.data(), static_cast<size_t>(piece));
+      if (::pwrite(fd, buffer.data(), static_cast<size_t>(piece), at) != piece)
+        written = errnoStatus(errno, "cannot write the copy");
+      at += piece;
+    }
+    const uint64_t digest = XXH3_64bits_digest(hash);
+    XXH3_freeState(hash);
+    GRANARY_RETURN_IF_ERROR(written);
+    GRANARY_ASSIGN_OR_RETURN(const std::string frame, receiveFrame(connection, options_.stall));
+    GRANARY_ASSIGN_OR_RETURN(const uint64_t sent, decodeTrailer(frame));
+    consumed = true;
+    if (sent != digest) return corruption("the copy failed its checksum");
+    return Status::ok();
+  });
+  if (!placed.isOk() && metrics_) metrics_->failed(peer, causeOf(placed));
+  if (placed.isOk() && metrics_) metrics_->received(peer, put.length, secondsSince(start));
+  const bool replied = sendAll(connection, encodeReply({.status = placed}), options_.stall).isOk();
+  return replied && consumed;
+}
+
+bool TransferServer::sendFile(int connection, const FileTransfer& read, const std::string& peer) {
+  const auto start = std::chrono::steady_clock::now();
+  XXH3_state_t* hash = XXH3_createState();
+  XXH3_64bits_reset(hash);
+  int64_t sent = 0;
+  const Status done = files_->read(read.message, [&](std::string_view bytes) -> Status {
+    if (sent == 0) {  // the reply goes once the file is open in the version asked
+      GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeReply({.length = read.length}),
+                                      options_.stall, /*more=*/true));
+    }
+    if (sent + static_cast<int64_t>(bytes.size()) > read.length)
+      return failedPrecondition("the file is longer than asked");
+    XXH3_64bits_update(hash, bytes.data(), bytes.size());
+    sent += static_cast<int64_t>(bytes.size());
+    return sendAll(connection, bytes, options_.stall, /*more=*/true);
+  });
+  const uint64_t digest = XXH3_64bits_digest(hash);
+  XXH3_freeState(hash);
+  if (sent == 0 && !done.isOk())  // nothing sent yet: an answer, and the connection goes on
+    return sendAll(connection, encodeReply({.status = done}), options_.stall).isOk();
+  if (!done.isOk() || sent != read.length) {
+    if (metrics_) metrics_->failed(peer, causeOf(done.isOk() ? unavailable("short") : done));
+    return false;  // cut mid-file: the receiver sees it end early
+  }
+  if (sent == 0 && !sendAll(connection, encodeReply({.length = 0}), options_.stall, true).isOk())
+    return false;
+  if (!sendAll(connection, encodeTrailer(digest), options_.stall).isOk()) return false;
+  if (metrics_) metrics_->sent(peer, sent, secondsSince(start));
   return true;
 }
 

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -34,6 +35,19 @@ class ChunkSource {
   virtual Result<PeerChunk> open(const ChunkRequest& request) = 0;
 };
 
+// Where the checkpoint files peers put and read are (the node's checkpoint volumes).
+class CheckpointFiles {
+ public:
+  virtual ~CheckpointFiles() = default;
+  // Places the copy `header` (a serialized v1::CheckpointFilePiece) describes, whole or not at
+  // all: `write` fills the file it is given (and fails the placing when it fails).
+  virtual Status place(const std::string& header, const std::function<Status(int fd)>& write) = 0;
+  // Hands the bytes of the file `request` (a serialized v1::ReadCheckpointFileRequest) names to
+  // `each`, in order; FailedPrecondition when the tree holds another version of it.
+  virtual Status read(const std::string& request,
+                      const std::function<Status(std::string_view)>& each) = 0;
+};
+
 struct TransferServerOptions {
   std::string address;  // host:port; port 0 takes a free one (port())
   Secret token;         // the cluster's: every hello must carry it
@@ -48,9 +62,10 @@ struct TransferServerOptions {
 
 class TransferServer {
  public:
-  // Listens at once. `source` and `metrics` (null: not exported) outlive the server.
+  // Listens at once. `source`, `files` (null: checkpoint files are refused) and `metrics` (null:
+  // not exported) outlive the server.
   static Result<std::unique_ptr<TransferServer>> start(TransferServerOptions options,
-                                                       ChunkSource& source,
+                                                       ChunkSource& source, CheckpointFiles* files,
                                                        TransferMetrics* metrics);
   // Stops accepting, ends every connection (a transfer in progress is cut) and waits for them.
   ~TransferServer();
@@ -61,7 +76,7 @@ class TransferServer {
 
  private:
   TransferServer(TransferServerOptions options, OwnedFd listener, ChunkSource& source,
-                 TransferMetrics* metrics);
+                 CheckpointFiles* files, TransferMetrics* metrics);
   void acceptLoop(std::stop_token stop);
   // Serves one connection until it ends (the caller closes it).
   void serve(int connection);
@@ -71,6 +86,10 @@ class TransferServer {
   // Answers one request of `peer`; false when the connection can no longer be used.
   bool answer(int connection, const ChunkRequest& request, const std::string& peer);
   Status sendChunk(int connection, const PeerChunk& chunk);
+  // A checkpoint file put or read; false when the connection can no longer be used.
+  bool answerFile(int connection, const FileTransfer& transfer, const std::string& peer);
+  bool receiveFile(int connection, const FileTransfer& put, const std::string& peer);
+  bool sendFile(int connection, const FileTransfer& read, const std::string& peer);
   bool track(int connection) GRANARY_EXCLUDES(mutex_);
   void untrack(int connection) GRANARY_EXCLUDES(mutex_);
 
@@ -78,6 +97,7 @@ class TransferServer {
   OwnedFd listener_;
   const int port_;
   ChunkSource& source_;
+  CheckpointFiles* const files_;
   TransferMetrics* const metrics_;
 
   Mutex mutex_;

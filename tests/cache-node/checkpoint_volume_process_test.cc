@@ -94,13 +94,18 @@ grpc::Status publish(NodeProcess& node, const csi::v1::NodePublishVolumeRequest&
 }
 
 // The series `name` for the test's volume, from the node's /metrics; -1 when absent.
-double series(const NodeProcess& node, const std::string& name, const std::string& uri) {
+// The value of the series `name{labels}` on `node`; -1 when it has none.
+double seriesOf(const NodeProcess& node, const std::string& name, const std::string& labels) {
   std::string body;
   if (httpGet("http://127.0.0.1:" + std::to_string(node.metricsPort()) + "/metrics", body) != 200)
     return -1;
-  const std::string prefix = name + "{namespace=\"ml\",uri=\"" + uri + "\"} ";
+  const std::string prefix = name + "{" + labels + "} ";
   const size_t at = body.find(prefix);
   return at == std::string::npos ? -1 : std::stod(body.substr(at + prefix.size()));
+}
+
+double series(const NodeProcess& node, const std::string& name, const std::string& uri) {
+  return seriesOf(node, name, "namespace=\"ml\",uri=\"" + uri + "\"");
 }
 
 class CheckpointVolumeProcessTest : public ::testing::Test {
@@ -477,6 +482,9 @@ TEST_F(CheckpointVolumeProcessTest, ALostNodesFilesReachTheOriginFromItsPeer) {
   EXPECT_EQ(telemetry.checkpoint_volumes(0).written_bytes(), 0) << "copies are not written there";
   ASSERT_TRUE(eventually(
       [&] { return series(writer, "granary_checkpoint_copied_bytes_total", uri()) >= 2 << 20; }));
+  // The copies crossed the data plane.
+  EXPECT_GE(seriesOf(writer, "granary_peer_sent_bytes_total", "peer=\"n2\""), 2 << 20);
+  EXPECT_GE(seriesOf(peer, "granary_peer_received_bytes_total", "peer=\"n1\""), 2 << 20);
 
   const std::string writerAddress = writer.address();
   writer.kill(SIGKILL);
@@ -494,6 +502,8 @@ TEST_F(CheckpointVolumeProcessTest, ALostNodesFilesReachTheOriginFromItsPeer) {
   EXPECT_EQ(filesOf(restored), written) << elsewhere.log();
   EXPECT_NE(elsewhere.log().find("peerFiles=" + std::to_string(written.size())), std::string::npos)
       << elsewhere.log();
+  EXPECT_GE(seriesOf(elsewhere, "granary_peer_received_bytes_total", "peer=\"n2\""), 2 << 20)
+      << "the restore crossed the data plane";
 
   // The operator says the writer's node is lost: its peer uploads its files, markers last.
   ASSERT_TRUE(setPeers(peer, uri(), {}, {"n1"}).ok()) << peer.log();

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -72,12 +73,41 @@ class FileChunks final : public ChunkSource {
   std::filesystem::path dir_;
 };
 
+// Checkpoint files kept in memory by name (the header or request is the name), placed whole or
+// not at all.
+class MemoryFiles final : public CheckpointFiles {
+ public:
+  explicit MemoryFiles(std::filesystem::path scratch) : scratch_(std::move(scratch)) {}
+  Status place(const std::string& header, const std::function<Status(int fd)>& write) override {
+    if (header == "refused") return failedPrecondition("no such volume");
+    OwnedFd file(::open(scratch_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    GRANARY_RETURN_IF_ERROR(write(file.get()));
+    std::string bytes(static_cast<size_t>(::lseek(file.get(), 0, SEEK_END)), '\0');
+    (void)::pread(file.get(), bytes.data(), bytes.size(), 0);
+    files[header] = bytes;
+    return Status::ok();
+  }
+  Status read(const std::string& request,
+              const std::function<Status(std::string_view)>& each) override {
+    const auto found = files.find(request);
+    if (found == files.end()) return failedPrecondition("another version");
+    const std::string_view bytes = found->second;
+    GRANARY_RETURN_IF_ERROR(each(bytes.substr(0, bytes.size() / 2)));
+    return each(bytes.substr(bytes.size() / 2));
+  }
+  std::map<std::string, std::string> files;
+
+ private:
+  std::filesystem::path scratch_;
+};
+
 class TransferPlaneTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("granary-plane-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir_);
     source_ = std::make_unique<FileChunks>(dir_);
+    files_ = std::make_unique<MemoryFiles>(dir_ / "placing");
     metrics_ = std::move(*TransferMetrics::create(registry_));
   }
   void TearDown() override {
@@ -87,7 +117,7 @@ class TransferPlaneTest : public ::testing::Test {
   void serve(TransferServerOptions options = {}) {
     options.address = "127.0.0.1:0";
     options.token = Secret(kToken);
-    auto started = TransferServer::start(std::move(options), *source_, metrics_.get());
+    auto started = TransferServer::start(std::move(options), *source_, files_.get(), metrics_.get());
     ASSERT_TRUE(started.isOk()) << started.status();
     server_ = std::move(*started);
   }
@@ -111,6 +141,7 @@ class TransferPlaneTest : public ::testing::Test {
   MetricsRegistry registry_;
   std::unique_ptr<TransferMetrics> metrics_;
   std::unique_ptr<FileChunks> source_;
+  std::unique_ptr<MemoryFiles> files_;
   std::unique_ptr<TransferServer> server_;
 };
 
@@ -265,6 +296,47 @@ TEST_F(TransferPlaneTest, SixtyFourReadersOfOnePeerShareItsFewConnections) {
   EXPECT_EQ(right.load(), 64 * 4);
   EXPECT_LE(source_->mostInFlight.load(), 4);  // no more transfers at once than connections
   EXPECT_TRUE(exposes("granary_peer_connections{direction=\"in\"} 4")) << registry_.exposition();
+}
+
+TEST_F(TransferPlaneTest, CheckpointFilesArePutAndReadWholeWithTheirHash) {
+  const std::string model = source_->add("model.pt", (5 << 20) + 123, 6);
+  serve();
+  TransferClient client = this->client();
+  OwnedFd source(::open((dir_ / "model.pt").c_str(), O_RDONLY | O_CLOEXEC));
+  int64_t paced = 0;
+  const auto pace = [&](int64_t bytes) { return (paced += bytes), true; };
+  ASSERT_TRUE(client.putFile(endpoint(), "ckpt/model.pt", source.get(), model.size(), pace).isOk());
+  EXPECT_EQ(files_->files.at("ckpt/model.pt"), model);
+  EXPECT_EQ(paced, static_cast<int64_t>(model.size()));
+
+  // Read back into another file, on the same connection.
+  OwnedFd restored(::open((dir_ / "restored").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  int64_t arrived = 0;
+  ASSERT_TRUE(client.readFile(endpoint(), "ckpt/model.pt", model.size(), restored.get(),
+                              [&](int64_t bytes) { arrived += bytes; })
+                  .isOk());
+  std::string back(model.size(), '\0');
+  ASSERT_EQ(::pread(restored.get(), back.data(), back.size(), 0), static_cast<ssize_t>(back.size()));
+  EXPECT_EQ(back, model);
+  EXPECT_EQ(arrived, static_cast<int64_t>(model.size()));
+  EXPECT_TRUE(exposes("granary_peer_sent_bytes_total{peer=\"b\"} " + std::to_string(model.size())))
+      << registry_.exposition();
+
+  // Refusals are answers: a version the tree no longer holds, a volume it does not keep.
+  EXPECT_EQ(client.readFile(endpoint(), "ckpt/other.pt", 10, restored.get(), [](int64_t) {}).code(),
+            StatusCode::kFailedPrecondition);
+  const Status refused = client.putFile(endpoint(), "refused", source.get(), model.size(), pace);
+  EXPECT_FALSE(refused.isOk());
+  EXPECT_EQ(files_->files.size(), 1u);
+  // A copy whose pace stops it mid-file is not placed.
+  int pieces = 0;
+  const Status stopped = client.putFile(endpoint(), "ckpt/half.pt", source.get(), model.size(),
+                                        [&](int64_t) { return ++pieces <= 2; });
+  EXPECT_EQ(stopped.code(), StatusCode::kCancelled);
+  EXPECT_TRUE(testing::eventually(
+      [&] { return exposes("granary_peer_failures_total{cause=\"closed\",peer=\"a\"} 1"); }, 5s))
+      << registry_.exposition();
+  EXPECT_FALSE(files_->files.contains("ckpt/half.pt"));
 }
 
 }  // namespace
