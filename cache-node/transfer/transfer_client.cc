@@ -1,15 +1,13 @@
 #include "cache-node/transfer/transfer_client.h"
 
 #include <sys/socket.h>
-#include <unistd.h>
-#include <xxhash.h>
 
 #include <chrono>
 #include <utility>
 
 #include "cache-node/transfer/arrival_check.h"
+#include "cache-node/transfer/file_stream.h"
 #include "cache-node/transfer/socket_io.h"
-#include "common/errno_status.h"
 #include "common/log.h"
 
 namespace granary::cache::transfer {
@@ -25,9 +23,6 @@ bool isStall(const Status& error) {
 }
 
 std::string keyOf(const Endpoint& peer) { return peer.host + ":" + std::to_string(peer.port); }
-
-// Checkpoint files move in pieces of this many bytes, each hashed as it passes.
-constexpr int64_t kFilePiece = 1 << 20;
 
 std::string chunkName(const ChunkRequest& request) {
   return "chunk " + std::to_string(request.index) + " of " + request.path;
@@ -89,28 +84,11 @@ Status TransferClient::putFile(const Endpoint& peer, const std::string& header, 
   return exchange(peer, {}, [&](int connection, Exchange& state) -> Status {
     const FileTransfer put{.put = true, .message = header, .length = size};
     GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeFileTransfer(put), options_.stall, true));
-    XXH3_state_t* hash = XXH3_createState();
-    XXH3_64bits_reset(hash);
-    std::string buffer;
-    Status sent = Status::ok();
-    for (int64_t offset = 0; sent.isOk() && offset < size;) {
-      const int64_t wanted = std::min<int64_t>(kFilePiece, size - offset);
-      buffer.resize(static_cast<size_t>(wanted));
-      if (!pace(wanted)) {
-        sent = cancelled("the copy stopped");
-      } else if (::pread(fd, buffer.data(), buffer.size(), offset) != wanted) {
-        sent = failedPrecondition("the file became shorter while it was copied");
-      } else {
-        XXH3_64bits_update(hash, buffer.data(), buffer.size());
-        sent = sendAll(connection, buffer, options_.stall, /*more=*/true);
-        offset += wanted;
-      }
-    }
-    const uint64_t digest = XXH3_64bits_digest(hash);
-    XXH3_freeState(hash);
-    if (sent.isOk() && size > 0 && !pace(0)) sent = cancelled("the file changed while it was copied");
-    GRANARY_RETURN_IF_ERROR(sent);  // the connection is cut mid-file: not reused
-    GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeTrailer(digest), options_.stall));
+    StreamHash hash;
+    // A failure cuts the connection mid-file: it is not reused, and the peer places nothing.
+    GRANARY_RETURN_IF_ERROR(sendFileBytes(connection, fd, size, options_.stall, pace, hash));
+    if (size > 0 && !pace(0)) return cancelled("the file changed while it was copied");
+    GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeTrailer(hash.digest()), options_.stall));
     GRANARY_ASSIGN_OR_RETURN(const std::string frame, receiveFrame(connection, options_.stall));
     state.anyReply = true;
     GRANARY_ASSIGN_OR_RETURN(const Reply reply, decodeReply(frame));
@@ -138,27 +116,12 @@ Status TransferClient::readFile(const Endpoint& peer, const std::string& request
     if (reply.length != size)
       return invalidArgument("a file of " + std::to_string(reply.length) + " bytes, not " +
                              std::to_string(size));
-    XXH3_state_t* hash = XXH3_createState();
-    XXH3_64bits_reset(hash);
-    std::string buffer(static_cast<size_t>(std::min<int64_t>(kFilePiece, size)), '\0');
-    Status written = Status::ok();
-    for (int64_t at = 0; written.isOk() && at < size;) {
-      const int64_t piece = std::min<int64_t>(kFilePiece, size - at);
-      written = receiveExactly(connection, buffer.data(), piece, options_.stall);
-      if (!written.isOk()) break;
-      XXH3_64bits_update(hash, buffer.data(), static_cast<size_t>(piece));
-      if (::pwrite(fd, buffer.data(), static_cast<size_t>(piece), at) != piece)
-        written = errnoStatus(errno, "cannot write what arrived");
-      at += piece;
-      if (written.isOk()) arrived(piece);
-    }
-    const uint64_t digest = XXH3_64bits_digest(hash);
-    XXH3_freeState(hash);
-    GRANARY_RETURN_IF_ERROR(written);
+    StreamHash hash;
+    GRANARY_RETURN_IF_ERROR(receiveFileBytes(connection, fd, size, options_.stall, hash, arrived));
     GRANARY_ASSIGN_OR_RETURN(const std::string trailer, receiveFrame(connection, options_.stall));
     GRANARY_ASSIGN_OR_RETURN(const uint64_t sent, decodeTrailer(trailer));
     state.inSync = true;
-    if (sent != digest)
+    if (sent != hash.digest())
       return corruption("a checkpoint file from " + peer.node + " failed its checksum");
     state.received = size;
     return Status::ok();

@@ -6,13 +6,12 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <chrono>
 #include <utility>
 
+#include "cache-node/transfer/file_stream.h"
 #include "cache-node/transfer/socket_io.h"
-#include "common/errno_status.h"
 #include "common/log.h"
 
 namespace granary::cache::transfer {
@@ -37,9 +36,6 @@ FailureCause causeOf(const Status& error) {
     default: return FailureCause::kRefused;
   }
 }
-
-// Checkpoint files move in pieces of this many bytes, each hashed as it passes.
-constexpr int64_t kFilePiece = 1 << 20;
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -208,38 +204,24 @@ bool TransferServer::receiveFile(int connection, const FileTransfer& put, const 
   const auto start = std::chrono::steady_clock::now();
   bool consumed = false;  // every byte and the trailer read: the connection is in step
   const Status placed = files_->place(put.message, [&](int fd) -> Status {
-    XXH3_state_t* hash = XXH3_createState();
-    XXH3_64bits_reset(hash);
-    std::string buffer(static_cast<size_t>(std::min<int64_t>(kFilePiece, put.length)), '\0');
-    Status written = Status::ok();
-    for (int64_t at = 0; written.isOk() && at < put.length;) {
-      const int64_t piece = std::min<int64_t>(kFilePiece, put.length - at);
-      written = receiveExactly(connection, buffer.data(), piece, options_.stall);
-      if (!written.isOk()) break;
-      XXH3_64bits_update(hash, buffer.data(), static_cast<size_t>(piece));
-      if (::pwrite(fd, buffer.data(), static_cast<size_t>(piece), at) != piece)
-        written = errnoStatus(errno, "cannot write the copy");
-      at += piece;
-    }
-    const uint64_t digest = XXH3_64bits_digest(hash);
-    XXH3_freeState(hash);
-    GRANARY_RETURN_IF_ERROR(written);
+    StreamHash hash;
+    GRANARY_RETURN_IF_ERROR(receiveFileBytes(connection, fd, put.length, options_.stall, hash));
     GRANARY_ASSIGN_OR_RETURN(const std::string frame, receiveFrame(connection, options_.stall));
     GRANARY_ASSIGN_OR_RETURN(const uint64_t sent, decodeTrailer(frame));
     consumed = true;
-    if (sent != digest) return corruption("the copy failed its checksum");
-    return Status::ok();
+    return sent == hash.digest() ? Status::ok() : corruption("the copy failed its checksum");
   });
-  if (!placed.isOk() && metrics_) metrics_->failed(peer, causeOf(placed));
-  if (placed.isOk() && metrics_) metrics_->received(peer, put.length, secondsSince(start));
+  if (metrics_) {
+    if (placed.isOk()) metrics_->received(peer, put.length, secondsSince(start));
+    else metrics_->failed(peer, causeOf(placed));
+  }
   const bool replied = sendAll(connection, encodeReply({.status = placed}), options_.stall).isOk();
   return replied && consumed;
 }
 
 bool TransferServer::sendFile(int connection, const FileTransfer& read, const std::string& peer) {
   const auto start = std::chrono::steady_clock::now();
-  XXH3_state_t* hash = XXH3_createState();
-  XXH3_64bits_reset(hash);
+  StreamHash hash;
   int64_t sent = 0;
   const Status done = files_->read(read.message, [&](std::string_view bytes) -> Status {
     if (sent == 0) {  // the reply goes once the file is open in the version asked
@@ -248,21 +230,18 @@ bool TransferServer::sendFile(int connection, const FileTransfer& read, const st
     }
     if (sent + static_cast<int64_t>(bytes.size()) > read.length)
       return failedPrecondition("the file is longer than asked");
-    XXH3_64bits_update(hash, bytes.data(), bytes.size());
+    hash.add(bytes);
     sent += static_cast<int64_t>(bytes.size());
     return sendAll(connection, bytes, options_.stall, /*more=*/true);
   });
-  const uint64_t digest = XXH3_64bits_digest(hash);
-  XXH3_freeState(hash);
   if (sent == 0 && !done.isOk())  // nothing sent yet: an answer, and the connection goes on
     return sendAll(connection, encodeReply({.status = done}), options_.stall).isOk();
   if (!done.isOk() || sent != read.length) {
-    if (metrics_) metrics_->failed(peer, causeOf(done.isOk() ? unavailable("short") : done));
+    if (metrics_) metrics_->failed(peer, causeOf(done.isOk() ? unavailable("cut short") : done));
     return false;  // cut mid-file: the receiver sees it end early
   }
-  if (sent == 0 && !sendAll(connection, encodeReply({.length = 0}), options_.stall, true).isOk())
-    return false;
-  if (!sendAll(connection, encodeTrailer(digest), options_.stall).isOk()) return false;
+  if (sent == 0 && !sendAll(connection, encodeReply({}), options_.stall, true).isOk()) return false;
+  if (!sendAll(connection, encodeTrailer(hash.digest()), options_.stall).isOk()) return false;
   if (metrics_) metrics_->sent(peer, sent, secondsSince(start));
   return true;
 }
