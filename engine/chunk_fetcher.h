@@ -181,9 +181,10 @@ class ChunkFetcher {
   // retried within readRetryTime, or until `stop`.
   Result<FetchedChunk> fetch(const ManifestEntry& file, int64_t index, FetchKind kind,
                              std::stop_token stop);
-  // Whether chunk `index` of `file` is held in memory after an earlier fetch.
-  bool holds(const ManifestEntry& file, int64_t index) {
-    return node_.held != nullptr && node_.held->find(heldKey(file, index)).has_value();
+  // Chunk `index` of `file` when it is held in memory after an earlier fetch.
+  std::optional<FetchedChunk> held(const ManifestEntry& file, int64_t index) {
+    if (node_.held == nullptr) return std::nullopt;
+    return node_.held->find(heldKey(file, index));
   }
   // Waits until no demand fetch is in flight; false when `stop` ended the wait.
   bool waitForNoDemand(std::stop_token stop);

@@ -249,8 +249,20 @@ Result<PieceRead> DatasetCache::readPieceInto(const ManifestEntry& file, int64_t
     countHit(file, span.index, *local);
     return PieceRead{*local, Source::kLocal};
   }
-  if (!fetch && local.status().code() == StatusCode::kNotFound) return local.status();
+  if (!fetch && local.status().code() == StatusCode::kNotFound) {
+    // A chunk another node keeps, held since a read fetched it: read from memory, no wait.
+    const auto held = fetcher_.held(file, span.index);
+    if (!held) return local.status();
+    const PieceRead read = copyPiece(*held, span, buffer);
+    countRead(held->source, read.size, false);
+    return read;
+  }
   GRANARY_ASSIGN_OR_RETURN(const FetchedChunk chunk, readMissing(file, span, local.status()));
+  return copyPiece(chunk, span, buffer);
+}
+
+PieceRead DatasetCache::copyPiece(const FetchedChunk& chunk, const ChunkSpan& span,
+                                  std::span<char> buffer) {
   const int64_t length = std::clamp<int64_t>(
       static_cast<int64_t>(chunk.bytes->size()) - span.within, 0, span.length);
   std::memcpy(buffer.data(), chunk.bytes->data() + span.within, static_cast<size_t>(length));
@@ -308,7 +320,7 @@ Result<FetchedChunk> DatasetCache::readMissing(const ManifestEntry& file, const 
   // read a chunk ahead, so that the next chunk crosses the wire while this one is read.
   if (owner) warmer_.demand({file.path, file.size, file.etag});
   const int64_t next = span.index + 1;
-  if (!owner && next < chunkCount(file.size, chunkSize_) && !fetcher_.holds(file, next) &&
+  if (!owner && next < chunkCount(file.size, chunkSize_) && !fetcher_.held(file, next) &&
       !node_.chunks.contains(chunkId(file.path, next))) {
     readAhead_.start(chunkId(file.path, next).key(),
                      [this, file, next] { (void)fetchChunk(file, next, FetchKind::kDemand); });

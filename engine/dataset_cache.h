@@ -152,7 +152,8 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Result<Piece> readPiece(const ManifestEntry& file, int64_t offset, int64_t maxLength);
   // The same into the start of `buffer` (room for `maxLength` bytes), past this node's page
   // cache (ChunkStore::readInto): for a reader with a page cache of its own. Without `fetch`,
-  // NotFound instead of fetching a chunk this node does not hold.
+  // NotFound instead of fetching a chunk this node neither holds on disk nor in memory (held
+  // after an earlier fetch).
   Result<PieceRead> readPieceInto(const ManifestEntry& file, int64_t offset, int64_t maxLength,
                                   std::span<char> buffer, bool fetch = true);
   // The cached file holding all of `file`'s bytes, open and verified (ChunkStore::openVerified),
@@ -340,6 +341,9 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   };
   Result<ChunkSpan> spanOf(const ManifestEntry& file, int64_t offset, int64_t maxLength) const;
   void countHit(const ManifestEntry& file, int64_t index, int64_t bytes) GRANARY_EXCLUDES(mutex_);
+  // The part of `chunk` that `span` names, copied to the start of `buffer`.
+  static PieceRead copyPiece(const FetchedChunk& chunk, const ChunkSpan& span,
+                             std::span<char> buffer);
   // A read the local store could not serve (`local`): fetched when the chunk is missing or was
   // damaged; other errors are returned.
   Result<FetchedChunk> readMissing(const ManifestEntry& file, const ChunkSpan& span,

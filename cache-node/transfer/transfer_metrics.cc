@@ -53,6 +53,9 @@ Result<std::unique_ptr<TransferMetrics>> TransferMetrics::create(MetricsRegistry
                          .help = "Data-plane connections open, by direction (in: served, out: to "
                                  "peers).",
                          .labels = {"direction"}}));
+  // The series of each direction exist from the start (no connection yet is 0, not absent).
+  for (const char* direction : {"in", "out"}) (void)connections.with({direction});
+  for (const char* direction : {"send", "receive"}) (void)seconds.with({direction});
   return std::unique_ptr<TransferMetrics>(
       new TransferMetrics({sentBytes, receivedBytes, failures, seconds, connections}));
 }

@@ -249,8 +249,13 @@ TEST_F(DataPlaneProcessTest, APeerKilledMidTransferLeavesTheReadToTheOrigin) {
   reader.join();
   EXPECT_EQ(read, files_.at(path));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
-  // The connection a held ended with b; a new one found no one listening.
-  EXPECT_GE(metric(*a_, "granary_peer_failures_total{cause=\"connect\",peer=\"b\"}"), 1);
+  // The connection a held (or had just opened) ended with b: counted as closed, or, where a
+  // held one was tried again on a new one, as a connection nobody answered.
+  const auto count = [&](const char* cause) {
+    return std::max(0.0, metric(*a_, std::string("granary_peer_failures_total{cause=\"") + cause +
+                                         "\",peer=\"b\"}"));
+  };
+  EXPECT_GE(count("closed") + count("connect"), 1);
 }
 
 TEST_F(DataPlaneProcessTest, SixtyFourReadersOfOnePeerUseAFewConnectionsAndBoundedMemory) {

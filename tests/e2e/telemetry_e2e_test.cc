@@ -84,6 +84,11 @@ constexpr MayBeEmpty kMayBeEmpty[] = {
      "the job here is not elastic (its membership panels are "
      "tested in tests/operator/training_job_controller_test.cc)"},
     {"granary_job_membership_changes_total", "the job here is not elastic"},
+    {"granary_peer_received_bytes_total",
+     "one cache node here, with no peer (two are tested in "
+     "tests/cache-node/data_plane_process_test.cc)"},
+    {"granary_peer_sent_bytes_total", "one cache node here, with no peer"},
+    {"granary_peer_failures_total", "one cache node here, with no peer: no transfer to fail"},
     {"granary_job_worker_recovery_seconds", "the job here is not elastic"},
 };
 
