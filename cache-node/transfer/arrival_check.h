@@ -17,8 +17,10 @@ class ArrivalCheck {
  public:
   // Whether `checksums` can describe `length` bytes (one per block).
   static bool fits(std::span<const uint32_t> checksums, int64_t length) {
-    return length >= 0 && static_cast<int64_t>(checksums.size()) ==
-                              (length + ChunkStore::kChecksumBlock - 1) / ChunkStore::kChecksumBlock;
+    if (length < 0) return false;
+    const int64_t blocks = length / ChunkStore::kChecksumBlock +
+                           (length % ChunkStore::kChecksumBlock != 0 ? 1 : 0);
+    return static_cast<int64_t>(checksums.size()) == blocks;
   }
 
   // `checksums` must fit `length` (fits()).

@@ -14,7 +14,7 @@ seconds=$2
 shift 2
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(manifest watch_decoder extender s3_listing http_index csi_publication)
+  targets=(manifest watch_decoder extender s3_listing http_index csi_publication transfer_frame)
 fi
 
 scratch=$(mktemp -d)
