@@ -11,6 +11,9 @@ constexpr std::chrono::seconds kPlaneRetry{30};
 // once, not after a stall each).
 constexpr std::chrono::seconds kPassOver{10};
 
+// Whether `error` says the plane could not be reached at all (TransferClient's "connect:").
+bool unreachable(const Status& error) { return error.message().starts_with("connect:"); }
+
 }  // namespace
 
 Result<std::string> TransferPeers::readChunk(const std::string& node, const DatasetKey& dataset,
@@ -32,11 +35,10 @@ Result<std::string> TransferPeers::readChunk(const std::string& node, const Data
                                .fill = fill,
                                .length = length};
     auto data = client_->readChunk(*plane, request, stop);
-    if (!data.isOk() && data.status().code() == StatusCode::kUnavailable &&
-        !data.status().message().starts_with("connect:")) {
-      passOver(node);
+    if (data.isOk() || !unreachable(data.status())) {
+      if (data.status().code() == StatusCode::kUnavailable) passOver(node);  // stalled or left
+      return data;
     }
-    if (data.isOk() || !data.status().message().starts_with("connect:")) return data;
     planeFailed(node);
   }
   return grpc_.readChunk(node, dataset, path, index, etag, fill, length, stop);
@@ -47,7 +49,7 @@ Status TransferPeers::putCheckpointFile(const std::string& node,
                                         int64_t size, const checkpoint::OriginWriter::Pace& pace) {
   if (const auto plane = client_ ? planeOf(node) : std::nullopt) {
     const Status put = client_->putFile(*plane, header.SerializeAsString(), fd, size, pace);
-    if (!put.message().starts_with("connect:")) return put;
+    if (!unreachable(put)) return put;
     planeFailed(node);
   }
   return grpc_.putCheckpointFile(node, header, fd, size, pace);
@@ -59,7 +61,7 @@ Status TransferPeers::readCheckpointFile(const std::string& node,
   if (const auto plane = client_ ? planeOf(node) : std::nullopt) {
     const Status read =
         client_->readFile(*plane, request.SerializeAsString(), request.file().size(), fd, arrived);
-    if (!read.message().starts_with("connect:")) return read;
+    if (!unreachable(read)) return read;
     planeFailed(node);
   }
   return grpc_.readCheckpointFile(node, request, fd, arrived);
