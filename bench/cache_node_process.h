@@ -30,10 +30,10 @@ class CacheNodeProcess {
   static constexpr const char* kToken = "bench-token";
 
   struct Settings {
-    std::string host = "127.0.0.1";          // where its API and data plane listen
-    bool dataPlane = true;                   // false: chunks to peers over the Peer API
+    std::string host = "127.0.0.1";  // where its API and data plane listen
+    bool dataPlane = true;           // false: chunks to peers over the Peer API
     bool before = false;  // a binary from before the data plane: its options do not name it
-    std::string more;                        // further lines of its options (YAML)
+    std::string more;     // further lines of its options (YAML)
     std::map<std::string, std::string> env;  // on top of the benchmark's environment
   };
 
@@ -56,7 +56,7 @@ class CacheNodeProcess {
     std::ofstream(home_ / "token") << kToken << "\n";
     std::ofstream(home_ / "config.yaml")
         << "nodeName: " << name_ << "\nlisten: " << host_ << ":" << port_
-        << (settings.before       ? ""
+        << (settings.before      ? ""
             : settings.dataPlane ? "\ntransferListen: \"" + host_ + ":0\""
                                  : "\ntransferListen: \"\"")
         << "\nmetricsAddress: \"\"\ntokenFile: " << (home_ / "token")
@@ -69,7 +69,8 @@ class CacheNodeProcess {
         << settings.more << "\n";
     pid_ = ::fork();
     if (pid_ == 0) {
-      for (const auto& [variable, value] : settings.env) ::setenv(variable.c_str(), value.c_str(), 1);
+      for (const auto& [variable, value] : settings.env)
+        ::setenv(variable.c_str(), value.c_str(), 1);
       const std::string config = (home_ / "config.yaml").string();
       std::freopen((home_ / "log").c_str(), "a", stderr);
       ::execl(binary.c_str(), "granary-cache-node", "--config", config.c_str(), nullptr);

@@ -15,7 +15,8 @@
 // compared with the origin's.
 // With --before BINARY (a granary-cache-node built from before the data plane), its peer reads
 // too, as the baseline of the profile (column "before").
-// Usage: peer_read_bench --cache-node BINARY [--before BINARY] [--large 64] [--large-mib 32] [--small 20000]
+// Usage: peer_read_bench --cache-node BINARY [--before BINARY] [--large 64] [--large-mib 32]
+// [--small 20000]
 //                        [--small-kib 100] [--readers 4] [--runs 3] [--dir D]
 #include <fcntl.h>
 #include <signal.h>
@@ -27,11 +28,12 @@
 #include <functional>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <thread>
 #include <vector>
 
+#include "bench/bench_data.h"
 #include "bench/cache_node_process.h"
+#include "bench/cpu_time.h"
 #include "cache-node/transfer/socket_io.h"
 #include "common/flags.h"
 #include "common/owned_fd.h"
@@ -40,9 +42,7 @@
 namespace granary::bench {
 namespace {
 
-namespace fs = std::filesystem;
 using Steady = std::chrono::steady_clock;
-constexpr double kMiB = 1 << 20;
 constexpr const char* kHostA = "127.0.0.2";
 constexpr const char* kHostB = "127.0.0.3";
 
@@ -58,25 +58,12 @@ struct Args {
   std::exit(1);
 }
 
-double since(Steady::time_point start) {
-  return std::chrono::duration<double>(Steady::now() - start).count();
-}
-
-void dropCaches() {
-  ::sync();
-  std::ofstream("/proc/sys/vm/drop_caches") << "3";
-}
-
 // CPU seconds (user and system) process `pid` has used.
 double cpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  std::istringstream fields(text.substr(text.rfind(')') + 2));
-  std::string skip;
-  for (int i = 3; i < 14; ++i) fields >> skip;
-  double user = 0, system = 0;
-  fields >> user >> system;
-  return (user + system) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  clockid_t clock;
+  if (::clock_getcpuclockid(pid, &clock) != 0)
+    die("no CPU clock of process " + std::to_string(pid));
+  return std::chrono::duration<double>(cpuTime(clock)).count();
 }
 
 // `count` files of `bytes` random bytes under dir/name; their names and XXH3s.
@@ -89,8 +76,8 @@ std::map<std::string, uint64_t> makeFiles(const fs::path& dir, int count, int64_
     char name[32];
     std::snprintf(name, sizeof name, "f-%05d.bin", i);
     for (auto& word : words) word = random();
-    std::ofstream(dir / name, std::ios::binary).write(reinterpret_cast<const char*>(words.data()),
-                                                      bytes);
+    std::ofstream(dir / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(words.data()), bytes);
     files[name] = XXH3_64bits(words.data(), static_cast<size_t>(bytes));
   }
   return files;
@@ -147,8 +134,9 @@ void ensureReady(const Args& args, const std::string& name, const std::string& s
     for (v1::DatasetStatus status;;) {
       const grpc::Status got = node->call(&v1::CacheNode::Stub::GetDatasetStatus, asked, status);
       if (got.ok() && status.phase() == v1::DATASET_PHASE_READY) break;
-      if (got.ok() && status.phase() == v1::DATASET_PHASE_FAILED) die(name + ": " + status.message());
-      if (since(start) > 1800) die(name + " is not Ready after 30 minutes");
+      if (got.ok() && status.phase() == v1::DATASET_PHASE_FAILED)
+        die(name + ": " + status.message());
+      if (seconds(start) > 1800) die(name + " is not Ready after 30 minutes");
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
@@ -167,7 +155,7 @@ struct ReadFigures {
   double seconds = 0;
   int64_t bytes = 0;
   int wrong = 0;  // files whose bytes differ from the origin's
-  double mibPerSecond() const { return static_cast<double>(bytes) / kMiB / seconds; }
+  double mibPerSecond() const { return mib(bytes) / seconds; }
 };
 
 // Reads each of `names` under `dir` whole with `readers` threads, each file's XXH3 against
@@ -197,7 +185,7 @@ ReadFigures readAll(const fs::path& dir, const std::vector<std::string>& names,
     });
   }
   for (auto& thread : threads) thread.join();
-  return {since(start), bytes.load(), wrong.load()};
+  return {seconds(start), bytes.load(), wrong.load()};
 }
 
 // `names` of the origin's `dir` sent with sendfile over one TCP connection from B's address to
@@ -224,9 +212,9 @@ ReadFigures wire(const fs::path& dir, const std::vector<std::string>& names) {
   int64_t received = 0;
   for (ssize_t n; (n = ::recv(connection->get(), buffer.data(), buffer.size(), 0)) > 0;)
     received += n;  // until the sender closes, after the last file
-  const double seconds = since(start);
+  const double elapsed = seconds(start);
   sender.join();
-  return {seconds, received, 0};
+  return {elapsed, received, 0};
 }
 
 struct Measured {
@@ -236,7 +224,7 @@ struct Measured {
 
 Measured measure(Pair& pair, const fs::path& mount, const std::vector<std::string>& names,
                  const std::map<std::string, uint64_t>& files, int readers) {
-  dropCaches();
+  dropPageCache();
   const double a = cpuSeconds(pair.a->pid()), b = cpuSeconds(pair.b->pid());
   Measured measured{readAll(mount, names, files, readers)};
   const double gib = static_cast<double>(measured.figures.bytes) / (1 << 30);
@@ -268,8 +256,8 @@ Pair startPair(const Args& args, const std::string& binary, const std::vector<st
 
 // One read's figures in each way of reading, by column.
 using Row = std::map<std::string, Measured>;
-const std::vector<std::string> kColumns = {"local", "plane", "grpc", "before", "wire",
-                                           "wire, cached"};
+const std::vector<std::string> kColumns = {"local",  "plane", "grpc",
+                                           "before", "wire",  "wire, cached"};
 
 void print(const std::string& title, const std::vector<Row>& rows) {
   std::printf("\n%s\n%-5s", title.c_str(), "run");
@@ -318,17 +306,18 @@ void print(const std::string& title, const std::vector<Row>& rows) {
 
 // B's files read through A while `fault` happens to B `after` into the read; the figures, and
 // the read's seconds beside `clean`.
-void fault(const std::string& what, const fs::path& mount,
-           const std::vector<std::string>& names, const std::map<std::string, uint64_t>& files,
-           int readers, double clean, const std::function<void()>& act) {
-  dropCaches();
+void fault(const std::string& what, const fs::path& mount, const std::vector<std::string>& names,
+           const std::map<std::string, uint64_t>& files, int readers, double clean,
+           const std::function<void()>& act) {
+  dropPageCache();
   std::thread actor(act);
   const ReadFigures read = readAll(mount, names, files, readers);
   actor.join();
-  std::printf("%-34s %3d files with a wrong byte, %zu of %zu read, %6.1f s (clean %.1f s, "
-              "lost %.1f s)\n",
-              what.c_str(), read.wrong, names.size(), names.size(), read.seconds, clean,
-              read.seconds - clean);
+  std::printf(
+      "%-34s %3d files with a wrong byte, %zu of %zu read, %6.1f s (clean %.1f s, "
+      "lost %.1f s)\n",
+      what.c_str(), read.wrong, names.size(), names.size(), read.seconds, clean,
+      read.seconds - clean);
 }
 
 int run(const Args& args) {
@@ -339,7 +328,8 @@ int run(const Args& args) {
               args.small, args.smallKib);
   const std::map<std::string, std::map<std::string, uint64_t>> sets = {
       {"large", makeFiles(origin / "large", args.large, static_cast<int64_t>(args.largeMib) << 20)},
-      {"small", makeFiles(origin / "small", args.small, static_cast<int64_t>(args.smallKib) << 10)}};
+      {"small",
+       makeFiles(origin / "small", args.small, static_cast<int64_t>(args.smallKib) << 10)}};
   for (const auto& [set, _] : sets) fs::create_directory_symlink(set, origin / (set + "-alone"));
   std::map<std::string, std::vector<std::string>> ofB;
   for (const auto& [set, files] : sets) ofB[set] = heldByB(files);
@@ -352,11 +342,11 @@ int run(const Args& args) {
     for (int run = 0; run < args.runs; ++run) {
       for (const auto& set : names) {
         Row& row = rows[set][static_cast<size_t>(run)];
-        row["local"] = measure(pair, mountOf(pair, set + "-local"), ofB[set], sets.at(set),
-                               args.readers);
+        row["local"] =
+            measure(pair, mountOf(pair, set + "-local"), ofB[set], sets.at(set), args.readers);
         row["plane"] = measure(pair, mountOf(pair, set), ofB[set], sets.at(set), args.readers);
-        dropCaches();
-        row["wire"].figures = wire(origin / set, ofB[set]);  // from the disk, as B's plane
+        dropPageCache();
+        row["wire"].figures = wire(origin / set, ofB[set]);          // from the disk, as B's plane
         row["wire, cached"].figures = wire(origin / set, ofB[set]);  // the files in memory now
       }
     }
@@ -388,7 +378,7 @@ int run(const Args& args) {
   double clean = 0;
   {
     Pair pair = startPair(args, args.cacheNode, {"large"}, true);
-    dropCaches();
+    dropPageCache();
     clean = readAll(mountOf(pair, "large"), names0, files, args.readers).seconds;
     fault("B killed (kill -9) a third in:", mountOf(pair, "large"), names0, files, args.readers,
           clean, [&] {
@@ -399,8 +389,8 @@ int run(const Args& args) {
   {
     Pair pair = startPair(args, args.cacheNode, {"large"}, true, "",
                           {{"GRANARY_TEST_TRANSFER_FLIP_BYTE", "1"}});
-    fault("a byte flipped in every chunk:", mountOf(pair, "large"), names0, files,
-          args.readers, clean, [] {});
+    fault("a byte flipped in every chunk:", mountOf(pair, "large"), names0, files, args.readers,
+          clean, [] {});
   }
   {
     Pair pair = startPair(args, args.cacheNode, {"large"}, true, "transferStallMs: 2000");

@@ -313,10 +313,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<transfer::TransferClient> transferClient;
   if (dataPlane) {
     transferClient = std::make_unique<transfer::TransferClient>(
-        transfer::TransferClientOptions{.token = *token,
-                                        .nodeName = options.nodeName,
-                                        .connectionsPerPeer = options.transferConnectionsPerPeer,
-                                        .stall = std::chrono::milliseconds(options.transferStallMs)},
+        transfer::TransferClientOptions{
+            .token = *token,
+            .nodeName = options.nodeName,
+            .connectionsPerPeer = options.transferConnectionsPerPeer,
+            .stall = std::chrono::milliseconds(options.transferStallMs)},
         transferMetrics->get());
   }
   transfer::TransferPeers peerReader(peers, transferClient.get());
@@ -386,20 +387,20 @@ int main(int argc, char** argv) {
     log.error("cannot declare metrics", {{"error", checkpointMetrics.status()}});
     return 1;
   }
-  auto server = CacheNodeServer::start(**engine, peers,
-                                       {.address = options.listen,
-                                        .token = *token,
-                                        .tlsCertificateFile = options.tls.certificateFile,
-                                        .tlsKeyFile = options.tls.keyFile,
-                                        .readers = &readers,
-                                        .gpus = gpus.get(),
-                                        .ensured = &ensured,
-                                        .cutOff = &cutOff,
-                                        .generationReaders = &generationReaders,
-                                        .checkpoints = checkpoints.get(),
-                                        .checkpointPeers = &checkpointPeers,
-                                        .transferPort =
-                                            transferServer ? transferServer->port() : 0});
+  auto server =
+      CacheNodeServer::start(**engine, peers,
+                             {.address = options.listen,
+                              .token = *token,
+                              .tlsCertificateFile = options.tls.certificateFile,
+                              .tlsKeyFile = options.tls.keyFile,
+                              .readers = &readers,
+                              .gpus = gpus.get(),
+                              .ensured = &ensured,
+                              .cutOff = &cutOff,
+                              .generationReaders = &generationReaders,
+                              .checkpoints = checkpoints.get(),
+                              .checkpointPeers = &checkpointPeers,
+                              .transferPort = transferServer ? transferServer->port() : 0});
   if (!server.isOk()) {
     log.error("cannot serve the API", {{"error", server.status()}});
     return 1;
@@ -460,14 +461,14 @@ int main(int argc, char** argv) {
       HandoverListener::listen(handoverSocket, *token, [&wake] { wake.request_stop(); });
   if (!handover.isOk()) log.warn("no hand-over to a replacing pod", {{"error", handover.status()}});
   if (metricsServer) metricsServer->addCheck("/readyz", [propagation] { return propagation; });
-  log.info("started", {{"node", options.nodeName},
-                       {"listen", options.listen},
-                       {"port", static_cast<int64_t>((*server)->port())},
-                       {"transferPort",
-                        static_cast<int64_t>(transferServer ? transferServer->port() : 0)},
-                       {"metrics", options.metricsAddress},
-                       {"csi", options.csiSocket},
-                       {"state", options.stateDirectory}});
+  log.info("started",
+           {{"node", options.nodeName},
+            {"listen", options.listen},
+            {"port", static_cast<int64_t>((*server)->port())},
+            {"transferPort", static_cast<int64_t>(transferServer ? transferServer->port() : 0)},
+            {"metrics", options.metricsAddress},
+            {"csi", options.csiSocket},
+            {"state", options.stateDirectory}});
 
   std::vector<std::shared_ptr<DatasetCache>> standalone;
   for (const auto& dataset : datasets) {
@@ -524,7 +525,7 @@ int main(int argc, char** argv) {
   // writes) before the successor is answered.
   csi.reset();
   server->reset();
-  transferServer.reset();  // before what it serves from
+  transferServer.reset();               // before what it serves from
   if (handingOver) mounts->handOver();  // no wait to see whether the keeper stops too
   mounts.reset();
   checkpoints.reset();  // drains stop; the next process resumes them from their records

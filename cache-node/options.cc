@@ -51,8 +51,8 @@ Status decodeValue(const config::Node& node, NodeOptions& out) {
       "transferConnectionsPerPeer", out.transferConnectionsPerPeer,
       [](int32_t c) { return c >= 1 && c <= 64; }, "an integer from 1 to 64");
   f.optional(
-      "transferStallMs", out.transferStallMs,
-      [](int32_t ms) { return ms >= 100 && ms <= 600'000; }, "milliseconds from 100 to 600000");
+      "transferStallMs", out.transferStallMs, [](int32_t ms) { return ms >= 100 && ms <= 600'000; },
+      "milliseconds from 100 to 600000");
   f.optional(
       "heldChunkMemory", out.heldChunkMemory,
       [](const ByteSize& s) { return s.bytes >= 0 && s.bytes <= (64LL << 30); },

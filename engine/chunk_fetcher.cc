@@ -126,7 +126,8 @@ Result<FetchedChunk> ChunkFetcher::fetchUncached(const ManifestEntry& file, int6
       auto data = node_.peers->readChunk(owner, key_, file.path, index, file.etag,
                                          /*fill=*/owner == owners.front(), length, stop);
       if (data.isOk() && static_cast<int64_t>(data->size()) == length) {
-        fetched = FetchedChunk{std::make_shared<const std::string>(std::move(*data)), Source::kPeer};
+        fetched =
+            FetchedChunk{std::make_shared<const std::string>(std::move(*data)), Source::kPeer};
         break;
       }
       if (data.status().code() == StatusCode::kFailedPrecondition) return data.status();
@@ -148,9 +149,8 @@ Result<FetchedChunk> ChunkFetcher::fetchUncached(const ManifestEntry& file, int6
   return std::move(*fetched);
 }
 
-std::optional<FetchedChunk> ChunkFetcher::fromSameSource(const ManifestEntry& file,
-                                                         int64_t index, FetchKind kind,
-                                                         bool selfOwns) {
+std::optional<FetchedChunk> ChunkFetcher::fromSameSource(const ManifestEntry& file, int64_t index,
+                                                         FetchKind kind, bool selfOwns) {
   if (node_.sameSource == nullptr) return std::nullopt;
   const std::optional<ChunkId> from = node_.sameSource->holderOf(key_, file, index);
   if (!from) return std::nullopt;

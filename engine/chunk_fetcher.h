@@ -175,10 +175,10 @@ class ChunkFetcher {
                Settings settings, ChunkKeeper& keeper, DatasetMetrics* metrics);
 
   // Chunk `index` of `file`, whole: from the disk, from the chunks held after an earlier fetch, or
-  // fetched (a chunk this node does not keep is then held). FailedPrecondition when the file changed at the origin
-  // (peers and the keeper are told); InvalidArgument for a file pinned by size only that is too
-  // large to read whole; otherwise what the last source said. A demand fetch's origin reads are
-  // retried within readRetryTime, or until `stop`.
+  // fetched (a chunk this node does not keep is then held). FailedPrecondition when the file
+  // changed at the origin (peers and the keeper are told); InvalidArgument for a file pinned by
+  // size only that is too large to read whole; otherwise what the last source said. A demand
+  // fetch's origin reads are retried within readRetryTime, or until `stop`.
   Result<FetchedChunk> fetch(const ManifestEntry& file, int64_t index, FetchKind kind,
                              std::stop_token stop);
   // Chunk `index` of `file` when it is held in memory after an earlier fetch.
@@ -211,12 +211,12 @@ class ChunkFetcher {
                                      std::stop_token stop);
   // The chunk from another dataset of this node with the same object at the same version:
   // kept as a second name of its file when this node owns the chunk, else read from it.
-  std::optional<FetchedChunk> fromSameSource(const ManifestEntry& file, int64_t index, FetchKind kind,
-                                      bool selfOwns);
+  std::optional<FetchedChunk> fromSameSource(const ManifestEntry& file, int64_t index,
+                                             FetchKind kind, bool selfOwns);
   // Chunk `index` of a file pinned only by its size, from one origin read of the whole file
   // shared by every chunk asked for meanwhile.
   Result<FetchedChunk> fetchFromWholeFile(const ManifestEntry& file, int64_t index, FetchKind kind,
-                                   std::stop_token stop);
+                                          std::stop_token stop);
   Result<std::shared_ptr<const std::string>> fetchWholeFile(const ManifestEntry& file,
                                                             FetchKind kind, std::stop_token stop);
   // FailedPrecondition when `whole` differs from what this node read of the file before: a

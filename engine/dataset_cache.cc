@@ -263,8 +263,8 @@ Result<PieceRead> DatasetCache::readPieceInto(const ManifestEntry& file, int64_t
 
 PieceRead DatasetCache::copyPiece(const FetchedChunk& chunk, const ChunkSpan& span,
                                   std::span<char> buffer) {
-  const int64_t length = std::clamp<int64_t>(
-      static_cast<int64_t>(chunk.bytes->size()) - span.within, 0, span.length);
+  const int64_t length =
+      std::clamp<int64_t>(static_cast<int64_t>(chunk.bytes->size()) - span.within, 0, span.length);
   std::memcpy(buffer.data(), chunk.bytes->data() + span.within, static_cast<size_t>(length));
   return PieceRead{length, chunk.source};
 }
@@ -379,10 +379,7 @@ Result<PeerChunk> DatasetCache::openChunkForPeer(const std::string& path, int64_
       PeerChunk sent;
       sent.bytes = std::move(chunk.bytes);
       sent.size = static_cast<int64_t>(sent.bytes->size());
-      for (int64_t at = 0; at < sent.size; at += ChunkStore::kChecksumBlock) {
-        sent.checksums.push_back(ChunkStore::blockChecksum(
-            sent.bytes->data() + at, std::min(ChunkStore::kChecksumBlock, sent.size - at)));
-      }
+      sent.checksums = ChunkStore::blockChecksums(*sent.bytes);
       return sent;
     }
   }

@@ -18,8 +18,8 @@ class ArrivalCheck {
   // Whether `checksums` can describe `length` bytes (one per block).
   static bool fits(std::span<const uint32_t> checksums, int64_t length) {
     if (length < 0) return false;
-    const int64_t blocks = length / ChunkStore::kChecksumBlock +
-                           (length % ChunkStore::kChecksumBlock != 0 ? 1 : 0);
+    const int64_t blocks =
+        length / ChunkStore::kChecksumBlock + (length % ChunkStore::kChecksumBlock != 0 ? 1 : 0);
     return static_cast<int64_t>(checksums.size()) == blocks;
   }
 

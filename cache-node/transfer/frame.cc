@@ -9,7 +9,14 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "the data plane writes integers as they lie in memory: little-endian hosts only");
 
-enum Kind : uint8_t { kHello = 1, kRequest = 2, kReply = 3, kFileRead = 4, kFilePut = 5, kTrailer = 6 };
+enum Kind : uint8_t {
+  kHello = 1,
+  kRequest = 2,
+  kReply = 3,
+  kFileRead = 4,
+  kFilePut = 5,
+  kTrailer = 6
+};
 
 // Appends fields to a frame whose length is filled in by finish().
 class FrameWriter {
@@ -71,7 +78,11 @@ class FrameReader {
 }  // namespace
 
 std::string encodeHello(const Hello& hello) {
-  return FrameWriter(kHello).put(hello.version).putString(hello.token).putString(hello.node).finish();
+  return FrameWriter(kHello)
+      .put(hello.version)
+      .putString(hello.token)
+      .putString(hello.node)
+      .finish();
 }
 
 std::string encodeRequest(const ChunkRequest& r) {

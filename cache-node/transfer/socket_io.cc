@@ -43,8 +43,7 @@ Result<addrinfo*> resolve(const std::string& host, int port, bool passive) {
   const std::string service = std::to_string(port);
   const int failed =
       ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
-  if (failed != 0)
-    return unavailable("cannot resolve " + host + ": " + ::gai_strerror(failed));
+  if (failed != 0) return unavailable("cannot resolve " + host + ": " + ::gai_strerror(failed));
   return found;
 }
 
@@ -164,8 +163,8 @@ std::string peerAddressOf(int socket) {
 Status sendAll(int socket, std::string_view data, std::chrono::milliseconds stall, bool more) {
   while (!data.empty()) {
     if (!await(socket, POLLOUT, stall)) return stalled("send", stall);
-    const ssize_t n =
-        ::send(socket, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
+    const ssize_t n = ::send(socket, data.data(), data.size(),
+                             MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return errnoStatus(errno, "send");
     data.remove_prefix(static_cast<size_t>(n));
@@ -192,8 +191,7 @@ Status receiveExactly(int socket, char* into, int64_t length, std::chrono::milli
   int64_t done = 0;
   while (done < length) {
     if (!await(socket, POLLIN, stall)) return stalled("receive", stall);
-    const ssize_t n =
-        ::recv(socket, into + done, static_cast<size_t>(length - done), MSG_DONTWAIT);
+    const ssize_t n = ::recv(socket, into + done, static_cast<size_t>(length - done), MSG_DONTWAIT);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return errnoStatus(errno, "receive");
     if (n == 0) {

@@ -1,6 +1,6 @@
 // TCP for the peer data plane: listen, connect, and move whole frames and byte runs with a bound on
-// how long the far end may stall. A thin adapter: each call maps errno to Status and holds no state.
-// Sends never raise SIGPIPE (a peer that left is an error, not a signal).
+// how long the far end may stall. A thin adapter: each call maps errno to Status and holds no
+// state. Sends never raise SIGPIPE (a peer that left is an error, not a signal).
 #pragma once
 
 #include <chrono>

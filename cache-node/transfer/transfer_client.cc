@@ -18,9 +18,7 @@ const Logger& log() {
   return logger;
 }
 
-bool isStall(const Status& error) {
-  return error.message().find("stalled") != std::string::npos;
-}
+bool isStall(const Status& error) { return error.message().find("stalled") != std::string::npos; }
 
 std::string keyOf(const Endpoint& peer) { return peer.host + ":" + std::to_string(peer.port); }
 
@@ -224,25 +222,35 @@ Result<OwnedFd> TransferClient::connect(const Endpoint& peer) {
   GRANARY_ASSIGN_OR_RETURN(const std::string frame, receiveFrame(socket, options_.stall));
   GRANARY_ASSIGN_OR_RETURN(const Reply reply, decodeReply(frame));
   if (!reply.status.isOk())
-    return Status(reply.status.code(), peer.node + " refused the data plane: " + reply.status.message());
+    return Status(reply.status.code(),
+                  peer.node + " refused the data plane: " + reply.status.message());
   return std::move(*connected);
 }
 
 void TransferClient::countFailure(const Endpoint& peer, const Status& error) {
   FailureCause cause = FailureCause::kRefused;
   switch (error.code()) {
-    case StatusCode::kCancelled: return;  // this node stopped, not the peer
-    case StatusCode::kCorruption: cause = FailureCause::kChecksum; break;
-    case StatusCode::kUnauthenticated: cause = FailureCause::kUnauthenticated; break;
-    case StatusCode::kInvalidArgument: cause = FailureCause::kProtocol; break;
+    case StatusCode::kCancelled:
+      return;  // this node stopped, not the peer
+    case StatusCode::kCorruption:
+      cause = FailureCause::kChecksum;
+      break;
+    case StatusCode::kUnauthenticated:
+      cause = FailureCause::kUnauthenticated;
+      break;
+    case StatusCode::kInvalidArgument:
+      cause = FailureCause::kProtocol;
+      break;
     case StatusCode::kUnavailable:
       cause = error.message().starts_with("connect:") ? FailureCause::kConnect
-              : isStall(error)                         ? FailureCause::kStalled
-                                                       : FailureCause::kClosed;
+              : isStall(error)                        ? FailureCause::kStalled
+                                                      : FailureCause::kClosed;
       break;
     case StatusCode::kNotFound:
-    case StatusCode::kFailedPrecondition: return;  // an answer, not a failure of the peer
-    default: break;
+    case StatusCode::kFailedPrecondition:
+      return;  // an answer, not a failure of the peer
+    default:
+      break;
   }
   if (metrics_) metrics_->failed(peer.node, cause);
   log().warn("a chunk from a peer failed; reading it elsewhere",

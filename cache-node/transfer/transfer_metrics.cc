@@ -4,13 +4,20 @@ namespace granary::cache::transfer {
 
 std::string_view causeName(FailureCause cause) {
   switch (cause) {
-    case FailureCause::kConnect: return "connect";
-    case FailureCause::kUnauthenticated: return "unauthenticated";
-    case FailureCause::kChecksum: return "checksum";
-    case FailureCause::kStalled: return "stalled";
-    case FailureCause::kClosed: return "closed";
-    case FailureCause::kRefused: return "refused";
-    case FailureCause::kProtocol: return "protocol";
+    case FailureCause::kConnect:
+      return "connect";
+    case FailureCause::kUnauthenticated:
+      return "unauthenticated";
+    case FailureCause::kChecksum:
+      return "checksum";
+    case FailureCause::kStalled:
+      return "stalled";
+    case FailureCause::kClosed:
+      return "closed";
+    case FailureCause::kRefused:
+      return "refused";
+    case FailureCause::kProtocol:
+      return "protocol";
   }
   return "unknown";
 }
@@ -44,8 +51,8 @@ Result<std::unique_ptr<TransferMetrics>> TransferMetrics::create(MetricsRegistry
                              .help = "Time from a chunk's request to its last byte, by direction "
                                      "(send, receive).",
                              .labels = {"direction"},
-                             .buckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                         0.25, 0.5, 1, 2.5, 10}}));
+                             .buckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                         0.5, 1, 2.5, 10}}));
   GRANARY_ASSIGN_OR_RETURN(
       auto connections,
       registry.addGauge({.name = "granary_peer_connections",

@@ -45,8 +45,8 @@ Result<std::string> TransferPeers::readChunk(const std::string& node, const Data
 }
 
 Status TransferPeers::putCheckpointFile(const std::string& node,
-                                        const v1::CheckpointFilePiece& header, int fd,
-                                        int64_t size, const checkpoint::OriginWriter::Pace& pace) {
+                                        const v1::CheckpointFilePiece& header, int fd, int64_t size,
+                                        const checkpoint::OriginWriter::Pace& pace) {
   if (const auto plane = client_ ? planeOf(node) : std::nullopt) {
     const Status put = client_->putFile(*plane, header.SerializeAsString(), fd, size, pace);
     if (!unreachable(put)) return put;

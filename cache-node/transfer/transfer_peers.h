@@ -1,8 +1,9 @@
 // The PeerReader and CheckpointFileMover of a cache node: chunks and checkpoint files over each
 // peer's data plane (transfer_client.h) where the peer has one, over the Peer service where it
 // has none (TLS on, the plane switched off, a version without it) or cannot be reached on it;
-// listings and checkpoint news always over the Peer service (small messages, not bulk bytes). Which port a peer's plane has is asked once over gRPC
-// (DescribeTransfer) and asked again after its address changes or a connection to it fails.
+// listings and checkpoint news always over the Peer service (small messages, not bulk bytes). Which
+// port a peer's plane has is asked once over gRPC (DescribeTransfer) and asked again after its
+// address changes or a connection to it fails.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -39,8 +40,8 @@ class TransferPeers final : public PeerReader, public CheckpointFileMover {
 
  private:
   struct Plane {
-    std::string grpcAddress;  // the address it was asked at
-    int port = 0;             // 0: none
+    std::string grpcAddress;                             // the address it was asked at
+    int port = 0;                                        // 0: none
     std::chrono::steady_clock::time_point askAgainAt{};  // while port is 0
   };
   // `node`'s plane, asked over gRPC when not known for its current address; nullopt: none.

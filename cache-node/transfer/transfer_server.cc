@@ -29,11 +29,15 @@ FailureCause causeOf(const Status& error) {
   switch (error.code()) {
     case StatusCode::kUnavailable:
       return error.message().find("stalled") != std::string::npos ? FailureCause::kStalled
-                                                                   : FailureCause::kClosed;
-    case StatusCode::kInvalidArgument: return FailureCause::kProtocol;
-    case StatusCode::kCorruption: return FailureCause::kChecksum;
-    case StatusCode::kCancelled: return FailureCause::kClosed;
-    default: return FailureCause::kRefused;
+                                                                  : FailureCause::kClosed;
+    case StatusCode::kInvalidArgument:
+      return FailureCause::kProtocol;
+    case StatusCode::kCorruption:
+      return FailureCause::kChecksum;
+    case StatusCode::kCancelled:
+      return FailureCause::kClosed;
+    default:
+      return FailureCause::kRefused;
   }
 }
 
@@ -52,9 +56,8 @@ Result<std::unique_ptr<TransferServer>> TransferServer::start(TransferServerOpti
       new TransferServer(std::move(options), std::move(listener), source, files, metrics));
 }
 
-TransferServer::TransferServer(TransferServerOptions options, OwnedFd listener,
-                               ChunkSource& source, CheckpointFiles* files,
-                               TransferMetrics* metrics)
+TransferServer::TransferServer(TransferServerOptions options, OwnedFd listener, ChunkSource& source,
+                               CheckpointFiles* files, TransferMetrics* metrics)
     : options_(std::move(options)),
       listener_(std::move(listener)),
       port_(boundPort(listener_.get())),
@@ -151,8 +154,8 @@ std::optional<std::string> TransferServer::admit(int connection, const std::stri
   }
   if (!verdict.isOk()) {
     // Neither the token presented nor ours is logged: only who tried.
-    log().warn("refused a data-plane connection", {{"peer", address},
-                                                   {"reason", verdict.message()}});
+    log().warn("refused a data-plane connection",
+               {{"peer", address}, {"reason", verdict.message()}});
     if (metrics_) {
       metrics_->failed(hostOf(address), verdict.code() == StatusCode::kUnauthenticated
                                             ? FailureCause::kUnauthenticated
@@ -192,12 +195,14 @@ bool TransferServer::answer(int connection, const ChunkRequest& request, const s
 bool TransferServer::answerFile(int connection, const FileTransfer& transfer,
                                 const std::string& peer) {
   if (files_ == nullptr) {
-    (void)sendAll(connection,
-                  encodeReply({.status = failedPrecondition("this node keeps no checkpoint volumes")}),
-                  options_.stall);
+    (void)sendAll(
+        connection,
+        encodeReply({.status = failedPrecondition("this node keeps no checkpoint volumes")}),
+        options_.stall);
     return false;  // a put's bytes would follow: the connection ends here
   }
-  return transfer.put ? receiveFile(connection, transfer, peer) : sendFile(connection, transfer, peer);
+  return transfer.put ? receiveFile(connection, transfer, peer)
+                      : sendFile(connection, transfer, peer);
 }
 
 bool TransferServer::receiveFile(int connection, const FileTransfer& put, const std::string& peer) {
@@ -212,8 +217,10 @@ bool TransferServer::receiveFile(int connection, const FileTransfer& put, const 
     return sent == hash.digest() ? Status::ok() : corruption("the copy failed its checksum");
   });
   if (metrics_) {
-    if (placed.isOk()) metrics_->received(peer, put.length, secondsSince(start));
-    else metrics_->failed(peer, causeOf(placed));
+    if (placed.isOk())
+      metrics_->received(peer, put.length, secondsSince(start));
+    else
+      metrics_->failed(peer, causeOf(placed));
   }
   const bool replied = sendAll(connection, encodeReply({.status = placed}), options_.stall).isOk();
   return replied && consumed;
@@ -225,8 +232,8 @@ bool TransferServer::sendFile(int connection, const FileTransfer& read, const st
   int64_t sent = 0;
   const Status done = files_->read(read.message, [&](std::string_view bytes) -> Status {
     if (sent == 0) {  // the reply goes once the file is open in the version asked
-      GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeReply({.length = read.length}),
-                                      options_.stall, /*more=*/true));
+      GRANARY_RETURN_IF_ERROR(
+          sendAll(connection, encodeReply({.length = read.length}), options_.stall, /*more=*/true));
     }
     if (sent + static_cast<int64_t>(bytes.size()) > read.length)
       return failedPrecondition("the file is longer than asked");

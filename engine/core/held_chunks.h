@@ -3,8 +3,8 @@
 // reads of a file go through it piece by piece (a FUSE read is at most 1 MiB of a 16 MiB chunk).
 // Without it each read that came after the fetch ended would bring the whole chunk again. Bounded
 // by bytes, least recently used first out; a chunk larger than the bound is never held. A held
-// chunk is immutable and shared: whoever still reads it keeps it alive after it leaves. `Chunk` is a
-// value whose `bytes` (a shared_ptr to const std::string) are the chunk's, copied cheaply.
+// chunk is immutable and shared: whoever still reads it keeps it alive after it leaves. `Chunk` is
+// a value whose `bytes` (a shared_ptr to const std::string) are the chunk's, copied cheaply.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once

@@ -59,12 +59,8 @@ std::string encode(uint32_t directory, std::string_view data, uint64_t epoch,
   std::memcpy(v.data(), &directory, 4);
   std::memcpy(v.data() + 4, &size, 8);
   std::memcpy(v.data() + 12, &epoch, 8);
-  for (int64_t b = 0; b < blockCount(size); ++b) {
-    const int64_t start = b * kChecksumBlock;
-    const uint32_t sum =
-        ChunkStore::blockChecksum(data.data() + start, std::min(kChecksumBlock, size - start));
-    std::memcpy(v.data() + kRecordHeader + 4 * b, &sum, 4);
-  }
+  const std::vector<uint32_t> sums = ChunkStore::blockChecksums(data);
+  std::memcpy(v.data() + kRecordHeader, sums.data(), 4 * sums.size());
   return v;
 }
 
@@ -521,6 +517,17 @@ Result<int64_t> ChunkStore::readInto(const ChunkId& id, int64_t offset, int64_t 
 
 uint32_t ChunkStore::blockChecksum(const char* data, int64_t length) {
   return static_cast<uint32_t>(XXH3_64bits(data, static_cast<size_t>(length)));
+}
+
+std::vector<uint32_t> ChunkStore::blockChecksums(std::string_view data) {
+  const auto size = static_cast<int64_t>(data.size());
+  std::vector<uint32_t> sums(static_cast<size_t>(blockCount(size)));
+  for (int64_t b = 0; b < blockCount(size); ++b) {
+    const int64_t start = b * kChecksumBlock;
+    sums[static_cast<size_t>(b)] =
+        blockChecksum(data.data() + start, std::min(kChecksumBlock, size - start));
+  }
+  return sums;
 }
 
 Result<OwnedFd> ChunkStore::openVerified(const ChunkId& id) {

@@ -130,6 +130,8 @@ class ChunkStore {
   Result<OpenChunk> openWithChecksums(const ChunkId& id);
   // A block's checksum: the low half of its XXH3-64.
   static uint32_t blockChecksum(const char* data, int64_t length);
+  // The checksum of each kChecksumBlock bytes of `data`, as the store records them.
+  static std::vector<uint32_t> blockChecksums(std::string_view data);
   bool contains(const ChunkId& id) const;
   Status remove(const ChunkId& id);
   // Calls `each` with every recorded chunk of a generation and its size (to rebuild eviction

@@ -65,7 +65,8 @@ class DataPlaneProcessTest : public ::testing::Test {
 
   // Starts a and b with these further options and b's environment, ensures ml/coco on both
   // (chunks of 1 MiB, one copy of each file in the set) and waits until both are Ready.
-  void startPair(const std::string& optionsOfA = "", std::map<std::string, std::string> envOfB = {}) {
+  void startPair(const std::string& optionsOfA = "",
+                 std::map<std::string, std::string> envOfB = {}) {
     a_ = std::make_unique<NodeProcess>(root_ / "a", "a");
     b_ = std::make_unique<NodeProcess>(root_ / "b", "b");
     if (!optionsOfA.empty()) a_->addOptions(optionsOfA);
@@ -86,7 +87,8 @@ class DataPlaneProcessTest : public ::testing::Test {
     }
     for (NodeProcess* node : {a_.get(), b_.get()}) {
       v1::EnsureDatasetResponse response;
-      const grpc::Status ensured = node->api().EnsureDataset(authorized().get(), request, &response);
+      const grpc::Status ensured =
+          node->api().EnsureDataset(authorized().get(), request, &response);
       ASSERT_TRUE(ensured.ok()) << ensured.error_message();
     }
     for (NodeProcess* node : {a_.get(), b_.get()}) {
@@ -147,8 +149,8 @@ class DataPlaneProcessTest : public ::testing::Test {
 
   // Where `node`'s data plane listens, as it tells its peers.
   static int planePort(NodeProcess& node) {
-    auto peer = v1::Peer::NewStub(
-        grpc::CreateChannel(node.address(), grpc::InsecureChannelCredentials()));
+    auto peer =
+        v1::Peer::NewStub(grpc::CreateChannel(node.address(), grpc::InsecureChannelCredentials()));
     v1::DescribeTransferResponse described;
     const grpc::Status status =
         peer->DescribeTransfer(authorized().get(), v1::DescribeTransferRequest(), &described);
@@ -189,14 +191,16 @@ TEST_F(DataPlaneProcessTest, AConnectionWithoutTheTokenIsRefusedAndLoggedWithout
   auto connection = transfer::connectTcp("127.0.0.1", planePort(*b_), 5s);
   ASSERT_TRUE(connection.isOk()) << connection.status();
   const int socket = connection->get();
-  ASSERT_TRUE(transfer::sendAll(socket, transfer::encodeHello({.token = "guessed-7f3a", .node = "x"}), 5s)
-                  .isOk());
+  ASSERT_TRUE(
+      transfer::sendAll(socket, transfer::encodeHello({.token = "guessed-7f3a", .node = "x"}), 5s)
+          .isOk());
   auto answer = transfer::receiveFrame(socket, 5s);
   ASSERT_TRUE(answer.isOk()) << answer.status();
   EXPECT_EQ(transfer::decodeReply(*answer)->status.code(), StatusCode::kUnauthenticated);
   // Nothing is served on it: the node closed it (at once, or with a reset for the request).
-  (void)transfer::sendAll(socket, transfer::encodeRequest({.ns = "ml", .name = "coco",
-                                                           .path = "train/shard-0.bin"}), 5s);
+  (void)transfer::sendAll(
+      socket, transfer::encodeRequest({.ns = "ml", .name = "coco", .path = "train/shard-0.bin"}),
+      5s);
   const auto served = transfer::receiveFrame(socket, 5s);
   EXPECT_TRUE(served.status().code() == StatusCode::kNotFound ||
               (served.status().code() == StatusCode::kUnavailable &&
@@ -206,7 +210,8 @@ TEST_F(DataPlaneProcessTest, AConnectionWithoutTheTokenIsRefusedAndLoggedWithout
       [&] { return b_->log().find("refused a data-plane connection") != std::string::npos; }, 5s));
   EXPECT_EQ(b_->log().find("guessed-7f3a"), std::string::npos) << b_->log();
   EXPECT_EQ(b_->log().find(kToken), std::string::npos);
-  EXPECT_EQ(metric(*b_, "granary_peer_failures_total{cause=\"unauthenticated\",peer=\"127.0.0.1\"}"), 1);
+  EXPECT_EQ(
+      metric(*b_, "granary_peer_failures_total{cause=\"unauthenticated\",peer=\"127.0.0.1\"}"), 1);
   EXPECT_EQ(metric(*b_, "granary_peer_sent_bytes_total{peer=\"x\"}"), -1);
 }
 
@@ -281,8 +286,8 @@ TEST_F(DataPlaneProcessTest, SixtyFourReadersOfOnePeerUseAFewConnectionsAndBound
   double mostConnections = 0;
   std::thread sampler([&] {
     while (!done) {
-      mostConnections = std::max(mostConnections,
-                                 metric(*b_, "granary_peer_connections{direction=\"in\"}"));
+      mostConnections =
+          std::max(mostConnections, metric(*b_, "granary_peer_connections{direction=\"in\"}"));
       std::this_thread::sleep_for(20ms);
     }
   });

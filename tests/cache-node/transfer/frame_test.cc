@@ -13,8 +13,14 @@ namespace {
 std::string_view bodyOf(const std::string& frame) { return std::string_view(frame).substr(4); }
 
 TEST(TransferFrame, RequestsAndRepliesComeBackAsTheyWereSent) {
-  const ChunkRequest request{.ns = "ml", .name = "coco", .uid = "u-1", .generation = 3,
-                             .path = "train/a b.bin", .index = 7, .etag = "\"e\"", .fill = true,
+  const ChunkRequest request{.ns = "ml",
+                             .name = "coco",
+                             .uid = "u-1",
+                             .generation = 3,
+                             .path = "train/a b.bin",
+                             .index = 7,
+                             .etag = "\"e\"",
+                             .fill = true,
                              .length = 16 << 20};
   const std::string frame = encodeRequest(request);
   ASSERT_EQ(decodeFrameLength(std::string_view(frame).substr(0, 4)).valueOr(0), frame.size() - 4);
@@ -66,12 +72,7 @@ TEST(ArrivalCheck, ChecksEachBlockAsItCompletesAndStopsAtTheFirstBadOne) {
   std::string chunk(3 * ChunkStore::kChecksumBlock + 100, '\0');
   std::mt19937 random(3);
   for (auto& c : chunk) c = static_cast<char>(random());
-  std::vector<uint32_t> checksums;
-  for (int64_t at = 0; at < static_cast<int64_t>(chunk.size()); at += ChunkStore::kChecksumBlock) {
-    checksums.push_back(ChunkStore::blockChecksum(
-        chunk.data() + at,
-        std::min<int64_t>(ChunkStore::kChecksumBlock, static_cast<int64_t>(chunk.size()) - at)));
-  }
+  const std::vector<uint32_t> checksums = ChunkStore::blockChecksums(chunk);
   ArrivalCheck good(checksums, static_cast<int64_t>(chunk.size()));
   for (int64_t arrived = 1000; arrived < static_cast<int64_t>(chunk.size()); arrived += 50'000)
     ASSERT_TRUE(good.advance(chunk.data(), arrived));

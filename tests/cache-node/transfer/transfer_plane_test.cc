@@ -26,16 +26,6 @@ using namespace std::chrono_literals;
 
 constexpr const char* kToken = "plane-token";
 
-std::vector<uint32_t> checksumsOf(const std::string& bytes) {
-  std::vector<uint32_t> sums;
-  for (int64_t at = 0; at < static_cast<int64_t>(bytes.size()); at += ChunkStore::kChecksumBlock) {
-    sums.push_back(ChunkStore::blockChecksum(
-        bytes.data() + at,
-        std::min<int64_t>(ChunkStore::kChecksumBlock, static_cast<int64_t>(bytes.size()) - at)));
-  }
-  return sums;
-}
-
 // Chunks kept as files (served by sendfile), one per path; counts the requests in flight.
 class FileChunks final : public ChunkSource {
  public:
@@ -62,7 +52,7 @@ class FileChunks final : public ChunkSource {
     (void)::pread(file.get(), bytes.data(), bytes.size(), 0);
     PeerChunk chunk;
     chunk.size = static_cast<int64_t>(bytes.size());
-    chunk.checksums = checksumsOf(bytes);
+    chunk.checksums = ChunkStore::blockChecksums(bytes);
     chunk.file = std::move(file);
     return chunk;
   }
@@ -117,7 +107,8 @@ class TransferPlaneTest : public ::testing::Test {
   void serve(TransferServerOptions options = {}) {
     options.address = "127.0.0.1:0";
     options.token = Secret(kToken);
-    auto started = TransferServer::start(std::move(options), *source_, files_.get(), metrics_.get());
+    auto started =
+        TransferServer::start(std::move(options), *source_, files_.get(), metrics_.get());
     ASSERT_TRUE(started.isOk()) << started.status();
     server_ = std::move(*started);
   }
@@ -189,7 +180,8 @@ TEST_F(TransferPlaneTest, AWrongTokenIsRefusedAndNeitherTokenIsLogged) {
   EXPECT_EQ(logged->text.find("not-the-token-9f2c"), std::string::npos) << logged->text;
   EXPECT_EQ(logged->text.find(kToken), std::string::npos) << logged->text;
   EXPECT_EQ(read.status().message().find("not-the-token"), std::string::npos);
-  EXPECT_TRUE(exposes("granary_peer_failures_total{cause=\"unauthenticated\",peer=\"127.0.0.1\"} 1"))
+  EXPECT_TRUE(
+      exposes("granary_peer_failures_total{cause=\"unauthenticated\",peer=\"127.0.0.1\"} 1"))
       << registry_.exposition();
 }
 
@@ -217,7 +209,9 @@ class StallingPeer {
       (void)sendAll(connection_.get(), encodeReply({}), 5s);
       (void)receiveFrame(connection_.get(), 5s);
       const std::string bytes(static_cast<size_t>(length), 'x');
-      (void)sendAll(connection_.get(), encodeReply({.length = length, .checksums = checksumsOf(bytes)}), 5s);
+      (void)sendAll(connection_.get(),
+                    encodeReply({.length = length, .checksums = ChunkStore::blockChecksums(bytes)}),
+                    5s);
       (void)sendAll(connection_.get(), std::string_view(bytes).substr(0, sent), 5s);
     });
   }
@@ -272,8 +266,7 @@ TEST_F(TransferPlaneTest, AReceiverThatLeavesEndsTheSendersTransfer) {
   connection->reset();
   // The sender stops within moments, not after the stall time, and frees the connection.
   EXPECT_TRUE(testing::eventually(
-      [&] { return exposes("granary_peer_failures_total{cause=\"closed\",peer=\"a\"} 1"); },
-      5s))
+      [&] { return exposes("granary_peer_failures_total{cause=\"closed\",peer=\"a\"} 1"); }, 5s))
       << registry_.exposition();
   EXPECT_TRUE(testing::eventually(
       [&] { return exposes("granary_peer_connections{direction=\"in\"} 0"); }, 5s));
@@ -310,13 +303,16 @@ TEST_F(TransferPlaneTest, CheckpointFilesArePutAndReadWholeWithTheirHash) {
   EXPECT_EQ(paced, static_cast<int64_t>(model.size()));
 
   // Read back into another file, on the same connection.
-  OwnedFd restored(::open((dir_ / "restored").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  OwnedFd restored(
+      ::open((dir_ / "restored").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   int64_t arrived = 0;
-  ASSERT_TRUE(client.readFile(endpoint(), "ckpt/model.pt", model.size(), restored.get(),
-                              [&](int64_t bytes) { arrived += bytes; })
+  ASSERT_TRUE(client
+                  .readFile(endpoint(), "ckpt/model.pt", model.size(), restored.get(),
+                            [&](int64_t bytes) { arrived += bytes; })
                   .isOk());
   std::string back(model.size(), '\0');
-  ASSERT_EQ(::pread(restored.get(), back.data(), back.size(), 0), static_cast<ssize_t>(back.size()));
+  ASSERT_EQ(::pread(restored.get(), back.data(), back.size(), 0),
+            static_cast<ssize_t>(back.size()));
   EXPECT_EQ(back, model);
   EXPECT_EQ(arrived, static_cast<int64_t>(model.size()));
   EXPECT_TRUE(exposes("granary_peer_sent_bytes_total{peer=\"b\"} " + std::to_string(model.size())))
