@@ -320,6 +320,16 @@ void fault(const std::string& what, const fs::path& mount, const std::vector<std
       read.seconds - clean);
 }
 
+// A line on stderr as each read begins, with the monotonic clock's seconds (perf record -k
+// CLOCK_MONOTONIC takes the same: a profile of one read is `perf report --time A,B`).
+void progress(int run, const std::string& set, const std::string& column) {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  std::fprintf(stderr, "[%.3f] run %d: %s files, %s\n",
+               static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9, run + 1,
+               set.c_str(), column.c_str());
+}
+
 int run(const Args& args) {
   if (::geteuid() != 0) die("needs root: FUSE mounts and dropping the page cache");
   fs::remove_all(args.dir);
@@ -342,9 +352,12 @@ int run(const Args& args) {
     for (int run = 0; run < args.runs; ++run) {
       for (const auto& set : names) {
         Row& row = rows[set][static_cast<size_t>(run)];
+        progress(run, set, "local");
         row["local"] =
             measure(pair, mountOf(pair, set + "-local"), ofB[set], sets.at(set), args.readers);
+        progress(run, set, "plane");
         row["plane"] = measure(pair, mountOf(pair, set), ofB[set], sets.at(set), args.readers);
+        progress(run, set, "wire");
         dropPageCache();
         row["wire"].figures = wire(origin / set, ofB[set]);          // from the disk, as B's plane
         row["wire, cached"].figures = wire(origin / set, ofB[set]);  // the files in memory now
@@ -358,6 +371,7 @@ int run(const Args& args) {
     Pair pair = startPair(args, binary, names, /*dataPlane=*/false, "", {}, column == "before");
     for (int run = 0; run < args.runs; ++run) {
       for (const auto& set : names) {
+        progress(run, set, column);
         rows[set][static_cast<size_t>(run)][column] =
             measure(pair, mountOf(pair, set), ofB[set], sets.at(set), args.readers);
       }

@@ -83,7 +83,7 @@ Result<std::shared_ptr<GrpcPeers::Connection>> GrpcPeers::callTo(const std::stri
 Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetKey& dataset,
                                          const std::string& path, int64_t index,
                                          const std::string& etag, bool fill, int64_t length,
-                                         std::stop_token stop) {
+                                         std::stop_token stop, std::string buffer) {
   grpc::ClientContext context;
   GRANARY_ASSIGN_OR_RETURN(const auto connection, callTo(node, context));
   context.set_deadline(grpcDeadlineAfter(options_.timeout));
@@ -95,7 +95,8 @@ Result<std::string> GrpcPeers::readChunk(const std::string& node, const DatasetK
   request.set_etag(etag);
   request.set_fill(fill);
   auto reader = connection->stub->ReadChunk(&context, request);
-  std::string data;
+  std::string data = std::move(buffer);
+  data.clear();
   data.reserve(static_cast<size_t>(length));
   v1::ChunkData message;
   bool last = false;

@@ -60,7 +60,8 @@ class GrpcPeers final : public PeerReader, public CheckpointFileMover {
   // Unavailable for a node whose address is unknown.
   Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
                                 const std::string& path, int64_t index, const std::string& etag,
-                                bool fill, int64_t length, std::stop_token stop) override;
+                                bool fill, int64_t length, std::stop_token stop,
+                                std::string buffer) override;
   // No deadline: the lister sends a page at least every second while its listing goes on, and
   // keepalive pings find a peer that stopped answering.
   Result<ManifestTotals> followListing(

@@ -50,6 +50,11 @@ ChunkId ChunkFetcher::chunkId(const std::string& path, int64_t index) const {
   return ChunkId{id_, path, index};
 }
 
+std::shared_ptr<const std::string> ChunkFetcher::share(std::string bytes) const {
+  if (node_.buffers == nullptr) return std::make_shared<const std::string>(std::move(bytes));
+  return node_.buffers->share(std::move(bytes));
+}
+
 int64_t ChunkFetcher::chunkLength(const ManifestEntry& file, int64_t index) const {
   return std::min(chunkSize_, file.size - index * chunkSize_);
 }
@@ -111,8 +116,7 @@ Result<FetchedChunk> ChunkFetcher::fetchUncached(const ManifestEntry& file, int6
                                                  FetchKind kind, std::stop_token stop) {
   // A fetch of this chunk may have finished between the caller's miss and this flight.
   auto local = node_.chunks.read(chunkId(file.path, index));
-  if (local.isOk())
-    return FetchedChunk{std::make_shared<const std::string>(std::move(*local)), Source::kLocal};
+  if (local.isOk()) return FetchedChunk{share(std::move(*local)), Source::kLocal};
   keeper_.forgetIfDamaged(file.path, index, local.status());
   if (isSizeVersion(file.etag)) return fetchFromWholeFile(file, index, kind, stop);
   const std::vector<std::string> owners = keeper_.ownersOf(file.path);
@@ -123,11 +127,11 @@ Result<FetchedChunk> ChunkFetcher::fetchUncached(const ManifestEntry& file, int6
   if (node_.peers != nullptr && owners.front() != node_.nodeName) {
     for (const auto& owner : owners) {
       if (owner == node_.nodeName) continue;
-      auto data = node_.peers->readChunk(owner, key_, file.path, index, file.etag,
-                                         /*fill=*/owner == owners.front(), length, stop);
+      auto data = node_.peers->readChunk(
+          owner, key_, file.path, index, file.etag, /*fill=*/owner == owners.front(), length, stop,
+          node_.buffers ? node_.buffers->take(static_cast<size_t>(length)) : std::string());
       if (data.isOk() && static_cast<int64_t>(data->size()) == length) {
-        fetched =
-            FetchedChunk{std::make_shared<const std::string>(std::move(*data)), Source::kPeer};
+        fetched = FetchedChunk{share(std::move(*data)), Source::kPeer};
         break;
       }
       if (data.status().code() == StatusCode::kFailedPrecondition) return data.status();
@@ -136,7 +140,7 @@ Result<FetchedChunk> ChunkFetcher::fetchUncached(const ManifestEntry& file, int6
   if (!fetched) {
     GRANARY_ASSIGN_OR_RETURN(std::string data,
                              readOriginAs(kind, file, index * chunkSize_, length, stop));
-    fetched = FetchedChunk{std::make_shared<const std::string>(std::move(data)), Source::kOrigin};
+    fetched = FetchedChunk{share(std::move(data)), Source::kOrigin};
   }
   if (selfOwns) {
     keeper_.countFetched(length);
@@ -160,12 +164,12 @@ std::optional<FetchedChunk> ChunkFetcher::fromSameSource(const ManifestEntry& fi
     keeper_.countFetched(length);
     countWarmed(kind, length);
     if (auto kept = node_.chunks.read(to); kept.isOk())
-      return FetchedChunk{std::make_shared<const std::string>(std::move(*kept)), Source::kLocal};
+      return FetchedChunk{share(std::move(*kept)), Source::kLocal};
   }
   // Not kept (the quota is full, or the other dataset's chunk went meanwhile): read it there.
   auto data = node_.chunks.read(*from);
   if (!data.isOk() || static_cast<int64_t>(data->size()) != length) return std::nullopt;
-  return FetchedChunk{std::make_shared<const std::string>(std::move(*data)), Source::kLocal};
+  return FetchedChunk{share(std::move(*data)), Source::kLocal};
 }
 
 Result<FetchedChunk> ChunkFetcher::fetchFromWholeFile(const ManifestEntry& file, int64_t index,

@@ -27,6 +27,7 @@
 #include "common/thread_annotations.h"
 #include "engine/cache_metrics.h"
 #include "engine/core/bandwidth_limiter.h"
+#include "engine/core/chunk_buffers.h"
 #include "engine/core/held_chunks.h"
 #include "engine/core/single_flight.h"
 #include "engine/origin/origin.h"
@@ -64,11 +65,12 @@ class PeerReader {
   // node fetches it from the origin when it has not cached it. FailedPrecondition when the
   // versions differ; NotFound when `node` neither holds nor fills it; Corruption when what
   // arrived failed its checksums; Unavailable when the node cannot be reached or stops sending;
-  // Cancelled once `stop` is requested.
+  // Cancelled once `stop` is requested. The chunk arrives in `buffer` where it can (its bytes are
+  // overwritten, its memory used again: ChunkBuffers).
   virtual Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
                                         const std::string& path, int64_t index,
                                         const std::string& etag, bool fill, int64_t length,
-                                        std::stop_token stop) = 0;
+                                        std::stop_token stop, std::string buffer) = 0;
   // Follows `node`'s listing of `dataset` (ListingFeed), or of its `share` of it (the origin keys
   // in those ranges; none: the whole listing): `each` gets the files listed there in batches,
   // those already listed first, then the rest as they are listed (a file may come twice; an
@@ -128,6 +130,8 @@ struct NodeContext {
   // Chunks fetched for reads that this node does not keep on disk; null: none is held (each read
   // fetches its chunk again).
   HeldChunks<FetchedChunk>* held = nullptr;
+  // Buffers of fetched chunks, used again; null: each fetch allocates its own.
+  ChunkBuffers* buffers = nullptr;
 };
 
 enum class FetchKind {
@@ -240,6 +244,8 @@ class ChunkFetcher {
   Result<std::string> readOriginAs(FetchKind kind, const ManifestEntry& file, int64_t offset,
                                    int64_t length, std::stop_token stop);
   ChunkId chunkId(const std::string& path, int64_t index) const;
+  // `bytes` shared by the chunk's readers (and given back to the node's buffers after them).
+  std::shared_ptr<const std::string> share(std::string bytes) const;
   // A chunk's name among the held ones: its id and the version of the file it was fetched at.
   std::string heldKey(const ManifestEntry& file, int64_t index) const;
 

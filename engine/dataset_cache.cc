@@ -249,16 +249,30 @@ Result<PieceRead> DatasetCache::readPieceInto(const ManifestEntry& file, int64_t
     countHit(file, span.index, *local);
     return PieceRead{*local, Source::kLocal};
   }
-  if (!fetch && local.status().code() == StatusCode::kNotFound) {
-    // A chunk another node keeps, held since a read fetched it: read from memory, no wait.
-    const auto held = fetcher_.held(file, span.index);
-    if (!held) return local.status();
-    const PieceRead read = copyPiece(*held, span, buffer);
-    countRead(held->source, read.size, false);
-    return read;
-  }
+  if (!fetch && local.status().code() == StatusCode::kNotFound) return local.status();
   GRANARY_ASSIGN_OR_RETURN(const FetchedChunk chunk, readMissing(file, span, local.status()));
   return copyPiece(chunk, span, buffer);
+}
+
+Result<ChunkPiece> DatasetCache::readPieceInMemory(const ManifestEntry& file, int64_t offset,
+                                                   int64_t maxLength, bool fetch) {
+  GRANARY_ASSIGN_OR_RETURN(const ChunkSpan span, spanOf(file, offset, maxLength));
+  if (span.length == 0) return ChunkPiece{};
+  const auto pieceOf = [&span](FetchedChunk chunk) {
+    const int64_t size = std::clamp<int64_t>(
+        static_cast<int64_t>(chunk.bytes->size()) - span.within, 0, span.length);
+    return ChunkPiece{std::move(chunk), span.within, size};
+  };
+  if (auto held = fetcher_.held(file, span.index)) {  // read from memory, no wait
+    ChunkPiece piece = pieceOf(std::move(*held));
+    countRead(piece.chunk.source, piece.size, false);
+    return piece;
+  }
+  if (!fetch)
+    return notFound("chunk " + std::to_string(span.index) + " of \"" + file.path +
+                    "\" is not held in memory");
+  GRANARY_ASSIGN_OR_RETURN(FetchedChunk chunk, readMissing(file, span, notFound("not on disk")));
+  return pieceOf(std::move(chunk));
 }
 
 PieceRead DatasetCache::copyPiece(const FetchedChunk& chunk, const ChunkSpan& span,

@@ -97,6 +97,14 @@ struct PieceRead {
   Source source = Source::kLocal;
 };
 
+// The same read of a chunk in memory, where it lies: `size` bytes from `within` of the chunk,
+// which the piece keeps alive.
+struct ChunkPiece {
+  FetchedChunk chunk;
+  int64_t within = 0, size = 0;
+  const char* data() const { return chunk.bytes->data() + within; }
+};
+
 // A chunk as this node sends it to a peer: its file (from offset 0, `size` bytes) with the
 // checksums the store recorded as it wrote it; or, for a chunk fetched for the peer but not kept
 // here, its bytes with checksums computed from them.
@@ -152,10 +160,14 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   Result<Piece> readPiece(const ManifestEntry& file, int64_t offset, int64_t maxLength);
   // The same into the start of `buffer` (room for `maxLength` bytes), past this node's page
   // cache (ChunkStore::readInto): for a reader with a page cache of its own. Without `fetch`,
-  // NotFound instead of fetching a chunk this node neither holds on disk nor in memory (held
-  // after an earlier fetch).
+  // NotFound instead of fetching a chunk this node does not hold on disk.
   Result<PieceRead> readPieceInto(const ManifestEntry& file, int64_t offset, int64_t maxLength,
                                   std::span<char> buffer, bool fetch = true);
+  // The same from a chunk in memory, not copied: one held since an earlier fetch (another node
+  // keeps it), else, with `fetch`, fetched now. NotFound without `fetch` when none is held. For a
+  // reader that takes the bytes where they lie (a FUSE reply) after the disk had none.
+  Result<ChunkPiece> readPieceInMemory(const ManifestEntry& file, int64_t offset, int64_t maxLength,
+                                       bool fetch);
   // The cached file holding all of `file`'s bytes, open and verified (ChunkStore::openVerified),
   // for a reader the kernel serves from it directly. FailedPrecondition for a file that is not one
   // whole chunk (a directory, an empty file, or one larger than a chunk): it never has such a file.

@@ -83,9 +83,10 @@ Result<std::unique_ptr<CacheEngine>> CacheEngine::open(EngineOptions options, Cl
   } else {
     return reconciled.status();
   }
-  engine->context_ = std::make_unique<NodeContext>(NodeContext{
-      options.nodeName, *engine->manifests_, *engine->chunks_, engine->bandwidth_, clock, peers,
-      metrics, &engine->priorities_, engine.get(), options.listingConcurrency, &engine->held_});
+  engine->context_ = std::make_unique<NodeContext>(
+      NodeContext{options.nodeName, *engine->manifests_, *engine->chunks_, engine->bandwidth_,
+                  clock, peers, metrics, &engine->priorities_, engine.get(),
+                  options.listingConcurrency, &engine->held_, &engine->buffers_});
   Logger("cache").info("chunk store reconciled",
                        {{"kept", engine->startup_.kept},
                         {"dropped_records", engine->startup_.droppedRecords},

@@ -32,15 +32,12 @@ TransferClient::TransferClient(TransferClientOptions options, TransferMetrics* m
     : options_(std::move(options)), metrics_(metrics) {}
 
 Result<std::string> TransferClient::readChunk(const Endpoint& peer, const ChunkRequest& request,
-                                              std::stop_token stop) {
-  std::string data;
+                                              std::stop_token stop, std::string buffer) {
   const Status read = exchange(peer, stop, [&](int connection, Exchange& state) {
-    auto arrived = transfer(connection, peer, request, stop, state);
-    if (arrived.isOk()) data = std::move(*arrived);
-    return arrived.status();
+    return transfer(connection, peer, request, stop, state, buffer);
   });
   GRANARY_RETURN_IF_ERROR(read);
-  return data;
+  return buffer;
 }
 
 Status TransferClient::exchange(const Endpoint& peer, std::stop_token stop,
@@ -126,9 +123,8 @@ Status TransferClient::readFile(const Endpoint& peer, const std::string& request
   });
 }
 
-Result<std::string> TransferClient::transfer(int connection, const Endpoint& peer,
-                                             const ChunkRequest& request, std::stop_token stop,
-                                             Exchange& state) {
+Status TransferClient::transfer(int connection, const Endpoint& peer, const ChunkRequest& request,
+                                std::stop_token stop, Exchange& state, std::string& data) {
   // A stop shuts the socket down, which wakes any wait on it at once.
   std::stop_callback onStop(stop, [connection] { ::shutdown(connection, SHUT_RDWR); });
   GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeRequest(request), options_.stall));
@@ -148,7 +144,7 @@ Result<std::string> TransferClient::transfer(int connection, const Endpoint& pee
                            std::to_string(reply.checksums.size()) + " checksums for " +
                            chunkName(request) + " of " + std::to_string(request.length));
   }
-  std::string data(static_cast<size_t>(reply.length), '\0');
+  data.resize(static_cast<size_t>(reply.length));  // no byte zeroed in a buffer of this size
   ArrivalCheck check(std::move(reply.checksums), reply.length);
   const Status received =
       receiveExactly(connection, data.data(), reply.length, options_.stall,
@@ -163,7 +159,7 @@ Result<std::string> TransferClient::transfer(int connection, const Endpoint& pee
   }
   state.inSync = true;
   state.received = reply.length;
-  return data;
+  return Status::ok();
 }
 
 Result<TransferClient::Lease> TransferClient::acquire(const Endpoint& peer, std::stop_token stop) {

@@ -49,9 +49,10 @@ class TransferClient {
   // What the peer answered when it refused (NotFound, FailedPrecondition, ...); Corruption when
   // a block failed its checksum; Unavailable when the peer cannot be reached (the message starts
   // "connect:"), stalls or leaves mid-chunk; Unauthenticated when it refused the token; Cancelled
-  // once `stop` is requested (the connection is closed, which ends the sender's transfer).
+  // once `stop` is requested (the connection is closed, which ends the sender's transfer). The
+  // chunk arrives in `buffer` (its bytes overwritten, its memory used again).
   Result<std::string> readChunk(const Endpoint& peer, const ChunkRequest& request,
-                                std::stop_token stop = {});
+                                std::stop_token stop = {}, std::string buffer = {});
 
   // Checkpoint files (frame.h's file put and file read), hashed with XXH3 as they pass and
   // checked at the far end. putFile sends the `size` bytes of `fd` from offset 0 after `header`
@@ -93,9 +94,9 @@ class TransferClient {
   // closed), counting its bytes or its failure.
   Status exchange(const Endpoint& peer, std::stop_token stop,
                   const std::function<Status(int connection, Exchange&)>& op);
-  // One chunk request and its reply over `connection`.
-  Result<std::string> transfer(int connection, const Endpoint& peer, const ChunkRequest& request,
-                               std::stop_token stop, Exchange& state);
+  // One chunk request and its reply over `connection`, the chunk into `data`.
+  Status transfer(int connection, const Endpoint& peer, const ChunkRequest& request,
+                  std::stop_token stop, Exchange& state, std::string& data);
   void countFailure(const Endpoint& peer, const Status& error);
 
   const TransferClientOptions options_;

@@ -19,7 +19,7 @@ bool unreachable(const Status& error) { return error.message().starts_with("conn
 Result<std::string> TransferPeers::readChunk(const std::string& node, const DatasetKey& dataset,
                                              const std::string& path, int64_t index,
                                              const std::string& etag, bool fill, int64_t length,
-                                             std::stop_token stop) {
+                                             std::stop_token stop, std::string buffer) {
   if (passedOver(node)) {
     return unavailable("cache node " + node + " stalled or left mid-chunk; passed over for " +
                        std::to_string(kPassOver.count()) + " s");
@@ -34,14 +34,14 @@ Result<std::string> TransferPeers::readChunk(const std::string& node, const Data
                                .etag = etag,
                                .fill = fill,
                                .length = length};
-    auto data = client_->readChunk(*plane, request, stop);
+    auto data = client_->readChunk(*plane, request, stop, std::move(buffer));
     if (data.isOk() || !unreachable(data.status())) {
       if (data.status().code() == StatusCode::kUnavailable) passOver(node);  // stalled or left
       return data;
     }
     planeFailed(node);
   }
-  return grpc_.readChunk(node, dataset, path, index, etag, fill, length, stop);
+  return grpc_.readChunk(node, dataset, path, index, etag, fill, length, stop, std::move(buffer));
 }
 
 Status TransferPeers::putCheckpointFile(const std::string& node,

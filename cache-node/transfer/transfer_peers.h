@@ -26,7 +26,8 @@ class TransferPeers final : public PeerReader, public CheckpointFileMover {
 
   Result<std::string> readChunk(const std::string& node, const DatasetKey& dataset,
                                 const std::string& path, int64_t index, const std::string& etag,
-                                bool fill, int64_t length, std::stop_token stop) override;
+                                bool fill, int64_t length, std::stop_token stop,
+                                std::string buffer) override;
   Result<ManifestTotals> followListing(
       const std::string& node, const DatasetKey& dataset, std::span<const KeyRange> share,
       std::stop_token stop,

@@ -378,9 +378,10 @@ void onRelease(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
   fuse_reply_err(req, 0);
 }
 
-// Reads land in one buffer the kernel takes from: a pooled one, which is the read's turn at the
-// disk. A read whose first chunk must be fetched gives that turn back and waits on the network
-// in a buffer of its own.
+// A read is served from this node's disk into a pooled buffer, which is the read's turn at the
+// disk. A read whose first chunk is not on the disk is answered from that chunk in memory, where
+// it lies (held since an earlier fetch, else fetched now, the reader's wait counted from there),
+// when the read lies within it; else piece by piece in a buffer of its own.
 void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_file_info*) {
   auto& state = stateOf(req);
   DatasetCache* cache = datasetOf(req);
@@ -388,56 +389,76 @@ void onRead(fuse_req_t req, fuse_ino_t inode, size_t size, off_t offset, fuse_fi
   auto opened = state.inodes.find(inode, *cache);
   if (!opened.isOk()) return (void)fuse_reply_err(req, errnoOf(opened.status()));
   const ManifestEntry& file = **opened;
+  const int pid = static_cast<int>(fuse_req_ctx(req)->pid);
   // Read times matter only to the accounting, on its clock.
   const auto now = [&] {
     return state.accounting != nullptr ? state.accounting->clock().monoNow() : Clock::MonoTime{};
   };
   const auto start = now();
   const auto length = static_cast<int64_t>(size);
-  ReadBuffer buffer = ReadBuffer::pooled(size);
-  bool pooled = true;
-  int64_t filled = 0;
   ReadRecord record;
+  const auto count = [&](Source source, int64_t bytes) {
+    (source == Source::kLocal  ? record.localBytes
+     : source == Source::kPeer ? record.peerBytes
+                               : record.originBytes) += bytes;
+  };
+  const auto beginWait = [&] {  // a miss: the reader is blocked from here on
+    if (state.accounting == nullptr) return;
+    record.waitBegan = start;
+    state.accounting->beginWait(state.dataset, pid, start);
+  };
   // A read that failed after it began to wait ends its wait all the same.
   const auto fail = [&](int error) {
     if (record.waitBegan && state.accounting != nullptr) {
       record.end = now();
       record.wait = record.end - start;
-      state.accounting->record(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), record);
+      state.accounting->record(state.dataset, pid, record);
     }
     fuse_reply_err(req, error);
   };
+  const auto failed = [&](const Status& error) {
+    Logger("mount").warn("read failed",
+                         {{"dataset", state.dataset}, {"path", file.path}, {"error", error}});
+    fail(EIO);
+  };
+  const auto reply = [&](const char* bytes, int64_t filled) {
+    record.end = now();
+    if (record.peerBytes + record.originBytes > 0) record.wait = record.end - start;
+    if (state.accounting != nullptr) state.accounting->record(state.dataset, pid, record);
+    fuse_reply_buf(req, bytes, static_cast<size_t>(filled));
+  };
+  ReadBuffer buffer = ReadBuffer::pooled(size);
+  bool pooled = true;
+  int64_t filled = 0;
   while (filled < length) {
     if (!buffer) return fail(ENOMEM);
     auto piece = cache->readPieceInto(file, offset + filled, length - filled,
                                       buffer.span().subspan(static_cast<size_t>(filled)),
                                       /*fetch=*/!pooled || filled > 0);
     if (pooled && filled == 0 && piece.status().code() == StatusCode::kNotFound) {
-      buffer = ReadBuffer::own(size);
-      pooled = false;
-      if (state.accounting != nullptr) {  // a miss: the reader is blocked from here on
-        record.waitBegan = start;
-        state.accounting->beginWait(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), start);
+      buffer.release();  // no turn at the disk is held while the network is waited on
+      auto inMemory = cache->readPieceInMemory(file, offset, length, /*fetch=*/false);
+      if (inMemory.status().code() == StatusCode::kNotFound) {
+        beginWait();
+        inMemory = cache->readPieceInMemory(file, offset, length, /*fetch=*/true);
       }
+      if (!inMemory.isOk()) return failed(inMemory.status());
+      count(inMemory->chunk.source, inMemory->size);
+      if (inMemory->size == length || offset + inMemory->size >= file.size)
+        return reply(inMemory->size > 0 ? inMemory->data() : nullptr, inMemory->size);
+      buffer = ReadBuffer::own(size);  // the read goes on in the next chunk
+      pooled = false;
+      if (!buffer) return fail(ENOMEM);
+      std::memcpy(buffer.span().data(), inMemory->data(), static_cast<size_t>(inMemory->size));
+      filled = inMemory->size;
       continue;
     }
-    if (!piece.isOk()) {
-      Logger("mount").warn(
-          "read failed",
-          {{"dataset", state.dataset}, {"path", file.path}, {"error", piece.status()}});
-      return fail(EIO);
-    }
+    if (!piece.isOk()) return failed(piece.status());
     if (piece->size == 0) break;
-    (piece->source == Source::kLocal  ? record.localBytes
-     : piece->source == Source::kPeer ? record.peerBytes
-                                      : record.originBytes) += piece->size;
+    count(piece->source, piece->size);
     filled += piece->size;
   }
-  record.end = now();
-  if (record.peerBytes + record.originBytes > 0) record.wait = record.end - start;
-  if (state.accounting != nullptr)
-    state.accounting->record(state.dataset, static_cast<int>(fuse_req_ctx(req)->pid), record);
-  fuse_reply_buf(req, buffer.span().data(), static_cast<size_t>(filled));
+  reply(buffer.span().data(), filled);
 }
 
 void onOpendir(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {

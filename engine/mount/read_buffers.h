@@ -27,6 +27,11 @@ class ReadBuffer {
   ~ReadBuffer() = default;
 
   explicit operator bool() const { return memory_ != nullptr; }
+  // Gives the memory back now (a pooled buffer's turn to the next read); empty after.
+  void release() {
+    memory_.reset();
+    size_ = 0;
+  }
   std::span<char> span() const { return {memory_.get(), size_}; }  // all its room, 4 KiB aligned
 
  private:

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "common/xxh3.h"
 #include "engine/store/rocksdb_options.h"
 
 namespace granary::cache {
@@ -516,7 +517,7 @@ Result<int64_t> ChunkStore::readInto(const ChunkId& id, int64_t offset, int64_t 
 }
 
 uint32_t ChunkStore::blockChecksum(const char* data, int64_t length) {
-  return static_cast<uint32_t>(XXH3_64bits(data, static_cast<size_t>(length)));
+  return static_cast<uint32_t>(xxh3(data, static_cast<size_t>(length)));
 }
 
 std::vector<uint32_t> ChunkStore::blockChecksums(std::string_view data) {

@@ -35,7 +35,7 @@ class LoopbackPeers final : public PeerReader {
  public:
   Result<std::string> readChunk(const std::string& node, const DatasetKey&, const std::string& path,
                                 int64_t index, const std::string& etag, bool fill, int64_t,
-                                std::stop_token) override {
+                                std::stop_token, std::string) override {
     ++calls;
     DatasetCache* cache = find(node);
     if (!cache) return unavailable(node + " is down");
@@ -534,6 +534,59 @@ TEST_F(DatasetCacheTest, FourNodesReadTheOriginOnceAndServeEachOther) {
   peers.markDown("n2");
   expectAllFilesRead(*caches[0]);
   EXPECT_GT(caches[0]->state().reads.originBytes, 0);
+}
+
+// A chunk another node keeps is read where it lies in memory: fetched once (into a buffer used
+// again after it), then held for the reads after it, which neither fetch nor find it on disk.
+TEST_F(DatasetCacheTest, AnotherNodesChunkIsReadInMemoryFetchedOnceThenHeld) {
+  writeTree(4);
+  for (int i = 0; i < 6; ++i)
+    writeOrigin("big/x" + std::to_string(i) + ".bin", randomBytes(40'000, 200 + i));
+  const std::vector<std::string> names = {"n1", "n2"};
+  LoopbackPeers peers;
+  HeldChunks<FetchedChunk> held(1 << 20);
+  ChunkBuffers buffers(2);
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  std::vector<std::unique_ptr<DatasetCache>> caches;
+  for (const auto& name : names) {
+    nodes.push_back(std::make_unique<TestNode>(root_, name));
+    nodes.back()->context->peers = &peers;
+    nodes.back()->context->held = &held;
+    nodes.back()->context->buffers = &buffers;
+    auto s = settings();
+    s.nodeSet = names;
+    caches.push_back(open(*nodes.back(), s));
+    peers.add(name, caches.back().get());
+  }
+  for (auto& cache : caches) ASSERT_EQ(cache->waitSettled(20s).phase, Phase::kReady);
+  std::string path;  // a file of two chunks or more that n2 keeps
+  for (const auto& [name, data] : files_)
+    if (data.size() > 16384 && owns("n2", name, names, 1)) path = name;
+  ASSERT_FALSE(path.empty());
+  const ManifestEntry file = *caches[0]->stat(path);
+  const std::string& data = files_[path];
+  std::vector<char> memory(16384);
+
+  EXPECT_EQ(caches[0]->readPieceInMemory(file, 100, 4096, false).status().code(),
+            StatusCode::kNotFound);
+  const int callsBefore = peers.calls;
+  auto fetched = caches[0]->readPieceInMemory(file, 100, 20'000, true);
+  ASSERT_TRUE(fetched.isOk()) << fetched.status();
+  EXPECT_EQ(std::string(fetched->data(), static_cast<size_t>(fetched->size)),
+            data.substr(100, 16384 - 100));  // to the end of the chunk
+  EXPECT_EQ(fetched->chunk.source, Source::kPeer);
+  const int callsAfterFetch = peers.calls;
+  EXPECT_GT(callsAfterFetch, callsBefore);
+
+  auto again = caches[0]->readPieceInMemory(file, 8192, 4096, false);
+  ASSERT_TRUE(again.isOk()) << again.status();
+  EXPECT_EQ(std::string(again->data(), 4096), data.substr(8192, 4096));
+  EXPECT_EQ(again->chunk.bytes, fetched->chunk.bytes);  // the same bytes, not a copy
+  EXPECT_EQ(caches[0]->readPieceInto(file, 8192, 4096, memory, false).status().code(),
+            StatusCode::kNotFound);  // held in memory, not on n1's disk
+  EXPECT_EQ(peers.calls, callsAfterFetch);
+  EXPECT_EQ(caches[0]->readPieceInMemory(file, static_cast<int64_t>(data.size()), 10, true)->size,
+            0);  // at the end of the file
 }
 
 // One node of the set lists the origin; the others follow its listing as it goes: a file it has
