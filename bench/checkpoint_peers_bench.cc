@@ -1,12 +1,16 @@
 // A job's checkpoints on a cluster's nodes: granary-cache-node processes on loopback, each with
 // the job's checkpoint volume published over its CSI socket as the kubelet does, draining to a
 // file:// origin limited to --drain-mib-per-s. Each figure beside its baseline in the same run:
+//   wire      the same files sent with sendfile over one plain TCP connection, from the page
+//             cache and from the disk, into memory and into a file (then fsync'd);
 //   copy      node A's worker saves W files of F MiB (then .metadata); the seconds until node B,
-//             A's peer, holds every byte, against the save itself;
+//             A's peer, holds every byte, against the save itself and, from the save's end, the
+//             wire from the page cache (the copy reads files just saved);
 //   restore   a new pod on A (its tree whole), a pod on node C restoring from B (while the origin
 //             has not got everything), and, once the origin has it all, a pod on node D restoring
 //             from the origin, each against reading the same files directly from disk and
-//             copying them (read, write, fsync), the page cache dropped before each;
+//             copying them (read, write, fsync), and the wire from the disk, the page cache
+//             dropped before each;
 //   lost      node A killed (kill -9) after B holds its copies and before the origin does; B told
 //             A is lost: the seconds until the origin holds every file, and the files lost or
 //             differing in a byte at the origin and in C's and D's restores (must be 0).
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "bench/cache_node_process.h"
+#include "bench/wire_stream.h"
 #include "common/flags.h"
 #include "common/owned_fd.h"
 #include "tests/support/scratch_tree.h"
@@ -188,27 +193,51 @@ void run(const Args& args) {
   waitFor([&] { return whole(a->target("worker-0"), b.target("worker-1")); }, 600, "B's copies");
   const double copied = since(saveStart);
   readOrCopy(a->target("worker-0"), written);
+
+  // The raw wire with the same files: from the page cache, as the copy reads files just saved,
+  // and from the disk, as a restore reads them; into memory and into a file (fsync'd).
+  std::vector<fs::path> files;
+  for (const std::string& file : filesBelow(written)) files.push_back(written / file);
+  const auto wire = [&](const fs::path& into) {
+    return total / streamFiles(files, "127.0.0.1", into).seconds;
+  };
+  const double cachedWire = wire({}), cachedWireToFile = wire(home / "wire-copy");
+  dropCaches();
+  const double diskWire = wire({});
+  dropCaches();
+  const double diskWireToFile = wire(home / "wire-copy");
   std::printf(
-      "  copy: saved in %.2f s (%.0f MiB/s); on the peer %.2f s after the save began "
-      "(%.0f MiB/s); ratio %.2f\n",
-      saved, total / saved, copied, total / copied, saved / copied);
+      "  wire (sendfile over one TCP connection, MiB/s): from the page cache %.0f, into a file "
+      "(fsync) %.0f; from the disk %.0f, into a file %.0f\n",
+      cachedWire, cachedWireToFile, diskWire, diskWireToFile);
+  const double copyRate = total / (copied - saved);
+  std::printf(
+      "  copy: saved in %.2f s (%.0f MiB/s); on the peer %.2f s after the save began, %.2f s "
+      "after it ended (%.0f MiB/s: ÷ the wire from the page cache %.2f, into a file %.2f)\n",
+      saved, total / saved, copied, copied - saved, copyRate, copyRate / cachedWire,
+      copyRate / cachedWireToFile);
 
   dropCaches();
   const double direct = readOrCopy(written);
   dropCaches();
   const double directCopy = readOrCopy(written, home / "copied");
-  const auto line = [&](const char* what, double seconds) {
+  // A restore's seconds against the baselines; one that crossed the wire against it, as rates.
+  const auto line = [&](const char* what, double took, bool acrossTheWire = true) {
+    const double rate = total / took;
     std::printf(
-        "  restore %s: %.2f s (%.0f MiB/s); ÷ reading directly %.2f, ÷ copying directly "
-        "%.2f\n",
-        what, seconds, total / seconds, seconds / direct, seconds / directCopy);
+        "  restore %s: %.2f s (%.0f MiB/s); ÷ reading directly %.2f, ÷ copying directly %.2f", what,
+        took, rate, took / direct, took / directCopy);
+    if (acrossTheWire)
+      std::printf("; the wire from the disk ÷ %.2f, into a file ÷ %.2f", rate / diskWire,
+                  rate / diskWireToFile);
+    std::printf("\n");
   };
   std::printf(
       "  baselines: reading the files directly %.2f s, copying them (read, write, fsync) "
       "%.2f s\n",
       direct, directCopy);
   dropCaches();
-  line("on the same node (a new pod on A)", a->publish("worker-0-again", volume));
+  line("on the same node (a new pod on A)", a->publish("worker-0-again", volume), false);
 
   dropCaches();
   CacheNodeProcess c(args.cacheNode, home / "c", "node-c");

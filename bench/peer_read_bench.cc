@@ -34,7 +34,7 @@
 #include "bench/bench_data.h"
 #include "bench/cache_node_process.h"
 #include "bench/cpu_time.h"
-#include "cache-node/transfer/socket_io.h"
+#include "bench/wire_stream.h"
 #include "common/flags.h"
 #include "common/owned_fd.h"
 #include "engine/core/placement.h"
@@ -188,33 +188,12 @@ ReadFigures readAll(const fs::path& dir, const std::vector<std::string>& names,
   return {seconds(start), bytes.load(), wrong.load()};
 }
 
-// `names` of the origin's `dir` sent with sendfile over one TCP connection from B's address to
-// A's, received into a buffer.
+// `names` of the origin's `dir` sent with sendfile over one TCP connection to B's address.
 ReadFigures wire(const fs::path& dir, const std::vector<std::string>& names) {
-  auto listener = cache::transfer::listenTcp(std::string(kHostB) + ":0");
-  if (!listener.isOk()) die("listen: " + listener.status().message());
-  const int port = cache::transfer::boundPort(listener->get());
-  std::thread sender([&] {
-    OwnedFd connection(::accept(listener->get(), nullptr, nullptr));
-    for (const auto& name : names) {
-      OwnedFd file(::open((dir / name).c_str(), O_RDONLY | O_CLOEXEC));
-      const auto size = static_cast<int64_t>(fs::file_size(dir / name));
-      if (!cache::transfer::sendFileRange(connection.get(), file.get(), 0, size,
-                                          std::chrono::seconds(30))
-               .isOk())
-        die("the wire's sendfile failed");
-    }
-  });
-  const auto start = Steady::now();
-  auto connection = cache::transfer::connectTcp(kHostB, port, std::chrono::seconds(5));
-  if (!connection.isOk()) die("connect: " + connection.status().message());
-  std::vector<char> buffer(1 << 20);
-  int64_t received = 0;
-  for (ssize_t n; (n = ::recv(connection->get(), buffer.data(), buffer.size(), 0)) > 0;)
-    received += n;  // until the sender closes, after the last file
-  const double elapsed = seconds(start);
-  sender.join();
-  return {elapsed, received, 0};
+  std::vector<fs::path> files;
+  for (const auto& name : names) files.push_back(dir / name);
+  const StreamFigures stream = streamFiles(files, kHostB);
+  return {stream.seconds, stream.bytes, 0};
 }
 
 struct Measured {

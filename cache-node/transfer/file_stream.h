@@ -35,7 +35,8 @@ class StreamHash {
 Status sendFileBytes(int socket, int fd, int64_t size, std::chrono::milliseconds stall,
                      const std::function<bool(int64_t)>& pace, StreamHash& hash);
 // Receives `size` bytes from `socket` into `fd` from offset 0, hashing them into `hash` and
-// telling `arrived` (may be empty) of each piece written.
+// telling `arrived` (may be empty) of each piece written. What is written goes on to the disk as
+// the rest arrives (the caller's fsync waits for less).
 Status receiveFileBytes(int socket, int fd, int64_t size, std::chrono::milliseconds stall,
                         StreamHash& hash, const std::function<void(int64_t)>& arrived = {});
 

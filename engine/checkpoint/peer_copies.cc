@@ -125,6 +125,7 @@ Status readTreeFile(const std::filesystem::path& tree, const PeerFile& file,
     return failedPrecondition(file.path + " is no longer in the tree");
   if (identityOf(st).size != file.size || identityOf(st).modifiedNanos != file.modifiedNanos)
     return failedPrecondition(file.path + " changed in the tree");
+  ::posix_fadvise(fd.get(), 0, file.size, POSIX_FADV_SEQUENTIAL);  // a larger read-ahead
   std::string buffer(std::min<int64_t>(file.size, 1 << 20), '\0');
   for (int64_t at = 0; at < file.size;) {
     const ssize_t n = ::pread(fd.get(), buffer.data(),
