@@ -148,9 +148,9 @@ class CacheEngine final : public SameSourceChunks {
   BandwidthLimiter bandwidth_;
   WarmPriorities priorities_;  // which dataset's warm fetches go first
   HeldChunks<FetchedChunk> held_;
-  // Fetched chunks' buffers waiting to be used again: 64 MiB at most with 16 MiB chunks.
-  static constexpr size_t kChunkBuffersKept = 4;
-  ChunkBuffers buffers_{kChunkBuffersKept};
+  // Fetched chunks' buffers waiting to be used again, at most these bytes.
+  static constexpr size_t kChunkBuffersBytes = size_t{64} << 20;
+  ChunkBuffers buffers_{kChunkBuffersBytes};
   std::unique_ptr<NodeContext> context_;
   ReconcileReport startup_;
   mutable Mutex mutex_;

@@ -17,7 +17,7 @@ constexpr int64_t kWriteBehind = 8 << 20;
 }  // namespace
 
 Status sendFileBytes(int socket, int fd, int64_t size, std::chrono::milliseconds stall,
-                     const std::function<bool(int64_t)>& pace, StreamHash& hash) {
+                     const std::function<bool(int64_t)>& pace, Xxh3Stream& hash) {
   ::posix_fadvise(fd, 0, size, POSIX_FADV_SEQUENTIAL);  // a larger read-ahead
   std::string buffer;
   for (int64_t offset = 0; offset < size;) {
@@ -34,7 +34,7 @@ Status sendFileBytes(int socket, int fd, int64_t size, std::chrono::milliseconds
 }
 
 Status receiveFileBytes(int socket, int fd, int64_t size, std::chrono::milliseconds stall,
-                        StreamHash& hash, const std::function<void(int64_t)>& arrived) {
+                        Xxh3Stream& hash, const std::function<void(int64_t)>& arrived) {
   std::string buffer(static_cast<size_t>(std::min(kFilePiece, size)), '\0');
   int64_t writing = 0;  // the bytes before this are on their way to the disk
   for (int64_t at = 0; at < size;) {

@@ -3,41 +3,26 @@
 // recorded, so each side hashes what it sends or receives and the trailer compares the two.
 #pragma once
 
-#include <xxhash.h>
-
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string_view>
 
 #include "common/result.h"
+#include "common/xxh3.h"
 
 namespace granary::cache::transfer {
 
 inline constexpr int64_t kFilePiece = 1 << 20;
 
-// XXH3-64 of the bytes given so far.
-class StreamHash {
- public:
-  StreamHash() : state_(XXH3_createState()) { XXH3_64bits_reset(state_); }
-  ~StreamHash() { XXH3_freeState(state_); }
-  StreamHash(const StreamHash&) = delete;
-  StreamHash& operator=(const StreamHash&) = delete;
-  void add(std::string_view bytes) { XXH3_64bits_update(state_, bytes.data(), bytes.size()); }
-  uint64_t digest() const { return XXH3_64bits_digest(state_); }
-
- private:
-  XXH3_state_t* state_;
-};
-
 // Sends the `size` bytes of `fd` from offset 0 to `socket`, each piece passed by `pace` first
 // (false: Cancelled) and hashed into `hash`; FailedPrecondition when the file is shorter.
 Status sendFileBytes(int socket, int fd, int64_t size, std::chrono::milliseconds stall,
-                     const std::function<bool(int64_t)>& pace, StreamHash& hash);
+                     const std::function<bool(int64_t)>& pace, Xxh3Stream& hash);
 // Receives `size` bytes from `socket` into `fd` from offset 0, hashing them into `hash` and
 // telling `arrived` (may be empty) of each piece written. What is written goes on to the disk as
 // the rest arrives (the caller's fsync waits for less).
 Status receiveFileBytes(int socket, int fd, int64_t size, std::chrono::milliseconds stall,
-                        StreamHash& hash, const std::function<void(int64_t)>& arrived = {});
+                        Xxh3Stream& hash, const std::function<void(int64_t)>& arrived = {});
 
 }  // namespace granary::cache::transfer

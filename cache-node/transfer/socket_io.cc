@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "cache-node/transfer/frame.h"
@@ -28,6 +29,8 @@ bool await(int socket, short events, std::chrono::milliseconds stall) {
     if (errno != EINTR) return true;  // the next call reports the error
   }
 }
+
+constexpr int64_t kReceivePiece = 256 << 10;
 
 Status stalled(std::string_view what, std::chrono::milliseconds stall) {
   return unavailable(std::string(what) + ": the peer stalled for " + std::to_string(stall.count()) +
@@ -160,11 +163,13 @@ std::string peerAddressOf(int socket) {
   return std::string(text) + ":" + std::to_string(ntohs(v4.sin_port));
 }
 
+// Each call tries the socket first and waits (poll) only when it would block: on a fast link most
+// sends and receives need no wait, and a wait is a system call of its own.
 Status sendAll(int socket, std::string_view data, std::chrono::milliseconds stall, bool more) {
   while (!data.empty()) {
-    if (!await(socket, POLLOUT, stall)) return stalled("send", stall);
     const ssize_t n = ::send(socket, data.data(), data.size(),
                              MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
+    if (n < 0 && errno == EAGAIN && !await(socket, POLLOUT, stall)) return stalled("send", stall);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return errnoStatus(errno, "send");
     data.remove_prefix(static_cast<size_t>(n));
@@ -190,8 +195,11 @@ Status receiveExactly(int socket, char* into, int64_t length, std::chrono::milli
                       const std::function<bool(int64_t)>& arrived) {
   int64_t done = 0;
   while (done < length) {
-    if (!await(socket, POLLIN, stall)) return stalled("receive", stall);
-    const ssize_t n = ::recv(socket, into + done, static_cast<size_t>(length - done), MSG_DONTWAIT);
+    // At most kReceivePiece at a time: what `arrived` checks is still in the CPU's cache.
+    const ssize_t n =
+        ::recv(socket, into + done, static_cast<size_t>(std::min(length - done, kReceivePiece)),
+               MSG_DONTWAIT);
+    if (n < 0 && errno == EAGAIN && !await(socket, POLLIN, stall)) return stalled("receive", stall);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return errnoStatus(errno, "receive");
     if (n == 0) {
@@ -206,8 +214,11 @@ Status receiveExactly(int socket, char* into, int64_t length, std::chrono::milli
 
 Result<std::string> receiveFrame(int socket, std::chrono::milliseconds stall) {
   char header[4];
-  if (!await(socket, POLLIN, stall)) return stalled("receive", stall);
-  const ssize_t first = ::recv(socket, header, 1, 0);
+  ssize_t first = ::recv(socket, header, 1, MSG_DONTWAIT);
+  if (first < 0 && (errno == EAGAIN || errno == EINTR)) {
+    if (!await(socket, POLLIN, stall)) return stalled("receive", stall);
+    first = ::recv(socket, header, 1, 0);
+  }
   if (first == 0) return notFound("the connection closed");
   if (first < 0) return errnoStatus(errno, "receive");
   GRANARY_RETURN_IF_ERROR(receiveExactly(socket, header + 1, 3, stall));

@@ -79,7 +79,7 @@ Status TransferClient::putFile(const Endpoint& peer, const std::string& header, 
   return exchange(peer, {}, [&](int connection, Exchange& state) -> Status {
     const FileTransfer put{.put = true, .message = header, .length = size};
     GRANARY_RETURN_IF_ERROR(sendAll(connection, encodeFileTransfer(put), options_.stall, true));
-    StreamHash hash;
+    Xxh3Stream hash;
     // A failure cuts the connection mid-file: it is not reused, and the peer places nothing.
     GRANARY_RETURN_IF_ERROR(sendFileBytes(connection, fd, size, options_.stall, pace, hash));
     if (size > 0 && !pace(0)) return cancelled("the file changed while it was copied");
@@ -111,7 +111,7 @@ Status TransferClient::readFile(const Endpoint& peer, const std::string& request
     if (reply.length != size)
       return invalidArgument("a file of " + std::to_string(reply.length) + " bytes, not " +
                              std::to_string(size));
-    StreamHash hash;
+    Xxh3Stream hash;
     GRANARY_RETURN_IF_ERROR(receiveFileBytes(connection, fd, size, options_.stall, hash, arrived));
     GRANARY_ASSIGN_OR_RETURN(const std::string trailer, receiveFrame(connection, options_.stall));
     GRANARY_ASSIGN_OR_RETURN(const uint64_t sent, decodeTrailer(trailer));

@@ -209,7 +209,7 @@ bool TransferServer::receiveFile(int connection, const FileTransfer& put, const 
   const auto start = std::chrono::steady_clock::now();
   bool consumed = false;  // every byte and the trailer read: the connection is in step
   const Status placed = files_->place(put.message, [&](int fd) -> Status {
-    StreamHash hash;
+    Xxh3Stream hash;
     GRANARY_RETURN_IF_ERROR(receiveFileBytes(connection, fd, put.length, options_.stall, hash));
     GRANARY_ASSIGN_OR_RETURN(const std::string frame, receiveFrame(connection, options_.stall));
     GRANARY_ASSIGN_OR_RETURN(const uint64_t sent, decodeTrailer(frame));
@@ -228,7 +228,7 @@ bool TransferServer::receiveFile(int connection, const FileTransfer& put, const 
 
 bool TransferServer::sendFile(int connection, const FileTransfer& read, const std::string& peer) {
   const auto start = std::chrono::steady_clock::now();
-  StreamHash hash;
+  Xxh3Stream hash;
   int64_t sent = 0;
   const Status done = files_->read(read.message, [&](std::string_view bytes) -> Status {
     if (sent == 0) {  // the reply goes once the file is open in the version asked

@@ -1,18 +1,19 @@
-// Chunk-sized buffers used again once their last reader lets go. A chunk fetched from a peer or
-// the origin is up to 16 MiB: new memory for each costs page faults, the kernel zeroing every
-// page and std::string zeroing it again (a fifth of a receiving node's CPU at the wire's speed).
-// A buffer given out by share() comes back when its last owner drops it; take() hands one out
-// again, its bytes left as they were (none zeroed when it has the size asked for). At most `keep`
-// buffers of at least kMinBytes wait; smaller ones and any beyond are freed.
+// Buffers of fetched chunks used again once their last reader lets go. A chunk fetched from a
+// peer or the origin is new memory otherwise: page faults, the kernel zeroing every page and
+// std::string zeroing it again, a fifth of a receiving node's CPU at the wire's speed (and a sixth
+// for 100 KiB files). A buffer given out by share() comes back when its last owner drops it;
+// take() hands it out again for a chunk of about its size (never one much larger: what holds a
+// chunk counts its size, not its buffer's), its bytes left as they were (none zeroed when its
+// size is the one asked for). Buffers wait up to `keepBytes` in all; beyond, they are freed.
 //
 // Thread-safety: every method may be called from any thread; shared buffers may outlive the pool.
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "common/thread_annotations.h"
 
@@ -20,9 +21,7 @@ namespace granary::cache {
 
 class ChunkBuffers {
  public:
-  static constexpr size_t kMinBytes = size_t{1} << 20;
-
-  explicit ChunkBuffers(size_t keep) : shelf_(std::make_shared<Shelf>(keep)) {}
+  explicit ChunkBuffers(size_t keepBytes) : shelf_(std::make_shared<Shelf>(keepBytes)) {}
 
   // A buffer of `size` bytes whose contents are unspecified (to be overwritten).
   std::string take(size_t size) {
@@ -40,45 +39,44 @@ class ChunkBuffers {
                                               });
   }
 
-  size_t waiting() const { return shelf_->waiting(); }
+  // The bytes of the buffers waiting.
+  size_t waitingBytes() const { return shelf_->waitingBytes(); }
 
  private:
   class Shelf {
    public:
-    explicit Shelf(size_t keep) : keep_(keep) {}
+    explicit Shelf(size_t keepBytes) : keepBytes_(keepBytes) {}
 
-    // One of `size` bytes if any waits, else one with room for them, else the last one back.
+    // The smallest buffer waiting with room for `size` bytes and at most a quarter more; else
+    // none (a new one).
     std::string take(size_t size) {
       MutexLock lock(mutex_);
-      if (buffers_.empty()) return {};
-      size_t best = buffers_.size() - 1;
-      for (size_t i = 0; i < buffers_.size(); ++i) {
-        if (buffers_[i].size() == size) {
-          best = i;
-          break;
-        }
-        if (buffers_[i].capacity() >= size) best = i;
-      }
-      std::string buffer = std::move(buffers_[best]);
-      buffers_.erase(buffers_.begin() + static_cast<std::ptrdiff_t>(best));
+      const auto fits = buffers_.lower_bound(size);
+      if (fits == buffers_.end() || fits->first > size + size / 4) return {};
+      std::string buffer = std::move(fits->second);
+      waitingBytes_ -= fits->first;
+      buffers_.erase(fits);
       return buffer;
     }
 
     void giveBack(std::string buffer) {
-      if (buffer.capacity() < kMinBytes) return;
+      const size_t room = buffer.capacity();
       MutexLock lock(mutex_);
-      if (buffers_.size() < keep_) buffers_.push_back(std::move(buffer));
+      if (waitingBytes_ + room > keepBytes_) return;  // freed as it goes
+      waitingBytes_ += room;
+      buffers_.emplace(room, std::move(buffer));
     }
 
-    size_t waiting() const {
+    size_t waitingBytes() const {
       MutexLock lock(mutex_);
-      return buffers_.size();
+      return waitingBytes_;
     }
 
    private:
-    const size_t keep_;
+    const size_t keepBytes_;
     mutable Mutex mutex_;
-    std::vector<std::string> buffers_ GRANARY_GUARDED_BY(mutex_);
+    std::multimap<size_t, std::string> buffers_ GRANARY_GUARDED_BY(mutex_);  // by capacity
+    size_t waitingBytes_ GRANARY_GUARDED_BY(mutex_) = 0;
   };
 
   std::shared_ptr<Shelf> shelf_;

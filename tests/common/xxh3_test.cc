@@ -24,6 +24,17 @@ TEST(Xxh3Test, EqualsTheLibrarysHashAtEverySizeAndAlignment) {
   }
 }
 
+TEST(Xxh3Test, AStreamGivesTheHashOfAllItsPieces) {
+  std::mt19937_64 random(9);
+  std::vector<char> bytes(300'000);
+  for (auto& byte : bytes) byte = static_cast<char>(random());
+  Xxh3Stream stream;
+  EXPECT_EQ(stream.digest(), XXH3_64bits(nullptr, 0));
+  for (size_t at = 0, piece = 1; at < bytes.size(); at += piece, piece = piece * 3 + 7)
+    stream.add(std::string_view(bytes.data() + at, std::min(piece, bytes.size() - at)));
+  EXPECT_EQ(stream.digest(), XXH3_64bits(bytes.data(), bytes.size()));
+}
+
 TEST(Xxh3Test, ADifferentByteGivesADifferentHash) {
   std::vector<char> bytes(65536, 'x');
   const uint64_t before = xxh3(bytes.data(), bytes.size());

@@ -545,7 +545,7 @@ TEST_F(DatasetCacheTest, AnotherNodesChunkIsReadInMemoryFetchedOnceThenHeld) {
   const std::vector<std::string> names = {"n1", "n2"};
   LoopbackPeers peers;
   HeldChunks<FetchedChunk> held(1 << 20);
-  ChunkBuffers buffers(2);
+  ChunkBuffers buffers(64 << 20);
   std::vector<std::unique_ptr<TestNode>> nodes;
   std::vector<std::unique_ptr<DatasetCache>> caches;
   for (const auto& name : names) {
