@@ -272,12 +272,16 @@ void onGetattr(fuse_req_t req, fuse_ino_t inode, fuse_file_info*) {
 // kernel allows, opens are declined once with ENOSYS and never sent again (nor their releases);
 // reads name the inode, which is all they need, also across an adopted connection. With
 // passthrough, a file held whole in one verified chunk is read by the kernel from that chunk's
-// file; one that spans chunks always through the page cache; one whose chunk is not here yet by
-// direct I/O (each read reaches the node, which fetches it, and the reader's wait is counted),
-// which leaves it free to be passed through later. Passthrough costs every open a request to
-// this process (and its release another), which the page cache path never makes: a dataset
-// whose files are small on average reads faster through the page cache, and is read that way.
-// A connection adopted from a previous process goes on as that process agreed with the kernel.
+// file; one that spans chunks through the page cache when its first chunk is here; one whose
+// (first) chunk is not here by direct I/O: each read reaches the node, which fetches the chunk
+// (the reader's wait counted) and answers the reads after it from the chunk in memory while the
+// next is fetched ahead, and the bytes go from there straight into the reader's buffer (no page
+// cache between, a copy less on a read from a peer); a file held in one chunk stays free to be
+// passed through once its chunk is here. (With passthrough the connection also agreed that
+// direct I/O files may be mapped: engine/mount/passthrough.h.) Passthrough costs every open a
+// request to this process (and its release another), which the page cache path never makes: a
+// dataset whose files are small on average reads faster through the page cache, and is read that
+// way. A connection adopted from a previous process goes on as that process agreed with the kernel.
 enum class ReadPath { kPageCache, kPassthrough };
 
 // Whether the connection passes files through: agreed with the kernel (by this process, or by
@@ -368,8 +372,10 @@ void onOpen(fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi) {
   const ReadPath path = readPathOf(state, *cache);
   if (path == ReadPath::kPageCache && state.canDeclineOpens)
     return (void)fuse_reply_err(req, ENOSYS);
-  if (path == ReadPath::kPageCache || !cache->heldInOneChunk(**file))
-    return replyThroughPageCache(req, fi);
+  if (path == ReadPath::kPageCache) return replyThroughPageCache(req, fi);
+  if (!cache->heldInOneChunk(**file))
+    return cache->hasChunk((*file)->path, 0) ? replyThroughPageCache(req, fi)
+                                             : replyDirect(req, fi);
   openPassedThrough(req, inode, fi, *cache, **file);
 }
 

@@ -5,12 +5,14 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -18,6 +20,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "engine/cache_metrics.h"
 #include "engine/origin/http_origin.h"
@@ -148,6 +151,38 @@ TEST_F(DatasetFilesystemTest, ServesEveryByteOfAWarmDataset) {
   ::close(fd);
   const auto reads = cache_->state().reads;
   EXPECT_EQ(reads.originBytes, 0) << "warm: every byte from local disk";
+}
+
+// With passthrough, a file spanning chunks whose first chunk is not here is read by direct I/O:
+// the node's bytes go straight into the reader's buffer, none into the page cache between; the
+// file can still be mapped (shared), and read or mapped its bytes are the origin's.
+TEST_F(DatasetFilesystemTest, AFileSpanningChunksNotHereIsReadDirectlyAndCanBeMapped) {
+  mountOptions_.passthroughMinAverageFileBytes = 0;  // these files are small
+  mount(WarmMode::kNever);
+  EXPECT_EQ(readWhole(mountpoint_ / "labels.csv"), files_["labels.csv"]);
+  if (!fs_->passesThrough()) GTEST_SKIP() << "this kernel has no FUSE passthrough (Linux 6.9+)";
+  const std::string& data = files_["big/a.bin"];
+  const int file = ::open((mountpoint_ / "big/a.bin").c_str(), O_RDONLY);
+  ASSERT_GE(file, 0);
+  std::string read(data.size(), '\0');
+  for (size_t at = 0; at < read.size();) {
+    const ssize_t n = ::pread(file, read.data() + at, read.size() - at, static_cast<off_t>(at));
+    ASSERT_GT(n, 0);
+    at += static_cast<size_t>(n);
+  }
+  EXPECT_TRUE(read == data);
+  void* mapped = ::mmap(nullptr, data.size(), PROT_READ, MAP_SHARED, file, 0);
+  ASSERT_NE(mapped, MAP_FAILED) << std::strerror(errno);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  std::vector<unsigned char> resident((data.size() + static_cast<size_t>(page) - 1) /
+                                      static_cast<size_t>(page));
+  ASSERT_EQ(::mincore(mapped, data.size(), resident.data()), 0);
+  EXPECT_EQ(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }),
+            0)
+      << "the reads left pages in the page cache";
+  EXPECT_TRUE(std::string_view(static_cast<const char*>(mapped), data.size()) == data);
+  ::munmap(mapped, data.size());
+  ::close(file);
 }
 
 // Where the kernel has FUSE passthrough, files cached whole are read by the kernel from their
