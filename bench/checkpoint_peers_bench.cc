@@ -228,7 +228,7 @@ void run(const Args& args) {
         "  restore %s: %.2f s (%.0f MiB/s); ÷ reading directly %.2f, ÷ copying directly %.2f", what,
         took, rate, took / direct, took / directCopy);
     if (acrossTheWire)
-      std::printf("; the wire from the disk ÷ %.2f, into a file ÷ %.2f", rate / diskWire,
+      std::printf("; ÷ the wire from the disk %.2f, into a file %.2f", rate / diskWire,
                   rate / diskWireToFile);
     std::printf("\n");
   };
