@@ -266,6 +266,7 @@ Result<ChunkPiece> DatasetCache::readPieceInMemory(const ManifestEntry& file, in
   if (auto held = fetcher_.held(file, span.index)) {  // read from memory, no wait
     ChunkPiece piece = pieceOf(std::move(*held));
     countRead(piece.chunk.source, piece.size, false);
+    readAheadAfter(file, span.index);
     return piece;
   }
   if (!fetch)
@@ -330,19 +331,25 @@ Result<FetchedChunk> DatasetCache::readMissing(const ManifestEntry& file, const 
     MutexLock lock(mutex_);
     owner = ownsLocked(file.path);
   }
-  // While warming, the rest of a file a reader waits on goes first; a file another node keeps is
-  // read a chunk ahead, so that the next chunk crosses the wire while this one is read.
+  // While warming, the rest of a file a reader waits on goes first.
   if (owner) warmer_.demand({file.path, file.size, file.etag});
-  const int64_t next = span.index + 1;
-  if (!owner && next < chunkCount(file.size, chunkSize_) && !fetcher_.held(file, next) &&
-      !node_.chunks.contains(chunkId(file.path, next))) {
-    readAhead_.start(chunkId(file.path, next).key(),
-                     [this, file, next] { (void)fetchChunk(file, next, FetchKind::kDemand); });
-  }
   GRANARY_ASSIGN_OR_RETURN(FetchedChunk chunk, fetchChunk(file, span.index, FetchKind::kDemand));
+  if (!owner) readAheadAfter(file, span.index);
   const auto available = static_cast<int64_t>(chunk.bytes->size()) - span.within;
   if (available > 0) countRead(chunk.source, std::min(span.length, available), false);
   return chunk;
+}
+
+void DatasetCache::readAheadAfter(const ManifestEntry& file, int64_t index) {
+  const int64_t next = index + 1;
+  if (next >= chunkCount(file.size, chunkSize_) || fetcher_.held(file, next)) return;
+  {
+    MutexLock lock(mutex_);
+    if (ownsLocked(file.path)) return;
+  }
+  if (node_.chunks.contains(chunkId(file.path, next))) return;
+  readAhead_.start(chunkId(file.path, next).key(),
+                   [this, file, next] { (void)fetchChunk(file, next, FetchKind::kDemand); });
 }
 
 Result<ManifestEntry> DatasetCache::fileForPeer(const std::string& path, int64_t index,
