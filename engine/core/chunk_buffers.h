@@ -4,12 +4,15 @@
 // for 100 KiB files). A buffer given out by share() comes back when its last owner drops it;
 // take() hands it out again for a chunk of about its size (never one much larger: what holds a
 // chunk counts its size, not its buffer's), its bytes left as they were (none zeroed when its
-// size is the one asked for). Buffers wait up to `keepBytes` in all; beyond, they are freed.
+// size is the one asked for). Buffers wait up to `keepBytes` in all; beyond, those that came back
+// longest ago are freed.
 //
 // Thread-safety: every method may be called from any thread; shared buffers may outlive the pool.
 #pragma once
 
 #include <cstddef>
+#include <iterator>
+#include <list>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,20 +54,23 @@ class ChunkBuffers {
     // none (a new one).
     std::string take(size_t size) {
       MutexLock lock(mutex_);
-      const auto fits = buffers_.lower_bound(size);
-      if (fits == buffers_.end() || fits->first > size + size / 4) return {};
-      std::string buffer = std::move(fits->second);
-      waitingBytes_ -= fits->first;
-      buffers_.erase(fits);
+      const auto fits = bySize_.lower_bound(size);
+      if (fits == bySize_.end() || fits->first > size + size / 4) return {};
+      std::string buffer = std::move(fits->second->buffer);
+      forgetLocked(fits);
       return buffer;
     }
 
+    // Keeps `buffer`, freeing the buffers that came back longest ago until all fit: the shelf
+    // follows what is read now (after small files, large ones).
     void giveBack(std::string buffer) {
       const size_t room = buffer.capacity();
+      if (room > keepBytes_) return;
       MutexLock lock(mutex_);
-      if (waitingBytes_ + room > keepBytes_) return;  // freed as it goes
+      while (waitingBytes_ + room > keepBytes_) forgetLocked(order_.front().index);
+      order_.push_back(Entry{std::move(buffer), {}});
+      order_.back().index = bySize_.emplace(room, std::prev(order_.end()));
       waitingBytes_ += room;
-      buffers_.emplace(room, std::move(buffer));
     }
 
     size_t waitingBytes() const {
@@ -73,9 +79,24 @@ class ChunkBuffers {
     }
 
    private:
+    struct Entry;
+    using Order = std::list<Entry>;                         // oldest first
+    using BySize = std::multimap<size_t, Order::iterator>;  // by capacity
+    struct Entry {
+      std::string buffer;
+      BySize::iterator index;
+    };
+
+    void forgetLocked(BySize::iterator entry) GRANARY_REQUIRES(mutex_) {
+      waitingBytes_ -= entry->first;
+      order_.erase(entry->second);
+      bySize_.erase(entry);
+    }
+
     const size_t keepBytes_;
     mutable Mutex mutex_;
-    std::multimap<size_t, std::string> buffers_ GRANARY_GUARDED_BY(mutex_);  // by capacity
+    Order order_ GRANARY_GUARDED_BY(mutex_);
+    BySize bySize_ GRANARY_GUARDED_BY(mutex_);
     size_t waitingBytes_ GRANARY_GUARDED_BY(mutex_) = 0;
   };
 

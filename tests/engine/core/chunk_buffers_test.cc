@@ -38,6 +38,20 @@ TEST(ChunkBuffers, KeepsAtMostItsBytes) {
   EXPECT_LE(buffers.waitingBytes(), 2 * kChunk + kChunk / 2);
 }
 
+// Small buffers that waited since an earlier read make room for the large ones of the read now.
+TEST(ChunkBuffers, TheBuffersThatCameBackLongestAgoMakeRoom) {
+  ChunkBuffers buffers(2 * kChunk);
+  std::vector<std::shared_ptr<const std::string>> small;
+  for (int i = 0; i < 20; ++i) small.push_back(buffers.share(std::string(kChunk / 10, 's')));
+  small.clear();
+  ASSERT_GT(buffers.waitingBytes(), kChunk);  // the small ones fill the shelf
+  auto large = buffers.share(std::string(kChunk, 'l'));
+  const char* largeMemory = large->data();
+  large.reset();
+  EXPECT_LE(buffers.waitingBytes(), 2 * kChunk);
+  EXPECT_EQ(buffers.take(kChunk).data(), largeMemory);
+}
+
 // What holds a chunk counts its size: a small chunk never gets a much larger buffer.
 TEST(ChunkBuffers, TakesTheSmallestThatFitsAndNeverOneMuchLarger) {
   ChunkBuffers buffers(64 << 20);
