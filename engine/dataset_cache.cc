@@ -266,7 +266,6 @@ Result<ChunkPiece> DatasetCache::readPieceInMemory(const ManifestEntry& file, in
   if (auto held = fetcher_.held(file, span.index)) {  // read from memory, no wait
     ChunkPiece piece = pieceOf(std::move(*held));
     countRead(piece.chunk.source, piece.size, false);
-    readAheadAfter(file, span.index);
     return piece;
   }
   if (!fetch)
@@ -331,23 +330,20 @@ Result<FetchedChunk> DatasetCache::readMissing(const ManifestEntry& file, const 
     MutexLock lock(mutex_);
     owner = ownsLocked(file.path);
   }
-  // While warming, the rest of a file a reader waits on goes first.
+  // While warming, the rest of a file a reader waits on goes first; a file another node keeps is
+  // read a chunk ahead.
   if (owner) warmer_.demand({file.path, file.size, file.etag});
+  if (!owner) readAhead(file, span.index + 1);
   GRANARY_ASSIGN_OR_RETURN(FetchedChunk chunk, fetchChunk(file, span.index, FetchKind::kDemand));
-  if (!owner) readAheadAfter(file, span.index);
   const auto available = static_cast<int64_t>(chunk.bytes->size()) - span.within;
   if (available > 0) countRead(chunk.source, std::min(span.length, available), false);
   return chunk;
 }
 
-void DatasetCache::readAheadAfter(const ManifestEntry& file, int64_t index) {
-  const int64_t next = index + 1;
-  if (next >= chunkCount(file.size, chunkSize_) || fetcher_.held(file, next)) return;
-  {
-    MutexLock lock(mutex_);
-    if (ownsLocked(file.path)) return;
-  }
-  if (node_.chunks.contains(chunkId(file.path, next))) return;
+void DatasetCache::readAhead(const ManifestEntry& file, int64_t next) {
+  if (next >= chunkCount(file.size, chunkSize_) || fetcher_.held(file, next) ||
+      node_.chunks.contains(chunkId(file.path, next)))
+    return;
   readAhead_.start(chunkId(file.path, next).key(),
                    [this, file, next] { (void)fetchChunk(file, next, FetchKind::kDemand); });
 }

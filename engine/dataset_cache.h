@@ -360,10 +360,9 @@ class DatasetCache final : private ChunkKeeper, private WarmHost {
   // damaged; other errors are returned.
   Result<FetchedChunk> readMissing(const ManifestEntry& file, const ChunkSpan& span,
                                    const Status& local);
-  // A file another node keeps is read a chunk ahead: once chunk `index` is in memory (fetched for
-  // a reader, or found held), the next crosses the wire while the reader consumes this one. The
-  // fetch a reader waits on goes first: its read-ahead starts after it.
-  void readAheadAfter(const ManifestEntry& file, int64_t index) GRANARY_EXCLUDES(mutex_);
+  // Fetches chunk `next` of a file another node keeps (unless it is here or held), beside the
+  // fetch of the chunk before it, so that it crosses the wire while the reader consumes that one.
+  void readAhead(const ManifestEntry& file, int64_t next);
   Result<FetchedChunk> fetchChunk(const ManifestEntry& file, int64_t index, FetchKind kind);
   // The file a peer asks for, checked: listed in version `etag`, with a chunk `index`.
   Result<ManifestEntry> fileForPeer(const std::string& path, int64_t index,

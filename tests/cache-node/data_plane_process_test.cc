@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <random>
 #include <thread>
@@ -58,6 +59,10 @@ class DataPlaneProcessTest : public ::testing::Test {
     origin_ = std::move(*testing::HttpFileServer::start(root_ / "origin"));
   }
   void TearDown() override {
+    if (HasFailure()) {  // what the nodes said, for a failure that does not say why
+      if (a_) std::cerr << "a's log:\n" << a_->log() << "\n";
+      if (b_) std::cerr << "b's log:\n" << b_->log() << "\n";
+    }
     a_.reset();
     b_.reset();
     std::filesystem::remove_all(root_);

@@ -538,7 +538,7 @@ TEST_F(DatasetCacheTest, FourNodesReadTheOriginOnceAndServeEachOther) {
 
 // A chunk another node keeps is read where it lies in memory: fetched once (into a buffer used
 // again after it), then held for the reads after it, which neither fetch nor find it on disk;
-// the next chunk is fetched ahead once one is in memory.
+// the next chunk is fetched ahead beside it.
 TEST_F(DatasetCacheTest, AnotherNodesChunkIsReadInMemoryFetchedOnceThenHeld) {
   writeTree(4);
   for (int i = 0; i < 6; ++i)
@@ -577,13 +577,9 @@ TEST_F(DatasetCacheTest, AnotherNodesChunkIsReadInMemoryFetchedOnceThenHeld) {
             data.substr(100, 16384 - 100));  // to the end of the chunk
   EXPECT_EQ(fetched->chunk.source, Source::kPeer);
   EXPECT_GT(peers.calls, callsBefore);
-  // Each chunk in memory brings the next: in the end every chunk is held, and no more is fetched.
-  for (int64_t at = 16384; at < static_cast<int64_t>(data.size()); at += 16384) {
-    ASSERT_TRUE(granary::testing::eventually([&] {
-      return caches[0]->readPieceInMemory(file, at, 10, false).isOk();
-    })) << "the chunk at "
-        << at << " read ahead";
-  }
+  ASSERT_TRUE(granary::testing::eventually([&] {
+    return caches[0]->readPieceInMemory(file, 16384, 10, false).isOk();
+  })) << "the second chunk read ahead";
   const int callsAfterFetch = peers.calls;
 
   auto again = caches[0]->readPieceInMemory(file, 8192, 4096, false);
