@@ -290,7 +290,8 @@ class NodeChild {
     std::ofstream(dir / "token") << kSpreadToken << "\n";
     std::ofstream(dir / "config.yaml")
         << "nodeName: " << name_ << "\nlisten: 127.0.0.1:" << port_
-        << "\ntransferListen: 127.0.0.1:0\nmetricsAddress: \"\"\ntokenFile: " << (dir / "token")
+        << "\ntransferListen: 127.0.0.1:" << testing::freePort()
+        << "\nmetricsAddress: \"\"\ntokenFile: " << (dir / "token")
         << "\nstateDirectory: " << (dir / "state")
         << "\ncacheDirectories:\n  - path: " << (dir / "cache") << "\n    quota: " << quota
         << "\nwarmConcurrency: 4\nmountKeeper: false\ngpuTelemetry: false\nlogLevel: warn\n"

@@ -56,9 +56,10 @@ class CacheNodeProcess {
     std::ofstream(home_ / "token") << kToken << "\n";
     std::ofstream(home_ / "config.yaml")
         << "nodeName: " << name_ << "\nlisten: " << host_ << ":" << port_
-        << (settings.before      ? ""
-            : settings.dataPlane ? "\ntransferListen: \"" + host_ + ":0\""
-                                 : "\ntransferListen: \"\"")
+        << (settings.before ? ""
+            : settings.dataPlane
+                ? "\ntransferListen: \"" + host_ + ":" + std::to_string(testing::freePort()) + "\""
+                : "\ntransferListen: \"\"")
         << "\nmetricsAddress: \"\"\ntokenFile: " << (home_ / "token")
         << "\nstateDirectory: " << (home_ / "state")
         << "\ncacheDirectories: [{path: " << (home_ / "cache")

@@ -80,12 +80,14 @@ Result<OwnedFd> listenTcp(const std::string& address) {
   OwnedFd listener;
   for (const addrinfo* a = found; a != nullptr && !listener; a = a->ai_next) {
     OwnedFd candidate(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-    // SO_REUSEPORT as gRPC sets it: a pod replacing this node's (a hand-over, with the host's
-    // network) listens beside it until it goes.
+    // SO_REUSEPORT as gRPC sets it, on a port asked for: a pod replacing this node's (a
+    // hand-over, with the host's network) listens beside it until it goes. A port the kernel
+    // picks is never shared: another listener (this node's gRPC port, say) cannot take it too.
     const int yes = 1;
     if (candidate) {
       ::setsockopt(candidate.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-      ::setsockopt(candidate.get(), SOL_SOCKET, SO_REUSEPORT, &yes, sizeof yes);
+      if (hostPort.second != 0)
+        ::setsockopt(candidate.get(), SOL_SOCKET, SO_REUSEPORT, &yes, sizeof yes);
     }
     if (!candidate || ::bind(candidate.get(), a->ai_addr, a->ai_addrlen) != 0 ||
         ::listen(candidate.get(), 1024) != 0) {

@@ -53,9 +53,10 @@ class NodeProcess {
     std::filesystem::create_directories(root_);
     if (stateRoot.empty()) stateRoot = root_;
     std::ofstream(root_ / "token") << kToken << "\n";
+    // Every port named (not 0: the kernel may pick for the data plane the one the API is to take).
     std::ofstream(root_ / "config.yaml")
         << "nodeName: " << name_ << "\nlisten: 127.0.0.1:" << port_
-        << "\ntransferListen: 127.0.0.1:0"
+        << "\ntransferListen: 127.0.0.1:" << freePort()
         << "\nmetricsAddress: 127.0.0.1:" << metricsPort_ << "\ntokenFile: " << (root_ / "token")
         << "\nstateDirectory: " << (stateRoot / "state")
         << "\ncacheDirectories:\n  - path: " << (stateRoot / "cache")
