@@ -53,15 +53,6 @@ struct Args {
   std::exit(1);
 }
 
-double since(Steady::time_point start) {
-  return std::chrono::duration<double>(Steady::now() - start).count();
-}
-
-void dropCaches() {
-  ::sync();
-  std::ofstream("/proc/sys/vm/drop_caches") << "3";
-}
-
 // A DCP-style save: a file a writer (4 MiB writes, then fsync), then .metadata renamed into place.
 void save(const fs::path& step, const Args& args) {
   fs::create_directories(step);
@@ -137,13 +128,13 @@ double readOrCopy(const fs::path& root, const fs::path& to = {}) {
       if (out && ::write(out.get(), buffer.data(), static_cast<size_t>(n)) != n) die("short copy");
     if (out) ::fsync(out.get());
   }
-  return since(start);
+  return seconds(start);
 }
 
 void waitFor(const std::function<bool()>& done, double limitSeconds, const std::string& what) {
   const auto start = Steady::now();
   while (!done()) {
-    if (since(start) > limitSeconds) die("timed out waiting for " + what);
+    if (seconds(start) > limitSeconds) die("timed out waiting for " + what);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
@@ -189,9 +180,9 @@ void run(const Args& args) {
   const fs::path written = home / "written";
   const auto saveStart = Steady::now();
   save(a->target("worker-0") / "step-1", args);
-  const double saved = since(saveStart);
+  const double saved = seconds(saveStart);
   waitFor([&] { return whole(a->target("worker-0"), b.target("worker-1")); }, 600, "B's copies");
-  const double copied = since(saveStart);
+  const double copied = seconds(saveStart);
   readOrCopy(a->target("worker-0"), written);
 
   // The raw wire with the same files: from the page cache, as the copy reads files just saved,
@@ -202,9 +193,9 @@ void run(const Args& args) {
     return total / streamFiles(files, "127.0.0.1", into).seconds;
   };
   const double cachedWire = wire({}), cachedWireToFile = wire(home / "wire-copy");
-  dropCaches();
+  dropPageCache();
   const double diskWire = wire({});
-  dropCaches();
+  dropPageCache();
   const double diskWireToFile = wire(home / "wire-copy");
   std::printf(
       "  wire (sendfile over one TCP connection, MiB/s): from the page cache %.0f, into a file "
@@ -217,9 +208,9 @@ void run(const Args& args) {
       saved, total / saved, copied, copied - saved, copyRate, copyRate / cachedWire,
       copyRate / cachedWireToFile);
 
-  dropCaches();
+  dropPageCache();
   const double direct = readOrCopy(written);
-  dropCaches();
+  dropPageCache();
   const double directCopy = readOrCopy(written, home / "copied");
   // A restore's seconds against the baselines; one that crossed the wire against it, as rates.
   const auto line = [&](const char* what, double took, bool acrossTheWire = true) {
@@ -236,10 +227,10 @@ void run(const Args& args) {
       "  baselines: reading the files directly %.2f s, copying them (read, write, fsync) "
       "%.2f s\n",
       direct, directCopy);
-  dropCaches();
+  dropPageCache();
   line("on the same node (a new pod on A)", a->publish("worker-0-again", volume), false);
 
-  dropCaches();
+  dropPageCache();
   CacheNodeProcess c(args.cacheNode, home / "c", "node-c");
   auto fromPeer = volume;
   fromPeer["checkpointPeers"] = "node-b=" + b.address();
@@ -259,9 +250,9 @@ void run(const Args& args) {
   std::printf(
       "  lost: the origin whole %.1f s after B was told; files lost or wrong at the "
       "origin: %d, in C's restore: %d\n",
-      since(lostAt), lostOrWrong(written, origin), lostOrWrong(written, c.target("worker-0-c")));
+      seconds(lostAt), lostOrWrong(written, origin), lostOrWrong(written, c.target("worker-0-c")));
 
-  dropCaches();
+  dropPageCache();
   CacheNodeProcess d(args.cacheNode, home / "d", "node-d");
   line("on a new node, from the origin", d.publish("worker-0-d", volume));
   std::printf("  files lost or wrong in D's restore: %d\n",
